@@ -1,0 +1,55 @@
+"""One error hierarchy for xr_zstrings.
+
+Every message names the store, the key, what was found, what was expected and the fix;
+``ZStringsError`` is a ``ValueError`` so callers that catch ``ValueError`` keep working.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ZStringsError",
+    "MetadataError",
+    "DimensionError",
+    "UnsupportedError",
+    "ChunkError",
+    "StringDecodeError",
+    "StringOverflowError",
+    "StoreNotFoundError",
+    "StringTruncationWarning",
+]
+
+
+class ZStringsError(ValueError):
+    """Base class of every error xr_zstrings raises on bad input."""
+
+
+class MetadataError(ZStringsError):
+    """Metadata JSON that is missing, malformed or inconsistent."""
+
+
+class DimensionError(MetadataError):
+    """Dimension references that dangle, disagree with shapes, or cannot be aligned."""
+
+
+class UnsupportedError(ZStringsError):
+    """A dtype, codec or layout that xr_zstrings does not (yet) read or write."""
+
+
+class ChunkError(ZStringsError):
+    """A chunk whose bytes cannot be decoded into the declared chunk shape and dtype."""
+
+
+class StringDecodeError(ZStringsError):
+    """String bytes that are not valid UTF-8 under the chosen policy."""
+
+
+class StringOverflowError(ZStringsError):
+    """Strings that do not fit the declared fixed width under ``on_overflow="error"``."""
+
+
+class StoreNotFoundError(ZStringsError, FileNotFoundError):
+    """No store (or no Zarr group) at the given path or URL."""
+
+
+class StringTruncationWarning(UserWarning):
+    """Strings were cut (at a character boundary) because the user chose to truncate."""

@@ -1,0 +1,706 @@
+"""Pure metadata parsing: Zarr v2 objects and every NCZarr generation -> frozen dataclasses.
+
+No I/O and no xarray/zarr imports: callers hand in the decoded JSON objects of one node
+(``.zgroup``/``.zarray``/``.zattrs`` and, for NCZarr 1.0, ``.nczarr``/``.nczgroup``/``.nczvar``/
+``.nczarray``/``.nczattr``) and get a ``GroupMeta`` or ``ArrayMeta`` back. The generations differ
+only in *where* the NCZarr keys live and what they are called; ``_lookup`` hides that, and
+``docs/format-notes.md`` records which netcdf-c release wrote what.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .errors import DimensionError, MetadataError, UnsupportedError
+
+__all__ = [
+    "Dimension",
+    "GroupMeta",
+    "ArrayMeta",
+    "NodeObjects",
+    "parse_json",
+    "parse_group",
+    "parse_array",
+    "check_name",
+    "decode_attributes",
+    "NC_DEFAULT_MAXSTRLEN",
+    "INTERNAL_ATTRS",
+    "NC_TYPE_CODES",
+]
+
+#: netcdf-c's default ``_nczarr_default_maxstrlen`` (Appendix H of the NCZarr document).
+NC_DEFAULT_MAXSTRLEN = 128
+
+#: Attributes that carry format bookkeeping, never user data.
+INTERNAL_ATTRS = frozenset(
+    {
+        "_ARRAY_DIMENSIONS",
+        "_nczarr_superblock",
+        "_nczarr_group",
+        "_nczarr_array",
+        "_nczarr_attr",
+        "_NCZARR_SUPERBLOCK",
+        "_NCZARR_GROUP",
+        "_NCZARR_ARRAY",
+        "_NCZARR_ATTR",
+        "_nczarr_maxstrlen",
+        "_nczarr_default_maxstrlen",
+        "_NCProperties",
+    }
+)
+
+#: NCZarr 1.0 wrote attribute types as netCDF ``nc_type`` codes; map them to numpy dtypes.
+NC_TYPE_CODES: dict[str, str] = {
+    "1": "i1",
+    "2": "char",
+    "3": "<i2",
+    "4": "<i4",
+    "5": "<f4",
+    "6": "<f8",
+    "7": "u1",
+    "8": "<u2",
+    "9": "<u4",
+    "10": "<i8",
+    "11": "<u8",
+    "12": "string",
+}
+
+# netcdf-c's default fill values; JSON writers round them (``9.96921e+36``), so a
+# fill value within float32 precision of these is snapped back to the exact one.
+_NC_FILL_FLOAT = float(np.float32(9.9692099683868690e36))
+_NC_FILL_DOUBLE = 9.9692099683868690e36
+
+_NAME_BAD = re.compile(r"[\x00/\\]")
+
+
+@dataclass(frozen=True)
+class Dimension:
+    """A netCDF shared dimension: name, size, and whether it is unlimited."""
+
+    name: str
+    size: int
+    unlimited: bool = False
+
+
+@dataclass(frozen=True)
+class NodeObjects:
+    """The JSON objects stored for one group or array, by object name (``.zarray`` ...)."""
+
+    path: str
+    objects: Mapping[str, Any]
+
+    def get(self, name: str) -> Any:
+        return self.objects.get(name)
+
+
+@dataclass(frozen=True)
+class GroupMeta:
+    """One group: its declared dimensions, children, typed attributes and NCZarr generation."""
+
+    path: str
+    zarr_format: int
+    generation: str
+    dimensions: Mapping[str, Dimension]
+    arrays: tuple[str, ...] | None
+    groups: tuple[str, ...] | None
+    attrs: Mapping[str, Any]
+    attr_types: Mapping[str, str]
+    default_maxstrlen: int | None = None
+    nczarr_version: str | None = None
+
+    @property
+    def is_nczarr(self) -> bool:
+        return self.generation.startswith("nczarr")
+
+
+@dataclass(frozen=True)
+class ArrayMeta:
+    """One Zarr v2 array with everything netCDF adds: dimension references, scalar flag, types."""
+
+    path: str
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: np.dtype
+    dtype_str: str
+    fill_value: Any
+    order: str
+    compressor: Mapping[str, Any] | None
+    filters: tuple[Mapping[str, Any], ...]
+    dimension_separator: str
+    dimension_references: tuple[str, ...] | None
+    array_dimensions: tuple[str, ...] | None
+    scalar: bool
+    attrs: Mapping[str, Any]
+    attr_types: Mapping[str, str]
+    string_kind: str | None  # "string" (NC_STRING / |Sn), "char" (NC_CHAR), "unicode", "vlen", None
+    maxstrlen: int | None
+    storage: str | None = None
+    generation: str = "zarr-v2"
+    raw_zarray: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @property
+    def name(self) -> str:
+        return self.path.rstrip("/").rsplit("/", 1)[-1]
+
+    @property
+    def logical_shape(self) -> tuple[int, ...]:
+        """The netCDF shape: ``()`` for scalars, which Zarr stores with shape ``[1]``."""
+        return () if self.scalar else self.shape
+
+
+def parse_json(raw: bytes | str, *, where: str) -> Any:
+    """Decode a metadata object, naming the store key on failure."""
+    try:
+        text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray | memoryview) else raw
+        if isinstance(text, memoryview):
+            text = bytes(text).decode("utf-8")
+        return json.loads(text, parse_constant=_json_constant)
+    except UnicodeDecodeError as e:
+        raise MetadataError(
+            f"Invalid metadata at {where}: not UTF-8 ({e}). Expected a UTF-8 JSON object; "
+            "the store is damaged or the key is not Zarr metadata."
+        ) from None
+    except json.JSONDecodeError as e:
+        raise MetadataError(
+            f"Invalid metadata at {where}: malformed JSON ({e.msg} at line {e.lineno} column "
+            f"{e.colno}). Expected a complete JSON object; the store may be truncated or half-written."
+        ) from None
+
+
+def _json_constant(name: str) -> float:
+    return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[name]
+
+
+def check_name(name: Any, *, where: str) -> str:
+    """Reject names that would escape the store or break key paths (``..``, ``/``, NUL)."""
+    if not isinstance(name, str) or not name or name in (".", "..") or _NAME_BAD.search(name):
+        raise MetadataError(
+            f"Invalid name {name!r} at {where}: expected a non-empty name without '/', '\\', NUL, "
+            "'.' or '..'. The metadata lists a child that cannot be a store key; fix the listing."
+        )
+    return name
+
+
+# ---------------------------------------------------------------------------------------
+# Locating NCZarr keys across generations
+# ---------------------------------------------------------------------------------------
+
+# (object name, key inside it or None for the whole object, generation label)
+_SUPERBLOCK_PLACES = (
+    (".zattrs", "_nczarr_superblock", "nczarr-2 (.zattrs, netcdf-c >= 4.9.3)"),
+    (".zgroup", "_nczarr_superblock", "nczarr-2 (.zgroup, netcdf-c 4.9.1-4.9.2)"),
+    (".zgroup", "_NCZARR_SUPERBLOCK", "nczarr-2 (uppercase, netcdf-c 4.8.1-4.9.0)"),
+    (".zattrs", "_NCZARR_SUPERBLOCK", "nczarr-2 (uppercase in .zattrs)"),
+    (".nczarr", None, "nczarr-1.0 (.nczarr objects, netcdf-c 4.8.0)"),
+)
+_GROUP_PLACES = (
+    (".zattrs", "_nczarr_group"),
+    (".zgroup", "_nczarr_group"),
+    (".zgroup", "_NCZARR_GROUP"),
+    (".zattrs", "_NCZARR_GROUP"),
+    (".nczgroup", None),
+)
+_ARRAY_PLACES = (
+    (".zattrs", "_nczarr_array"),
+    (".zarray", "_nczarr_array"),
+    (".zarray", "_NCZARR_ARRAY"),
+    (".zattrs", "_NCZARR_ARRAY"),
+    (".nczarray", None),
+    (".nczvar", None),
+)
+_ATTR_PLACES = (
+    (".zattrs", "_nczarr_attr"),
+    (".zattrs", "_NCZARR_ATTR"),
+    (".nczattr", None),
+)
+
+
+def _lookup(node: NodeObjects, places: tuple[tuple[str, str | None], ...]) -> tuple[Any, str] | None:
+    for obj_name, key in places:
+        obj = node.get(obj_name)
+        if obj is None:
+            continue
+        if key is None:
+            return obj, obj_name
+        if isinstance(obj, Mapping) and key in obj:
+            return obj[key], f"{obj_name}:{key}"
+    return None
+
+
+def _expect_mapping(value: Any, *, where: str, what: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise MetadataError(
+            f"Invalid {what} at {where}: got {value!r}, expected a JSON object. "
+            "The metadata is damaged; rewrite the store or fix this key by hand."
+        )
+    return value
+
+
+def _first(mapping: Mapping[str, Any], *names: str, default: Any = None) -> Any:
+    for n in names:
+        if n in mapping:
+            return mapping[n]
+    return default
+
+
+def _as_int(value: Any, *, where: str, what: str, minimum: int = 0) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise MetadataError(f"Invalid {what} at {where}: got {value!r}, expected an integer >= {minimum}.")
+    try:
+        out = int(value)
+    except ValueError:
+        raise MetadataError(f"Invalid {what} at {where}: got {value!r}, expected an integer >= {minimum}.") from None
+    if out < minimum:
+        raise MetadataError(f"Invalid {what} at {where}: got {value!r}, expected an integer >= {minimum}.")
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# Groups
+# ---------------------------------------------------------------------------------------
+
+
+def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
+    """Parse one group's objects into a ``GroupMeta`` (any NCZarr generation or pure Zarr v2)."""
+    where = f"{store}{node.path}"
+    zgroup = node.get(".zgroup")
+    if zgroup is None and node.get(".nczgroup") is None:
+        raise MetadataError(f"No group at {where}: .zgroup is missing. Expected a Zarr v2 group.")
+    if zgroup is not None:
+        zgroup = _expect_mapping(zgroup, where=f"{where}/.zgroup", what=".zgroup")
+        fmt = zgroup.get("zarr_format", 2)
+        if fmt != 2:
+            raise UnsupportedError(
+                f"Unsupported zarr_format {fmt!r} at {where}/.zgroup: expected 2 here "
+                "(Zarr v3 groups are described by zarr.json)."
+            )
+
+    generation = "zarr-v2"
+    nczarr_version = None
+    found = _lookup(node, tuple((o, k) for o, k, _ in _SUPERBLOCK_PLACES))
+    if found is not None:
+        sb, place = found
+        for o, k, label in _SUPERBLOCK_PLACES:
+            if place == (o if k is None else f"{o}:{k}"):
+                generation = label
+        if isinstance(sb, Mapping):
+            nczarr_version = sb.get("version")
+    raw_attrs = node.get(".zattrs") or {}
+    raw_attrs = _expect_mapping(raw_attrs, where=f"{where}/.zattrs", what=".zattrs")
+    attr_types = _attr_types(node, where=where)
+
+    group_info = _lookup(node, _GROUP_PLACES)
+    dims: dict[str, Dimension] = {}
+    arrays = groups = None
+    if group_info is not None:
+        info, place = group_info
+        if generation == "zarr-v2":
+            generation = _generation_from_place(place)
+        info = _expect_mapping(info, where=f"{where}/{place}", what="_nczarr_group")
+        raw_dims = _first(info, "dimensions", "dims", default={}) or {}
+        raw_dims = _expect_mapping(raw_dims, where=f"{where}/{place}", what="dimensions")
+        for name, spec in raw_dims.items():
+            check_name(name, where=f"{where}/{place} dimensions")
+            if isinstance(spec, Mapping):
+                size = _as_int(spec.get("size"), where=f"{where}/{place}", what=f"size of dimension {name!r}")
+                unlimited = bool(spec.get("unlimited", 0))
+            else:
+                size = _as_int(spec, where=f"{where}/{place}", what=f"size of dimension {name!r}")
+                unlimited = False
+            dims[name] = Dimension(name, size, unlimited)
+        arrays = tuple(
+            check_name(n, where=f"{where}/{place} arrays")
+            for n in _as_list(_first(info, "arrays", "vars", default=[]), where=f"{where}/{place}")
+        )
+        groups = tuple(
+            check_name(n, where=f"{where}/{place} groups")
+            for n in _as_list(_first(info, "groups", default=[]), where=f"{where}/{place}")
+        )
+
+    default_maxstrlen = None
+    if "_nczarr_default_maxstrlen" in raw_attrs:
+        default_maxstrlen = _as_int(
+            _scalar(raw_attrs["_nczarr_default_maxstrlen"]),
+            where=f"{where}/.zattrs",
+            what="_nczarr_default_maxstrlen",
+            minimum=1,
+        )
+    attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2")
+    return GroupMeta(
+        path=node.path,
+        zarr_format=2,
+        generation=generation,
+        dimensions=dims,
+        arrays=arrays,
+        groups=groups,
+        attrs=attrs,
+        attr_types=attr_types,
+        default_maxstrlen=default_maxstrlen,
+        nczarr_version=nczarr_version,
+    )
+
+
+def _generation_from_place(place: str) -> str:
+    if place.startswith(".ncz"):
+        return "nczarr-1.0 (.nczarr objects, netcdf-c 4.8.0)"
+    if "_NCZARR" in place:
+        return "nczarr-2 (uppercase, netcdf-c 4.8.1-4.9.0)"
+    if place.startswith(".zattrs"):
+        return "nczarr-2 (.zattrs, netcdf-c >= 4.9.3)"
+    return "nczarr-2 (.zgroup, netcdf-c 4.9.1-4.9.2)"
+
+
+def _as_list(value: Any, *, where: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise MetadataError(f"Invalid listing at {where}: got {value!r}, expected a JSON list of names.")
+    return value
+
+
+def _scalar(value: Any) -> Any:
+    """NCZarr 1.0 wrote scalar attributes and fill values as one-element lists."""
+    if isinstance(value, list) and len(value) == 1:
+        return value[0]
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# Attributes (Appendix G of the NCZarr document)
+# ---------------------------------------------------------------------------------------
+
+
+def _attr_types(node: NodeObjects, *, where: str) -> dict[str, str]:
+    found = _lookup(node, _ATTR_PLACES)
+    if found is None:
+        return {}
+    info, place = found
+    info = _expect_mapping(info, where=f"{where}/{place}", what="_nczarr_attr")
+    types = info.get("types", {})
+    types = _expect_mapping(types, where=f"{where}/{place}", what="_nczarr_attr.types")
+    out: dict[str, str] = {}
+    for name, t in types.items():
+        if not isinstance(t, str):
+            raise MetadataError(
+                f"Invalid attribute type for {name!r} at {where}/{place}: got {t!r}, expected a dtype string."
+            )
+        out[name] = NC_TYPE_CODES.get(t, t)
+    return out
+
+
+def decode_attributes(
+    raw: Mapping[str, Any], types: Mapping[str, str], *, where: str, typed: bool = True
+) -> dict[str, Any]:
+    """User attributes with their netCDF types; internal ``_nczarr_*`` keys are dropped.
+
+    Typed (NCZarr) attributes come back as netCDF4-python returns them: text as ``str``,
+    one numeric value as a numpy scalar, several as a numpy array, string lists as ``list[str]``.
+    Untyped (pure Zarr) attributes stay as JSON values, as xarray's zarr engine gives them.
+    """
+    out: dict[str, Any] = {}
+    for name, value in raw.items():
+        if name in INTERNAL_ATTRS:
+            continue
+        t = types.get(name)
+        if t is None or not typed:
+            out[name] = value
+            continue
+        out[name] = _typed_attr(name, value, t, where=where)
+    return out
+
+
+def _typed_attr(name: str, value: Any, t: str, *, where: str) -> Any:
+    if t in ("char", ">S1", "|S1", "<S1", "|U1", "<U1", ">U1"):
+        # NC_CHAR: text; a JSON-valued text attribute was stored as parsed JSON (Appendix G).
+        if isinstance(value, str):
+            return value
+        if isinstance(value, list) and all(isinstance(v, str) for v in value):
+            return "".join(value)
+        return unparse_json(value)
+    if t == "|J0":
+        return value
+    if t == "string" or re.fullmatch(r"[|<>]?S\d+", t):
+        vals = value if isinstance(value, list) else [value]
+        if not all(isinstance(v, str) for v in vals):
+            return unparse_json(value)
+        return vals[0] if len(vals) == 1 else list(vals)
+    try:
+        dtype = np.dtype(t)
+    except TypeError:
+        raise MetadataError(
+            f"Invalid attribute type {t!r} for {name!r} at {where}: expected a numpy dtype string."
+        ) from None
+    if dtype.kind not in "biuf":
+        return value
+    if isinstance(value, Mapping) or (
+        isinstance(value, list) and any(isinstance(v, list | dict) for v in value)
+    ):
+        return unparse_json(value)
+    try:
+        arr = np.array(
+            [_json_number(v) for v in (value if isinstance(value, list) else [value])], dtype=dtype
+        )
+    except (TypeError, ValueError, OverflowError):
+        raise MetadataError(
+            f"Invalid value for attribute {name!r} at {where}: got {value!r}, expected {t} numbers."
+        ) from None
+    return arr[0] if arr.size == 1 else arr
+
+
+def unparse_json(value: Any) -> str:
+    """JSON text formatted as netcdf-c un-parses a JSON-valued attribute (``{"a": 1, "b": [1,2]}``)."""
+    if isinstance(value, Mapping):
+        return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)}: {unparse_json(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ",".join(unparse_json(v) for v in value) + "]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json_number(v: Any) -> Any:
+    if isinstance(v, str):
+        return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}.get(v, v)
+    return v
+
+
+# ---------------------------------------------------------------------------------------
+# Arrays
+# ---------------------------------------------------------------------------------------
+
+_SUPPORTED_KINDS = "biufSUO"
+
+
+def parse_array(node: NodeObjects, *, store: str = "", default_maxstrlen: int | None = None) -> ArrayMeta:
+    """Parse one array's objects into an ``ArrayMeta``; every check names the store key."""
+    where = f"{store}{node.path}"
+    zarray = node.get(".zarray")
+    if zarray is None:
+        raise MetadataError(f"No array at {where}: .zarray is missing. Expected a Zarr v2 array.")
+    zw = f"{where}/.zarray"
+    zarray = _expect_mapping(zarray, where=zw, what=".zarray")
+    if zarray.get("zarr_format", 2) != 2:
+        raise UnsupportedError(f"Unsupported zarr_format {zarray.get('zarr_format')!r} at {zw}: expected 2.")
+    for key in ("shape", "chunks", "dtype"):
+        if key not in zarray:
+            raise MetadataError(f"Invalid .zarray at {zw}: required key {key!r} is missing.")
+    shape = _int_tuple(zarray["shape"], where=zw, what="shape", minimum=0)
+    chunks = _int_tuple(zarray["chunks"], where=zw, what="chunks", minimum=1)
+    if len(chunks) != len(shape):
+        raise MetadataError(
+            f"Invalid .zarray at {zw}: chunks {list(chunks)} has {len(chunks)} dimensions but shape "
+            f"{list(shape)} has {len(shape)}. Expected one chunk length per dimension."
+        )
+    dtype_str = zarray["dtype"]
+    dtype = _parse_dtype(dtype_str, where=zw)
+    order = zarray.get("order", "C")
+    if order not in ("C", "F"):
+        raise MetadataError(f"Invalid order {order!r} at {zw}: expected 'C' or 'F'.")
+    sep = zarray.get("dimension_separator", ".") or "."
+    if sep not in (".", "/"):
+        raise MetadataError(f"Invalid dimension_separator {sep!r} at {zw}: expected '.' or '/'.")
+    compressor = zarray.get("compressor")
+    if compressor is not None:
+        compressor = _expect_mapping(compressor, where=zw, what="compressor")
+        if "id" not in compressor:
+            raise MetadataError(f"Invalid compressor {compressor!r} at {zw}: expected an object with an 'id'.")
+    filters_raw = zarray.get("filters") or []
+    if not isinstance(filters_raw, list):
+        raise MetadataError(f"Invalid filters {filters_raw!r} at {zw}: expected a list or null.")
+    filters = tuple(_expect_mapping(f, where=zw, what="filter") for f in filters_raw)
+    for f in filters:
+        if "id" not in f:
+            raise MetadataError(f"Invalid filter {f!r} at {zw}: expected an object with an 'id'.")
+
+    raw_attrs = node.get(".zattrs") or {}
+    raw_attrs = _expect_mapping(raw_attrs, where=f"{where}/.zattrs", what=".zattrs")
+    attr_types = _attr_types(node, where=where)
+
+    dimrefs = None
+    storage = None
+    scalar = False
+    generation = "zarr-v2"
+    found = _lookup(node, _ARRAY_PLACES)
+    if found is not None:
+        info, place = found
+        generation = _generation_from_place(place)
+        info = _expect_mapping(info, where=f"{where}/{place}", what="_nczarr_array")
+        refs = _first(info, "dimension_references", "dimrefs", default=None)
+        if refs is not None:
+            refs = _as_list(refs, where=f"{where}/{place}")
+            for r in refs:
+                if not isinstance(r, str) or not r:
+                    raise DimensionError(
+                        f"Invalid dimension reference {r!r} at {where}/{place}: expected a fully "
+                        "qualified name such as '/x' or '/group/y'."
+                    )
+            dimrefs = tuple(refs)
+        storage = info.get("storage")
+        scalar = bool(info.get("scalar", 0)) or storage == "scalar"
+    array_dims = raw_attrs.get("_ARRAY_DIMENSIONS")
+    if array_dims is not None:
+        if not isinstance(array_dims, list) or not all(isinstance(d, str) and d for d in array_dims):
+            raise DimensionError(
+                f"Invalid _ARRAY_DIMENSIONS {array_dims!r} at {where}/.zattrs: expected a list of "
+                "dimension names, one per array dimension."
+            )
+        array_dims = tuple(array_dims)
+        if array_dims == ("_scalar_",) and shape == (1,):
+            scalar = True
+    scalar = scalar or shape == ()
+    if scalar and shape not in ((1,), ()):
+        raise MetadataError(
+            f"Invalid scalar at {zw}: marked scalar but shape is {list(shape)}; expected [1]."
+        )
+    if not scalar:
+        if dimrefs is not None and len(dimrefs) != len(shape):
+            raise DimensionError(
+                f"Dimension references {list(dimrefs)} at {where} name {len(dimrefs)} dimensions "
+                f"but the shape {list(shape)} has {len(shape)}. Fix _nczarr_array or .zarray."
+            )
+        if array_dims is not None and len(array_dims) != len(shape):
+            raise DimensionError(
+                f"_ARRAY_DIMENSIONS {list(array_dims)} at {where}/.zattrs names {len(array_dims)} "
+                f"dimensions but the shape {list(shape)} has {len(shape)}."
+            )
+
+    string_kind, maxstrlen = _string_kind(dtype, dtype_str, filters, generation)
+    if "_nczarr_maxstrlen" in raw_attrs:
+        maxstrlen = _as_int(
+            _scalar(raw_attrs["_nczarr_maxstrlen"]),
+            where=f"{where}/.zattrs",
+            what="_nczarr_maxstrlen",
+            minimum=1,
+        )
+        if string_kind == "string" and maxstrlen != dtype.itemsize:
+            # the dtype is what is stored; the attribute only documents the width.
+            maxstrlen = dtype.itemsize
+    elif string_kind == "string" and generation != "zarr-v2" and default_maxstrlen is not None:
+        maxstrlen = dtype.itemsize
+    fill_value = _parse_fill(_scalar(zarray.get("fill_value")), dtype, string_kind, where=zw)
+    attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2")
+    return ArrayMeta(
+        path=node.path,
+        shape=shape,
+        chunks=chunks,
+        dtype=dtype,
+        dtype_str=dtype_str,
+        fill_value=fill_value,
+        order=order,
+        compressor=compressor,
+        filters=filters,
+        dimension_separator=sep,
+        dimension_references=dimrefs,
+        array_dimensions=array_dims,
+        scalar=scalar,
+        attrs=attrs,
+        attr_types=attr_types,
+        string_kind=string_kind,
+        maxstrlen=maxstrlen,
+        storage=storage,
+        generation=generation,
+        raw_zarray=dict(zarray),
+    )
+
+
+def _int_tuple(value: Any, *, where: str, what: str, minimum: int) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise MetadataError(f"Invalid {what} {value!r} at {where}: expected a list of integers.")
+    return tuple(_as_int(v, where=where, what=what, minimum=minimum) for v in value)
+
+
+def _parse_dtype(dtype_str: Any, *, where: str) -> np.dtype:
+    if not isinstance(dtype_str, str):
+        raise UnsupportedError(
+            f"Unsupported dtype {dtype_str!r} at {where}: structured dtypes are not read; "
+            "expected a simple numpy dtype string such as '<f4' or '|S8'."
+        )
+    try:
+        dtype = np.dtype(dtype_str)
+    except TypeError:
+        raise UnsupportedError(
+            f"Unsupported dtype {dtype_str!r} at {where}: not a numpy dtype string. "
+            "Expected e.g. '<i4', '<f8', '|S8', '<U4', '|O'."
+        ) from None
+    if dtype.kind not in _SUPPORTED_KINDS or dtype.fields is not None:
+        raise UnsupportedError(
+            f"Unsupported dtype {dtype_str!r} at {where}: xr_zstrings reads integer, float, bool, "
+            "and string dtypes (|Sn, <Un, >Un, |O with vlen-utf8); open this array with zarr-python."
+        )
+    return dtype
+
+
+def _string_kind(
+    dtype: np.dtype, dtype_str: str, filters: tuple[Mapping[str, Any], ...], generation: str
+) -> tuple[str | None, int | None]:
+    nczarr = generation != "zarr-v2"
+    if dtype.kind == "S":
+        if dtype_str == ">S1":
+            # netcdf-c's NC_CHAR signature, in nczarr and pure-zarr mode alike (zarr-python writes |S1)
+            return "char", None
+        return "string", dtype.itemsize
+    if dtype.kind == "U":
+        if nczarr and dtype.itemsize == 4 and generation.startswith(("nczarr-1.0", "nczarr-2 (upper")):
+            # NCZarr 1.0 and netcdf-c <= 4.9.0 wrote NC_CHAR as "<U1" holding one byte per element.
+            return "char", None
+        return "unicode", dtype.itemsize // 4
+    if dtype.kind == "O":
+        ids = [f.get("id") for f in filters]
+        if "vlen-utf8" in ids:
+            return "vlen", None
+        if "vlen-bytes" in ids:
+            return "vlen-bytes", None
+        raise UnsupportedError(
+            f"Unsupported object array with filters {ids!r}: expected a 'vlen-utf8' or 'vlen-bytes' "
+            "filter (other object codecs such as pickle or json are not read, for safety)."
+        )
+    return None, None
+
+
+def _parse_fill(value: Any, dtype: np.dtype, string_kind: str | None, *, where: str) -> Any:
+    """The fill value as a numpy scalar of the storage dtype (bytes for |S, str for U/vlen)."""
+    if value is None:
+        return None
+    try:
+        if dtype.kind == "S":
+            if not isinstance(value, str):
+                raise TypeError
+            if string_kind == "char" or value == "":
+                # netcdf-c writes "" (no fill) for strings and chars; a 1-char text is literal.
+                raw = value.encode("latin-1") if len(value) <= 1 else base64.b64decode(value, validate=True)
+            else:
+                raw = base64.b64decode(value, validate=True)
+            return np.array(raw, dtype=dtype)[()]
+        if dtype.kind == "U":
+            if not isinstance(value, str):
+                raise TypeError
+            return np.array(value, dtype=dtype)[()]
+        if dtype.kind == "O":
+            return value if isinstance(value, str | bytes) else None
+        if dtype.kind == "b":
+            return np.bool_(bool(value))
+        v = _json_number(value)
+        if isinstance(v, str):
+            raise TypeError
+        if dtype.kind == "f" and math.isfinite(v) and v != 0:
+            for exact in (_NC_FILL_DOUBLE, _NC_FILL_FLOAT):
+                if abs(v - exact) <= 1e-5 * exact:
+                    v = exact
+        if dtype.kind in "iu":
+            if isinstance(v, float):
+                if not v.is_integer():
+                    raise TypeError
+                v = int(v)
+            info = np.iinfo(dtype)
+            if not info.min <= v <= info.max:
+                raise OverflowError
+        return np.array(v, dtype=dtype)[()]
+    except (TypeError, ValueError, OverflowError, base64.binascii.Error):
+        raise MetadataError(
+            f"Invalid fill_value {value!r} at {where}: it does not fit dtype {dtype.str}. Expected a "
+            "JSON number (or 'NaN'/'Infinity'), base64 text for |S dtypes, or null."
+        ) from None

@@ -1,0 +1,577 @@
+"""xarray-free reading: a store's groups, dimensions, variables and lazily indexed arrays.
+
+``open_tree`` reads every metadata object once (concurrently, level by level, using the NCZarr
+group listings where they exist instead of listing keys) and ``group_contents`` turns one group into
+variables with resolved dimension names, typed attributes, encodings and ``LazyArray`` data.
+Chunks are only read when a ``LazyArray`` is indexed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from . import strings
+from .codecs import ChunkPipeline, build_pipeline
+from .errors import ChunkError, DimensionError, MetadataError, StoreNotFoundError, UnsupportedError
+from .metadata import (
+    NC_DEFAULT_MAXSTRLEN,
+    ArrayMeta,
+    Dimension,
+    GroupMeta,
+    NodeObjects,
+    check_name,
+    parse_array,
+    parse_group,
+)
+from .store import ZStore
+
+__all__ = [
+    "ReadOptions",
+    "TreeMeta",
+    "VariableSpec",
+    "GroupContents",
+    "LazyArray",
+    "open_tree",
+    "group_contents",
+    "ANONYMOUS_DIM",
+]
+
+#: netcdf-c names the dimensions it invents for arrays without any: ``_Anonymous_Dim_<len>``.
+ANONYMOUS_DIM = "_Anonymous_Dim_{}"
+
+_GROUP_OBJECTS = (".zgroup", ".zattrs")
+_GROUP_OBJECTS_V1 = (".nczgroup", ".nczattr")
+_ARRAY_OBJECTS = (".zarray", ".zattrs")
+_ARRAY_OBJECTS_V1 = (".nczvar", ".nczarray", ".nczattr")
+_ROOT_EXTRA = (".nczarr", ".nczgroup", ".nczattr", "zarr.json")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How strings come back: output dtype, UTF-8 policy, NC_CHAR joining."""
+
+    string_dtype: Any = "T"
+    utf8_errors: strings.Utf8Errors = "drop"
+    concat_characters: bool = True
+
+
+@dataclass
+class TreeMeta:
+    """All metadata of a store: groups and arrays by absolute path (``/``, ``/sub``, ``/sub/v``)."""
+
+    store: ZStore
+    groups: dict[str, GroupMeta] = field(default_factory=dict)
+    arrays: dict[str, ArrayMeta] = field(default_factory=dict)
+    children: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+
+    @property
+    def root(self) -> GroupMeta:
+        return self.groups["/"]
+
+    def dimension(self, ref: str, *, where: str) -> Dimension:
+        """Resolve a fully qualified dimension reference such as ``/sub/y``."""
+        ref = ref if ref.startswith("/") else "/" + ref
+        gpath, _, name = ref.rpartition("/")
+        group = self.groups.get(gpath or "/")
+        if group is None or name not in group.dimensions:
+            raise DimensionError(
+                f"Dangling dimension reference {ref!r} at {where}: no group {gpath or '/'!r} declares a "
+                f"dimension {name!r}. Expected a reference to a dimension listed in some group's "
+                "_nczarr_group; fix the reference or add the dimension."
+            )
+        return group.dimensions[name]
+
+
+def _join(parent: str, name: str) -> str:
+    return f"/{name}" if parent == "/" else f"{parent}/{name}"
+
+
+def _key(path: str, obj: str) -> str:
+    return f"{path.strip('/')}/{obj}" if path != "/" else obj
+
+
+def open_tree(zstore: ZStore) -> TreeMeta:
+    """Read all group and array metadata, concurrently, one tree level at a time."""
+    tree = TreeMeta(store=zstore)
+    root_names = _GROUP_OBJECTS + _ROOT_EXTRA
+    root_objs = dict(zip(root_names, zstore.get_json_many([_key("/", o) for o in root_names]), strict=True))
+    if root_objs[".zgroup"] is None and root_objs[".nczgroup"] is None:
+        if root_objs["zarr.json"] is not None:
+            raise UnsupportedError(
+                f"{zstore.display} is a Zarr v3 store: engine='zstrings' reads NCZarr and Zarr v2 "
+                "here; open Zarr v3 with engine='zarr' until v3 string support lands."
+            )
+        if zstore.get_bytes(".zarray") is not None:
+            raise MetadataError(
+                f"{zstore.display} is a single Zarr array, not a group: expected .zgroup at the root."
+            )
+        raise StoreNotFoundError(
+            f"No Zarr group at {zstore.display}: key '.zgroup' is missing. Expected an NCZarr or Zarr v2 "
+            "store (a directory with .zgroup); check the path."
+        )
+    v1 = root_objs[".nczarr"] is not None or root_objs[".nczgroup"] is not None
+    root = parse_group(NodeObjects("/", root_objs), store=zstore.display)
+    tree.groups["/"] = root
+    default_maxstrlen = root.default_maxstrlen
+    if root.is_nczarr and default_maxstrlen is None:
+        default_maxstrlen = NC_DEFAULT_MAXSTRLEN
+
+    level = ["/"]
+    while level:
+        # 1. discover each group's children (listing from NCZarr metadata, else list the store)
+        candidates: list[tuple[str, str]] = []  # (parent, child path)
+        listed: dict[str, tuple[list[str], list[str]]] = {}
+        for gpath in level:
+            g = tree.groups[gpath]
+            if g.arrays is not None and g.groups is not None:
+                listed[gpath] = (list(g.arrays), list(g.groups))
+            else:
+                names = [
+                    check_name(n, where=zstore.where(gpath))
+                    for n in zstore.list_dir(gpath.strip("/"))
+                    if not n.startswith(".") and n != "zarr.json"
+                ]
+                for n in names:
+                    candidates.append((gpath, _join(gpath, n)))
+        # 2. fetch all metadata objects of the next level at once
+        array_objs = _ARRAY_OBJECTS + (_ARRAY_OBJECTS_V1 if v1 else ())
+        group_objs = _GROUP_OBJECTS + (_GROUP_OBJECTS_V1 if v1 else ())
+        wanted: list[tuple[str, str, str]] = []  # (path, kind, object)
+        for gpath, (arrays, groups) in listed.items():
+            for a in arrays:
+                wanted += [(_join(gpath, a), "array", o) for o in array_objs]
+            for c in groups:
+                wanted += [(_join(gpath, c), "group", o) for o in group_objs]
+        for _, cpath in candidates:
+            wanted += [(cpath, "probe", o) for o in (".zarray", ".zgroup", ".zattrs")]
+        values = zstore.get_json_many([_key(p, o) for p, _, o in wanted]) if wanted else []
+        objs: dict[str, dict[str, Any]] = {}
+        kinds: dict[str, str] = {}
+        for (p, kind, o), v in zip(wanted, values, strict=True):
+            objs.setdefault(p, {})[o] = v
+            kinds[p] = kind
+        next_level: list[str] = []
+        for gpath in level:
+            arrays_here: list[str] = []
+            groups_here: list[str] = []
+            if gpath in listed:
+                arrays_here, groups_here = listed[gpath]
+            else:
+                for parent, cpath in candidates:
+                    if parent != gpath:
+                        continue
+                    o = objs[cpath]
+                    name = cpath.rsplit("/", 1)[-1]
+                    if o.get(".zarray") is not None:
+                        arrays_here.append(name)
+                    elif o.get(".zgroup") is not None:
+                        groups_here.append(name)
+            tree.children[gpath] = (arrays_here, groups_here)
+            for a in arrays_here:
+                apath = _join(gpath, a)
+                o = objs.get(apath, {})
+                if o.get(".zarray") is None:
+                    raise MetadataError(
+                        f"Group {gpath!r} of {zstore.display} lists array {a!r} but key "
+                        f"{_key(apath, '.zarray')!r} is missing. The store is incomplete (an interrupted "
+                        "write?) or the listing is stale; rewrite the store."
+                    )
+                tree.arrays[apath] = parse_array(
+                    NodeObjects(apath, o), store=zstore.display, default_maxstrlen=default_maxstrlen
+                )
+            for c in groups_here:
+                cpath = _join(gpath, c)
+                o = objs.get(cpath, {})
+                if o.get(".zgroup") is None and o.get(".nczgroup") is None:
+                    raise MetadataError(
+                        f"Group {gpath!r} of {zstore.display} lists subgroup {c!r} but key "
+                        f"{_key(cpath, '.zgroup')!r} is missing. The store is incomplete; rewrite it."
+                    )
+                tree.groups[cpath] = parse_group(NodeObjects(cpath, o), store=zstore.display)
+                next_level.append(cpath)
+        level = next_level
+    return tree
+
+
+# ---------------------------------------------------------------------------------------
+# Lazy arrays
+# ---------------------------------------------------------------------------------------
+
+# chunks are decoded on threads when there are enough of them; numcodecs releases the GIL
+_THREADS = max(1, min(8, os.cpu_count() or 1))
+_pool: ThreadPoolExecutor | None = None
+
+
+def _executor() -> ThreadPoolExecutor:
+    global _pool
+    if _pool is None:
+        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="zstrings-decode")
+    return _pool
+
+
+class ChunkedArray:
+    """Reads rectangular regions of one stored array in its storage dtype (no string decoding)."""
+
+    def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...]) -> None:
+        self.store = zstore
+        self.meta = meta
+        self.shape = logical_shape  # may exceed meta.shape along unlimited dimensions
+        self.stored_shape = meta.shape or (1,)  # scalars: netCDF stores shape [1]
+        self.chunk_shape = meta.chunks or (1,)
+        where = zstore.where(_key(meta.path, ".zarray"))
+        self.pipeline: ChunkPipeline = build_pipeline(
+            meta.compressor, meta.filters, dtype=meta.dtype, string_kind=meta.string_kind, where=where
+        )
+        self.vlen = meta.dtype.kind == "O"
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+    def _fill(self) -> Any:
+        fv = self.meta.fill_value
+        if fv is None:
+            if self.meta.dtype.kind == "O":
+                return "" if self.meta.string_kind == "vlen" else b""
+            return np.zeros((), self.meta.dtype)[()]
+        return fv
+
+    def _chunk_key(self, idx: tuple[int, ...]) -> str:
+        name = self.meta.dimension_separator.join(str(i) for i in idx)
+        return _key(self.meta.path, name)
+
+    def read(self, region: tuple[slice, ...]) -> np.ndarray:
+        """The values in ``region`` (step-1 slices within ``self.shape``) as a storage-dtype array."""
+        meta = self.meta
+        stored_shape, chunks = self.stored_shape, self.chunk_shape
+        out_shape = tuple(s.stop - s.start for s in region)
+        out = np.empty(out_shape, dtype=meta.dtype)
+        if out.size == 0:
+            return out
+        out[...] = self._fill()
+        ranges = []
+        for s, n, c in zip(region, stored_shape, chunks, strict=True):
+            stop = min(s.stop, n)
+            if s.start >= stop:
+                return out
+            ranges.append(range(s.start // c, (stop - 1) // c + 1))
+        idxs = list(np.ndindex(*(len(r) for r in ranges)))
+        idxs = [tuple(r[i] for r, i in zip(ranges, ix, strict=True)) for ix in idxs]
+        keys = [self._chunk_key(ix) for ix in idxs]
+        raws = self.store.get_many(keys)
+
+        def place(ix: tuple[int, ...], key: str, raw: bytes | None) -> None:
+            if raw is None:
+                return  # a chunk never written reads as the fill value
+            chunk = self._decode_chunk(raw, key, chunks)
+            src, dst = [], []
+            for i, s, n, c in zip(ix, region, stored_shape, chunks, strict=True):
+                c0 = i * c
+                lo, hi = max(s.start, c0), min(s.stop, c0 + c, n)
+                src.append(slice(lo - c0, hi - c0))
+                dst.append(slice(lo - s.start, hi - s.start))
+            out[tuple(dst)] = chunk[tuple(src)]
+
+        work = list(zip(idxs, keys, raws, strict=True))
+        if len(work) > 2 and (self.pipeline.compressor is not None or self.vlen):
+            list(_executor().map(lambda w: place(*w), work))
+        else:
+            for w in work:
+                place(*w)
+        return out
+
+    def _decode_chunk(self, raw: bytes, key: str, chunks: tuple[int, ...]) -> np.ndarray:
+        meta = self.meta
+        n = math.prod(chunks)
+        try:
+            buf = self.pipeline.decode(raw)
+        except Exception as e:
+            raise ChunkError(
+                f"Cannot decode chunk {self.store.where(key)}: {type(e).__name__}: {e}. Expected data "
+                f"compressed with {meta.compressor!r} and filters {list(meta.filters)!r}."
+            ) from None
+        if self.vlen:
+            arr = np.asarray(buf, dtype=object)
+            if arr.size != n:
+                raise ChunkError(
+                    f"Chunk {self.store.where(key)} holds {arr.size} strings, expected {n} "
+                    f"(chunk shape {list(chunks)})."
+                )
+            return arr.reshape(chunks, order=meta.order)
+        mv = memoryview(buf).cast("B") if not isinstance(buf, np.ndarray) else buf.view(np.uint8).ravel()
+        expected = n * meta.dtype.itemsize
+        if len(mv) != expected:
+            raise ChunkError(
+                f"Chunk {self.store.where(key)} decodes to {len(mv)} bytes, expected {expected} "
+                f"({list(chunks)} x {meta.dtype.str}). The chunk is truncated or belongs to another array."
+            )
+        return np.frombuffer(mv, dtype=meta.dtype).reshape(chunks, order=meta.order)
+
+
+class LazyArray:
+    """A variable's values with strings decoded: ``shape``, ``dtype`` and basic indexing.
+
+    NC_CHAR variables with ``concat_characters`` drop the last (string-length) dimension and
+    come back as strings; everything else keeps the stored shape (``()`` for scalars).
+    """
+
+    def __init__(
+        self,
+        raw: ChunkedArray,
+        *,
+        decode: str,
+        options: ReadOptions,
+        encoding: str = "utf-8",
+        what: str = "",
+    ) -> None:
+        self.raw = raw
+        self.decode = decode  # "numeric", "fixed", "char", "char-raw", "unicode", "vlen", "vlen-bytes"
+        self.options = options
+        self.text_encoding = encoding
+        self.what = what
+        shape = raw.shape if not raw.meta.scalar else ()
+        if decode == "char" and shape:
+            shape = shape[:-1]
+        self.shape: tuple[int, ...] = tuple(shape)
+        if decode in ("fixed", "char", "unicode", "vlen"):
+            self.dtype = strings.resolve_string_dtype(options.string_dtype)
+            if self.dtype.kind == "U":
+                self.dtype = np.dtype("U1")  # widened to the data on read
+        elif decode == "vlen-bytes":
+            self.dtype = np.dtype(object)
+        else:
+            self.dtype = raw.meta.dtype.newbyteorder("=") if raw.meta.dtype.kind in "biuf" else raw.meta.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, key: tuple[Any, ...]) -> np.ndarray:
+        """Basic indexing (ints and slices); reads only the chunks the selection touches."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        key = key + (slice(None),) * (self.ndim - len(key))
+        region: list[slice] = []
+        post: list[Any] = []
+        for k, n in zip(key, self.shape, strict=True):
+            if isinstance(k, slice):
+                start, stop, step = k.indices(n)
+                if step == 1:
+                    region.append(slice(start, max(start, stop)))
+                    post.append(slice(None))
+                else:
+                    lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)
+                    lo, hi = max(lo, 0), max(min(hi, n), max(lo, 0))
+                    region.append(slice(lo, hi))
+                    post.append(slice(start - lo, (stop - lo) if stop - lo >= 0 else None, step))
+            else:
+                i = int(k)
+                if i < 0:
+                    i += n
+                if not 0 <= i < n:
+                    raise IndexError(f"index {k} is out of bounds for axis with size {n}")
+                region.append(slice(i, i + 1))
+                post.append(0)
+        full = self.raw.shape
+        if self.raw.meta.scalar:
+            raw = self.raw.read((slice(0, 1),))
+            if self.decode == "char":
+                raw = raw.reshape(1, 1)
+            return self._convert(raw).reshape(())
+        if self.decode == "char":
+            region.append(slice(0, full[-1]))
+        data = self._convert(self.raw.read(tuple(region)))
+        return data[tuple(post)]
+
+    def _convert(self, raw: np.ndarray) -> np.ndarray:
+        o = self.options
+        if self.decode == "fixed":
+            return strings.decode_fixed_utf8(
+                raw, utf8_errors=o.utf8_errors, string_dtype=o.string_dtype, what=self.what
+            )
+        if self.decode == "char":
+            return strings.decode_char_array(
+                raw, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
+                string_dtype=o.string_dtype, what=self.what,
+            )
+        if self.decode == "char-raw":
+            if raw.dtype.kind == "U":  # old NCZarr NC_CHAR: one byte per <U1 element
+                return np.char.encode(raw, "latin-1").astype("S1")
+            return raw.astype("S1")
+        if self.decode == "unicode":
+            return strings.decode_utf32(raw, string_dtype=o.string_dtype)
+        if self.decode == "vlen":
+            return strings.decode_objects(raw, string_dtype=o.string_dtype)
+        if self.decode == "vlen-bytes":
+            return raw
+        return raw.astype(self.dtype, copy=False)
+
+
+# ---------------------------------------------------------------------------------------
+# One group as variables
+# ---------------------------------------------------------------------------------------
+
+
+@dataclass
+class VariableSpec:
+    """Everything xarray needs for one variable, without xarray."""
+
+    name: str
+    dims: tuple[str, ...]
+    data: LazyArray
+    attrs: dict[str, Any]
+    encoding: dict[str, Any]
+
+
+@dataclass
+class GroupContents:
+    """One group, ready for xarray: variables, attributes, dimensions, dataset encoding."""
+
+    path: str
+    variables: dict[str, VariableSpec]
+    attrs: dict[str, Any]
+    dimensions: dict[str, Dimension]
+    encoding: dict[str, Any]
+
+
+def _resolve_dims(tree: TreeMeta, meta: ArrayMeta) -> list[Dimension]:
+    """The netCDF dimensions of an array: NCZarr references, else _ARRAY_DIMENSIONS, else anonymous."""
+    where = tree.store.where(meta.path.strip("/"))
+    if meta.scalar:
+        return []
+    if meta.dimension_references is not None:
+        dims = [tree.dimension(r, where=where) for r in meta.dimension_references]
+        for d, n in zip(dims, meta.shape, strict=True):
+            if n != d.size and not (d.unlimited and n <= d.size):
+                raise DimensionError(
+                    f"Array {meta.path!r} in {tree.store.display} has shape {list(meta.shape)} but "
+                    f"dimension {d.name!r} has size {d.size} (references "
+                    f"{list(meta.dimension_references)}). Fix .zarray's shape or the dimension size."
+                )
+        return dims
+    if meta.array_dimensions is not None:
+        return [Dimension(n, s) for n, s in zip(meta.array_dimensions, meta.shape, strict=True)]
+    return [Dimension(ANONYMOUS_DIM.format(s), s) for s in meta.shape]
+
+
+def group_contents(
+    tree: TreeMeta,
+    path: str = "/",
+    *,
+    options: ReadOptions = ReadOptions(),
+    drop_variables: set[str] | None = None,
+) -> GroupContents:
+    """Build one group's variables with resolved, consistent dimension names and sizes."""
+    path = "/" + path.strip("/") if path.strip("/") else "/"
+    group = tree.groups.get(path)
+    if group is None:
+        raise MetadataError(
+            f"No group {path!r} in {tree.store.display}. Available groups: {sorted(tree.groups)}."
+        )
+    arrays, _ = tree.children[path]
+    drop = drop_variables or set()
+    variables: dict[str, VariableSpec] = {}
+    sizes: dict[str, tuple[int, str]] = {}
+    unlimited: set[str] = {d.name for d in group.dimensions.values() if d.unlimited}
+    for name in arrays:
+        if name in drop:
+            continue
+        meta = tree.arrays[_join(path, name)]
+        dims = _resolve_dims(tree, meta)
+        for d, stored in zip(dims, meta.shape, strict=False):
+            size = d.size
+            prev = sizes.get(d.name)
+            if prev is not None and prev[0] != size:
+                raise DimensionError(
+                    f"Group {path!r} of {tree.store.display}: variable {name!r} uses dimension {d.name!r} "
+                    f"with size {size} but variable {prev[1]!r} uses it with size {prev[0]}. A netCDF "
+                    "group can reference an ancestor's dimension and a shadowing one of the same name; "
+                    "an xarray Dataset cannot hold both. Drop one of the variables (drop_variables=...)."
+                )
+            sizes[d.name] = (size, name)
+            if d.unlimited:
+                unlimited.add(d.name)
+        variables[name] = _variable(tree, meta, dims, options)
+    attrs = dict(group.attrs)
+    encoding: dict[str, Any] = {
+        "source": tree.store.display,
+        "unlimited_dims": {u for u in unlimited if u in sizes or u in group.dimensions},
+        "zstrings_format": group.generation,
+    }
+    if path == "/" and group.default_maxstrlen is not None:
+        encoding["default_maxstrlen"] = group.default_maxstrlen
+    return GroupContents(
+        path=path, variables=variables, attrs=attrs, dimensions=dict(group.dimensions), encoding=encoding
+    )
+
+
+def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: ReadOptions) -> VariableSpec:
+    logical = tuple(max(d.size, n) if d.unlimited else n for d, n in zip(dims, meta.shape, strict=False))
+    if meta.scalar:
+        logical = (1,)
+    raw = ChunkedArray(tree.store, meta, logical)
+    attrs = dict(meta.attrs)
+    encoding: dict[str, Any] = {
+        "zarr_dtype": meta.dtype_str,
+        "chunks": None if meta.scalar else meta.chunks,
+        "preferred_chunks": {} if meta.scalar else dict(zip([d.name for d in dims], meta.chunks, strict=True)),
+        "compressor": None if meta.compressor is None else dict(meta.compressor),
+        "filters": [dict(f) for f in meta.filters] or None,
+        "order": meta.order,
+        "dimension_separator": meta.dimension_separator,
+    }
+    if meta.dimension_references is not None:
+        encoding["dimension_references"] = list(meta.dimension_references)
+    dim_names = tuple(d.name for d in dims)
+    what = f"variable {meta.path!r} of {tree.store.display}"
+    kind = meta.string_kind
+    decode = "numeric"
+    text_encoding = "utf-8"
+    if kind == "string":
+        decode = "fixed"
+        encoding.update(nc_type="NC_STRING", maxstrlen=meta.dtype.itemsize)
+    elif kind == "char":
+        text_encoding = str(attrs.pop("_Encoding", "utf-8"))
+        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"), _Encoding=text_encoding)
+        if options.concat_characters and dims:
+            decode = "char"
+            encoding["char_dim_name"] = dim_names[-1]
+            dim_names = dim_names[:-1]
+            encoding["preferred_chunks"].pop(dims[-1].name, None)
+        elif options.concat_characters and meta.scalar:
+            decode = "char"
+        else:
+            decode = "char-raw"
+            attrs["_Encoding"] = text_encoding
+            del encoding["_Encoding"]
+    elif kind == "unicode":
+        decode = "unicode"
+    elif kind == "vlen":
+        decode = "vlen"
+    elif kind == "vlen-bytes":
+        decode = "vlen-bytes"
+    if kind in ("string", "char", "unicode", "vlen") and "_FillValue" in attrs:
+        # a string fill value would make xarray mask matching strings as NaN; keep it for writers
+        encoding["_FillValue"] = attrs.pop("_FillValue")
+    if kind is None and meta.generation == "zarr-v2" and meta.fill_value is not None and "_FillValue" not in attrs:
+        # pure Zarr: the .zarray fill value is the missing-value marker, as xarray's zarr engine reads it
+        attrs["_FillValue"] = meta.fill_value
+    data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what)
+    # xarray keeps StringDType only when encoding["dtype"] says so (else it casts to object), and
+    # turns object arrays into fixed-width U when encoding["dtype"] is str: say what we return.
+    if data.dtype.kind == "T":
+        encoding["dtype"] = data.dtype
+    elif data.dtype.kind == "U" and decode != "char":
+        encoding["dtype"] = str
+    return VariableSpec(name=meta.name, dims=dim_names, data=data, attrs=attrs, encoding=encoding)
+
+
+def tree_encoding(tree: TreeMeta) -> Mapping[str, Any]:
+    """Store-level facts for ``ds.encoding`` and ``zstrings info``."""
+    return {"zstrings_format": tree.root.generation, "nczarr_version": tree.root.nczarr_version}

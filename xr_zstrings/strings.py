@@ -1,0 +1,761 @@
+"""Pure numpy conversions between stored string layouts and Python/numpy strings.
+
+Covers NCZarr NC_STRING (``|Sn``, NUL padded, value ends at the first NUL, as netcdf-c does),
+NCZarr NC_CHAR (``S1`` with a last string-length dimension, or old-style ``<U1``), Zarr v2
+``<Un``/``>Un`` (UTF-32) and ``|O`` (vlen-utf8) arrays.  No xarray or zarr imports here: this
+module is the hot path and must stay importable and testable on its own.
+
+Output string dtype ("string_dtype"):
+  * ``"T"`` (default) -- :class:`numpy.dtypes.StringDType`, variable-width UTF-8, 16 bytes per
+    element (strings up to 15 bytes stored inline, longer ones in one arena per array);
+  * ``"O"`` -- object array of :class:`str` (what xarray/pandas used historically);
+  * ``"U"`` -- fixed-width UTF-32, width = the longest value in code points.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+import warnings
+from typing import Any, Literal
+
+import numpy as np
+
+from .errors import (
+    StringDecodeError,
+    StringOverflowError,
+    StringTruncationWarning,
+    ZStringsError,
+)
+
+__all__ = [
+    "Utf8Errors",
+    "StringKind",
+    "OnOverflow",
+    "resolve_string_dtype",
+    "decode_fixed_utf8",
+    "encode_fixed_utf8",
+    "decode_utf32",
+    "decode_char_array",
+    "encode_char_array",
+    "decode_objects",
+    "convert_string_dtype",
+]
+
+Utf8Errors = Literal["drop", "replace", "strict"]
+StringKind = Literal["T", "O", "U"]
+OnOverflow = Literal["error", "truncate", "widen"]
+
+_T = np.dtypes.StringDType()
+_T_STRICT = np.dtypes.StringDType(coerce=False)  # refuses non-str objects instead of str()-ing them
+_OBJ = np.dtype(object)
+_U = np.dtype("U")
+
+_UTF8_ERRORS = ("drop", "replace", "strict")
+_ON_OVERFLOW = ("error", "truncate", "widen")
+
+# Rows handled per block when hunting for the few invalid values on the slow path.
+_BLOCK = 4096
+
+# UTF-8 lead-byte tables: continuation bytes needed, and the allowed range of the 2nd byte
+# (RFC 3629: no overlongs, no surrogates, nothing above U+10FFFF).
+_NEED = np.zeros(256, np.int8)
+_NEED[0xC2:0xE0] = 1
+_NEED[0xE0:0xF0] = 2
+_NEED[0xF0:0xF5] = 3
+_LO = np.full(256, 0x80, np.uint8)
+_HI = np.full(256, 0xBF, np.uint8)
+_LO[0xE0], _HI[0xED], _LO[0xF0], _HI[0xF4] = 0xA0, 0x9F, 0x90, 0x8F
+
+
+# --------------------------------------------------------------------------------------------
+# dtype handling
+# --------------------------------------------------------------------------------------------
+
+
+def resolve_string_dtype(kind: Any = "T") -> np.dtype:
+    """Map a user's ``string_dtype`` choice ("T"/"O"/"U" or an equivalent dtype) to a numpy dtype.
+
+    Returns ``StringDType()`` (or the given StringDType instance), ``dtype(object)`` or the
+    unsized ``dtype('<U')`` (the width is computed from the data).  ``None`` means "T".
+    """
+    if kind is None:
+        return _T
+    if isinstance(kind, np.dtypes.StringDType):
+        return kind
+    if kind is np.dtypes.StringDType:
+        return _T
+    if isinstance(kind, str):
+        key = kind.strip()
+        if key in ("T", "StringDType"):
+            return _T
+        if key in ("O", "object", "|O"):
+            return _OBJ
+        if key in ("U", "<U", "str", "unicode"):
+            return _U
+    elif kind is object:
+        return _OBJ
+    elif kind is str or kind is np.str_:
+        return _U
+    elif isinstance(kind, np.dtype):
+        if kind.kind == "O":
+            return _OBJ
+        if kind.kind == "U" and kind.itemsize == 0:
+            return _U
+    raise ZStringsError(
+        f"string_dtype={kind!r} is not a string output kind; use 'T' (numpy StringDType, the "
+        "default), 'O' (object array of str) or 'U' (fixed-width unicode; its width is computed "
+        "from the data, so pass plain 'U' rather than a sized dtype such as 'U10')"
+    )
+
+
+def convert_string_dtype(arr: Any, string_dtype: Any = "T") -> np.ndarray:
+    """Convert any array of str (StringDType, object of str, or U) to the requested kind.
+
+    Used as the last step of every decoder so they all honour ``string_dtype`` the same way.
+    Note a ``U`` array cannot hold trailing NULs: numpy strips them.
+    """
+    target = resolve_string_dtype(string_dtype)
+    arr = np.asarray(arr)
+    k = arr.dtype.kind
+    if k not in "TUO":
+        raise ZStringsError(
+            f"convert_string_dtype expects an array of str (StringDType, object or U), got dtype "
+            f"{arr.dtype}; decode bytes first with decode_fixed_utf8 or decode_char_array"
+        )
+    if k == "O":
+        arr = _objects_to_T(arr, "")
+        k = "T"
+    elif k == "U" and not arr.dtype.isnative:
+        arr = arr.astype(arr.dtype.newbyteorder("="))
+    if target.kind == "T":
+        return arr if arr.dtype == target else arr.astype(target)
+    if target.kind == "O":
+        return arr.astype(_OBJ)
+    # U: fixed width = longest value in code points (at least 1)
+    if k == "U":
+        return arr
+    width = int(np.strings.str_len(arr).max()) if arr.size else 1
+    return arr.astype(f"U{max(width, 1)}")
+
+
+def _objects_to_T(arr: np.ndarray, what: str) -> np.ndarray:
+    try:
+        return arr.astype(_T_STRICT).astype(_T)
+    except (ValueError, TypeError, UnicodeError):
+        pass
+    flat = arr.reshape(-1)
+    for i, v in enumerate(flat):
+        if not isinstance(v, str):
+            hint = (
+                " (bytes: decode them first, e.g. with decode_fixed_utf8)"
+                if isinstance(v, (bytes, np.bytes_))
+                else ""
+            )
+            raise ZStringsError(
+                f"{_ctx(what)}object array element {_index(i, arr.shape)} is {v!r} of type "
+                f"{type(v).__name__}, not str{hint}"
+            )
+        try:
+            v.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise ZStringsError(
+                f"{_ctx(what)}element {_index(i, arr.shape)} {v!r} contains a lone surrogate "
+                f"(code point U+{ord(v[e.start]):04X}), which has no UTF-8 encoding"
+            ) from None
+    raise ZStringsError(f"{_ctx(what)}could not convert the object array to strings")
+
+
+# --------------------------------------------------------------------------------------------
+# small helpers
+# --------------------------------------------------------------------------------------------
+
+
+def _ctx(what: str) -> str:
+    return f"{what}: " if what else ""
+
+
+def _index(i: int, shape: tuple[int, ...]) -> str:
+    if len(shape) <= 1:
+        return f"[{i}]"
+    return str(tuple(int(x) for x in np.unravel_index(i, shape)))
+
+
+def _check_policy(utf8_errors: str) -> str:
+    if utf8_errors not in _UTF8_ERRORS:
+        raise ZStringsError(f"utf8_errors={utf8_errors!r}; expected one of {_UTF8_ERRORS}")
+    return utf8_errors
+
+
+def _check_overflow(on_overflow: str) -> str:
+    if on_overflow not in _ON_OVERFLOW:
+        raise ZStringsError(f"on_overflow={on_overflow!r}; expected one of {_ON_OVERFLOW}")
+    return on_overflow
+
+
+def _norm_encoding(encoding: str | None) -> str:
+    """Normalised codec name ('utf-8', 'ascii', 'iso8859-1', ...) or a clear error."""
+    if encoding is None:
+        return "utf-8"
+    try:
+        return codecs.lookup(str(encoding).strip()).name
+    except LookupError:
+        raise ZStringsError(
+            f"_Encoding={encoding!r} is not a codec Python knows; use e.g. 'utf-8', 'ascii' or "
+            "'latin-1', or pass encoding= explicitly"
+        ) from None
+
+
+def _empty_T(shape: tuple[int, ...]) -> np.ndarray:
+    return np.zeros(shape, dtype=_T)  # every element is ""
+
+
+# --------------------------------------------------------------------------------------------
+# fixed-width UTF-8 (NC_STRING as |Sn)
+# --------------------------------------------------------------------------------------------
+
+
+def _as_fixed_bytes(raw: Any, what: str) -> tuple[np.ndarray, tuple[int, ...], int]:
+    """(flat contiguous |Sn view or None-if-n==0, logical shape, n) for |Sn or uint8 (..., n)."""
+    raw = np.asarray(raw)
+    if raw.dtype.kind == "S":
+        shape, n = raw.shape, raw.dtype.itemsize
+        if n == 0:
+            return np.zeros(raw.size, "S1"), shape, 0
+        return np.ascontiguousarray(raw).reshape(-1), shape, n
+    if raw.dtype.kind in "ui" and raw.dtype.itemsize == 1 and raw.ndim >= 1:
+        shape, n = raw.shape[:-1], raw.shape[-1]
+        if n == 0:
+            return np.zeros(int(np.prod(shape)), "S1"), shape, 0
+        flat = np.ascontiguousarray(raw).view(np.uint8).reshape(-1, n)
+        return flat.view(f"S{n}").reshape(-1), shape, n
+    raise ZStringsError(
+        f"{_ctx(what)}expected fixed-width bytes (|Sn) or a uint8 array shaped (..., n), got "
+        f"dtype {raw.dtype} with shape {raw.shape}"
+    )
+
+
+def _has_embedded_nul(u8: np.ndarray) -> bool:
+    """True if some row of the (N, n) byte matrix has a NUL followed by a non-NUL byte."""
+    n = u8.shape[1]
+    if n < 2:
+        return False
+    z = (u8 == 0).reshape(-1)
+    d = z[:-1] > z[1:]  # NUL then non-NUL, in flat order
+    d[n - 1 :: n] = False  # ignore pairs that straddle two rows
+    return bool(d.any())
+
+
+def _first_nul_lengths(u8: np.ndarray) -> np.ndarray:
+    """Bytes before the first NUL of each row (n if the row has no NUL)."""
+    N, n = u8.shape
+    z = u8 == 0
+    L = z.argmax(axis=1)
+    L[~z[np.arange(N), L]] = n
+    return L
+
+
+def _incomplete_tail(u8: np.ndarray, L: np.ndarray) -> np.ndarray:
+    """Per row, the length (0-3) of an incomplete-but-so-far-valid UTF-8 sequence ending at L.
+
+    That is exactly what cutting a valid string at a byte leaves, and what Python reports as
+    "unexpected end of data"; anything else invalid is left for validation to reject.
+    """
+    N = u8.shape[0]
+    rows = np.arange(N)
+
+    def byte_before(off: int) -> np.ndarray:
+        pos = L - off
+        ok = pos >= 0
+        b = u8[rows, np.where(ok, pos, 0)]
+        return np.where(ok, b, 0).astype(np.intp)  # 0 = "no byte": ASCII, not a lead
+
+    b1, b2, b3 = byte_before(1), byte_before(2), byte_before(3)
+    c1 = (b1 & 0xC0) == 0x80
+    c2 = (b2 & 0xC0) == 0x80
+    k1 = _NEED[b1] >= 1
+    k2 = c1 & (_NEED[b2] >= 2) & (b1 >= _LO[b2]) & (b1 <= _HI[b2])
+    k3 = c1 & c2 & (_NEED[b3] >= 3) & (b2 >= _LO[b3]) & (b2 <= _HI[b3])
+    return np.select([k1, k2, k3], [1, 2, 3], 0)
+
+
+def _decode_error(
+    what: str, idx: str, value: bytes, err: UnicodeDecodeError, policy: str
+) -> StringDecodeError:
+    fix = "pass utf8_errors='replace' to turn invalid bytes into U+FFFD"
+    if policy == "strict" and err.reason == "unexpected end of data":
+        fix = (
+            "this looks like a character cut by a byte-width limit; pass utf8_errors='drop' "
+            "(the default) to drop it, or utf8_errors='replace'"
+        )
+    return StringDecodeError(
+        f"{_ctx(what)}value {idx} is not valid UTF-8 ({err.reason} at byte {err.start}: "
+        f"{value!r}) under utf8_errors={policy!r}; {fix}"
+    )
+
+
+_pa: Any = None
+
+
+def _arrow() -> Any:
+    """pyarrow, imported on first use (it validates UTF-8 at ~100 M strings/s), or None."""
+    global _pa
+    if _pa is None:
+        try:
+            import pyarrow
+        except ImportError:  # pragma: no cover - pyarrow is a declared dependency
+            _pa = False
+        else:
+            _pa = pyarrow
+    return _pa or None
+
+
+def _arrow_view(flat: np.ndarray, n: int) -> Any:
+    """Zero-copy Arrow large_string view of a contiguous |Sn array (each value keeps its padding)."""
+    N = flat.size
+    offsets = np.arange(0, (N + 1) * n, n, dtype=np.int64)
+    pa = _arrow()
+    return pa.LargeStringArray.from_buffers(N, pa.py_buffer(offsets), pa.py_buffer(flat))
+
+
+def _python_invalid_rows(flat: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    bad = []
+    for i, b in zip(rows.tolist(), flat[rows].tolist()):
+        try:
+            b.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.append(i)
+    return np.asarray(bad, dtype=np.intp)
+
+
+def _invalid_rows(flat: np.ndarray, u8: np.ndarray, *, first_only: bool = False) -> np.ndarray:
+    """Indices of rows whose bytes (padding included) are not valid UTF-8.
+
+    Needed because numpy's S->StringDType cast copies bytes WITHOUT validating them (numpy
+    2.4): invalid input would give a StringDType array that fails later, far from the cause.
+    Only call on rows that contain no byte after their first NUL (canonical rows).
+    """
+    N, n = u8.shape
+    if N == 0 or int(u8.max()) < 0x80:
+        return np.zeros(0, np.intp)
+    pa = _arrow()
+    if pa is None:
+        rows = np.flatnonzero(u8.max(axis=1) >= 0x80)
+        return _python_invalid_rows(flat, rows)
+    try:
+        _arrow_view(flat, n).validate(full=True)
+        return np.zeros(0, np.intp)
+    except pa.ArrowInvalid as e:
+        m = re.search(r"string index (\d+)", str(e))
+        if first_only and m:
+            return np.array([int(m.group(1))], np.intp)
+    bad = []
+    for start in range(0, N, _BLOCK):
+        blk = flat[start : start + _BLOCK]
+        try:
+            _arrow_view(blk, n).validate(full=True)
+        except pa.ArrowInvalid:
+            bad.append(start + _python_invalid_rows(blk, np.arange(blk.size)))
+    return np.concatenate(bad) if bad else np.zeros(0, np.intp)
+
+
+def _decode_flat_utf8(flat: np.ndarray, n: int, policy: str, what: str, shape: tuple) -> np.ndarray:
+    """Decode a 1-D contiguous |Sn array to StringDType with netcdf-c first-NUL semantics."""
+    N = flat.size
+    if N == 0 or n == 0:
+        return _empty_T(N)
+    u8 = flat.view(np.uint8).reshape(N, n)
+    # Fast path: numpy's S->T cast strips trailing NULs, which equals the first-NUL rule when
+    # no row has a NUL followed by more bytes; UTF-8 validity is checked separately (ASCII
+    # max-byte test, else pyarrow) because the cast itself does not check it.
+    if not _has_embedded_nul(u8) and _invalid_rows(flat, u8, first_only=True).size == 0:
+        return flat.astype(_T)
+    return _decode_slow(u8, policy, what, shape)
+
+
+def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple) -> np.ndarray:
+    """Cut every row at its first NUL (and a trailing partial char for "drop"), then validate."""
+    N, n = u8.shape
+    L = _first_nul_lengths(u8)
+    if policy == "drop":
+        L = L - _incomplete_tail(u8, L)
+    canon = u8.copy()
+    canon[np.arange(n)[None, :] >= L[:, None]] = 0
+    canon_s = canon.view(f"S{n}").reshape(N)
+    bad = _invalid_rows(canon_s, canon, first_only=policy != "replace")
+    out = canon_s.astype(_T)
+    if bad.size:
+        if policy != "replace":
+            i = int(bad[0])
+            b = canon_s[i].tobytes().rstrip(b"\x00")
+            try:
+                b.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise _decode_error(what, _index(i, shape), b, e, policy) from None
+        fixed = [b.decode("utf-8", "replace") for b in canon_s[bad].tolist()]
+        out[bad] = np.array(fixed, dtype=_T)
+    return out
+
+
+def decode_fixed_utf8(
+    raw: np.ndarray,
+    *,
+    utf8_errors: Utf8Errors = "drop",
+    string_dtype: Any = "T",
+    what: str = "",
+) -> np.ndarray:
+    """Decode NUL-padded fixed-width UTF-8 (NCZarr NC_STRING ``|Sn``) to strings, same shape.
+
+    A value is the bytes before the FIRST NUL (netcdf-c semantics, unlike numpy which strips
+    trailing NULs only).  ``utf8_errors``: "drop" drops an incomplete UTF-8 sequence at the end
+    of a value (what netcdf-c's byte truncation leaves) and raises on other invalid UTF-8;
+    "replace" turns every invalid sequence into U+FFFD; "strict" raises on anything invalid.
+    ``raw`` may also be a uint8 array shaped ``(..., n)``.  ``what`` names the data in errors.
+    """
+    policy = _check_policy(utf8_errors)
+    target = resolve_string_dtype(string_dtype)
+    flat, shape, n = _as_fixed_bytes(raw, what)
+    out = _decode_flat_utf8(flat, n, policy, what, shape)
+    return convert_string_dtype(out.reshape(shape), target)
+
+
+def _to_T_values(values: Any, what: str) -> np.ndarray:
+    """Any str array-like -> StringDType array (refusing bytes, None, numbers, surrogates)."""
+    if isinstance(values, np.ndarray):
+        arr = values
+    else:
+        arr = np.array(values, dtype=object)
+    k = arr.dtype.kind
+    if k == "T":
+        return arr
+    if k == "U":
+        if not arr.dtype.isnative:
+            arr = arr.astype(arr.dtype.newbyteorder("="))
+        try:
+            return arr.astype(_T)
+        except (TypeError, UnicodeError, ValueError):
+            return _objects_to_T(arr.astype(object), what)  # finds and names the bad value
+    if k == "O":
+        return _objects_to_T(arr, what)
+    if k == "S":
+        raise ZStringsError(
+            f"{_ctx(what)}expected str values but got bytes (dtype {arr.dtype}); decode them "
+            "first (they may already be in the stored layout)"
+        )
+    raise ZStringsError(f"{_ctx(what)}expected str values, got an array of dtype {arr.dtype}")
+
+
+def _nul_error(what: str, t: np.ndarray, rows: np.ndarray) -> ZStringsError:
+    i = int(rows[0])
+    return ZStringsError(
+        f"{_ctx(what)}{rows.size} value(s) contain a NUL character, e.g. value "
+        f"{_index(i, t.shape)} = {t.reshape(-1)[i]!r}; netcdf-c ends a stored string at its "
+        "first NUL, so such values cannot be written faithfully -- remove or replace the NULs"
+    )
+
+
+def _overflow_error(what: str, count: int, longest: int, width: int, unit: str) -> StringOverflowError:
+    return StringOverflowError(
+        f"{_ctx(what)}{count} value(s) do not fit: the longest needs {longest} bytes of {unit} "
+        f"but the width is {width} bytes. Pass on_overflow='widen' to use width {longest}, or "
+        "on_overflow='truncate' to cut them at a character boundary (with a "
+        "StringTruncationWarning), or shorten the values"
+    )
+
+
+def _utf8_matrix(
+    t: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int
+) -> tuple[np.ndarray, int]:
+    """UTF-8 encode a flat StringDType array into an (N, width) NUL-padded uint8 matrix."""
+    N = t.size
+    if N == 0:
+        enc, lengths = np.zeros(0, "S1"), np.zeros(0, np.intp)
+    else:
+        # A sentinel byte after each value keeps trailing NULs visible: numpy's string
+        # functions treat trailing NULs as padding (even np.strings.find(t, "\x00") fails).
+        enc = np.strings.encode(np.strings.add(t, "\x01"), "utf-8")
+        en = enc.dtype.itemsize
+        u8 = enc.view(np.uint8).reshape(N, en)
+        lengths = np.strings.str_len(enc) - 1
+        if _has_embedded_nul(u8):
+            z = u8 == 0
+            rows = np.flatnonzero((z[:, :-1] & ~z[:, 1:]).any(axis=1))
+            raise _nul_error(what, t, rows)
+        u8[np.arange(N), lengths] = 0  # drop the sentinel
+    longest = int(lengths.max()) if N else 0
+    if width is None:
+        width = max(min_width, longest)
+    width = int(width)
+    if width < min_width:
+        raise ZStringsError(f"{_ctx(what)}width {width} is too small; it must be >= {min_width}")
+    if longest > width:
+        if on_overflow == "error":
+            raise _overflow_error(what, int((lengths > width).sum()), longest, width, "UTF-8")
+        if on_overflow == "widen":
+            width = longest
+        else:  # truncate at a character boundary
+            en = enc.dtype.itemsize
+            u8 = enc.view(np.uint8).reshape(N, en)  # our own buffer: edit in place
+            over = np.flatnonzero(lengths > width)
+            cut = np.full(over.size, width, np.intp)
+            for _ in range(3):  # back off over continuation bytes (at most 3 in UTF-8)
+                cont = (u8[over, cut] & 0xC0) == 0x80
+                if not cont.any():
+                    break
+                cut[cont] -= 1
+            sub = u8[over]
+            sub[np.arange(en)[None, :] >= cut[:, None]] = 0
+            u8[over] = sub
+            enc = u8.view(f"S{en}").reshape(N)
+            warnings.warn(
+                StringTruncationWarning(
+                    f"{_ctx(what)}{over.size} value(s) longer than {width} bytes of UTF-8 "
+                    f"(longest {longest}) were cut at a character boundary"
+                ),
+                stacklevel=3,
+            )
+    if width == 0:
+        return np.zeros((N, 0), np.uint8), 0
+    fixed = enc.astype(f"S{width}")
+    return fixed.view(np.uint8).reshape(N, width), width
+
+
+def encode_fixed_utf8(
+    values: Any,
+    width: int | None,
+    *,
+    on_overflow: OnOverflow = "error",
+    what: str = "",
+) -> np.ndarray:
+    """Encode strings as NUL-padded UTF-8 ``|S{width}`` (NCZarr NC_STRING layout), same shape.
+
+    ``width=None`` uses the longest UTF-8 encoding (at least 1).  Values longer than ``width``
+    raise StringOverflowError ("error"), are cut at a character boundary with a
+    StringTruncationWarning ("truncate"), or widen the output ("widen").  Values containing NUL
+    or lone surrogates raise ZStringsError: netcdf-c could not read them back unchanged.
+    """
+    _check_overflow(on_overflow)
+    t = _to_T_values(values, what)
+    shape = t.shape
+    mat, w = _utf8_matrix(t.reshape(-1), width, on_overflow, what, min_width=1)
+    return mat.view(f"S{w}").reshape(shape)
+
+
+# --------------------------------------------------------------------------------------------
+# UTF-32 (Zarr v2 <Un / >Un) and object arrays
+# --------------------------------------------------------------------------------------------
+
+
+def decode_utf32(raw: np.ndarray, *, string_dtype: Any = "T", what: str = "") -> np.ndarray:
+    """Convert a Zarr v2 ``<Un``/``>Un`` (UTF-32, NUL padded) array to the chosen string kind.
+
+    numpy semantics apply (trailing NULs stripped).  Big-endian input is byte-swapped first
+    (numpy 2.4 cannot cast ``>U`` to StringDType directly).  Invalid code points raise.
+    """
+    raw = np.asarray(raw)
+    if raw.dtype.kind != "U":
+        raise ZStringsError(f"{_ctx(what)}expected a <Un or >Un array, got dtype {raw.dtype}")
+    if not raw.dtype.isnative:
+        raw = raw.astype(raw.dtype.newbyteorder("="))
+    try:
+        out = raw.astype(_T)
+    except (TypeError, UnicodeError, ValueError):
+        cps = raw.reshape(-1).view(np.uint32) if raw.dtype.itemsize else np.zeros(0, np.uint32)
+        bad = (cps > 0x10FFFF) | ((cps >= 0xD800) & (cps <= 0xDFFF))
+        i = int(np.flatnonzero(bad)[0]) if bad.any() else 0
+        w = max(raw.dtype.itemsize // 4, 1)
+        raise StringDecodeError(
+            f"{_ctx(what)}value {_index(i // w, raw.shape)} holds code point "
+            f"0x{int(cps[i]) if bad.any() else 0:X}, which is not a Unicode scalar value "
+            "(surrogate or above U+10FFFF); the UTF-32 data is corrupt or not text"
+        ) from None
+    return convert_string_dtype(out, string_dtype)
+
+
+def decode_objects(raw: np.ndarray, *, string_dtype: Any = "T", what: str = "") -> np.ndarray:
+    """Convert an object array of str (e.g. from the vlen-utf8 codec) to the chosen kind.
+
+    Non-str elements (None, bytes, numbers) raise ZStringsError naming the first one.
+    """
+    raw = np.asarray(raw)
+    if raw.dtype.kind not in "OTU":
+        raise ZStringsError(f"{_ctx(what)}expected an object array of str, got dtype {raw.dtype}")
+    if raw.dtype.kind == "O":
+        target = resolve_string_dtype(string_dtype)
+        if target.kind == "O":
+            _objects_to_T(raw, what) if raw.size else None  # validate only
+            return raw
+        return convert_string_dtype(_objects_to_T(raw, what), target)
+    return convert_string_dtype(raw, string_dtype)
+
+
+# --------------------------------------------------------------------------------------------
+# NC_CHAR: S1 (..., nchar) <-> strings
+# --------------------------------------------------------------------------------------------
+
+
+def _char_bytes(raw: Any, what: str) -> np.ndarray:
+    """(..., nchar) uint8 matrix from S1 bytes, uint8, or old-NCZarr <U1 (one byte per element)."""
+    raw = np.asarray(raw)
+    if raw.ndim == 0:
+        raise ZStringsError(
+            f"{_ctx(what)}a char array needs a last (string length) dimension; got a scalar"
+        )
+    k, size = raw.dtype.kind, raw.dtype.itemsize
+    if (k == "S" and size == 1) or (k in "ui" and size == 1):
+        return np.ascontiguousarray(raw).view(np.uint8)
+    if k == "U" and size == 4:
+        cps = np.ascontiguousarray(raw.astype(raw.dtype.newbyteorder("="))).view(np.uint32)
+        if cps.size and int(cps.max()) > 0xFF:
+            i = int(np.argmax(cps > 0xFF))
+            raise StringDecodeError(
+                f"{_ctx(what)}old-style <U1 char data must hold one byte (code point < 256) per "
+                f"element, but element {_index(i, raw.shape)} is U+{int(cps.reshape(-1)[i]):04X}"
+            )
+        return cps.astype(np.uint8)
+    raise ZStringsError(
+        f"{_ctx(what)}expected a char array of dtype S1 (or old NCZarr <U1), got {raw.dtype}"
+    )
+
+
+def decode_char_array(
+    raw: np.ndarray,
+    *,
+    encoding: str | None = "utf-8",
+    utf8_errors: Utf8Errors = "drop",
+    string_dtype: Any = "T",
+    what: str = "",
+) -> np.ndarray:
+    """Join an NC_CHAR array ``(..., nchar)`` along its last axis and decode it to strings ``(...)``.
+
+    Like netCDF4.chartostring / xarray's concat_characters, but a value ends at its first NUL
+    (netcdf-c semantics) and decoding follows ``encoding`` (the ``_Encoding`` attribute) with
+    the ``utf8_errors`` policy ("drop" forgives only a cut UTF-8 character at the end).
+    """
+    policy = _check_policy(utf8_errors)
+    target = resolve_string_dtype(string_dtype)
+    enc = _norm_encoding(encoding)
+    u8 = _char_bytes(raw, what)
+    shape, n = u8.shape[:-1], u8.shape[-1]
+    N = int(np.prod(shape))
+    if n == 0 or N == 0:
+        return convert_string_dtype(_empty_T(shape), target)
+    mat = u8.reshape(N, n)
+    flat = mat.view(f"S{n}").reshape(N)
+    if enc == "utf-8":
+        out = _decode_flat_utf8(flat, n, policy, what, shape)
+    elif enc in ("ascii", "iso8859-1"):
+        if _has_embedded_nul(mat):
+            L = _first_nul_lengths(mat)
+            mat = mat.copy()
+            mat[np.arange(n)[None, :] >= L[:, None]] = 0
+        if enc == "ascii" and int(mat.max()) >= 0x80:
+            out = _decode_codec(mat.view(f"S{n}").reshape(N), enc, policy, what, shape)
+        else:
+            # ASCII/latin-1: byte value == code point, so build UTF-32 directly (vectorised)
+            out = mat.astype("<u4").view(f"<U{n}").reshape(N).astype(_T)
+    else:
+        L = _first_nul_lengths(mat)
+        mat = mat.copy()
+        mat[np.arange(n)[None, :] >= L[:, None]] = 0
+        out = _decode_codec(mat.view(f"S{n}").reshape(N), enc, policy, what, shape)
+    return convert_string_dtype(out.reshape(shape), target)
+
+
+def _decode_codec(flat: np.ndarray, enc: str, policy: str, what: str, shape: tuple) -> np.ndarray:
+    """Per-value Python decode for non-UTF-8 encodings (values already cut at the first NUL)."""
+    vals = []
+    for i, b in enumerate(flat.tolist()):
+        try:
+            vals.append(b.decode(enc))
+        except UnicodeDecodeError as e:
+            if policy != "replace":
+                raise StringDecodeError(
+                    f"{_ctx(what)}value {_index(i, shape)} is not valid {enc} ({e.reason} at "
+                    f"byte {e.start}: {b!r}); check the _Encoding attribute, or pass "
+                    "utf8_errors='replace' to turn undecodable bytes into U+FFFD"
+                ) from None
+            vals.append(b.decode(enc, "replace"))
+    return np.array(vals, dtype=_T) if vals else _empty_T(0)
+
+
+def encode_char_array(
+    values: Any,
+    nchar: int | None,
+    *,
+    encoding: str | None = "utf-8",
+    on_overflow: OnOverflow = "error",
+    what: str = "",
+) -> np.ndarray:
+    """Encode strings ``(...)`` as an NC_CHAR ``S1`` array ``(..., nchar)``, NUL padded.
+
+    ``nchar=None`` uses the longest encoded value (at least 1).  Overflow handling is as in
+    encode_fixed_utf8; truncation never splits a character in any encoding.
+    """
+    _check_overflow(on_overflow)
+    enc = _norm_encoding(encoding)
+    t = _to_T_values(values, what)
+    shape = t.shape
+    flat = t.reshape(-1)
+    if enc == "utf-8":
+        mat, w = _utf8_matrix(flat, nchar, on_overflow, what, min_width=0)
+    else:
+        mat, w = _codec_matrix(flat, nchar, enc, on_overflow, what)
+    return mat.view("S1").reshape(shape + (w,))
+
+
+def _codec_matrix(
+    flat: np.ndarray, width: int | None, enc: str, on_overflow: str, what: str
+) -> tuple[np.ndarray, int]:
+    strs = flat.tolist()
+    nul = np.array([i for i, x in enumerate(strs) if "\x00" in x], dtype=np.intp)
+    if nul.size:
+        raise _nul_error(what, flat, nul)
+    encoded = []
+    for i, s in enumerate(strs):
+        try:
+            b = s.encode(enc)
+        except UnicodeEncodeError as e:
+            raise ZStringsError(
+                f"{_ctx(what)}value {_index(i, flat.shape)} {s!r} cannot be encoded as {enc} "
+                f"({e.reason}: {s[e.start:e.end]!r}); use encoding='utf-8' or change the value"
+            ) from None
+        if b"\x00" in b:
+            raise ZStringsError(
+                f"{_ctx(what)}encoding {enc} turns value {_index(i, flat.shape)} {s!r} into bytes "
+                "containing NUL, which netcdf-c reads as the end of the string; use utf-8"
+            )
+        encoded.append(b)
+    lengths = [len(b) for b in encoded]
+    longest = max(lengths, default=0)
+    if width is None:
+        width = max(1, longest)
+    width = int(width)
+    if width < 0:
+        raise ZStringsError(f"{_ctx(what)}nchar {width} must be >= 0")
+    if longest > width:
+        if on_overflow == "error":
+            raise _overflow_error(what, sum(x > width for x in lengths), longest, width, enc)
+        if on_overflow == "widen":
+            width = longest
+        else:
+            cut = 0
+            for i, b in enumerate(encoded):
+                if len(b) > width:
+                    s = strs[i]
+                    k = min(len(s), width)
+                    while len(s[:k].encode(enc)) > width:
+                        k -= 1
+                    encoded[i] = s[:k].encode(enc)
+                    cut += 1
+            warnings.warn(
+                StringTruncationWarning(
+                    f"{_ctx(what)}{cut} value(s) longer than {width} bytes of {enc} "
+                    f"(longest {longest}) were cut at a character boundary"
+                ),
+                stacklevel=3,
+            )
+    if width == 0:
+        return np.zeros((len(encoded), 0), np.uint8), 0
+    arr = np.array(encoded, dtype=f"S{width}") if encoded else np.zeros(0, f"S{width}")
+    return arr.view(np.uint8).reshape(len(encoded), width), width
