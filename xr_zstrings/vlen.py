@@ -318,6 +318,20 @@ def decode_vlen_utf8_to_numpy(
         lens = pos[1:] - starts
         out = _spans_to_T(a, starts, lens, utf8_errors, what)
         return out.reshape(shape) if shape is not None else out
+    if kind == "bytes" or string_dtype in ("O", object, "object", "|O"):
+        # object output: slicing one bytes object per item beats compaction + Arrow here
+        b = a.tobytes()
+        st = (pos[:n] + 4).tolist()
+        en = pos[1:].tolist()
+        out = np.empty(n, _OBJ)
+        if kind == "bytes":
+            out[:] = [b[i:j] for i, j in zip(st, en)]
+        else:
+            try:
+                out[:] = [b[i:j].decode("utf-8") for i, j in zip(st, en)]
+            except UnicodeDecodeError:
+                out[:] = [_decode_one(a, i, j - i, utf8_errors, what, k) for k, (i, j) in enumerate(zip(st, en))]
+        return out.reshape(shape) if shape is not None else out
     chunk = decode_vlen_utf8_chunk(a, n_expected, what=what, allow_trailing=allow_trailing)
     return vlen_to_numpy(
         chunk, kind=kind, string_dtype=string_dtype, utf8_errors=utf8_errors, what=what, shape=shape
@@ -536,6 +550,24 @@ def _tail_masks(width: int) -> np.ndarray:
     return tri
 
 
+def _utf8_valid(u8: np.ndarray) -> bool:
+    """Whether a contiguous uint8 buffer is valid UTF-8 (Arrow's fast validator, strict RFC 3629)."""
+    m = u8.reshape(-1)
+    size = int(m.size)
+    if size == 0:
+        return True
+    large = size > _INT32_MAX
+    off = np.array([0, size], np.int64 if large else np.int32)
+    arr = pa.Array.from_buffers(
+        pa.large_string() if large else pa.string(), 1, [None, pa.py_buffer(off), pa.py_buffer(m)]
+    )
+    try:
+        arr.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
 def _decode_one(a: np.ndarray, s: int, ln: int, policy: str, what: str, i: int) -> str:
     b = a[s : s + ln].tobytes()
     try:
@@ -562,7 +594,7 @@ def _spans_to_T(
     """Strings a[starts[i] : starts[i] + lens[i]] -> StringDType, with no Python objects.
 
     Short strings are gathered into a NUL-padded |S matrix (strided window view + row gather +
-    tail mask) and cast by numpy's UTF-8-validating S->T cast; long ones go one by one.
+    tail mask), UTF-8 validated by Arrow, then cast by numpy's S->T cast; long ones go one by one.
     ``index`` maps rows back to chunk element numbers for error messages.
     """
     n = int(lens.shape[0])
@@ -591,9 +623,11 @@ def _spans_to_T(
         b1 = min(n, b0 + block)
         mat = win[np.minimum(rel[b0:b1], hi - lo)]
         mat &= tri[eff[b0:b1]]
-        try:
+        # numpy's S->T cast copies bytes WITHOUT validating UTF-8, so validate here: the padded
+        # rows are each valid iff their concatenation is valid and no row starts mid-character.
+        if _utf8_valid(mat) and not ((mat[:, 0] & 0xC0) == 0x80).any():
             out[b0:b1] = mat.view(sdt).reshape(-1)
-        except UnicodeDecodeError:
+        else:
             failed.append((b0, b1))
     # rows the matrix could not represent exactly: long strings, trailing NULs, UTF-8 errors
     fix = np.flatnonzero(long_)

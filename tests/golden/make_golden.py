@@ -7,6 +7,7 @@ Usage (see README.md next to this file):
     python make_golden.py --versioned ROOT     # same, into ROOT/netcdf-c-<libversion>_netCDF4-<version>/
     python make_golden.py --expected OUTDIR    # only (re)compute <name>.expected.json
     python make_golden.py --nczarr1 OUTDIR     # hand-built NCZarr 1.0 stores (no netcdf-c)
+    python make_golden.py --read-store STORE MODE OUT.json   # dump what this netCDF4 reads
 
 Every store is written (and read back) in its own subprocess because old
 netcdf-c versions abort() (assertion failures) on some features, e.g. 4.9.0 on
@@ -520,86 +521,107 @@ def _wchunk(path, arr):
 
 
 def make_nczarr1(outdir):
-    """Hand-build NCZarr 1.0 stores (netcdf-c 4.8.0 layout) WITHOUT netcdf-c.
+    """Hand-build an NCZarr 1.0 store (netcdf-c 4.8.0 layout) WITHOUT netcdf-c.
 
-    Built from the NCZarr document (shared/specs/nczarr-netcdf-c.md, Appendix F:
-    separate objects parallel to the Zarr ones, same content as the 2.0 keys)
-    plus these facts about what netcdf-c 4.8.0 actually wrote (its writer is
-    libnczarr/zsync.c of v4.8.0):
+    No installable netCDF4 wheel carries netcdf-c 4.8.x (cp39 1.5.x wheels
+    carry 4.7.4, 1.6.0+ carry 4.9.0+), so this store is built from the NCZarr
+    document (shared/specs/nczarr-netcdf-c.md, Appendix F: separate objects
+    parallel to the Zarr ones, same content as the later keys) and from
+    reading netcdf-c's 4.8.0-era libnczarr sources (zsync.c ncz_sync_grp /
+    ncz_sync_var / ncz_sync_atts, zarr.c ncz_create_superblock, zcvt.c
+    NCZ_stringconvert, zinternal.h):
 
-    * ``/.nczarr``  : superblock ``{"version": "1.0.0"}`` (root only)
-    * ``.nczgroup`` : ``{"dims": {name: size}, "vars": [...], "groups": [...]}``
-    * ``.nczvar``   : (the document calls it ``.nczarray``; 4.8.0 wrote
-      ``.nczvar``) ``{"dimrefs": ["/x", ...], "storage": "chunked"}``;
-      scalars: ``{"dimrefs": [], "storage": "scalar"}`` with zarr shape [1]
-    * ``.nczattr``  : ``{"types": {attr: "<nc_type code as decimal string>"}}``
+    * ``/.nczarr`` (root only): ``{"zarr_format": 2, "nczarr_version": "1.0.0"}``
+      (NOT ``{"version": ...}``; 4.8.1+ readers look up "nczarr_version")
+    * ``.zgroup``: ``{"zarr_format": 2}`` (nothing else)
+    * ``.nczgroup``: ``{"dims": {name: int size}, "vars": [names], "groups": [names]}``
+    * ``.zarray``: plain zarr v2, compressor null, filters null
+    * ``.nczvar`` (the document says ``.nczarray``; 4.8.0 wrote ``.nczvar``;
+      later zinternal.h lists ".nczarray"/".nczattrs" as the V1 names and
+      ".nczvar"/".nczattr" as deprecated -- a reader should accept both):
+      ``{"dimrefs": ["/x", "/sub/z", ...], "storage": "chunked"|"contiguous"|"compact"}``
+    * ``.nczattr``: ``{"types": {attr: "<nc_type code as decimal string>"}}``
       (NC_BYTE=1, NC_CHAR=2, NC_SHORT=3, NC_INT=4, NC_FLOAT=5, NC_DOUBLE=6,
-      NC_UBYTE=7, NC_USHORT=8, NC_UINT=9, NC_INT64=10, NC_UINT64=11)
-    * ``fill_value`` written as a one-element list, attribute values always
-      JSON lists (scalars as one-element lists, text as a JSON string)
-    * NC_CHAR arrays: zarr dtype ``"<U1"`` but chunk data holds ONE BYTE per
-      element (not UCS4)
-    * no ``_ARRAY_DIMENSIONS`` (added in 4.8.2); no NC_STRING support
-    * chunks uncompressed (compressor null, filters null)
+      NC_UBYTE=7, NC_USHORT=8, NC_UINT=9, NC_INT64=10, NC_UINT64=11;
+      NC_STRING attributes were rejected)
+    * ``.zattrs`` and ``.nczattr`` are written ONLY when the group/variable
+      has at least one attribute (ncz_sync_atts returns early otherwise)
+    * attribute values (NCZ_stringconvert): NC_CHAR -> one JSON string; every
+      other type -> a JSON LIST, even for a single value; numbers printed with
+      C "%lg" (6 significant digits, so -999.0 appears as -999 and the
+      default double fill as 9.96921e+36)
+    * ``fill_value``: same conversion with count 1, i.e. a one-element list
+      for numeric types (``[-999]``), a JSON string for NC_CHAR;
+      absent/null when no_fill
+    * NC_CHAR variables: zarr dtype ``"<U1"`` but ONE BYTE per element in the
+      chunk data (not UCS4); no NC_STRING variables
+    * no ``_ARRAY_DIMENSIONS`` (added in 4.8.2)
+    * scalars: NOT included.  The 4.8.0-era writer has no scalar marker
+      (storage is "chunked"/"contiguous"/"compact" only) and netcdf-c 4.9.0's
+      V1 reader aborts on every scalar form we tried (shape [] or shape [1]
+      with "storage": "scalar": assertion dimrefs length == rank), so no
+      form can be confirmed.
 
-    The result is NOT produced by any netcdf-c; it is our reading of the
-    document. The matching *.expected.json files are written by hand in the
-    same function (what a correct reader should return), not by netCDF4.
+    Two copies are written: ``nczarr1.zarr`` with the object names 4.8.0
+    wrote (``.nczvar``/``.nczattr``) and ``nczarr1-docnames.zarr`` with the
+    document's names (``.nczarray``/``.nczattrs``).  netcdf-c 4.9.0/4.9.1 can
+    read only the latter (with the 4.8.0 names they fail with "Attempt to
+    read empty NCZarr map key"); README.md has the cross-check.
+
+    The result is NOT produced by any netcdf-c.  The matching
+    nczarr1.expected.json is written by hand below (what a correct reader
+    should return, in the same format as the generated expected files).
     """
     shutil.rmtree(outdir, ignore_errors=True)
     os.makedirs(outdir)
+
+    def g(x):
+        """C "%lg" rendering, as a JSON number."""
+        t = "%g" % x
+        v = float(t)
+        return int(v) if v.is_integer() and "e" not in t else v
 
     def zarray(shape, chunks, dtype, fill):
         return {"zarr_format": 2, "shape": shape, "dtype": dtype, "chunks": chunks,
                 "fill_value": fill, "order": "C", "compressor": None, "filters": None}
 
-    # ---- store 1: nczarr1.zarr (numeric, char, scalar, attrs, group) ----
+    # ---- store: nczarr1.zarr (numeric, char, scalar, attrs, group) ----
     s = os.path.join(outdir, "nczarr1.zarr")
-    _wjson(s + "/.nczarr", {"version": "1.0.0"})
+    _wjson(s + "/.nczarr", {"zarr_format": 2, "nczarr_version": "1.0.0"})
     _wjson(s + "/.zgroup", {"zarr_format": 2})
     _wjson(s + "/.nczgroup", {"dims": {"x": 3, "nchar": 4, "t": 2},
-                              "vars": ["v", "c", "sc", "time"], "groups": ["sub"]})
-    _wjson(s + "/.zattrs", {"title": "nczarr 1.0 by hand", "f8_list": [1.0, 2.5],
-                            "i2_array": [1, -2, 3]})
-    _wjson(s + "/.nczattr", {"types": {"title": "2", "f8_list": "6", "i2_array": "3"}})
+                              "vars": ["v", "c", "time"], "groups": ["sub"]})
+    _wjson(s + "/.zattrs", {"title": "nczarr 1.0 by hand", "f8_list": [1, 2.5],
+                            "i2_array": [1, -2, 3], "f4_one": [g(0.1)]})
+    _wjson(s + "/.nczattr", {"types": {"title": "2", "f8_list": "6", "i2_array": "3", "f4_one": "5"}})
     # v: f4 (x) chunks 2, fill -999, only first chunk written -> v[2] = fill
-    _wjson(s + "/v/.zarray", zarray([3], [2], "<f4", [-999.0]))
+    _wjson(s + "/v/.zarray", zarray([3], [2], "<f4", [g(-999.0)]))
     _wjson(s + "/v/.nczvar", {"dimrefs": ["/x"], "storage": "chunked"})
-    _wjson(s + "/v/.zattrs", {"_FillValue": [-999.0], "units": "K", "scale": [0.5]})
+    _wjson(s + "/v/.zattrs", {"_FillValue": [g(-999.0)], "units": "K", "scale": [g(0.5)]})
     _wjson(s + "/v/.nczattr", {"types": {"_FillValue": "5", "units": "2", "scale": "5"}})
     _wchunk(s + "/v/0", np.array([1.5, 2.5], dtype="<f4"))
-    # c: NC_CHAR (x, nchar), dtype <U1 but 1 byte per element
-    _wjson(s + "/c/.zarray", zarray([3, 4], [3, 4], "<U1", [""]))
+    # c: NC_CHAR (x, nchar), dtype <U1 but 1 byte per element; no attributes
+    _wjson(s + "/c/.zarray", zarray([3, 4], [3, 4], "<U1", ""))
     _wjson(s + "/c/.nczvar", {"dimrefs": ["/x", "/nchar"], "storage": "chunked"})
-    _wjson(s + "/c/.zattrs", {})
-    _wjson(s + "/c/.nczattr", {"types": {}})
     cbytes = b"ab\x00\x00" + b"h\xc3\xa9l" + b"xyz\x00"
     _wchunk(s + "/c/0.0", np.frombuffer(cbytes, dtype="u1"))
-    # sc: scalar i4
-    _wjson(s + "/sc/.zarray", zarray([1], [1], "<i4", [-2147483647]))
-    _wjson(s + "/sc/.nczvar", {"dimrefs": [], "storage": "scalar"})
-    _wjson(s + "/sc/.zattrs", {})
-    _wjson(s + "/sc/.nczattr", {"types": {}})
-    _wchunk(s + "/sc/0", np.array([42], dtype="<i4"))
-    # time: f8 (t)
-    _wjson(s + "/time/.zarray", zarray([2], [2], "<f8", [9.969209968386869e36]))
+    # time: f8 (t), default fill
+    _wjson(s + "/time/.zarray", zarray([2], [2], "<f8", [g(9.969209968386869e36)]))
     _wjson(s + "/time/.nczvar", {"dimrefs": ["/t"], "storage": "chunked"})
     _wjson(s + "/time/.zattrs", {"units": "days since 2000-01-01"})
     _wjson(s + "/time/.nczattr", {"types": {"units": "2"}})
     _wchunk(s + "/time/0", np.array([0.0, 1.0], dtype="<f8"))
-    # /sub: own dim z, shadowing x (5); var a uses /x (root, 3), b uses /sub/x (5)
+    # /sub: own dim z, shadowing x (5); a uses /sub/z and ROOT /x (3), b uses /sub/x (5)
     _wjson(s + "/sub/.zgroup", {"zarr_format": 2})
     _wjson(s + "/sub/.nczgroup", {"dims": {"z": 2, "x": 5}, "vars": ["a", "b"], "groups": []})
     _wjson(s + "/sub/.zattrs", {"level": "sub"})
     _wjson(s + "/sub/.nczattr", {"types": {"level": "2"}})
     _wjson(s + "/sub/a/.zarray", zarray([2, 3], [2, 3], "<i2", [-32767]))
     _wjson(s + "/sub/a/.nczvar", {"dimrefs": ["/sub/z", "/x"], "storage": "chunked"})
-    _wjson(s + "/sub/a/.zattrs", {})
-    _wjson(s + "/sub/a/.nczattr", {"types": {}})
     _wchunk(s + "/sub/a/0.0", np.arange(6, dtype="<i2"))
-    _wjson(s + "/sub/b/.zarray", zarray([5], [5], "<f8", [-1.0]))
+    _wjson(s + "/sub/b/.zarray", zarray([5], [5], "<f8", [-1]))
     _wjson(s + "/sub/b/.nczvar", {"dimrefs": ["/sub/x"], "storage": "chunked"})
-    _wjson(s + "/sub/b/.zattrs", {"_FillValue": [-1.0]})
+    _wjson(s + "/sub/b/.zattrs", {"_FillValue": [-1]})
     _wjson(s + "/sub/b/.nczattr", {"types": {"_FillValue": "6"}})
     # b never written -> all fill
 
@@ -627,15 +649,17 @@ def make_nczarr1(outdir):
                 "dimensions": {"x": [3, False], "nchar": [4, False], "t": [2, False]},
                 "attrs": {"title": at("nczarr 1.0 by hand", "str"),
                           "f8_list": at([1.0, 2.5], "ndarray", "<f8"),
-                          "i2_array": at([1, -2, 3], "ndarray", "<i2")},
+                          "i2_array": at([1, -2, 3], "ndarray", "<i2"),
+                          "f4_one": at(0.10000000149011612, "float32", "<f4")},
                 "variables": {
                     "v": var(["x"], [3], "<f4", [1.5, 2.5, -999.0],
                              {"_FillValue": at(-999.0, "float32", "<f4"), "units": at("K", "str"),
                               "scale": at(0.5, "float32", "<f4")}, [1.5, 2.5, None]),
                     "c": var(["x", "nchar"], [3, 4], "|S1",
                              [[b("a"), b("b"), b(""), b("")], [b("h"), b("\xc3"), b("\xa9"), b("l")],
-                              [b("x"), b("y"), b("z"), b("")]]),
-                    "sc": var([], [], "<i4", 42),
+                              [b("x"), b("y"), b("z"), b("")]],
+                             decoded=[[b("a"), b("b"), None, None], [b("h"), b("\xc3"), b("\xa9"), b("l")],
+                                      [b("x"), b("y"), b("z"), None]]),
                     "time": var(["t"], [2], "<f8", [0.0, 1.0],
                                 {"units": at("days since 2000-01-01", "str")}),
                 },
@@ -653,6 +677,16 @@ def make_nczarr1(outdir):
     }
     with open(os.path.join(outdir, "nczarr1.expected.json"), "w", encoding="utf-8") as f:
         f.write(dumps(exp))
+    # document-named copy (.nczarray / .nczattrs), same expected content
+    d = os.path.join(outdir, "nczarr1-docnames.zarr")
+    shutil.copytree(s, d)
+    for root, _, files in os.walk(d):
+        for fn, new in ((".nczvar", ".nczarray"), (".nczattr", ".nczattrs")):
+            if fn in files:
+                os.rename(os.path.join(root, fn), os.path.join(root, new))
+    exp["store"] = "nczarr1-docnames.zarr"
+    with open(os.path.join(outdir, "nczarr1-docnames.expected.json"), "w", encoding="utf-8") as f:
+        f.write(dumps(exp))
 
 
 # --------------------------------------------------------------------------
@@ -665,6 +699,11 @@ def main(argv):
         _expect_one(argv[1], argv[2], argv[3])
     elif len(argv) == 2 and argv[0] == "--expected":
         expected_only(os.path.abspath(argv[1]))
+    elif len(argv) == 4 and argv[0] == "--read-store":
+        # python make_golden.py --read-store STORE MODE OUT.json : what this netCDF4 reads
+        res = expected_for(os.path.abspath(argv[1]), argv[2])
+        with open(argv[3], "w", encoding="utf-8") as f:
+            f.write(dumps(res))
     elif len(argv) == 2 and argv[0] == "--nczarr1":
         make_nczarr1(os.path.abspath(argv[1]))
     elif len(argv) == 2 and argv[0] == "--versioned":
