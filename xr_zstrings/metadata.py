@@ -115,6 +115,7 @@ class GroupMeta:
     attr_types: Mapping[str, str]
     default_maxstrlen: int | None = None
     nczarr_version: str | None = None
+    nc_properties: str | None = None  # "_NCProperties": set when netcdf-c wrote the store
 
     @property
     def is_nczarr(self) -> bool:
@@ -201,6 +202,8 @@ _SUPERBLOCK_PLACES = (
     (".zattrs", "_NCZARR_SUPERBLOCK", "nczarr-2 (uppercase in .zattrs)"),
     (".nczarr", None, "nczarr-1.0 (.nczarr objects, netcdf-c 4.8.0)"),
 )
+# NCZarr 1.0 superblock keys: the document says "version"; netcdf-c 4.8.0 wrote "nczarr_version"
+_VERSION_KEYS = ("version", "nczarr_version")
 _GROUP_PLACES = (
     (".zattrs", "_nczarr_group"),
     (".zgroup", "_nczarr_group"),
@@ -220,6 +223,7 @@ _ATTR_PLACES = (
     (".zattrs", "_nczarr_attr"),
     (".zattrs", "_NCZARR_ATTR"),
     (".nczattr", None),
+    (".nczattrs", None),  # the document's spelling, which netcdf-c 4.9.x readers look for
 )
 
 
@@ -292,7 +296,7 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
             if place == (o if k is None else f"{o}:{k}"):
                 generation = label
         if isinstance(sb, Mapping):
-            nczarr_version = sb.get("version")
+            nczarr_version = _first(sb, *_VERSION_KEYS)
     raw_attrs = node.get(".zattrs") or {}
     raw_attrs = _expect_mapping(raw_attrs, where=f"{where}/.zattrs", what=".zattrs")
     attr_types = _attr_types(node, where=where)
@@ -345,6 +349,7 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
         attr_types=attr_types,
         default_maxstrlen=default_maxstrlen,
         nczarr_version=nczarr_version,
+        nc_properties=raw_attrs.get("_NCProperties") if isinstance(raw_attrs.get("_NCProperties"), str) else None,
     )
 
 
@@ -475,8 +480,14 @@ def _json_number(v: Any) -> Any:
 _SUPPORTED_KINDS = "biufSUO"
 
 
-def parse_array(node: NodeObjects, *, store: str = "", default_maxstrlen: int | None = None) -> ArrayMeta:
-    """Parse one array's objects into an ``ArrayMeta``; every check names the store key."""
+def parse_array(
+    node: NodeObjects, *, store: str = "", default_maxstrlen: int | None = None, netcdf_c: bool = False
+) -> ArrayMeta:
+    """Parse one array's objects into an ``ArrayMeta``; every check names the store key.
+
+    ``netcdf_c`` says the root carries netcdf-c's ``_NCProperties``: then a ``<U1`` array is NC_CHAR
+    even in pure-Zarr mode, as netcdf-c <= 4.9.0 wrote it (one byte per element).
+    """
     where = f"{store}{node.path}"
     zarray = node.get(".zarray")
     if zarray is None:
@@ -549,8 +560,8 @@ def parse_array(node: NodeObjects, *, store: str = "", default_maxstrlen: int | 
                 "dimension names, one per array dimension."
             )
         array_dims = tuple(array_dims)
-        if array_dims == ("_scalar_",) and shape == (1,):
-            scalar = True
+        if array_dims in (("_scalar_",), ()) and shape == (1,):
+            scalar = True  # netcdf-c marks scalars "_scalar_" (4.9.0: an empty list)
     scalar = scalar or shape == ()
     if scalar and shape not in ((1,), ()):
         raise MetadataError(
@@ -569,6 +580,10 @@ def parse_array(node: NodeObjects, *, store: str = "", default_maxstrlen: int | 
             )
 
     string_kind, maxstrlen = _string_kind(dtype, dtype_str, filters, generation)
+    if netcdf_c and dtype_str in ("<U1", ">U1", "|U1"):
+        string_kind, maxstrlen = "char", None
+    if string_kind == "char" and dtype.kind == "U":
+        dtype = np.dtype("S1")  # "<U1" in name only: the chunks hold one byte per element
     if "_nczarr_maxstrlen" in raw_attrs:
         maxstrlen = _as_int(
             _scalar(raw_attrs["_nczarr_maxstrlen"]),

@@ -47,10 +47,10 @@ __all__ = [
 ANONYMOUS_DIM = "_Anonymous_Dim_{}"
 
 _GROUP_OBJECTS = (".zgroup", ".zattrs")
-_GROUP_OBJECTS_V1 = (".nczgroup", ".nczattr")
+_GROUP_OBJECTS_V1 = (".nczgroup", ".nczattr", ".nczattrs")
 _ARRAY_OBJECTS = (".zarray", ".zattrs")
-_ARRAY_OBJECTS_V1 = (".nczvar", ".nczarray", ".nczattr")
-_ROOT_EXTRA = (".nczarr", ".nczgroup", ".nczattr", "zarr.json")
+_ARRAY_OBJECTS_V1 = (".nczvar", ".nczarray", ".nczattr", ".nczattrs")
+_ROOT_EXTRA = (".nczarr", ".nczgroup", ".nczattr", ".nczattrs", "zarr.json")
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,8 @@ def open_tree(zstore: ZStore) -> TreeMeta:
                         "write?) or the listing is stale; rewrite the store."
                     )
                 tree.arrays[apath] = parse_array(
-                    NodeObjects(apath, o), store=zstore.display, default_maxstrlen=default_maxstrlen
+                    NodeObjects(apath, o), store=zstore.display, default_maxstrlen=default_maxstrlen,
+                    netcdf_c=root.nc_properties is not None,
                 )
             for c in groups_here:
                 cpath = _join(gpath, c)

@@ -790,7 +790,27 @@ def values_to_vlen(values: Any, *, kind: Kind = "str", what: str = "") -> VlenCh
         flat = np.where(np.array([isinstance(v, str) for v in flat.tolist()], bool), flat, None)
     typ = pa.large_string() if kind == "str" else pa.large_binary()
     try:
-        pa_arr = pa.array(flat, type=typ, from_pandas=False)
+        if k == "O":
+            # infer, so str/bytes mix-ups are caught like numcodecs does (a typed conversion
+            # would silently accept bytes as text and str as bytes)
+            pa_arr = pa.array(flat, from_pandas=False)
+            t = pa_arr.type
+            if pa.types.is_null(t):
+                n = len(flat)
+                return VlenChunk(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8))
+            if kind == "str":
+                ok = pa.types.is_string(t) or pa.types.is_large_string(t)
+            else:
+                ok = (pa.types.is_binary(t) or pa.types.is_large_binary(t)) and not any(
+                    isinstance(v, str) for v in flat.tolist()
+                )
+            if not ok:
+                raise TypeError(t)
+            pa_arr = pa_arr.cast(typ)
+            if isinstance(pa_arr, pa.ChunkedArray):
+                pa_arr = pa_arr.combine_chunks()
+        else:
+            pa_arr = pa.array(flat, type=typ, from_pandas=False)
     except (UnicodeError, pa.ArrowException, TypeError, ValueError):
         if k == "U":
             flat = flat.astype(_OBJ)
