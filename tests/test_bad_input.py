@@ -125,6 +125,6 @@ def test_not_a_store(tmp_path):
 
 def test_bad_options_are_rejected_by_name(pristine):
     with pytest.raises(ZStringsError, match="string_dtype"):
-        xr.open_dataset(pristine, engine="zstrings", string_dtype="float").load()
+        xr.open_dataset(pristine, engine="zstrings", string_dtype="float")
     with pytest.raises(ZStringsError, match="utf8_errors"):
-        xr.open_dataset(pristine, engine="zstrings", utf8_errors="ignore").load()
+        xr.open_dataset(pristine, engine="zstrings", utf8_errors="ignore")

@@ -61,6 +61,11 @@ class ReadOptions:
     utf8_errors: strings.Utf8Errors = "drop"
     concat_characters: bool = True
 
+    def __post_init__(self) -> None:
+        # reject bad options when the store is opened, not when data are first read
+        strings.resolve_string_dtype(self.string_dtype)
+        strings.check_utf8_errors(self.utf8_errors)
+
 
 @dataclass
 class TreeMeta:

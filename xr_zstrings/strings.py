@@ -181,9 +181,13 @@ def _index(i: int, shape: tuple[int, ...]) -> str:
     return str(tuple(int(x) for x in np.unravel_index(i, shape)))
 
 
-def _check_policy(utf8_errors: str) -> str:
+def check_utf8_errors(utf8_errors: str) -> str:
+    """Validate a UTF-8 policy name, naming the choices when it is wrong."""
     if utf8_errors not in _UTF8_ERRORS:
-        raise ZStringsError(f"utf8_errors={utf8_errors!r}; expected one of {_UTF8_ERRORS}")
+        raise ZStringsError(
+            f"Invalid utf8_errors={utf8_errors!r}: expected one of {_UTF8_ERRORS} ('drop' removes a "
+            "character netcdf-c cut in half, 'replace' uses U+FFFD, 'strict' raises)."
+        )
     return utf8_errors
 
 
@@ -412,7 +416,7 @@ def decode_fixed_utf8(
     "replace" turns every invalid sequence into U+FFFD; "strict" raises on anything invalid.
     ``raw`` may also be a uint8 array shaped ``(..., n)``.  ``what`` names the data in errors.
     """
-    policy = _check_policy(utf8_errors)
+    policy = check_utf8_errors(utf8_errors)
     target = resolve_string_dtype(string_dtype)
     flat, shape, n = _as_fixed_bytes(raw, what)
     out = _decode_flat_utf8(flat, n, policy, what, shape)
@@ -632,7 +636,7 @@ def decode_char_array(
     (netcdf-c semantics) and decoding follows ``encoding`` (the ``_Encoding`` attribute) with
     the ``utf8_errors`` policy ("drop" forgives only a cut UTF-8 character at the end).
     """
-    policy = _check_policy(utf8_errors)
+    policy = check_utf8_errors(utf8_errors)
     target = resolve_string_dtype(string_dtype)
     enc = _norm_encoding(encoding)
     u8 = _char_bytes(raw, what)
