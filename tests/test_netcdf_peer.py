@@ -9,6 +9,8 @@ import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from peers import (
     assert_same_as_netcdf4,
     nc_url,
@@ -260,3 +262,39 @@ def test_zip_stores_and_urls(nczarr_store, tmp_path, layout):
 
 def test_file_url_form(nczarr_store):
     assert zstrings_view(nc_url(nczarr_store)) == zstrings_view(nczarr_store)
+
+
+_text = st.text(
+    alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=12
+)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(values=st.lists(_text, min_size=1, max_size=9), maxstrlen=st.integers(1, 20),
+       chunk=st.integers(1, 4))
+def test_property_any_unicode_written_by_netcdf_c_reads_as_netcdf_c_reads_it(tmp_path_factory, values,
+                                                                               maxstrlen, chunk):
+    """netcdf-c writes arbitrary Unicode (cut at maxstrlen bytes); where its own reader succeeds we
+    return the same strings, and where it fails (a split character) we return the value with the
+    incomplete character dropped, always a prefix of what was written."""
+    path = tmp_path_factory.mktemp("prop") / "p.zarr"
+    ds = netCDF4.Dataset(nc_url(path), "w")
+    ds.createDimension("x", len(values))
+    v = ds.createVariable("s", str, ("x",), chunksizes=(min(chunk, len(values)),))
+    v.setncattr("_nczarr_maxstrlen", maxstrlen)
+    v[:] = np.array(values, dtype=object)
+    ds.close()
+    got = xr.open_dataset(path, engine="zstrings")["s"].values.tolist()
+    ref = netCDF4.Dataset(nc_url(path), "r")
+    try:
+        expected = ref["s"][:].tolist()
+    except UnicodeDecodeError:
+        expected = None
+    finally:
+        ref.close()
+    if expected is not None:
+        assert got == expected
+    for g, original in zip(got, values, strict=True):
+        assert original.startswith(g)
+        assert len(g.encode()) <= maxstrlen
+        assert len(original.encode()) <= maxstrlen or len(g.encode()) > maxstrlen - 4
