@@ -596,7 +596,10 @@ def parse_array(
             maxstrlen = dtype.itemsize
     elif string_kind == "string" and generation != "zarr-v2" and default_maxstrlen is not None:
         maxstrlen = dtype.itemsize
-    fill_value = _parse_fill(_scalar(zarray.get("fill_value")), dtype, string_kind, where=zw)
+    fill_value = _parse_fill(
+        _scalar(zarray.get("fill_value")), dtype, string_kind, where=zw,
+        plain_text=netcdf_c or generation != "zarr-v2",
+    )
     attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2")
     return ArrayMeta(
         path=node.path,
@@ -676,7 +679,9 @@ def _string_kind(
     return None, None
 
 
-def _parse_fill(value: Any, dtype: np.dtype, string_kind: str | None, *, where: str) -> Any:
+def _parse_fill(
+    value: Any, dtype: np.dtype, string_kind: str | None, *, where: str, plain_text: bool = False
+) -> Any:
     """The fill value as a numpy scalar of the storage dtype (bytes for |S, str for U/vlen)."""
     if value is None:
         return None
@@ -684,9 +689,9 @@ def _parse_fill(value: Any, dtype: np.dtype, string_kind: str | None, *, where: 
         if dtype.kind == "S":
             if not isinstance(value, str):
                 raise TypeError
-            if string_kind == "char" or value == "":
-                # netcdf-c writes "" (no fill) for strings and chars; a 1-char text is literal.
-                raw = value.encode("latin-1") if len(value) <= 1 else base64.b64decode(value, validate=True)
+            if plain_text or string_kind == "char" or value == "":
+                # netcdf-c writes string and char fill values as plain text; zarr-python as base64
+                raw = value.encode("utf-8")[: dtype.itemsize]
             else:
                 raw = base64.b64decode(value, validate=True)
             return np.array(raw, dtype=dtype)[()]

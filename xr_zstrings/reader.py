@@ -8,6 +8,7 @@ Chunks are only read when a ``LazyArray`` is indexed.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections.abc import Mapping
@@ -348,7 +349,12 @@ class LazyArray:
         if decode in ("fixed", "char", "unicode", "vlen"):
             self.dtype = strings.resolve_string_dtype(options.string_dtype)
             if self.dtype.kind == "U":
-                self.dtype = np.dtype("U1")  # widened to the data on read
+                # fixed width: the stored width bounds the characters (vlen: only known after reading)
+                meta = raw.meta
+                width = {"fixed": meta.dtype.itemsize, "unicode": meta.dtype.itemsize // 4,
+                         "char": raw.shape[-1] if raw.shape else 1}.get(decode)
+                self.dtype = np.dtype(f"U{max(width or 1, 1)}")
+                self._fixed_u = width is not None
         elif decode == "vlen-bytes":
             self.dtype = np.dtype(object)
         else:
@@ -359,43 +365,86 @@ class LazyArray:
         return len(self.shape)
 
     def __getitem__(self, key: tuple[Any, ...]) -> np.ndarray:
-        """Basic indexing (ints and slices); reads only the chunks the selection touches."""
+        """Outer indexing (ints, slices of any step, 1-D integer arrays per axis).
+
+        Only the chunks the selection touches are read: along each axis the wanted indices are
+        grouped into runs of adjacent chunks, so ``[::10**9]`` or ``[[0, -1]]`` on a huge array reads
+        a few chunks, not the span between them.
+        """
         if not isinstance(key, tuple):
             key = (key,)
         key = key + (slice(None),) * (self.ndim - len(key))
-        region: list[slice] = []
-        post: list[Any] = []
-        for k, n in zip(key, self.shape, strict=True):
-            if isinstance(k, slice):
-                start, stop, step = k.indices(n)
-                if step == 1:
-                    region.append(slice(start, max(start, stop)))
-                    post.append(slice(None))
-                else:
-                    lo, hi = (start, stop) if step > 0 else (stop + 1, start + 1)
-                    lo, hi = max(lo, 0), max(min(hi, n), max(lo, 0))
-                    region.append(slice(lo, hi))
-                    post.append(slice(start - lo, (stop - lo) if stop - lo >= 0 else None, step))
-            else:
-                i = int(k)
-                if i < 0:
-                    i += n
-                if not 0 <= i < n:
-                    raise IndexError(f"index {k} is out of bounds for axis with size {n}")
-                region.append(slice(i, i + 1))
-                post.append(0)
-        full = self.raw.shape
         if self.raw.meta.scalar:
             raw = self.raw.read((slice(0, 1),))
             if self.decode == "char":
                 raw = raw.reshape(1, 1)
             return self._convert(raw).reshape(())
-        if self.decode == "char":
-            region.append(slice(0, full[-1]))
-        data = self._convert(self.raw.read(tuple(region)))
-        return data[tuple(post)]
+        chunks = self.raw.chunk_shape
+        axes: list[list[tuple[slice, Any, Any]]] = []  # per axis: (read range, local take, output slot)
+        squeeze: list[int] = []
+        out_shape: list[int] = []
+        for ax, (k, n) in enumerate(zip(key, self.shape, strict=True)):
+            if isinstance(k, slice) and k.indices(n)[2] == 1:
+                start, stop, _ = k.indices(n)
+                stop = max(start, stop)
+                axes.append([(slice(start, stop), slice(None), slice(None))])
+                out_shape.append(stop - start)
+                continue
+            if isinstance(k, slice):
+                idx = np.arange(*k.indices(n), dtype=np.int64)
+            else:
+                idx = np.asarray(k, dtype=np.int64)
+                if idx.ndim == 0:
+                    squeeze.append(ax)
+                idx = idx.reshape(-1) % max(n, 1) if ((idx >= -n) & (idx < n)).all() else None
+                if idx is None:
+                    raise IndexError(f"index {k!r} is out of bounds for axis {ax} with size {n}")
+            out_shape.append(idx.size)
+            axes.append(self._runs(idx, chunks[ax] if ax < len(chunks) else 1))
+        out: np.ndarray | None = None
+        pieces = []
+        for combo in itertools.product(*axes):
+            region = [c[0] for c in combo]
+            if self.decode == "char":
+                region.append(slice(0, self.raw.shape[-1]))
+            data = self._convert(self.raw.read(tuple(region)))
+            take = tuple(c[1] for c in combo)
+            if any(not isinstance(t, slice) for t in take):
+                data = data[np.ix_(*[np.arange(data.shape[i])[t] for i, t in enumerate(take)])]
+            pieces.append((tuple(c[2] for c in combo), data))
+        dtype = np.result_type(*[p[1].dtype for p in pieces]) if pieces else self.dtype
+        out = np.empty(tuple(out_shape), dtype=dtype)
+        for slot, data in pieces:
+            if any(not isinstance(s, slice) for s in slot):
+                out[np.ix_(*[np.arange(out.shape[i])[s] for i, s in enumerate(slot)])] = data
+            else:
+                out[slot] = data
+        if squeeze:
+            out = out[tuple(0 if i in squeeze else slice(None) for i in range(out.ndim)) + (Ellipsis,)]
+        return out
+
+    @staticmethod
+    def _runs(idx: np.ndarray, chunk: int) -> list[tuple[slice, Any, Any]]:
+        """Group wanted indices into runs of adjacent chunks: (read range, local take, output slots)."""
+        if idx.size == 0:
+            return [(slice(0, 0), slice(None), slice(None))]
+        order = np.argsort(idx, kind="stable")
+        sorted_idx = idx[order]
+        cid = sorted_idx // chunk
+        breaks = np.flatnonzero(np.diff(cid) > 1) + 1
+        runs = []
+        for grp in np.split(np.arange(idx.size), breaks):
+            lo, hi = int(sorted_idx[grp[0]]), int(sorted_idx[grp[-1]]) + 1
+            runs.append((slice(lo, hi), sorted_idx[grp] - lo, order[grp]))
+        return runs
 
     def _convert(self, raw: np.ndarray) -> np.ndarray:
+        out = self._decode(raw)
+        if getattr(self, "_fixed_u", False) and out.dtype != self.dtype:
+            out = out.astype(self.dtype)  # never truncates: the width bounds the characters
+        return out
+
+    def _decode(self, raw: np.ndarray) -> np.ndarray:
         o = self.options
         if self.decode == "fixed":
             return strings.decode_fixed_utf8(
@@ -565,8 +614,11 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     if kind in ("string", "char", "unicode", "vlen") and "_FillValue" in attrs:
         # a string fill value would make xarray mask matching strings as NaN; keep it for writers
         encoding["_FillValue"] = attrs.pop("_FillValue")
-    if kind is None and meta.generation == "zarr-v2" and meta.fill_value is not None and "_FillValue" not in attrs:
-        # pure Zarr: the .zarray fill value is the missing-value marker, as xarray's zarr engine reads it
+    netcdf_c = tree.root.nc_properties is not None
+    if (kind is None and meta.generation == "zarr-v2" and not netcdf_c and meta.fill_value is not None
+            and "_FillValue" not in attrs):
+        # pure Zarr: the .zarray fill value is the missing-value marker, as xarray's zarr engine reads
+        # it; not for netcdf-c's mode=zarr stores, whose default fill is no mask (as engine="netcdf4")
         attrs["_FillValue"] = meta.fill_value
     data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what)
     # xarray keeps StringDType only when encoding["dtype"] says so (else it casts to object), and

@@ -77,11 +77,27 @@ def looks_like_zstrings_target(target: Any) -> bool:
         if parsed.scheme not in ("", "file"):
             return False
         p = Path(parsed.path)
+        if p.suffix.lower() == ".zip" and p.is_file():
+            return _is_nczarr_zip(p)
         if p.is_dir():
             return any((p / k).is_file() for k in (".zgroup", ".nczarr", ".nczgroup")) and _is_nczarr_dir(p)
         return False
     except Exception:
         return False
+
+
+def _is_nczarr_zip(p: Path) -> bool:
+    """A zip whose root (or single top folder) group carries NCZarr metadata."""
+    import zipfile
+
+    with zipfile.ZipFile(p) as zf:
+        for name in zf.namelist():
+            parts = name.split("/")
+            if len(parts) <= 2 and parts[-1] in (".zattrs", ".zgroup", ".nczarr"):
+                info = zf.getinfo(name)
+                if parts[-1] == ".nczarr" or (info.file_size < 1 << 24 and b"nczarr" in zf.read(name).lower()):
+                    return True
+    return False
 
 
 def _is_nczarr_dir(p: Path) -> bool:
@@ -196,9 +212,9 @@ def open_store(target: Any, *, mode: str = "r", storage_options: dict[str, Any] 
             f"Cannot open {target!r}: expected a path, a file:// URL, a .zip file or a zarr-python Store."
         )
     parsed = parse_nczarr_url(target)
-    if parsed.scheme not in ("", "file"):
+    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
         raise ZStringsError(
-            f"Cannot open {target!r}: the {parsed.scheme!r} scheme is not supported yet; "
+            f"Cannot open {target!r}: the {parsed.scheme or 's3'!r} storage is not supported yet; "
             "use a local path, a file:// URL, a .zip file or pass a zarr-python Store."
         )
     path = Path(parsed.path).expanduser()

@@ -26,7 +26,7 @@ __all__ = ["ZStringsBackendEntrypoint", "ZStringsBackendArray", "ZStringsDataSto
 
 
 class ZStringsBackendArray(BackendArray):
-    """Lazily indexed variable data; xarray asks for basic (int/slice) selections only."""
+    """Lazily indexed variable data; xarray hands us outer selections (ints, slices, 1-D int arrays)."""
 
     def __init__(self, data: LazyArray) -> None:
         self.data = data
@@ -35,7 +35,7 @@ class ZStringsBackendArray(BackendArray):
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         return indexing.explicit_indexing_adapter(
-            key, self.shape, indexing.IndexingSupport.BASIC, self.data.__getitem__
+            key, self.shape, indexing.IndexingSupport.OUTER, self.data.__getitem__
         )
 
 
@@ -202,10 +202,15 @@ def _check_tree_alignment(groups: dict[str, xr.Dataset], *, source: str) -> None
                 continue
             for dim, size in ds.sizes.items():
                 asize = groups[anc].sizes.get(dim)
-                if asize is not None and asize != size:
+                conflict = asize is not None and asize != size
+                if not conflict and asize is not None and dim in ds.variables and dim in groups[anc].variables:
+                    # dimension coordinates become indexes later (in xarray's api): compare values
+                    conflict = not ds[dim].variable.equals(groups[anc][dim].variable)
+                if conflict:
                     raise DimensionError(
-                        f"Cannot open {source} as a DataTree: group {path!r} has dimension {dim!r} of "
-                        f"size {size} but its ancestor group {anc!r} has {dim!r} of size {asize} "
-                        "(netCDF allows a subgroup to shadow a dimension; xarray's DataTree does not). "
+                        f"Cannot open {source} as a DataTree: group {path!r} has dimension {dim!r} "
+                        f"(size {size}) that does not align with {dim!r} of its ancestor group {anc!r} "
+                        f"(size {asize}, or other coordinate values). netCDF allows a subgroup to shadow "
+                        "a dimension; xarray's DataTree does not. "
                         "Use xr.open_groups(..., engine='zstrings') to get each group as its own Dataset."
                     )
