@@ -29,27 +29,23 @@ class HDF5Shuffle(Codec):
     def __init__(self, elementsize: int = 4) -> None:
         self.elementsize = int(elementsize)
 
-    def encode(self, buf: Any) -> bytes:
+    def _move(self, buf: Any, *, forward: bool) -> bytes:
         src = np.frombuffer(memoryview(buf).cast("B"), dtype=np.uint8)
         es = self.elementsize
         n = src.size // es
         if es <= 1 or n <= 1:
             return src.tobytes()
         out = np.empty_like(src)
-        out[: n * es] = src[: n * es].reshape(n, es).T.ravel()
-        out[n * es :] = src[n * es :]
+        grid = (n, es) if forward else (es, n)
+        out[: n * es] = src[: n * es].reshape(grid).T.ravel()
+        out[n * es :] = src[n * es :]  # the remainder stays in place, as in HDF5
         return out.tobytes()
 
+    def encode(self, buf: Any) -> bytes:
+        return self._move(buf, forward=True)
+
     def decode(self, buf: Any, out: Any = None) -> bytes:
-        src = np.frombuffer(memoryview(buf).cast("B"), dtype=np.uint8)
-        es = self.elementsize
-        n = src.size // es
-        if es <= 1 or n <= 1:
-            return src.tobytes()
-        res = np.empty_like(src)
-        res[: n * es] = src[: n * es].reshape(es, n).T.ravel()
-        res[n * es :] = src[n * es :]
-        return res.tobytes()
+        return self._move(buf, forward=False)
 
 
 @dataclass(frozen=True)

@@ -150,22 +150,17 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         filename_or_obj: str | os.PathLike[Any] | Any,
         *,
         drop_variables: str | Iterable[str] | None = None,
-        mask_and_scale: bool = True,
-        decode_times: bool = True,
-        concat_characters: bool = True,
-        decode_coords: bool = True,
-        use_cftime: bool | None = None,
-        decode_timedelta: bool | None = None,
         group: str | None = None,
         string_dtype: Any = "T",
         utf8_errors: str = "drop",
         storage_options: dict[str, Any] | None = None,
+        **decoders: Any,
     ) -> dict[str, xr.Dataset]:
+        """Every group below ``group`` as its own Dataset, keyed by path relative to it."""
         tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
         root = "/" + (group or "").strip("/") if (group or "").strip("/") else "/"
-        options = _options(string_dtype, utf8_errors, concat_characters)
-        decoders = _decoders(mask_and_scale, decode_times, concat_characters, decode_coords,
-                             use_cftime, decode_timedelta)
+        options = _options(string_dtype, utf8_errors, decoders.get("concat_characters", True))
+        decoders = _decoders(**{k: decoders.get(k, v) for k, v in _DECODER_DEFAULTS.items()})
         out: dict[str, xr.Dataset] = {}
         for path in sorted(tree.groups, key=lambda p: (p.count("/"), p)):
             if not (path == root or root == "/" or path.startswith(root + "/")):
@@ -183,6 +178,10 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         groups = self.open_groups_as_dict(filename_or_obj, **kwargs)
         _check_tree_alignment(groups, source=str(filename_or_obj))
         return xr.DataTree.from_dict(groups)
+
+
+_DECODER_DEFAULTS: dict[str, Any] = dict(mask_and_scale=True, decode_times=True, concat_characters=True,
+                                         decode_coords=True, use_cftime=None, decode_timedelta=None)
 
 
 def _decoders(mask_and_scale: bool, decode_times: bool, concat_characters: bool, decode_coords: bool,
