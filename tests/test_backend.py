@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import collections
 
-import numpy as np
 import pytest
 import xarray as xr
 from peers import nc_url, write_netcdf_strings

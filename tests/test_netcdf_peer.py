@@ -168,7 +168,7 @@ def test_split_utf8_character_from_netcdf_c_truncation(tmp_path):
     replaced = xr.open_dataset(path, engine="zstrings", utf8_errors="replace")["s"].values.tolist()
     assert replaced == ["aé\ufffd", "ok", "中\ufffd"]
     with pytest.raises(StringDecodeError, match="utf8_errors"):
-        xr.open_dataset(path, engine="zstrings", utf8_errors="strict")["s"].values
+        xr.open_dataset(path, engine="zstrings", utf8_errors="strict")["s"].load()
 
 
 def test_default_maxstrlen_from_root_attribute(tmp_path):

@@ -20,7 +20,13 @@ import numpy as np
 
 from . import strings
 from .codecs import ChunkPipeline, build_pipeline
-from .errors import ChunkError, DimensionError, MetadataError, StoreNotFoundError, UnsupportedError
+from .errors import (
+    ChunkError,
+    DimensionError,
+    MetadataError,
+    StoreNotFoundError,
+    ZStringsError,
+)
 from .metadata import (
     NC_DEFAULT_MAXSTRLEN,
     ArrayMeta,
@@ -110,10 +116,7 @@ def open_tree(zstore: ZStore) -> TreeMeta:
     root_objs = dict(zip(root_names, zstore.get_json_many([_key("/", o) for o in root_names]), strict=True))
     if root_objs[".zgroup"] is None and root_objs[".nczgroup"] is None:
         if root_objs["zarr.json"] is not None:
-            raise UnsupportedError(
-                f"{zstore.display} is a Zarr v3 store: engine='zstrings' reads NCZarr and Zarr v2 "
-                "here; open Zarr v3 with engine='zarr' until v3 string support lands."
-            )
+            return _open_tree_v3(tree, root_objs["zarr.json"])
         if zstore.get_bytes(".zarray") is not None:
             raise MetadataError(
                 f"{zstore.display} is a single Zarr array, not a group: expected .zgroup at the root."
@@ -207,6 +210,65 @@ def open_tree(zstore: ZStore) -> TreeMeta:
     return tree
 
 
+def _open_tree_v3(tree: TreeMeta, root_json: Any) -> TreeMeta:
+    """Zarr v3: use the root's consolidated metadata when present, else walk zarr.json level by level."""
+    from .metadata_v3 import ArrayMetaV3, GroupMetaV3, parse_node_v3
+
+    zstore = tree.store
+    root = parse_node_v3(root_json, path="/", store=zstore.display)
+    if not isinstance(root, GroupMetaV3):
+        raise MetadataError(
+            f"{zstore.display} is a single Zarr v3 array, not a group: expected node_type 'group' in "
+            "the root zarr.json. Open its parent directory."
+        )
+    nodes: dict[str, Any] = {"/": root}
+    if root.consolidated is not None:
+        for rel, obj in root.consolidated.items():
+            p = "/" + rel.strip("/")
+            nodes[p] = parse_node_v3(obj, path=p, store=zstore.display)
+    else:
+        level = ["/"]
+        while level:
+            candidates = [
+                _join(g, check_name(n, where=zstore.where(g)))
+                for g in level
+                for n in zstore.list_dir(g.strip("/"))
+                if n != "zarr.json" and not n.startswith(".")
+            ]
+            found = zstore.get_json_many([_key(c, "zarr.json") for c in candidates])
+            level = []
+            for c, obj in zip(candidates, found, strict=True):
+                if obj is None:
+                    continue  # chunk folders ("c") and foreign files are not nodes
+                nodes[c] = parse_node_v3(obj, path=c, store=zstore.display)
+                if isinstance(nodes[c], GroupMetaV3):
+                    level.append(c)
+    for path in sorted(nodes, key=lambda p: (p.count("/"), p)):
+        node = nodes[path]
+        parent = path.rsplit("/", 1)[0] or "/"
+        if path != "/" and parent not in nodes:
+            raise MetadataError(
+                f"Consolidated metadata of {zstore.display} lists {path!r} but not its parent group "
+                f"{parent!r}. Re-consolidate the store (zarr.consolidate_metadata)."
+            )
+        if isinstance(node, GroupMetaV3):
+            tree.groups[path] = GroupMeta(
+                path=path, zarr_format=3, generation="zarr-v3", dimensions={}, arrays=(), groups=(),
+                attrs=dict(node.attrs), attr_types={},
+            )
+            tree.children[path] = ([], [])
+        elif isinstance(node, ArrayMetaV3):
+            tree.arrays[path] = node
+        if path != "/":
+            if parent not in tree.children:
+                raise MetadataError(
+                    f"{zstore.display}: {path!r} lies inside array {parent!r}; expected arrays to be "
+                    "leaves of the hierarchy."
+                )
+            tree.children[parent][1 if isinstance(node, GroupMetaV3) else 0].append(path.rsplit("/", 1)[1])
+    return tree
+
+
 # ---------------------------------------------------------------------------------------
 # Lazy arrays
 # ---------------------------------------------------------------------------------------
@@ -232,10 +294,21 @@ class ChunkedArray:
         self.shape = logical_shape  # may exceed meta.shape along unlimited dimensions
         self.stored_shape = meta.shape or (1,)  # scalars: netCDF stores shape [1]
         self.chunk_shape = meta.chunks or (1,)
-        where = zstore.where(_key(meta.path, ".zarray"))
-        self.pipeline: ChunkPipeline = build_pipeline(
-            meta.compressor, meta.filters, dtype=meta.dtype, string_kind=meta.string_kind, where=where
-        )
+        self.v3 = meta.generation == "zarr-v3"
+        if self.v3:
+            from .codecs_v3 import V3Pipeline
+
+            self.pipeline_v3 = V3Pipeline.from_metadata(
+                list(meta.codecs), data_type=meta.data_type, dtype=meta.dtype, chunk_shape=meta.chunks,
+                fill_value=meta.fill_value, where=zstore.where(_key(meta.path, "zarr.json")),
+            )
+            self.parallel = True
+        else:
+            where = zstore.where(_key(meta.path, ".zarray"))
+            self.pipeline: ChunkPipeline = build_pipeline(
+                meta.compressor, meta.filters, dtype=meta.dtype, string_kind=meta.string_kind, where=where
+            )
+            self.parallel = self.pipeline.compressor is not None or meta.dtype.kind == "O"
         self.vlen = meta.dtype.kind == "O"
 
     def __getstate__(self) -> dict[str, Any]:
@@ -250,6 +323,8 @@ class ChunkedArray:
         return fv
 
     def _chunk_key(self, idx: tuple[int, ...]) -> str:
+        if self.v3:
+            return _key(self.meta.path, self.meta.chunk_key(idx if self.meta.shape else ()))
         name = self.meta.dimension_separator.join(str(i) for i in idx)
         return _key(self.meta.path, name)
 
@@ -286,7 +361,7 @@ class ChunkedArray:
             out[tuple(dst)] = chunk[tuple(src)]
 
         work = list(zip(idxs, keys, raws, strict=True))
-        if len(work) > 2 and (self.pipeline.compressor is not None or self.vlen):
+        if len(work) > 2 and self.parallel:
             list(_executor().map(lambda w: place(*w), work))
         else:
             for w in work:
@@ -296,6 +371,17 @@ class ChunkedArray:
     def _decode_chunk(self, raw: bytes, key: str, chunks: tuple[int, ...]) -> np.ndarray:
         meta = self.meta
         n = math.prod(chunks)
+        if self.v3:
+            try:
+                arr = self.pipeline_v3.decode(raw, meta.chunks)
+            except ZStringsError as e:
+                raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
+            except Exception as e:
+                raise ChunkError(
+                    f"Cannot decode chunk {self.store.where(key)}: {type(e).__name__}: {e}. Expected the "
+                    f"codecs {[c.get('name') for c in meta.codecs]!r} of its zarr.json."
+                ) from None
+            return np.asarray(arr).reshape(chunks)
         try:
             buf = self.pipeline.decode(raw)
         except Exception as e:
@@ -346,7 +432,7 @@ class LazyArray:
         if decode == "char" and shape:
             shape = shape[:-1]
         self.shape: tuple[int, ...] = tuple(shape)
-        if decode in ("fixed", "char", "unicode", "vlen"):
+        if decode in ("fixed", "char", "unicode", "vlen", "text"):
             self.dtype = strings.resolve_string_dtype(options.string_dtype)
             if self.dtype.kind == "U":
                 # fixed width: the stored width bounds the characters (vlen: only known after reading)
@@ -463,6 +549,8 @@ class LazyArray:
             return strings.decode_utf32(raw, string_dtype=o.string_dtype)
         if self.decode == "vlen":
             return strings.decode_objects(raw, string_dtype=o.string_dtype)
+        if self.decode == "text":
+            return strings.convert_string_dtype(raw, o.string_dtype)
         if self.decode == "vlen-bytes":
             return raw
         return raw.astype(self.dtype, copy=False)
@@ -500,6 +588,10 @@ def _resolve_dims(tree: TreeMeta, meta: ArrayMeta) -> list[Dimension]:
     where = tree.store.where(meta.path.strip("/"))
     if meta.scalar:
         return []
+    if meta.generation == "zarr-v3":
+        names = meta.dimension_names or (None,) * len(meta.shape)
+        return [Dimension(n if n is not None else ANONYMOUS_DIM.format(s), s)
+                for n, s in zip(names, meta.shape, strict=True)]
     if meta.dimension_references is not None:
         dims = [tree.dimension(r, where=where) for r in meta.dimension_references]
         for d, n in zip(dims, meta.shape, strict=True):
@@ -539,7 +631,7 @@ def group_contents(
             continue
         meta = tree.arrays[_join(path, name)]
         dims = _resolve_dims(tree, meta)
-        for d, stored in zip(dims, meta.shape, strict=False):
+        for d in dims:
             size = d.size
             prev = sizes.get(d.name)
             if prev is not None and prev[0] != size:
@@ -573,16 +665,23 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     raw = ChunkedArray(tree.store, meta, logical)
     attrs = dict(meta.attrs)
     encoding: dict[str, Any] = {
-        "zarr_dtype": meta.dtype_str,
         "chunks": None if meta.scalar else meta.chunks,
         "preferred_chunks": {} if meta.scalar else dict(zip([d.name for d in dims], meta.chunks, strict=True)),
-        "compressor": None if meta.compressor is None else dict(meta.compressor),
-        "filters": [dict(f) for f in meta.filters] or None,
-        "order": meta.order,
-        "dimension_separator": meta.dimension_separator,
     }
-    if meta.dimension_references is not None:
-        encoding["dimension_references"] = list(meta.dimension_references)
+    v3 = meta.generation == "zarr-v3"
+    if v3:
+        encoding.update(zarr_format=3, zarr_data_type=meta.data_type, codecs=[dict(c) for c in meta.codecs],
+                        layout=raw.pipeline_v3.layout)
+    else:
+        encoding.update(
+            zarr_dtype=meta.dtype_str,
+            compressor=None if meta.compressor is None else dict(meta.compressor),
+            filters=[dict(f) for f in meta.filters] or None,
+            order=meta.order,
+            dimension_separator=meta.dimension_separator,
+        )
+        if meta.dimension_references is not None:
+            encoding["dimension_references"] = list(meta.dimension_references)
     dim_names = tuple(d.name for d in dims)
     what = f"variable {meta.path!r} of {tree.store.display}"
     kind = meta.string_kind
@@ -608,13 +707,14 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     elif kind == "unicode":
         decode = "unicode"
     elif kind == "vlen":
-        decode = "vlen"
+        decode = "text" if v3 else "vlen"  # v3 chunks decode straight to StringDType
     elif kind == "vlen-bytes":
         decode = "vlen-bytes"
     if kind in ("string", "char", "unicode", "vlen") and "_FillValue" in attrs:
         # a string fill value would make xarray mask matching strings as NaN; keep it for writers
         encoding["_FillValue"] = attrs.pop("_FillValue")
     netcdf_c = tree.root.nc_properties is not None
+    # (Zarr v3: xarray writes _FillValue as an attribute and does not mask with fill_value)
     if (kind is None and meta.generation == "zarr-v2" and not netcdf_c and meta.fill_value is not None
             and "_FillValue" not in attrs):
         # pure Zarr: the .zarray fill value is the missing-value marker, as xarray's zarr engine reads
