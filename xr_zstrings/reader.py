@@ -336,29 +336,31 @@ class ChunkedArray:
         out = np.empty(out_shape, dtype=meta.dtype)
         if out.size == 0:
             return out
-        out[...] = self._fill()
         ranges = []
         for s, n, c in zip(region, stored_shape, chunks, strict=True):
             stop = min(s.stop, n)
             if s.start >= stop:
+                out[...] = self._fill()
                 return out
             ranges.append(range(s.start // c, (stop - 1) // c + 1))
+        if any(s.stop > n for s, n in zip(region, stored_shape, strict=True)):
+            out[...] = self._fill()  # beyond the stored shape (unlimited dimension): fill
         idxs = list(np.ndindex(*(len(r) for r in ranges)))
         idxs = [tuple(r[i] for r, i in zip(ranges, ix, strict=True)) for ix in idxs]
         keys = [self._chunk_key(ix) for ix in idxs]
         raws = self.store.get_many(keys)
 
         def place(ix: tuple[int, ...], key: str, raw: bytes | None) -> None:
-            if raw is None:
-                return  # a chunk never written reads as the fill value
-            chunk = self._decode_chunk(raw, key, chunks)
             src, dst = [], []
             for i, s, n, c in zip(ix, region, stored_shape, chunks, strict=True):
                 c0 = i * c
                 lo, hi = max(s.start, c0), min(s.stop, c0 + c, n)
                 src.append(slice(lo - c0, hi - c0))
                 dst.append(slice(lo - s.start, hi - s.start))
-            out[tuple(dst)] = chunk[tuple(src)]
+            if raw is None:
+                out[tuple(dst)] = self._fill()  # a chunk never written reads as the fill value
+            else:
+                out[tuple(dst)] = self._decode_chunk(raw, key, chunks)[tuple(src)]
 
         work = list(zip(idxs, keys, raws, strict=True))
         if len(work) > 2 and self.parallel:
@@ -498,6 +500,11 @@ class LazyArray:
             if any(not isinstance(t, slice) for t in take):
                 data = data[np.ix_(*[np.arange(data.shape[i])[t] for i, t in enumerate(take)])]
             pieces.append((tuple(c[2] for c in combo), data))
+        if len(pieces) == 1 and all(isinstance(s, slice) for s in pieces[0][0]):
+            out = pieces[0][1]  # one contiguous read: no copy (copying StringDType allocates)
+            if squeeze:
+                out = out[tuple(0 if i in squeeze else slice(None) for i in range(out.ndim)) + (Ellipsis,)]
+            return out
         dtype = np.result_type(*[p[1].dtype for p in pieces]) if pieces else self.dtype
         out = np.empty(tuple(out_shape), dtype=dtype)
         for slot, data in pieces:
