@@ -676,6 +676,11 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         "preferred_chunks": {} if meta.scalar else dict(zip([d.name for d in dims], meta.chunks, strict=True)),
     }
     v3 = meta.generation == "zarr-v3"
+    if v3 and "_FillValue" in attrs:
+        from .metadata_v3 import decode_xarray_fill_attr
+
+        # xarray stores a v3 array's CF _FillValue attribute encoded (base64 bytes of the value)
+        attrs["_FillValue"] = decode_xarray_fill_attr(attrs["_FillValue"], meta, store=tree.store.display)
     if v3:
         encoding.update(zarr_format=3, zarr_data_type=meta.data_type, codecs=[dict(c) for c in meta.codecs],
                         layout=raw.pipeline_v3.layout)
