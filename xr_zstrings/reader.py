@@ -25,6 +25,7 @@ from .errors import (
     DimensionError,
     MetadataError,
     StoreNotFoundError,
+    UnsupportedError,
     ZStringsError,
 )
 from .metadata import (
@@ -48,6 +49,7 @@ __all__ = [
     "open_tree",
     "group_contents",
     "ANONYMOUS_DIM",
+    "read_arrow",
 ]
 
 #: netcdf-c names the dimensions it invents for arrays without any: ``_Anonymous_Dim_<len>``.
@@ -745,3 +747,40 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
 def tree_encoding(tree: TreeMeta) -> Mapping[str, Any]:
     """Store-level facts for ``ds.encoding`` and ``zstrings info``."""
     return {"zstrings_format": tree.root.generation, "nczarr_version": tree.root.nczarr_version}
+
+
+def read_arrow(target: Any, variable: str, *, group: str = "/", storage_options: dict[str, Any] | None = None) -> Any:
+    """A 1-D Zarr v3 string/bytes variable as a ``pyarrow.ChunkedArray``, one Arrow array per chunk.
+
+    Arrow-layout chunks are wrapped zero-copy (zarrs.vlen and vlen-utf8 chunks are converted);
+    missing chunks become runs of the fill value. For users who want Arrow, not numpy.
+    """
+    import pyarrow as pa
+
+    from .store import open_store
+
+    tree = open_tree(open_store(target, storage_options=storage_options))
+    path = _join("/" + group.strip("/") if group.strip("/") else "/", variable)
+    meta = tree.arrays.get(path)
+    if meta is None or meta.generation != "zarr-v3" or meta.string_kind not in ("vlen", "vlen-bytes"):
+        raise UnsupportedError(
+            f"read_arrow needs a Zarr v3 string or bytes array; {path!r} in {tree.store.display} is "
+            f"{'missing' if meta is None else meta.generation + ' ' + str(meta.dtype)}. Use xr.open_dataset."
+        )
+    if len(meta.shape) != 1:
+        raise UnsupportedError(f"read_arrow reads 1-D arrays; {path!r} has shape {list(meta.shape)}.")
+    arr = ChunkedArray(tree.store, meta, meta.shape)
+    n, c = meta.shape[0], meta.chunks[0]
+    keys = [arr._chunk_key((i,)) for i in range(math.ceil(n / c))]
+    pieces = []
+    for i, (key, raw) in enumerate(zip(keys, tree.store.get_many(keys), strict=True)):
+        length = min(c, n - i * c)
+        if raw is None:
+            fill = meta.fill_value if meta.fill_value is not None else ""
+            pieces.append(pa.array([fill] * length))
+        else:
+            pieces.append(arr.pipeline_v3.decode_arrow(raw, meta.chunks, key=key).slice(0, length))
+    types = {p.type for p in pieces}
+    if len(types) > 1:
+        pieces = [p.cast(pa.large_string() if meta.string_kind == "vlen" else pa.large_binary()) for p in pieces]
+    return pa.chunked_array(pieces)
