@@ -20,6 +20,17 @@ from .errors import (
 
 __version__ = "0.1.0"
 
+# the writer imports xarray: load it on first use so the pure core stays light
+_WRITER_NAMES = ("to_nczarr", "convert", "prepare_for_zarr")
+
+
+def __getattr__(name: str) -> object:
+    if name in _WRITER_NAMES:
+        from . import writer
+
+        return getattr(writer, name)
+    raise AttributeError(f"module 'xr_zstrings' has no attribute {name!r}")
+
 __all__ = [
     "ChunkError",
     "DimensionError",
@@ -31,4 +42,7 @@ __all__ = [
     "UnsupportedError",
     "ZStringsError",
     "__version__",
+    "convert",
+    "prepare_for_zarr",
+    "to_nczarr",
 ]

@@ -123,6 +123,11 @@ def open_tree(zstore: ZStore) -> TreeMeta:
             raise MetadataError(
                 f"{zstore.display} is a single Zarr array, not a group: expected .zgroup at the root."
             )
+        if zstore.list_dir(""):
+            raise MetadataError(
+                f"Store {zstore.display} is incomplete: it has data but no root '.zgroup' (an "
+                "interrupted write?). Rewrite it (to_nczarr(..., mode='w'))."
+            )
         raise StoreNotFoundError(
             f"No Zarr group at {zstore.display}: key '.zgroup' is missing. Expected an NCZarr or Zarr v2 "
             "store (a directory with .zgroup); check the path."
@@ -706,7 +711,8 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         encoding.update(nc_type="NC_STRING", maxstrlen=meta.dtype.itemsize)
     elif kind == "char":
         text_encoding = str(attrs.pop("_Encoding", "utf-8"))
-        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"), _Encoding=text_encoding)
+        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"), _Encoding=text_encoding,
+                        char_dim_width=meta.shape[-1] if meta.shape and not meta.scalar else 1)
         if options.concat_characters and dims:
             decode = "char"
             encoding["char_dim_name"] = dim_names[-1]

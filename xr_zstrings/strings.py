@@ -191,7 +191,7 @@ def check_utf8_errors(utf8_errors: str) -> str:
     return utf8_errors
 
 
-def _check_overflow(on_overflow: str) -> str:
+def check_on_overflow(on_overflow: str) -> str:
     if on_overflow not in _ON_OVERFLOW:
         raise ZStringsError(f"on_overflow={on_overflow!r}; expected one of {_ON_OVERFLOW}")
     return on_overflow
@@ -538,7 +538,7 @@ def encode_fixed_utf8(
     StringTruncationWarning ("truncate"), or widen the output ("widen").  Values containing NUL
     or lone surrogates raise ZStringsError: netcdf-c could not read them back unchanged.
     """
-    _check_overflow(on_overflow)
+    check_on_overflow(on_overflow)
     t = _to_T_values(values, what)
     shape = t.shape
     mat, w = _utf8_matrix(t.reshape(-1), width, on_overflow, what, min_width=1)
@@ -696,7 +696,7 @@ def encode_char_array(
     ``nchar=None`` uses the longest encoded value (at least 1).  Overflow handling is as in
     encode_fixed_utf8; truncation never splits a character in any encoding.
     """
-    _check_overflow(on_overflow)
+    check_on_overflow(on_overflow)
     enc = _norm_encoding(encoding)
     t = _to_T_values(values, what)
     shape = t.shape

@@ -18,6 +18,7 @@ from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 
+from . import accessor  # noqa: F401  (registers ds.zstrings / tree.zstrings)
 from .errors import DimensionError
 from .reader import GroupContents, LazyArray, ReadOptions, TreeMeta, group_contents, open_tree
 from .store import ZStore, looks_like_zstrings_target, open_store
@@ -159,6 +160,9 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         """Every group below ``group`` as its own Dataset, keyed by path relative to it."""
         tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
         root = "/" + (group or "").strip("/") if (group or "").strip("/") else "/"
+        if decoders.pop("decode_cf", True) is False:
+            decoders.update(mask_and_scale=False, decode_times=False, concat_characters=False,
+                            decode_coords=False, decode_timedelta=False)
         options = _options(string_dtype, utf8_errors, decoders.get("concat_characters", True))
         decoders = _decoders(**{k: decoders.get(k, v) for k, v in _DECODER_DEFAULTS.items()})
         out: dict[str, xr.Dataset] = {}
