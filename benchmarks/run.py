@@ -130,6 +130,31 @@ def main(argv: list[str] | None = None) -> int:
             assert list(ref) == strings
             rows.append((label, "xr_zstrings", ours_rate or float("nan"), None, mem))
             rows.append((label, "xarray engine=zarr", args.n / t_z / 1e6, t_z / t_ours, ""))
+        # the other v3 layouts, written by our encoder; zarr-python reads none of them, so its
+        # vlen-utf8 read of the same strings is the reference
+        ref_store = tmpd / "v3_raw.zarr"
+        t_ref, _ = _time(lambda: xr.open_dataset(ref_store, engine="zarr", consolidated=False)["s"].values,
+                         args.repeat)
+        for layout in ("zarrs.vlen", "arrow", "arrow-large"):
+            from xr_zstrings.reader import read_arrow
+            from xr_zstrings.writer_v3 import to_zarr_v3
+
+            store = tmpd / f"layout_{layout}.zarr"
+            src = xr.Dataset({"s": ("x", np.array(strings, dtype=object))})
+            src["s"].encoding["chunks"] = (min(len(strings), 100_000),)
+            to_zarr_v3(src, store, layout=layout)  # type: ignore[arg-type]
+            t_ours, got = _time(lambda store=store: xr.open_dataset(store, engine="zstrings")["s"].values,
+                                args.repeat)
+            assert got.tolist() == strings
+            peak, _ = _peak(lambda store=store: xr.open_dataset(store, engine="zstrings")["s"].values)
+            rows.append((f"Zarr v3 {layout}", "xr_zstrings", args.n / t_ours / 1e6, None,
+                         f"{peak / _nbytes(got):.2f}x result"))
+            rows.append((f"Zarr v3 {layout}", "engine=zarr on vlen-utf8", args.n / t_ref / 1e6,
+                         t_ref / t_ours, ""))
+            t_arrow, arr = _time(lambda store=store: read_arrow(store, "s"), args.repeat)
+            assert arr.to_pylist()[:5] == strings[:5]
+            rows.append((f"Zarr v3 {layout}", "read_arrow (pyarrow)", args.n / t_arrow / 1e6,
+                         t_ref / t_arrow, "vs engine=zarr"))
     print(f"\n{args.n:,} strings (4-40 chars, 20% multibyte), median of {args.repeat} runs\n")
     print(f"{'layout':28} {'reader':26} {'M strings/s':>12} {'zstrings is':>12}  peak memory")
     for layout, reader, rate, ratio, mem in rows:
