@@ -114,8 +114,13 @@ def _key(path: str, obj: str) -> str:
 def open_tree(zstore: ZStore) -> TreeMeta:
     """Read all group and array metadata, concurrently, one tree level at a time."""
     tree = TreeMeta(store=zstore)
-    root_names = _GROUP_OBJECTS + _ROOT_EXTRA
+    # object storage: also ask for Zarr v2 consolidated metadata (same round trip); when present,
+    # every other metadata object comes from it instead of one request each
+    root_names = _GROUP_OBJECTS + _ROOT_EXTRA + ((".zmetadata",) if zstore.remote else ())
     root_objs = dict(zip(root_names, zstore.get_json_many([_key("/", o) for o in root_names]), strict=True))
+    zmetadata = root_objs.pop(".zmetadata", None)
+    if zmetadata is not None and root_objs[".zgroup"] is not None:
+        zstore.use_consolidated(zmetadata)
     if root_objs[".zgroup"] is None and root_objs[".nczgroup"] is None:
         if root_objs["zarr.json"] is not None:
             return _open_tree_v3(tree, root_objs["zarr.json"])
@@ -335,47 +340,206 @@ class ChunkedArray:
         name = self.meta.dimension_separator.join(str(i) for i in idx)
         return _key(self.meta.path, name)
 
-    def read(self, region: tuple[slice, ...]) -> np.ndarray:
-        """The values in ``region`` (step-1 slices within ``self.shape``) as a storage-dtype array."""
-        meta = self.meta
+    def _plan(self, region: tuple[slice, ...]) -> tuple[list[tuple[str, tuple, tuple]], bool]:
+        """(per touched chunk: (key, src slices in the chunk, dst slices in the output), needs fill)."""
         stored_shape, chunks = self.stored_shape, self.chunk_shape
-        out_shape = tuple(s.stop - s.start for s in region)
-        out = np.empty(out_shape, dtype=meta.dtype)
-        if out.size == 0:
-            return out
         ranges = []
         for s, n, c in zip(region, stored_shape, chunks, strict=True):
             stop = min(s.stop, n)
             if s.start >= stop:
-                out[...] = self._fill()
-                return out
+                return [], True
             ranges.append(range(s.start // c, (stop - 1) // c + 1))
-        if any(s.stop > n for s, n in zip(region, stored_shape, strict=True)):
-            out[...] = self._fill()  # beyond the stored shape (unlimited dimension): fill
-        idxs = list(np.ndindex(*(len(r) for r in ranges)))
-        idxs = [tuple(r[i] for r, i in zip(ranges, ix, strict=True)) for ix in idxs]
-        keys = [self._chunk_key(ix) for ix in idxs]
-        raws = self.store.get_many(keys)
-
-        def place(ix: tuple[int, ...], key: str, raw: bytes | None) -> None:
+        fill = any(s.stop > n for s, n in zip(region, stored_shape, strict=True))
+        plan = []
+        for ix in itertools.product(*ranges):
             src, dst = [], []
             for i, s, n, c in zip(ix, region, stored_shape, chunks, strict=True):
                 c0 = i * c
                 lo, hi = max(s.start, c0), min(s.stop, c0 + c, n)
                 src.append(slice(lo - c0, hi - c0))
                 dst.append(slice(lo - s.start, hi - s.start))
-            if raw is None:
-                out[tuple(dst)] = self._fill()  # a chunk never written reads as the fill value
-            else:
-                out[tuple(dst)] = self._decode_chunk(raw, key, chunks)[tuple(src)]
+            plan.append((self._chunk_key(ix), tuple(src), tuple(dst)))
+        return plan, fill
 
-        work = list(zip(idxs, keys, raws, strict=True))
-        if len(work) > 2 and self.parallel:
-            list(_executor().map(lambda w: place(*w), work))
-        else:
-            for w in work:
-                place(*w)
+    def _batch_size(self) -> int:
+        """Chunks fetched at once: enough to keep every thread busy, few enough to bound memory."""
+        itemsize = self.meta.dtype.itemsize if self.meta.dtype.kind not in "OT" else 32
+        chunk_bytes = max(1, math.prod(self.chunk_shape) * max(itemsize, 1))
+        return max(2 * _THREADS, min(256, (8 << 20) // chunk_bytes))
+
+    def _run(self, plan: list[tuple[str, tuple, tuple]], fn: Any, parallel: bool) -> None:
+        """fn(key, raw_or_None, src, dst) for every planned chunk, fetching in bounded batches and
+        decoding each batch on the thread pool (the kernels release the GIL)."""
+        step = self._batch_size()
+        for b0 in range(0, len(plan), step):
+            batch = plan[b0 : b0 + step]
+            raws = self.store.get_many([k for k, _, _ in batch])
+            work = [(k, r, src, dst) for (k, src, dst), r in zip(batch, raws, strict=True)]
+            del raws
+            if len(work) > 1 and parallel:
+                list(_executor().map(lambda w: fn(*w), work))
+            else:
+                for w in work:
+                    fn(*w)
+            del work
+
+    def read(self, region: tuple[slice, ...]) -> np.ndarray:
+        """The values in ``region`` (step-1 slices within ``self.shape``) as a storage-dtype array."""
+        meta = self.meta
+        chunks = self.chunk_shape
+        out_shape = tuple(s.stop - s.start for s in region)
+        out = np.empty(out_shape, dtype=meta.dtype)
+        if out.size == 0:
+            return out
+        plan, fill = self._plan(region)
+        if fill:
+            out[...] = self._fill()  # beyond the stored shape (unlimited dimension): fill
+        if not plan:
+            return out
+
+        def place(key: str, raw: bytes | None, src: tuple, dst: tuple) -> None:
+            if raw is None:
+                out[dst] = self._fill()  # a chunk never written reads as the fill value
+            else:
+                out[dst] = self._decode_chunk(raw, key, chunks)[src]
+
+        self._run(plan, place, self.parallel and len(plan) > 2)
         return out
+
+    # ------------------------------------------------------------------ direct string decoding
+
+    def _sel(self, src: tuple, chunk_shape: tuple[int, ...], order: str) -> np.ndarray | None:
+        """Element numbers (in the chunk's storage order) of the ``src`` box, C order; None = all."""
+        full = all(s.start == 0 and s.stop == c for s, c in zip(src, chunk_shape, strict=True))
+        if full and (order == "C" or sum(c > 1 for c in chunk_shape) <= 1):
+            return None
+        n = math.prod(chunk_shape)
+        return np.ascontiguousarray(np.arange(n, dtype=np.int64).reshape(chunk_shape, order=order)[src]).reshape(-1)
+
+    def _chunk_bytes(self, raw: bytes, key: str, chunks: tuple[int, ...]) -> Any:
+        """A v2 fixed-width chunk's decompressed bytes, size checked (as _decode_chunk)."""
+        meta = self.meta
+        try:
+            buf = self.pipeline.decode(raw)
+        except Exception as e:
+            raise ChunkError(
+                f"Cannot decode chunk {self.store.where(key)}: {type(e).__name__}: {e}. Expected data "
+                f"compressed with {meta.compressor!r} and filters {list(meta.filters)!r}."
+            ) from None
+        mv = memoryview(buf).cast("B") if not isinstance(buf, np.ndarray) else buf.view(np.uint8).ravel()
+        expected = math.prod(chunks) * meta.dtype.itemsize
+        if len(mv) != expected:
+            raise ChunkError(
+                f"Chunk {self.store.where(key)} decodes to {len(mv)} bytes, expected {expected} "
+                f"({list(chunks)} x {meta.dtype.str}). The chunk is truncated or belongs to another array."
+            )
+        return mv
+
+    def can_read_into(self, decode: str, text_encoding: str) -> bool:
+        """Whether ``read_into`` can decode this array's chunks straight into a StringDType result."""
+        meta = self.meta
+        if strings.kernels() is None:
+            return False
+        if decode == "fixed":
+            return not self.v3 and meta.dtype.kind == "S" and meta.dtype.itemsize > 0
+        if decode == "char":
+            return (not self.v3 and meta.order == "C" and strings._norm_encoding(text_encoding) == "utf-8"
+                    and meta.dtype.itemsize == 1 and meta.dtype.kind in "SUu" and len(self.shape) >= 1
+                    and self.chunk_shape[-1] == self.stored_shape[-1] == self.shape[-1] > 0)
+        if decode == "text":
+            p = getattr(self, "pipeline_v3", None)
+            return (p is not None and p.kind == "str" and not p.aa and not p.sharded
+                    and p.layout in ("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large")
+                    and isinstance(self._fill(), str))
+        return False
+
+    def read_into(self, region: tuple[slice, ...], decode: str, policy: str, what: str) -> np.ndarray:
+        """``region`` decoded straight into a StringDType array, one chunk at a time on the pool.
+
+        No storage-dtype copy of the region is assembled: each chunk's decompressed bytes are
+        decoded by the compiled kernels into its slot of the result (see ``can_read_into``).
+        """
+        meta = self.meta
+        T = np.dtypes.StringDType()
+        char = decode == "char"
+        lead = region[:-1] if char else region
+        out_shape = tuple(s.stop - s.start for s in lead)
+        out = np.empty(out_shape, dtype=T)
+        if out.size == 0:
+            return out
+        plan, fill = self._plan(region)
+        if char:  # the string-length axis is one whole chunk: drop it from the boxes
+            plan = [(k, src[:-1], dst[:-1]) for k, src, dst in plan]
+        chunks = self.chunk_shape
+        lead_chunks = chunks[:-1] if char else chunks
+        fill_value = self._fill_T(decode, policy, what)
+        if fill:
+            out[...] = fill_value
+        if not plan:
+            return out
+
+        def index_of(dst: tuple) -> Any:
+            starts = [d.start for d in dst]
+            shape = tuple(d.stop - d.start for d in dst)
+
+            def index(k: int) -> str:
+                loc = np.unravel_index(k, shape) if shape else ()
+                flat = int(np.ravel_multi_index(tuple(a + b for a, b in zip(loc, starts)), out_shape)) if out_shape else 0
+                return strings._index(flat, out_shape)
+
+            return index
+
+        def place(key: str, raw: bytes | None, src: tuple, dst: tuple) -> None:
+            view = out[dst]
+            if raw is None:
+                view[...] = fill_value
+                return
+            sel = self._sel(src, lead_chunks, meta.order)
+            if decode == "text":
+                self._text_into(raw, key, view, sel)
+                return
+            buf = self._chunk_bytes(raw, key, chunks)
+            width = chunks[-1] if char else meta.dtype.itemsize
+            strings.decode_fixed_into(buf, width, view, sel, policy, what, index_of(dst))
+
+        self._run(plan, place, True)
+        return out
+
+    def _fill_T(self, decode: str, policy: str, what: str) -> Any:
+        fv = self._fill()
+        if decode == "text":
+            return fv
+        if decode == "char":
+            b = fv if isinstance(fv, bytes) else np.asarray(fv).astype("S1").tobytes()
+            row = np.frombuffer(b[:1] * self.shape[-1], np.uint8).reshape(1, -1)
+            return strings.decode_char_array(row, utf8_errors=policy, what=what)[0]
+        return strings.decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=policy, what=what)[()]
+
+    def _text_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None) -> None:
+        from . import vlen
+
+        meta = self.meta
+        p = self.pipeline_v3
+        n = math.prod(meta.chunks)
+        ctx = p._ctx(None)
+        try:
+            try:
+                u8 = p._bytes_decode(raw, ctx)
+                if p.layout == "vlen-utf8":
+                    vlen.decode_vlen_utf8_into(u8, view, sel, n, utf8_errors=p.ab.utf8_errors, what=ctx)
+                else:
+                    vlen.vlen_into(p.ab.to_vlen(u8, n, ctx), view, sel, utf8_errors=p.ab.utf8_errors, what=ctx)
+            except ZStringsError:
+                raise
+            except (MemoryError, RecursionError):
+                raise
+            except Exception as e:
+                raise ChunkError(
+                    f"{ctx}: cannot decode the chunk with codecs {p.codec_names} "
+                    f"({type(e).__name__}: {e}); the chunk is corrupt or belongs to another array"
+                ) from e
+        except ZStringsError as e:
+            raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
 
     def _decode_chunk(self, raw: bytes, key: str, chunks: tuple[int, ...]) -> np.ndarray:
         meta = self.meta
@@ -454,6 +618,9 @@ class LazyArray:
             self.dtype = np.dtype(object)
         else:
             self.dtype = raw.meta.dtype.newbyteorder("=") if raw.meta.dtype.kind in "biuf" else raw.meta.dtype
+        # StringDType results are decoded chunk by chunk straight into the output (compiled kernels)
+        self._direct = (self.dtype.kind == "T" and self.dtype == np.dtypes.StringDType()
+                        and not raw.meta.scalar and raw.can_read_into(decode, encoding))
 
     @property
     def ndim(self) -> int:
@@ -502,7 +669,7 @@ class LazyArray:
             region = [c[0] for c in combo]
             if self.decode == "char":
                 region.append(slice(0, self.raw.shape[-1]))
-            data = self._convert(self.raw.read(tuple(region)))
+            data = self._read_region(tuple(region))
             take = tuple(c[1] for c in combo)
             if any(not isinstance(t, slice) for t in take):
                 data = data[np.ix_(*[np.arange(data.shape[i])[t] for i, t in enumerate(take)])]
@@ -537,6 +704,11 @@ class LazyArray:
             lo, hi = int(sorted_idx[grp[0]]), int(sorted_idx[grp[-1]]) + 1
             runs.append((slice(lo, hi), sorted_idx[grp] - lo, order[grp]))
         return runs
+
+    def _read_region(self, region: tuple[slice, ...]) -> np.ndarray:
+        if self._direct:
+            return self.raw.read_into(region, self.decode, self.options.utf8_errors, self.what)
+        return self._convert(self.raw.read(region))
 
     def _convert(self, raw: np.ndarray) -> np.ndarray:
         out = self._decode(raw)
@@ -710,9 +882,12 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         decode = "fixed"
         encoding.update(nc_type="NC_STRING", maxstrlen=meta.dtype.itemsize)
     elif kind == "char":
-        text_encoding = str(attrs.pop("_Encoding", "utf-8"))
-        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"), _Encoding=text_encoding,
+        stored_encoding = attrs.pop("_Encoding", None)  # decode as UTF-8 when the store says nothing
+        text_encoding = str(stored_encoding or "utf-8")
+        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"),
                         char_dim_width=meta.shape[-1] if meta.shape and not meta.scalar else 1)
+        if stored_encoding is not None:
+            encoding["_Encoding"] = text_encoding
         if options.concat_characters and dims:
             decode = "char"
             encoding["char_dim_name"] = dim_names[-1]
@@ -722,8 +897,8 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
             decode = "char"
         else:
             decode = "char-raw"
-            attrs["_Encoding"] = text_encoding
-            del encoding["_Encoding"]
+            if stored_encoding is not None:  # as stored: xarray's own CF decoding may use it
+                attrs["_Encoding"] = encoding.pop("_Encoding")
     elif kind == "unicode":
         decode = "unicode"
     elif kind == "vlen":

@@ -133,7 +133,14 @@ def _attr_entry(name: str, value: Any, *, where: str) -> tuple[Any, str]:
     if isinstance(value, bool | np.bool_):
         return int(value), "<i1"
     if isinstance(value, int) and not isinstance(value, bool):
-        return value, "<i8"
+        if -(2**63) <= value < 2**63:
+            return value, "<i8"
+        if 0 <= value < 2**64:
+            return value, "<u8"
+        raise ZStringsError(
+            f"Cannot write attribute {name!r} of {where}: {value} does not fit netCDF's 64-bit integers; "
+            "store it as a float or as text."
+        )
     if isinstance(value, float):
         return _plain(value), "<f8"
     if isinstance(value, np.generic) and value.dtype.kind in "iuf":
@@ -265,7 +272,17 @@ def _codecs_from_encoding(
     (``zlib``/``compression``/``complevel``/``shuffle``) encodings; refuse what netcdf-c cannot read."""
     comp: dict[str, Any] | None = None
     filters: list[dict[str, Any]] = []
-    if "compressor" in enc or "filters" in enc:
+    if "compressors" in enc and "compressor" not in enc:
+        # xarray with zarr-python 3 records a tuple of compressors (zarr v2 holds at most one)
+        comps = enc.get("compressors") or ()
+        comps = [comps] if not isinstance(comps, list | tuple) else list(comps)
+        if len(comps) > 1:
+            raise UnsupportedError(
+                f"Cannot write {where} with {len(comps)} compressors: Zarr v2 (and netcdf-c) hold one. "
+                "Keep one in encoding['compressors'] (or set encoding['compressor'])."
+            )
+        enc = {**enc, "compressor": comps[0] if comps else None}
+    if "compressor" in enc or enc.get("filters"):
         comp = _codec_config(enc.get("compressor"), where=where) or None
         filters = [_codec_config(f, where=where) for f in (enc.get("filters") or [])]
     elif enc.get("zlib") or enc.get("compression"):
@@ -447,7 +464,7 @@ def _string_array(
             min_width = int(chunks_enc[-1])
     on_overflow = opts.on_overflow
     if kind == "bytes":
-        encoder = _bytes_encoder(what)
+        encoder = _bytes_encoder(what, chars=want_char)
     elif want_char:
         def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
             return strings.encode_char_array(values, w, encoding=text_encoding, on_overflow=policy,  # type: ignore[arg-type]
@@ -457,6 +474,9 @@ def _string_array(
             return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]
 
     encode_block = None
+    fill_len = 0 if fill_text is None or want_char else len(str(fill_text).encode("utf-8"))
+    if want_char:
+        min_width = max(min_width, 1)  # netcdf-c cannot read a zero-length char dimension
     if not dask:
         stored = encoder(np.asarray(data), width, on_overflow)
         if want_char:
@@ -466,12 +486,15 @@ def _string_array(
                 width = min_width
         else:
             width = stored.dtype.itemsize
+            if fill_len > width and (_width_for(name, path, var, opts) is None or on_overflow == "widen"):
+                stored = stored.astype(f"S{fill_len}")  # the fill value must fit the width too
+                width = fill_len
     else:
         if kind != "bytes" and (width is None or on_overflow == "widen"):
             longest = int(data.map_blocks(_utf8_longest, dtype=np.int64,
                                           chunks=tuple((1,) * len(c) for c in data.chunks) or ((1,),)).max().compute()) \
                 if data.size else 0
-            width = max(longest, width or 0, 0 if want_char else 1)
+            width = max(longest, width or 0, fill_len, 1)
         elif kind == "bytes" and width is None:
             width = data.dtype.itemsize
         fixed_width = int(width or 0)
@@ -496,11 +519,20 @@ def _string_array(
         chunks = _pick_chunks(var, shape, 1, (max(width, 1),), unlimited)
         if kind != "bytes" or had_encoding:
             attrs["_Encoding"] = text_encoding  # tells netCDF4-python (and xarray) how to join the chars
-        fill_json: Any = "" if fill_text is None else fill_text[:1]
+        fill_json: Any = ""
+        if fill_text is not None and fill_text != "":
+            raw_fill = str(fill_text).encode(text_encoding if text_encoding != "utf-8" else "latin-1", "replace")
+            if len(str(fill_text)) != 1 or len(raw_fill) != 1:
+                raise ZStringsError(
+                    f"Cannot write {what} as NC_CHAR with _FillValue {fill_text!r}: an NC_CHAR fill value is "
+                    "one byte. Use a one-byte character (e.g. ' ') or drop the fill value."
+                )
+            fill_json = str(fill_text)
+            attrs["_FillValue"] = fill_json  # netcdf-c writes it typed '>S1', as here
         return _Array(
             group=group, name=name, dims=sdims, ref_hints=_hints(hints, len(sdims)),
             unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype("S1"),
-            dtype_str=">S1", fill_json=fill_json, fill_storage=fill_json.encode("utf-8")[:1],
+            dtype_str=">S1", fill_json=fill_json, fill_storage=fill_json.encode("latin-1"),
             compressor=None, filters=None, attrs=attrs, kind="char", data=stored,
             encode_block=encode_block, maxstrlen=None,
         )
@@ -544,8 +576,9 @@ def _unify_char_widths(arrays: list[_Array]) -> None:
             a.chunks = a.chunks[:-1] + (width,)
 
 
-def _bytes_encoder(what: str) -> Callable[[np.ndarray, int | None, str], np.ndarray]:
-    """Fixed bytes values (``|Sn`` data) stored as they are: NC_CHAR by default, like xarray does."""
+def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, int | None, str], np.ndarray]:
+    """Fixed bytes values (``|Sn`` data) stored as they are: NC_CHAR by default, like xarray does,
+    or NC_STRING ``|Sn`` when ``chars`` is false (encoding ``nc_type="NC_STRING"``)."""
 
     def enc(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
         arr = np.asarray(values)
@@ -562,7 +595,8 @@ def _bytes_encoder(what: str) -> Callable[[np.ndarray, int | None, str], np.ndar
             n = w if policy == "truncate" else max(longest, w)
         elif w is not None:
             n = w
-        return arr.astype(f"S{n}").view("S1").reshape(arr.shape + (n,))
+        fixed = arr.astype(f"S{n}")
+        return fixed.view("S1").reshape(arr.shape + (n,)) if chars else fixed
 
     return enc
 
@@ -838,7 +872,9 @@ def _dask_writer(zstore: ZStore, a: _Array) -> Any:
     assert encode_block is not None
 
     def write(block: np.ndarray, block_info: Any = None) -> np.ndarray:
-        loc = tuple(block_info[0]["chunk-location"]) if block_info and block_info.get(0) else ()
+        if block_info is None:  # dask probing the function while building the graph: write nothing
+            return np.zeros((1,) * max(block.ndim, 1), np.int64)
+        loc = tuple(block_info[0]["chunk-location"]) if block_info.get(0) else ()
         stored, cut = encode_block(block)
         if a.scalar:
             stored = np.asarray(stored).reshape(1)
@@ -882,6 +918,14 @@ def _as_groups(obj: Any) -> dict[str, xr.Dataset]:
     for path in list(groups):
         for anc in _ancestors(path)[1:]:
             groups.setdefault(anc, xr.Dataset())
+    for path in groups:
+        parent, _, leaf = path.rpartition("/")
+        if path != "/" and leaf in groups.get(parent or "/", xr.Dataset()).variables:
+            raise ZStringsError(
+                f"Cannot write group {path!r}: its parent {parent or '/'!r} has a variable of the same name, "
+                "and a Zarr key cannot be both. Rename the group or the variable."
+            )
+    for path in list(groups):
         for part in path.strip("/").split("/"):
             if part in (".", "..") or (path != "/" and not part):
                 raise ZStringsError(f"Invalid group path {path!r}: expected names without '.', '..' or '//'.")
@@ -1184,6 +1228,18 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
             zarray["shape"] = [new_len if i == axis else n for i, n in enumerate(meta.shape)]
             updates.append((f"{apath.strip('/')}/.zarray", _dumps(zarray)))
             dim_growth[decl] = max(dim_growth.get(decl, 0), new_len)
+    if nczarr:
+        # netcdf-c sizes every array on an unlimited dimension to the dimension (else it refuses the
+        # store): grow the arrays this append did not touch too; their new part reads as fill
+        grown = {f"{decl.rstrip('/')}/{append_dim}": size for decl, size in dim_growth.items()}
+        touched = {k.rsplit("/", 1)[0] for k, _ in updates}
+        for apath, meta in tree.arrays.items():
+            refs = meta.dimension_references or ()
+            if apath.strip("/") in touched or not any(r in grown for r in refs):
+                continue
+            zarray = dict(meta.raw_zarray)
+            zarray["shape"] = [max(n, grown.get(r, n)) for r, n in zip(refs, meta.shape, strict=True)]
+            updates.append((f"{apath.strip('/')}/.zarray", _dumps(zarray)))
     zstore.set_many(updates)
     group_updates: list[tuple[str, bytes]] = []
     for gpath, size in dim_growth.items():

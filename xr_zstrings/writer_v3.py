@@ -152,6 +152,28 @@ def to_zarr_v3(
     """
     if layout not in LAYOUTS:
         raise ZStringsError(f"Unknown layout {layout!r}: expected one of {LAYOUTS}.")
+    kw: dict[str, Any] = dict(layout=layout, index_data_type=index_data_type, index_location=index_location,
+                              index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
+    if isinstance(ds, xr.DataTree):
+        base = (group or "").strip("/")
+        for i, node in enumerate(ds.subtree):
+            sub = "/".join(p for p in (base, node.path.strip("/")) if p) or None
+            _write_dataset(node.to_dataset(inherit=False), target, mode=mode if i == 0 else "a",
+                           group=sub, **kw)
+    elif isinstance(ds, xr.Dataset):
+        _write_dataset(ds, target, mode=mode, group=group, **kw)
+    else:
+        raise ZStringsError(f"Cannot write {type(ds).__name__}: expected an xarray Dataset or DataTree.")
+    if consolidated:
+        zs = open_store(target, mode="a") if not isinstance(target, ZStore) else target
+        _consolidate(zs)
+
+
+def _write_dataset(ds: xr.Dataset, target: Any, *, layout: str, index_data_type: str, index_location: str,
+                   index_codecs: Sequence[Mapping[str, Any]] | None,
+                   data_codecs: Sequence[Mapping[str, Any]] | None, compressors: Sequence[Mapping[str, Any]],
+                   mode: str, group: str | None) -> None:
+    """One Dataset (one group): xarray writes it, then string/bytes arrays are re-encoded in ``layout``."""
     kinds: dict[Hashable, str] = {}
     prepared = ds.copy()
     for name, var in ds.variables.items():
@@ -172,19 +194,12 @@ def to_zarr_v3(
     prepared.to_zarr(target, mode=mode, zarr_format=3, consolidated=False, group=group)
     zs = open_store(target, mode="a") if not isinstance(target, ZStore) else target
     prefix = (group or "").strip("/")
-    if layout != "vlen-utf8":
-        kw = dict(index_data_type=index_data_type, index_location=index_location,
-                  index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
-        for name, kind in kinds.items():
-            path = f"{prefix}/{name}".strip("/")
-            _rewrite_array(zs, path, np.asarray(ds[name].values), kind, layout, **kw)
-    elif compressors:
-        kw = dict(index_data_type=index_data_type, index_location=index_location, index_codecs=None,
-                  data_codecs=None, compressors=compressors)
-        for name, kind in kinds.items():
+    kw = dict(index_data_type=index_data_type, index_location=index_location,
+              index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
+    for name, kind in kinds.items():
+        # every layout but plain vlen-utf8 text is re-encoded (xarray turns bytes back into fixed |S)
+        if layout != "vlen-utf8" or compressors or kind == "bytes":
             _rewrite_array(zs, f"{prefix}/{name}".strip("/"), np.asarray(ds[name].values), kind, layout, **kw)
-    if consolidated:
-        _consolidate(zs)
 
 
 def _consolidate(zs: ZStore) -> None:
