@@ -521,11 +521,11 @@ def _string_array(
             attrs["_Encoding"] = text_encoding  # tells netCDF4-python (and xarray) how to join the chars
         fill_json: Any = ""
         if fill_text is not None and fill_text != "":
-            raw_fill = str(fill_text).encode(text_encoding if text_encoding != "utf-8" else "latin-1", "replace")
-            if len(str(fill_text)) != 1 or len(raw_fill) != 1:
+            if len(str(fill_text)) != 1 or ord(str(fill_text)) > 127:
+                # one byte, and ASCII: netcdf-c keeps the fill as JSON text in .zarray
                 raise ZStringsError(
                     f"Cannot write {what} as NC_CHAR with _FillValue {fill_text!r}: an NC_CHAR fill value is "
-                    "one byte. Use a one-byte character (e.g. ' ') or drop the fill value."
+                    "one byte (ASCII here). Use a one-byte character (e.g. ' ') or drop the fill value."
                 )
             fill_json = str(fill_text)
             attrs["_FillValue"] = fill_json  # netcdf-c writes it typed '>S1', as here
