@@ -1,0 +1,140 @@
+"""Whole-file conversion: a netCDF-4 file <-> an NCZarr (or Zarr v2) store.
+
+``convert(src, dst)`` picks the direction from the target: a ``.nc`` target is written with netCDF4
+itself (NC_STRING strings, NC_CHAR kept as chars, groups and shadowed dimensions kept); any other
+target is written with :func:`xr_zstrings.writer.to_nczarr`. netCDF4 is an optional dependency
+(``pip install 'xr_zstrings[netcdf]'``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+
+from .errors import ZStringsError
+from .writer import Mode, _string_like, to_nczarr
+
+__all__ = ["convert"]
+
+
+# values are copied undecoded, so fill values, packing and times stay exactly as stored
+_RAW: dict[str, Any] = {"mask_and_scale": False, "decode_times": False, "concat_characters": False,
+                        "decode_coords": False, "decode_timedelta": False}
+
+
+def convert(
+    source: str | os.PathLike[str],
+    target: str | os.PathLike[str],
+    *,
+    mode: Mode = "w-",
+    **kwargs: Any,
+) -> None:
+    """Convert a whole file: netCDF-4 (``.nc``) -> NCZarr store, or NCZarr/Zarr store -> ``.nc``.
+
+    The direction follows the target: a ``.nc``/``.nc4`` target is written with netCDF4 (NC_STRING
+    strings, NC_CHAR kept as chars, groups kept, shadowed dimensions allowed); anything else is written
+    with ``to_nczarr`` (``kwargs`` go there). Values are copied undecoded (``decode_cf=False``) so
+    fill values, packing and times stay exactly as stored.
+    """
+    src = os.fspath(source)
+    dst = os.fspath(target)
+    if dst.lower().endswith((".nc", ".nc4", ".cdf")):
+        if os.path.exists(dst):
+            if mode == "w-":
+                raise ZStringsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
+            os.unlink(dst)
+        groups = xr.open_groups(src, engine="zstrings", **_RAW, **kwargs)
+        try:
+            _write_netcdf4(groups, dst)
+        finally:
+            for ds in groups.values():
+                ds.close()
+        return
+    try:
+        groups = xr.open_groups(src, engine="netcdf4", **_RAW)
+    except (ImportError, ValueError) as e:
+        if "netcdf4" in str(e).lower() and "engine" in str(e).lower():
+            raise ZStringsError(
+                f"Reading {src} needs the netCDF4 package: pip install 'xr_zstrings[netcdf]'."
+            ) from None
+        raise
+    try:
+        to_nczarr(groups, dst, mode=mode, **kwargs)
+    finally:
+        for ds in groups.values():
+            ds.close()
+
+
+def _write_netcdf4(groups: Mapping[str, xr.Dataset], dst: str) -> None:
+    """Write undecoded groups with netCDF4 itself: NC_STRING vlen strings, NC_CHAR as stored, each
+    dimension declared in the nearest group that has it with that size (shadowing allowed)."""
+    try:
+        import netCDF4
+    except ImportError:
+        raise ZStringsError(
+            "Writing a netCDF-4 file needs the netCDF4 package: pip install 'xr_zstrings[netcdf]'."
+        ) from None
+
+    nc = netCDF4.Dataset(dst, "w", format="NETCDF4")
+    try:
+        for path, ds in groups.items():
+            g = nc if path == "/" else nc.createGroup(path)
+            unlimited = set(ds.encoding.get("unlimited_dims") or ())
+            for d, n in ds.sizes.items():
+                found, anc = None, g  # type: Any, Any
+                while anc is not None and found is None:
+                    found = anc.dimensions.get(str(d))
+                    anc = anc.parent
+                if found is None or (len(found) != n and not found.isunlimited()):
+                    g.createDimension(str(d), None if d in unlimited else n)
+            for k, v in ds.attrs.items():
+                if isinstance(v, list) and all(isinstance(x, str) for x in v):
+                    g.setncattr_string(k, v)
+                else:
+                    g.setncattr(k, v)
+            for name, var in ds.variables.items():
+                _netcdf4_variable(g, str(name), var)
+    finally:
+        nc.close()
+
+
+def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
+    enc, attrs = var.encoding, dict(var.attrs)
+    fill = attrs.pop("_FillValue", enc.get("_FillValue") if var.dtype.kind in "TUO" else None)
+    kind = _string_like(var)
+    values = var.values
+    if kind == "str":
+        dtype: Any = str
+        values = np.asarray(values).astype(object)
+    elif kind == "bytes":
+        dtype = "S1"
+        values = np.asarray(values).astype("S1")
+    else:
+        dtype = var.dtype
+    kw: dict[str, Any] = {}
+    comp = enc.get("compressor") or {}
+    if isinstance(comp, Mapping) and comp.get("id") in ("zlib", "zstd", "bz2"):
+        kw["compression"] = {"bz2": "bzip2"}.get(comp["id"], comp["id"])
+        kw["complevel"] = int(comp.get("level", 4))
+        kw["shuffle"] = any(f.get("id") == "shuffle" for f in enc.get("filters") or [])
+    chunks = enc.get("chunks")
+    if chunks and var.ndim and len(chunks) == var.ndim:
+        kw["chunksizes"] = tuple(int(c) for c in chunks)
+    v = g.createVariable(name, dtype, tuple(str(d) for d in var.dims), fill_value=fill, **kw)
+    v.set_auto_maskandscale(False)
+    if kind == "bytes":
+        v.set_auto_chartostring(False)
+    for k, x in attrs.items():
+        if isinstance(x, list) and all(isinstance(y, str) for y in x):
+            v.setncattr_string(k, x)
+        else:
+            v.setncattr(k, x)
+    if var.size:
+        if var.ndim == 0 and kind == "str":
+            v[0] = str(values[()])
+        else:
+            v[...] = values
