@@ -3,14 +3,24 @@
     python benchmarks/run.py --n 1000000 --repeat 3
 
 Generates its data with the real peers (netcdf-c through netCDF4 for NCZarr, zarr-python for
-Zarr v3), times full materialisation of one string variable per layout, and prints throughput
-(million strings per second, median of --repeat runs), the ratio to each peer and the peak memory
-traced while loading relative to the size of the result.
+Zarr v3), times full materialisation of one string variable per layout, and prints:
+
+* throughput (million strings per second, median of --repeat runs) and the ratio to each peer;
+* ``cpu/wall`` of our read (about 2 on a 2-core machine when both cores decode chunks);
+* peak memory traced while loading, relative to the size of the StringDType result;
+* the issue's "straightforward C loop" reference per layout (benchmarks/cref.c, compiled on the fly
+  with gcc: pack every value of the already decompressed chunk buffers, single threaded, no
+  validation) next to our compiled kernel on the same buffers and our end-to-end read;
+* writing: ``to_nczarr`` vs netCDF4 writing the same NC_STRING variable.
+
+``XR_ZSTRINGS_NO_EXT=1`` benchmarks the pure numpy/pyarrow fallback instead of the kernels.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import statistics
 import sys
 import tempfile
@@ -28,14 +38,24 @@ import zarr
 sys.path.insert(0, str(Path(__file__).parent))
 from _data import make_strings  # noqa: E402
 
+_T = np.dtypes.StringDType()
+
 
 def _time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     times, out = [], None
     for _ in range(repeat):
+        out = None
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), out
+
+
+def _cpu(fn: Callable[[], Any]) -> float:
+    """Process CPU seconds per wall second while running fn (all threads)."""
+    c0, t0 = time.process_time(), time.perf_counter()
+    fn()
+    return (time.process_time() - c0) / max(time.perf_counter() - t0, 1e-9)
 
 
 def _peak(fn: Callable[[], Any]) -> tuple[int, Any]:
@@ -51,6 +71,8 @@ def _peak(fn: Callable[[], Any]) -> tuple[int, Any]:
 def _nbytes(values: np.ndarray) -> int:
     if values.dtype.kind == "T":  # StringDType: 16-byte slots plus arena for long strings
         return values.size * 16 + int(sum(len(s.encode()) for s in values.tolist() if len(s.encode()) > 15))
+    if values.dtype.kind == "O":
+        return values.nbytes + int(sum(sys.getsizeof(s) for s in values.tolist()))
     return values.nbytes
 
 
@@ -66,10 +88,100 @@ def write_nczarr(path: Path, strings: list[str], compression: str | None) -> str
     return url
 
 
+def write_nczarr_char(path: Path, strings: list[str], width: int = 48) -> str:
+    url = f"file://{path}#mode=nczarr,file"
+    raw = np.array([s.encode() for s in strings], dtype=f"S{width}")
+    ds = netCDF4.Dataset(url, "w")
+    ds.createDimension("x", len(strings))
+    ds.createDimension("nchar", width)
+    v = ds.createVariable("s", "S1", ("x", "nchar"), chunksizes=(min(len(strings), 100_000), width))
+    v.setncattr("_Encoding", "utf-8")
+    v.set_auto_chartostring(False)
+    v[:] = raw.view("S1").reshape(len(strings), width)
+    ds.close()
+    return url
+
+
 def write_zarr_v3(path: Path, strings: list[str], compressor: Any) -> None:
     ds = xr.Dataset({"s": ("x", np.array(strings, dtype=object))})
     enc = {"s": {"chunks": (min(len(strings), 100_000),), "compressors": compressor}}
     ds.to_zarr(path, zarr_format=3, encoding=enc, consolidated=False, mode="w")
+
+
+# ------------------------------------------------------------------------------------------
+# C reference loops vs our kernels, on the same in-memory (decompressed) chunk buffers
+# ------------------------------------------------------------------------------------------
+
+
+def _chunk_buffers(store: Path) -> tuple[str, list[Any], int]:
+    """(layout, decompressed chunk buffers, element count) of variable "s" of a store."""
+    from xr_zstrings.reader import ChunkedArray, open_tree
+    from xr_zstrings.store import open_store
+
+    tree = open_tree(open_store(store))
+    meta = tree.arrays["/s"]
+    arr = ChunkedArray(tree.store, meta, meta.shape)
+    n = meta.shape[0]
+    keys = [arr._chunk_key((i,) + (0,) * (len(meta.shape) - 1)) for i in range(math.ceil(n / meta.chunks[0]))]
+    raws = tree.store.get_many(keys)
+    if not arr.v3:
+        return "fixed", [bytes(memoryview(arr.pipeline.decode(r)).cast("B")) for r in raws], n
+    p = arr.pipeline_v3
+    out = []
+    for r in raws:
+        u8 = p._bytes_decode(r, "")
+        if p.layout == "vlen-utf8":
+            out.append(u8.tobytes())
+        else:
+            ch = p.ab.to_vlen(u8, math.prod(meta.chunks), "")
+            out.append((ch.data.tobytes(), np.ascontiguousarray(ch.offsets, dtype=np.int64)))
+    return ("vlen-utf8" if p.layout == "vlen-utf8" else "offsets"), out, n
+
+
+def _reference_rows(store: Path, width: int, repeat: int, ours_t: float, n_total: int) -> list[tuple]:
+    from _cref import load
+
+    from xr_zstrings.strings import kernels
+
+    cref = load()
+    K = kernels()
+    kind, bufs, n = _chunk_buffers(store)
+
+    def ref() -> np.ndarray:
+        out = np.empty(n if kind != "fixed" else sum(len(b) // width for b in bufs), _T)
+        if kind == "fixed":
+            cref.fixed(bufs, width, out)
+        elif kind == "vlen-utf8":
+            cref.vlen_utf8(bufs, out)
+        else:
+            cref.offsets(bufs, out)
+        return out
+
+    def kern() -> np.ndarray:
+        out = np.empty(n if kind != "fixed" else sum(len(b) // width for b in bufs), _T)
+        k0 = 0
+        for b in bufs:
+            if kind == "fixed":
+                m = len(b) // width
+                K.fixed_to_T(b, width, out[k0 : k0 + m], None, 1)
+            elif kind == "vlen-utf8":
+                m = int(np.frombuffer(b[:4], "<u4")[0])
+                K.vlen_utf8_to_T(b, m, False, out[k0 : k0 + m], None, 0)
+            else:
+                m = b[1].size - 1
+                K.offsets_to_T(b[0], b[1], out[k0 : k0 + m], None, 0)
+            k0 += m
+        return out
+
+    t_ref, _ = _time(ref, repeat)
+    rows = [("C reference loop (1 thread)", n_total / t_ref / 1e6, None, f"ours end-to-end / ref: {ours_t / t_ref:.2f}x time")]
+    if K is not None:
+        t_k, _ = _time(kern, repeat)
+        rows.append(("our kernel (1 thread, validating)", n_total / t_k / 1e6, None, f"kernel / ref: {t_k / t_ref:.2f}x time"))
+    return rows
+
+
+# ------------------------------------------------------------------------------------------
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -78,17 +190,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeat", type=int, default=3, help="runs per measurement; the median is shown")
     args = p.parse_args(argv)
     strings = make_strings(args.n)
-    expected = np.array(strings, dtype=object)
+    N = args.n
     rows: list[tuple[str, str, float, float | None, str]] = []
+
+    def add(layout: str, reader: str, rate: float, ratio: float | None, note: str) -> None:
+        rows.append((layout, reader, rate, ratio, note))
+        print(f"  {layout:26} {reader:34} {rate:8.2f} M/s {'' if ratio is None else f'{ratio:6.1f}x'} {note}",
+              file=sys.stderr, flush=True)
+
+    def ours_rows(label: str, store: Path, width: int | None) -> float:
+        def ours() -> np.ndarray:
+            return xr.open_dataset(store, engine="zstrings")["s"].values
+
+        t_ours, got = _time(ours, args.repeat)
+        assert got.tolist() == strings, "zstrings read differs from what was written"
+        del got
+        peak, got = _peak(ours)
+        cpu = _cpu(ours)
+        add(label, "xr_zstrings (StringDType)", N / t_ours / 1e6, None,
+            f"peak {peak / _nbytes(got):.2f}x result, cpu/wall {cpu:.2f}")
+        del got
+        for ref in _reference_rows(store, width or 0, args.repeat, t_ours, N):
+            add(label, ref[0], ref[1], ref[2], ref[3])
+        return t_ours
+
     with tempfile.TemporaryDirectory() as tmp:
         tmpd = Path(tmp)
         for comp in (None, "zstd"):
             label = f"NCZarr |S48 ({comp or 'raw'})"
             store = tmpd / f"nc_{comp}.zarr"
             url = write_nczarr(store, strings, comp)
-
-            def ours(store: Path = store) -> np.ndarray:
-                return xr.open_dataset(store, engine="zstrings")["s"].values
+            t_ours = ours_rows(label, store, 48)
 
             def nc_engine(url: str = url) -> np.ndarray:
                 return xr.open_dataset(url, engine="netcdf4")["s"].values
@@ -97,69 +229,101 @@ def main(argv: list[str] | None = None) -> int:
                 with netCDF4.Dataset(url, "r") as nc:
                     return nc["s"][:]
 
-            t_ours, got = _time(ours, args.repeat)
-            assert got.tolist() == strings, "zstrings read differs from what was written"
-            peak, _ = _peak(ours)
             t_eng, ref = _time(nc_engine, args.repeat)
-            assert list(ref) == list(expected)
+            assert list(ref) == strings
+            del ref
             t_raw, _ = _time(nc_raw, args.repeat)
-            mem = f"{peak / _nbytes(got):.2f}x result"
-            rows.append((label, "xr_zstrings", args.n / t_ours / 1e6, None, mem))
-            rows.append((label, "xarray engine=netcdf4", args.n / t_eng / 1e6, t_eng / t_ours, ""))
-            rows.append((label, "netCDF4 Dataset[var][:]", args.n / t_raw / 1e6, t_raw / t_ours, ""))
+            add(label, "xarray engine=netcdf4", N / t_eng / 1e6, t_eng / t_ours, "")
+            add(label, "netCDF4 Dataset[var][:]", N / t_raw / 1e6, t_raw / t_ours, "")
+            if comp is None:
+                for sd in ("O", "U"):
+                    def other(store: Path = store, sd: str = sd) -> np.ndarray:
+                        return xr.open_dataset(store, engine="zstrings", string_dtype=sd)["s"].values
+
+                    t_o, got = _time(other, args.repeat)
+                    del got
+                    peak, got = _peak(other)
+                    add(label, f"xr_zstrings (string_dtype={sd!r})", N / t_o / 1e6, t_eng / t_o,
+                        f"peak {peak / _nbytes(got):.2f}x result")
+                    del got
+
+        label = "NCZarr NC_CHAR x48 (raw)"
+        store = tmpd / "nc_char.zarr"
+        url = write_nczarr_char(store, strings)
+        t_ours = ours_rows(label, store, 48)
+        t_eng, ref = _time(lambda url=url: xr.open_dataset(url, engine="netcdf4")["s"].values, args.repeat)
+        assert [x.decode() if isinstance(x, bytes) else x for x in ref.tolist()] == strings
+        del ref
+        add(label, "xarray engine=netcdf4", N / t_eng / 1e6, t_eng / t_ours, "")
+
         for comp_name, compressor in (("raw", None), ("zstd", zarr.codecs.ZstdCodec(level=3))):
             label = f"Zarr v3 vlen-utf8 ({comp_name})"
             store = tmpd / f"v3_{comp_name}.zarr"
             write_zarr_v3(store, strings, compressor)
-
-            def ours3(store: Path = store) -> np.ndarray:
-                return xr.open_dataset(store, engine="zstrings")["s"].values
+            t_ours = ours_rows(label, store, None)
 
             def zarr_engine(store: Path = store) -> np.ndarray:
                 return xr.open_dataset(store, engine="zarr", consolidated=False)["s"].values
 
-            try:
-                t_ours, got = _time(ours3, args.repeat)
-                assert got.tolist() == strings
-                peak, _ = _peak(ours3)
-                mem = f"{peak / _nbytes(got):.2f}x result"
-                ours_rate: float | None = args.n / t_ours / 1e6
-            except Exception as e:  # the v3 reader may not be there yet: say so, keep going
-                t_ours, ours_rate, mem = float("nan"), None, f"not available: {type(e).__name__}: {e}"[:60]
             t_z, ref = _time(zarr_engine, args.repeat)
             assert list(ref) == strings
-            rows.append((label, "xr_zstrings", ours_rate or float("nan"), None, mem))
-            rows.append((label, "xarray engine=zarr", args.n / t_z / 1e6, t_z / t_ours, ""))
+            del ref
+            add(label, "xarray engine=zarr", N / t_z / 1e6, t_z / t_ours, "")
+
         # the other v3 layouts, written by our encoder; zarr-python reads none of them, so its
         # vlen-utf8 read of the same strings is the reference
         ref_store = tmpd / "v3_raw.zarr"
         t_ref, _ = _time(lambda: xr.open_dataset(ref_store, engine="zarr", consolidated=False)["s"].values,
                          args.repeat)
-        for layout in ("zarrs.vlen", "arrow", "arrow-large"):
-            from xr_zstrings.reader import read_arrow
-            from xr_zstrings.writer_v3 import to_zarr_v3
+        from xr_zstrings.reader import read_arrow
+        from xr_zstrings.writer_v3 import to_zarr_v3
 
+        for layout in ("zarrs.vlen", "arrow", "arrow-large"):
+            label = f"Zarr v3 {layout}"
             store = tmpd / f"layout_{layout}.zarr"
             src = xr.Dataset({"s": ("x", np.array(strings, dtype=object))})
             src["s"].encoding["chunks"] = (min(len(strings), 100_000),)
             to_zarr_v3(src, store, layout=layout)  # type: ignore[arg-type]
-            t_ours, got = _time(lambda store=store: xr.open_dataset(store, engine="zstrings")["s"].values,
-                                args.repeat)
-            assert got.tolist() == strings
-            peak, _ = _peak(lambda store=store: xr.open_dataset(store, engine="zstrings")["s"].values)
-            rows.append((f"Zarr v3 {layout}", "xr_zstrings", args.n / t_ours / 1e6, None,
-                         f"{peak / _nbytes(got):.2f}x result"))
-            rows.append((f"Zarr v3 {layout}", "engine=zarr on vlen-utf8", args.n / t_ref / 1e6,
-                         t_ref / t_ours, ""))
+            t_ours = ours_rows(label, store, None)
+            add(label, "engine=zarr on vlen-utf8", N / t_ref / 1e6, t_ref / t_ours, "")
             t_arrow, arr = _time(lambda store=store: read_arrow(store, "s"), args.repeat)
             assert arr.to_pylist()[:5] == strings[:5]
-            rows.append((f"Zarr v3 {layout}", "read_arrow (pyarrow)", args.n / t_arrow / 1e6,
-                         t_ref / t_arrow, "vs engine=zarr"))
-    print(f"\n{args.n:,} strings (4-40 chars, 20% multibyte), median of {args.repeat} runs\n")
-    print(f"{'layout':28} {'reader':26} {'M strings/s':>12} {'zstrings is':>12}  peak memory")
-    for layout, reader, rate, ratio, mem in rows:
-        r = "" if ratio is None else f"{ratio:10.1f}x"
-        print(f"{layout:28} {reader:26} {rate:12.2f} {r:>12}  {mem}")
+            t_val, _ = _time(lambda arr=arr: [c.validate(full=True) for c in arr.chunks], args.repeat)
+            add(label, "read_arrow (pyarrow)", N / t_arrow / 1e6, t_ref / t_arrow, "vs engine=zarr")
+            add(label, "pyarrow validate(full=True) only", N / t_val / 1e6, None,
+                f"read_arrow / validate: {t_arrow / t_val:.2f}x time")
+
+        # writing 1,000,000 strings: to_nczarr vs netCDF4 (NC_STRING to NCZarr, same data)
+        from xr_zstrings import strings as S
+        from xr_zstrings.writer import to_nczarr
+
+        label = "write NCZarr NC_STRING"
+        ds = xr.Dataset({"s": ("x", np.array(strings, dtype=object))})
+        counter = iter(range(10**6))
+
+        def ours_w() -> None:
+            to_nczarr(ds, tmpd / f"w_ours_{next(counter)}.zarr", mode="w")
+
+        def nc_w() -> None:
+            write_nczarr(tmpd / f"w_nc_{next(counter)}.zarr", strings, None)
+
+        t_w, _ = _time(ours_w, args.repeat)
+        t_n, _ = _time(nc_w, args.repeat)
+        obj = np.array(strings, dtype=object)
+        t_e, _ = _time(lambda: S.encode_fixed_utf8(obj, None), args.repeat)
+        add(label, "to_nczarr (object input)", N / t_w / 1e6, t_n / t_w, "")
+        add(label, "netCDF4 createVariable(str)", N / t_n / 1e6, None, "")
+        add(label, "  of which encode_fixed_utf8", N / t_e / 1e6, None, f"{t_e * 1e3:.0f} ms")
+
+    ext = "compiled kernels" if S.kernels() is not None else "pure-Python fallback"
+    print(f"\n{N:,} strings (4-40 chars, 20% multibyte), median of {args.repeat} runs, {ext}, "
+          f"{os.cpu_count()} CPUs\n")
+    print(f"{'layout':26} {'reader':34} {'M strings/s':>11} {'zstrings is':>11}  notes")
+    last = None
+    for layout, reader, rate, ratio, note in rows:
+        r = "" if ratio is None else f"{ratio:9.1f}x"
+        print(f"{layout if layout != last else '':26} {reader:34} {rate:11.2f} {r:>11}  {note}")
+        last = layout
     return 0
 
 

@@ -23,7 +23,8 @@ from xr_zstrings import (
     UnsupportedError,
     ZStringsError,
 )
-from xr_zstrings.writer import convert, prepare_for_zarr, to_nczarr
+from xr_zstrings.conversion import convert
+from xr_zstrings.writer import prepare_for_zarr, to_nczarr
 
 T = np.dtypes.StringDType()
 MULTI = ["a", "héllo", "中文字", "😀x", "", "ß" * 70]

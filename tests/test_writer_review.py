@@ -14,7 +14,8 @@ import xarray as xr
 from peers import nc_url
 
 from xr_zstrings import ZStringsError
-from xr_zstrings.writer import convert, to_nczarr
+from xr_zstrings.conversion import convert
+from xr_zstrings.writer import to_nczarr
 from xr_zstrings.writer_v3 import to_zarr_v3
 
 

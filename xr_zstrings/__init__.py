@@ -25,6 +25,10 @@ _WRITER_NAMES = ("to_nczarr", "convert", "prepare_for_zarr")
 
 
 def __getattr__(name: str) -> object:
+    if name == "convert":
+        from .conversion import convert
+
+        return convert
     if name in _WRITER_NAMES:
         from . import writer
 

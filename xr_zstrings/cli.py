@@ -1,14 +1,816 @@
 """The ``zstrings`` command line (also ``python -m xr_zstrings``).
 
-With no arguments it opens the built-in sample NCZarr store through ``engine="zstrings"`` and
-prints it, so a newcomer sees strings come back as text. Heavy imports stay inside functions.
+``zstrings`` with no arguments opens the built-in sample NCZarr store through ``engine="zstrings"`` and
+prints it, so a newcomer sees strings come back as text. The subcommands are what netCDF users know
+from ``ncdump``/``nccopy``:
+
+* ``zstrings info PATH_OR_URL``: a header like ``ncdump -h`` plus the detected layout;
+* ``zstrings dump PATH_OR_URL [-v VAR[,VAR]] [--group G]``: the values, strings shown as text;
+* ``zstrings convert SRC DST [--format ...]``: netCDF-4 file <-> NCZarr / Zarr v2 <-> Zarr v3;
+* ``zstrings check PATH_OR_URL``: what netcdf-c would fail on or truncate, and how to fix it.
+
+Exit codes: 0 success, 1 ``check`` found problems, 2 usage or input errors (one line on stderr that
+names the fix). Heavy imports (xarray, zarr, netCDF4, tqdm) stay inside functions.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+__all__ = ["main"]
+
+#: exit codes
+OK, PROBLEMS, USAGE = 0, 1, 2
+
+_CDL_TYPES = {
+    "i1": "byte", "u1": "ubyte", "i2": "short", "u2": "ushort", "i4": "int", "u4": "uint",
+    "i8": "int64", "u8": "uint64", "f4": "float", "f8": "double",
+}
+_CDL_SUFFIX = {"i1": "b", "u1": "UB", "i2": "s", "u2": "US", "i4": "", "u4": "U", "i8": "LL", "u8": "ULL"}
+_NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".h5", ".hdf5", ".netcdf")
+#: netcdf-c's default NC_STRING width (``_nczarr_default_maxstrlen``).
+_NC_DEFAULT_MAXSTRLEN = 128
+
+
+class UsageError(Exception):
+    """A bad combination of arguments; printed as one line, exit code 2."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Small helpers
+# ---------------------------------------------------------------------------------------------
+
+
+def _one_line(message: object) -> str:
+    return " ".join(str(message).split())
+
+
+def _is_netcdf_file(target: str) -> bool:
+    """A local netCDF-3/4 (HDF5) file, recognised by its magic bytes (or suffix if it does not exist)."""
+    if "://" in target:
+        return False
+    p = Path(target).expanduser()
+    if p.is_file():
+        with p.open("rb") as f:
+            head = f.read(8)
+        return head.startswith((b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n"))
+    return not p.exists() and p.suffix.lower() in _NETCDF_SUFFIXES
+
+
+def _open_tree(target: str) -> Any:
+    from .reader import open_tree
+    from .store import open_store
+
+    if _is_netcdf_file(target):
+        raise UsageError(
+            f"{target} is a netCDF file, not a Zarr store: use ncdump for it, or "
+            f"'zstrings convert {target} OUT.zarr' to make an NCZarr store."
+        )
+    return open_tree(open_store(target))
+
+
+def _describe_layout(tree: Any) -> str:
+    """The store's layout in words: NCZarr generation, pure Zarr v2 or v3, and its writer."""
+    root = tree.root
+    gen = root.generation
+    if gen == "zarr-v3":
+        return "pure Zarr v3"
+    if gen.startswith("nczarr"):
+        version = f" {root.nczarr_version}" if root.nczarr_version else ""
+        text = f"NCZarr{version}, generation {gen}"
+    else:
+        text = "pure Zarr v2 (_ARRAY_DIMENSIONS)"
+    props = root.nc_properties
+    if props is not None:
+        writer = "xr_zstrings" if "xr_zstrings" in props else "netcdf-c"
+        text += f"; written by {writer} (_NCProperties {props!r})"
+    return text
+
+
+def _resolve_dims(tree: Any, meta: Any) -> list[Any]:
+    """An array's dimensions; a broken reference is shown, not fatal (``check`` reports it)."""
+    from .metadata import Dimension
+    from .reader import _resolve_dims
+
+    try:
+        return _resolve_dims(tree, meta)
+    except Exception:  # noqa: BLE001 - info shows what it can
+        refs = meta.dimension_references or meta.array_dimensions or ()
+        names = [r.rsplit("/", 1)[-1] for r in refs] or [f"?{i}" for i in range(len(meta.shape))]
+        return [Dimension(n, s) for n, s in zip(names, meta.shape, strict=False)]
+
+
+def _v3_layout(tree: Any, meta: Any) -> str | None:
+    from .reader import ChunkedArray
+
+    try:
+        return ChunkedArray(tree.store, meta, meta.shape).pipeline_v3.layout
+    except Exception:  # noqa: BLE001 - an unreadable chain is reported by check
+        return None
+
+
+def _type_and_note(tree: Any, meta: Any) -> tuple[str, str]:
+    """(CDL type name, storage note) of one array."""
+    kind = meta.string_kind
+    v3 = meta.generation == "zarr-v3"
+    if v3:
+        if kind in ("vlen", "vlen-bytes"):
+            layout = _v3_layout(tree, meta) or "unknown layout"
+            cdl = "string" if kind == "vlen" else "opaque"
+            return cdl, f"zarr v3 {meta.data_type}, layout {layout}"
+        if kind == "unicode":
+            return "string", f"zarr v3 {meta.data_type} ({meta.dtype.str})"
+        if kind == "string":
+            return "string", f"zarr v3 {meta.data_type}, {meta.dtype.itemsize} bytes"
+        cdl = _CDL_TYPES.get(meta.dtype.str[1:], meta.data_type)
+        return cdl, f"zarr v3 {meta.data_type}"
+    if kind == "string":
+        return "string", f"NC_STRING {meta.dtype_str}, maxstrlen {meta.dtype.itemsize}"
+    if kind == "char":
+        return "char", f"NC_CHAR {meta.dtype_str}"
+    if kind == "unicode":
+        return "string", f"{meta.dtype_str} fixed-width UTF-32 (zarr-python/xarray)"
+    if kind == "vlen":
+        return "string", "|O vlen-utf8 (zarr-python/xarray)"
+    if kind == "vlen-bytes":
+        return "opaque", "|O vlen-bytes (zarr-python/xarray)"
+    cdl = _CDL_TYPES.get(meta.dtype.str[1:])
+    if cdl is None:
+        return str(meta.dtype), f"{meta.dtype_str} (no netCDF type)"
+    return cdl, meta.dtype_str
+
+
+def _codec_note(meta: Any) -> str:
+    if meta.generation == "zarr-v3":
+        names = [c.get("name") for c in meta.codecs]
+        return "codecs " + "+".join(str(n) for n in names)
+    parts = []
+    if meta.compressor is not None:
+        level = meta.compressor.get("level", meta.compressor.get("clevel"))
+        parts.append(f"{meta.compressor.get('id')}" + (f" level {level}" if level is not None else ""))
+    parts += [str(f.get("id")) for f in meta.filters if f.get("id") not in ("vlen-utf8", "vlen-bytes")]
+    return " + ".join(parts) if parts else "uncompressed"
+
+
+def _cdl_text(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False)
+
+
+def _cdl_scalar(v: Any) -> str:
+    import numpy as np
+
+    if isinstance(v, str):
+        return _cdl_text(v)
+    if isinstance(v, bytes):
+        return _cdl_text(v.decode("utf-8", "backslashreplace"))
+    if isinstance(v, np.generic):
+        code = v.dtype.str[1:]
+        if v.dtype.kind == "f":
+            text = str(v)
+            if np.isfinite(v) and "e" not in text and "." not in text:
+                text += "."
+            if np.isnan(v):
+                text = "NaN"
+            return text + ("f" if code == "f4" else "")
+        if v.dtype.kind in "iu":
+            return f"{int(v)}{_CDL_SUFFIX.get(code, '')}"
+        if v.dtype.kind == "b":
+            return "true" if v else "false"
+        return str(v)
+    if isinstance(v, bool) or v is None or isinstance(v, dict | list):
+        return json.dumps(v, ensure_ascii=False)
+    return str(v)
+
+
+def _cdl_attr(value: Any) -> str:
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return ", ".join(_cdl_scalar(x) for x in value.ravel()) if value.ndim else _cdl_scalar(value[()])
+    if isinstance(value, list) and value and all(isinstance(x, str) for x in value):
+        return ", ".join(_cdl_text(x) for x in value)
+    return _cdl_scalar(value)
+
+
+# ---------------------------------------------------------------------------------------------
+# info
+# ---------------------------------------------------------------------------------------------
+
+
+def _group_dimensions(tree: Any, path: str, arrays: list[Any]) -> list[Any]:
+    """Dimensions to list in a group: NCZarr's declared ones, else those its arrays use first."""
+    group = tree.groups[path]
+    if group.dimensions:
+        return list(group.dimensions.values())
+    seen: dict[str, Any] = {}
+    declared_above = set()
+    p = path
+    while p != "/":
+        p = p.rsplit("/", 1)[0] or "/"
+        declared_above |= set(tree.groups[p].dimensions)
+    for meta in arrays:
+        for d in _resolve_dims(tree, meta):
+            if d.name not in seen and d.name not in declared_above:
+                seen[d.name] = d
+    return list(seen.values())
+
+
+def render_info(tree: Any, name: str) -> Iterator[str]:
+    """``ncdump -h``-like lines for a whole tree (groups nested as ncdump nests them)."""
+    yield f"// source: {tree.store.display}"
+    yield f"// layout: {_describe_layout(tree)}"
+    if tree.root.default_maxstrlen is not None:
+        yield f"// _nczarr_default_maxstrlen: {tree.root.default_maxstrlen}"
+    yield f"netcdf {name} {{"
+    yield from _render_group(tree, "/", "")
+    yield "}"
+
+
+def _array_attrs(tree: Any, meta: Any) -> dict[str, Any]:
+    attrs = dict(meta.attrs)
+    if meta.generation == "zarr-v3" and "_FillValue" in attrs:
+        from .metadata_v3 import decode_xarray_fill_attr
+
+        try:  # xarray stores a v3 array's _FillValue attribute encoded (base64 of the value)
+            attrs["_FillValue"] = decode_xarray_fill_attr(attrs["_FillValue"], meta, store=tree.store.display)
+        except Exception:  # noqa: BLE001 - show it as stored
+            pass
+    return attrs
+
+
+def _render_group(tree: Any, path: str, pad: str) -> Iterator[str]:
+    arrays_here, groups_here = tree.children.get(path, ([], []))
+    metas = [tree.arrays[f"{path.rstrip('/')}/{a}"] for a in arrays_here]
+    dims = _group_dimensions(tree, path, metas)
+    if dims:
+        yield f"{pad}dimensions:"
+        for d in dims:
+            if d.unlimited:
+                yield f"{pad}\t{d.name} = UNLIMITED ; // ({d.size} currently)"
+            else:
+                yield f"{pad}\t{d.name} = {d.size} ;"
+    if metas:
+        yield f"{pad}variables:"
+        for meta in metas:
+            cdl, note = _type_and_note(tree, meta)
+            dnames = ", ".join(d.name for d in _resolve_dims(tree, meta))
+            shape = "" if meta.scalar else f"({dnames})"
+            chunks = "" if meta.scalar else f", chunks {list(meta.chunks)}"
+            yield f"{pad}\t{cdl} {meta.name}{shape} ; // {note}, {_codec_note(meta)}{chunks}"
+            for k, v in _array_attrs(tree, meta).items():
+                yield f"{pad}\t\t{meta.name}:{k} = {_cdl_attr(v)} ;"
+    attrs = tree.groups[path].attrs
+    if attrs:
+        yield ""
+        yield f"{pad}// {'global' if path == '/' else 'group'} attributes:"
+        for k, v in attrs.items():
+            yield f"{pad}\t\t:{k} = {_cdl_attr(v)} ;"
+    for g in groups_here:
+        child = f"{path.rstrip('/')}/{g}"
+        yield ""
+        yield f"{pad}group: {g} {{"
+        yield from _render_group(tree, child, pad + "  ")
+        yield f"{pad}  }} // group {g}"
+
+
+def _store_name(target: str) -> str:
+    from .store import parse_nczarr_url
+
+    path = parse_nczarr_url(target).path if "://" in target else target
+    stem = Path(str(path).rstrip("/")).name
+    for suffix in (".zarr", ".zip", ".nczarr"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    return stem or "store"
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    tree = _open_tree(args.target)
+    for line in render_info(tree, _store_name(args.target)):
+        print(line)
+    return OK
+
+
+# ---------------------------------------------------------------------------------------------
+# dump
+# ---------------------------------------------------------------------------------------------
+
+
+def _fmt_values(values: Any) -> list[str]:
+    """Each element as CDL-ish text: strings quoted, missing as ``_``, times in ISO form."""
+    import numpy as np
+
+    arr = np.asarray(values)
+    flat = arr.ravel()
+    if arr.dtype.kind in "Mm":
+        nat = np.isnat(flat)
+        text = np.datetime_as_string(flat, unit="auto") if arr.dtype.kind == "M" else flat.astype(str)
+        return ["_" if m else _cdl_text(str(t)) for t, m in zip(text, nat, strict=True)]
+    if arr.dtype.kind in "TU":
+        return [_cdl_text(str(s)) for s in flat]
+    if arr.dtype.kind == "f":
+        return ["_" if np.isnan(x) else str(x) for x in flat]
+    out = []
+    for x in flat:
+        if isinstance(x, str):
+            out.append(_cdl_text(x))
+        elif isinstance(x, bytes):
+            out.append(_cdl_text(x.decode("utf-8", "backslashreplace")))
+        elif x is None:
+            out.append("_")
+        else:
+            out.append(str(x))
+    return out
+
+
+def _dump_variable(name: str, var: Any) -> Iterator[str]:
+    values = var.values
+    items = _fmt_values(values)
+    if var.ndim <= 1:
+        yield f" {name} = {', '.join(items)} ;"
+        return
+    width = var.shape[-1] or 1
+    rows = [", ".join(items[i : i + width]) for i in range(0, len(items), width)]
+    yield f" {name} ="
+    for i, row in enumerate(rows):
+        yield f"  {row}{' ;' if i == len(rows) - 1 else ','}"
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
+    import xarray as xr
+
+    if _is_netcdf_file(args.target):
+        raise UsageError(f"{args.target} is a netCDF file: use ncdump for it, or convert it first.")
+    kw: dict[str, Any] = {"engine": "zstrings"}
+    if args.raw:
+        kw.update(mask_and_scale=False, decode_times=False, decode_timedelta=False)
+    wanted = [v.strip() for v in args.variables.split(",") if v.strip()] if args.variables else None
+    if args.group is not None:
+        gpath = "/" + args.group.strip("/") if args.group.strip("/") else "/"
+        groups = {gpath: xr.open_dataset(args.target, group=gpath, **kw)}
+    else:
+        groups = xr.open_groups(args.target, **kw)
+    found: set[str] = set()
+    print(f"netcdf {_store_name(args.target)} {{")
+    for gpath, ds in groups.items():
+        names = []
+        for name in ds.variables:
+            full = f"{gpath.rstrip('/')}/{name}"
+            if wanted is None or str(name) in wanted or full in wanted:
+                names.append(name)
+                found.update({str(name), full})
+        if not names:
+            continue
+        print(f"// group {gpath}")
+        print("data:")
+        for name in names:
+            print()
+            for line in _dump_variable(str(name), ds[name].variable):
+                print(line)
+        print()
+    print("}")
+    if wanted is not None:
+        missing = [w for w in wanted if w not in found]
+        if missing:
+            available = sorted(f"{g.rstrip('/')}/{n}" for g, ds in groups.items() for n in ds.variables)
+            raise UsageError(f"no variable {', '.join(missing)} in {args.target}; available: "
+                             f"{', '.join(available)} (use -v NAME or -v /group/NAME).")
+    return OK
+
+
+# ---------------------------------------------------------------------------------------------
+# convert
+# ---------------------------------------------------------------------------------------------
+
+
+def _convert_helpers() -> tuple[dict[str, Any], Callable[[Any, str], None]]:
+    """The undecoded open options and the netCDF-4 writer behind ``conversion.convert``."""
+    from .conversion import RAW_DECODERS, write_netcdf4
+
+    return dict(RAW_DECODERS), write_netcdf4
+
+
+def _target_format(dst: str, requested: str | None) -> str:
+    is_nc = dst.lower().endswith(_NETCDF_SUFFIXES)
+    if requested is None:
+        if is_nc:
+            return "netcdf4"
+        if "mode=zarr" in dst and "nczarr" not in dst.split("#", 1)[-1]:
+            return "zarr2"
+        return "nczarr"
+    if is_nc and requested != "netcdf4":
+        raise UsageError(f"DST {dst} ends in a netCDF suffix but --format {requested} writes a Zarr store: "
+                         "name the target like out.zarr, or drop --format to write a netCDF-4 file.")
+    return requested
+
+
+class _Counted:
+    """Backend array that counts the bytes read from a source variable on a progress bar."""
+
+    BLOCK_BYTES = 8 << 20
+
+    def __init__(self, var: Any, bar: Any) -> None:
+        self.var = var
+        self.shape = var.shape
+        self.dtype = var.dtype
+        self.bar = bar
+        self.remaining = int(var.nbytes)
+
+    def __getitem__(self, key: Any) -> Any:
+        from xarray.core import indexing
+
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC, self._get)
+
+    def _get(self, key: tuple[Any, ...]) -> Any:
+        import numpy as np
+
+        key = tuple(key)
+        first = key[0] if key else None
+        if isinstance(first, slice) and (first.step or 1) == 1 and self.var.ndim:
+            start, stop, _ = first.indices(self.shape[0])
+            row_bytes = max(1, self.var.dtype.itemsize * int(np.prod(self.shape[1:], dtype=np.int64)))
+            rows = max(1, self.BLOCK_BYTES // row_bytes)
+            if stop - start > rows:  # read in blocks so the bar moves during one large variable
+                pieces = [self._read((slice(i, min(i + rows, stop)), *key[1:]))
+                          for i in range(start, stop, rows)]
+                return np.concatenate(pieces, axis=0)
+        return self._read(key)
+
+    def _read(self, key: tuple[Any, ...]) -> Any:
+        import numpy as np
+
+        out = np.asarray(self.var[key].values)
+        n = min(self.remaining, out.size * out.dtype.itemsize)
+        if n > 0:
+            self.remaining -= n
+            self.bar.update(n)
+        return out
+
+
+def _counted(groups: dict[str, Any], bar: Any) -> dict[str, Any]:
+    """The same groups with every non-index variable read through ``_Counted`` (still lazy)."""
+    import xarray as xr
+    from xarray.backends import BackendArray
+    from xarray.core import indexing
+
+    class Counted(_Counted, BackendArray):
+        pass
+
+    out = {}
+    for path, ds in groups.items():
+        coords, data = {}, {}
+        for name, var in ds.variables.items():
+            if name not in ds.indexes:
+                var = xr.Variable(var.dims, indexing.LazilyIndexedArray(Counted(var, bar)), var.attrs,
+                                  var.encoding)
+            (coords if name in ds.coords else data)[name] = var
+        new = xr.Dataset(data, coords=coords, attrs=ds.attrs)
+        new.encoding = dict(ds.encoding)
+        out[path] = new
+    return out
+
+
+def _progress(total: int, quiet: bool, dst: str) -> Any:
+    """A tqdm bar on stderr, shown only when stdout is a terminal and the conversion takes a while."""
+    disable = quiet or not sys.stdout.isatty()
+    try:
+        from tqdm import tqdm
+    except ImportError:  # progress is a nicety, never a requirement
+        disable = True
+    if disable:
+        return _NoBar()
+    return tqdm(total=total, unit="B", unit_scale=True, desc=f"-> {Path(dst).name}", delay=0.3, mininterval=0.2,
+                file=sys.stderr, leave=False)
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    import xarray as xr
+
+    src, dst = args.src, args.dst
+    fmt = _target_format(dst, args.format)
+    if args.maxstrlen is not None and fmt not in ("nczarr", "zarr2"):
+        raise UsageError(f"--maxstrlen applies to --format nczarr/zarr2 only ({fmt} strings are "
+                         "variable-length); drop it.")
+    if args.maxstrlen is not None and args.maxstrlen < 1:
+        raise UsageError(f"--maxstrlen {args.maxstrlen}: expected a width of at least 1 byte.")
+    if args.compressor is not None and fmt not in ("nczarr", "zarr2"):
+        raise UsageError(f"--compressor applies to --format nczarr/zarr2 only (target is {fmt}); drop it.")
+    if args.layout is not None and fmt != "zarr3":
+        raise UsageError(f"--layout chooses the Zarr v3 string layout; add --format zarr3 (target is {fmt}).")
+    if os.path.abspath(src) == os.path.abspath(dst):
+        raise UsageError(f"SRC and DST are the same ({src}); choose another target.")
+    if fmt == "netcdf4" and os.path.exists(dst) and not args.overwrite:
+        raise UsageError(f"{dst} exists; pass --overwrite to replace it.")
+
+    from . import writer
+
+    raw_options, write_netcdf4 = _convert_helpers()
+    source_is_nc = _is_netcdf_file(src)
+    if source_is_nc and not Path(src).expanduser().exists():
+        raise UsageError(f"No such file: {src}; check the path.")
+    open_kw: dict[str, Any] = dict(raw_options)
+    if fmt == "zarr3":
+        open_kw["concat_characters"] = True  # NC_CHAR becomes text, not one-byte bytes values
+    engine = "netcdf4" if source_is_nc else "zstrings"
+    groups = xr.open_groups(src, engine=engine, **open_kw)
+    try:
+        total = sum(int(v.nbytes) for ds in groups.values() for n, v in ds.variables.items()
+                    if n not in ds.indexes)
+        bar = _progress(total, args.quiet, dst)
+        try:
+            counted = _counted(dict(groups), bar)
+            mode = "w" if args.overwrite else "w-"
+            if fmt == "netcdf4":
+                _clamp_chunks(counted)
+                if os.path.exists(dst):
+                    os.unlink(dst)
+                try:
+                    write_netcdf4(counted, dst)
+                except BaseException:
+                    if os.path.exists(dst):  # never leave a half-written file behind
+                        os.unlink(dst)
+                    raise
+            elif fmt in ("nczarr", "zarr2"):
+                _netcdf_c_codecs(counted, args.compressor, writer.NETCDF_C_CODECS, quiet=args.quiet)
+                writer.to_nczarr(counted, dst, mode=mode, format=fmt, maxstrlen=args.maxstrlen,
+                                 on_overflow=args.on_overflow)
+            else:
+                _write_zarr3(counted, dst, mode=mode, layout=args.layout or "vlen-utf8")
+        finally:
+            bar.close()
+    finally:
+        for ds in groups.values():
+            ds.close()
+    if not args.quiet:
+        print(f"wrote {dst} ({fmt})", file=sys.stderr)
+    return OK
+
+
+_COMPRESSORS = {"zlib": {"id": "zlib", "level": 4}, "zstd": {"id": "zstd", "level": 3},
+                "bz2": {"id": "bz2", "level": 9}, "none": None}
+
+
+def _netcdf_c_codecs(groups: dict[str, Any], choice: str | None, readable: frozenset[str], *,
+                     quiet: bool) -> None:
+    """Codecs for an NCZarr/Zarr v2 target: ``--compressor`` for every variable, else the source's
+    own, with what netcdf-c cannot read (vlen filters, gzip, lz4, ...) replaced by zlib."""
+    replaced: set[str] = set()
+    for ds in groups.values():
+        for var in ds.variables.values():
+            enc = var.encoding
+            comps = enc.pop("compressors", None)
+            if "compressor" not in enc and comps:
+                enc["compressor"] = comps[0] if isinstance(comps, list | tuple) else comps
+            comp = enc.get("compressor")
+            if isinstance(comp, str):
+                comp = {"id": comp}
+            elif comp is not None and not isinstance(comp, dict):
+                comp = comp.get_config() if hasattr(comp, "get_config") else None
+            filters = [f if isinstance(f, dict) else f.get_config() for f in enc.get("filters") or []
+                       if isinstance(f, dict) or hasattr(f, "get_config")]
+            filters = [f for f in filters if f.get("id") not in ("vlen-utf8", "vlen-bytes", "vlen-array")]
+            bad = [f["id"] for f in filters if f.get("id") != "shuffle"]
+            filters = [f for f in filters if f.get("id") == "shuffle"]
+            if choice is not None:
+                comp = _COMPRESSORS[choice]
+            elif comp is not None and comp.get("id") not in readable:
+                bad.append(str(comp.get("id")))
+                comp = _COMPRESSORS["zlib"]
+            replaced.update(bad)
+            for k in ("zlib", "compression", "complevel", "shuffle"):
+                enc.pop(k, None)
+            enc["compressor"] = comp
+            enc["filters"] = filters or None
+    if replaced and not quiet:
+        print(f"zstrings: note: codecs netcdf-c cannot read ({', '.join(sorted(replaced))}) were replaced "
+              "by zlib; choose another with --compressor.", file=sys.stderr)
+
+
+def _clamp_chunks(groups: dict[str, Any]) -> None:
+    """netCDF4 refuses chunks longer than a fixed dimension (a store's chunk may be, e.g. 1024 for a
+    dimension of 4 that was unlimited in the source): clamp them to the dimension size."""
+    for ds in groups.values():
+        unlimited = set(ds.encoding.get("unlimited_dims") or ())
+        for var in ds.variables.values():
+            chunks = var.encoding.get("chunks")
+            if chunks and len(chunks) == var.ndim:
+                var.encoding["chunks"] = tuple(
+                    c if d in unlimited else max(1, min(int(c), n))
+                    for c, d, n in zip(chunks, var.dims, var.shape, strict=True)
+                )
+
+
+def _write_zarr3(groups: dict[str, Any], dst: str, *, mode: str, layout: str) -> None:
+    from .writer_v3 import to_zarr_v3
+
+    paths = list(groups)
+    for i, path in enumerate(paths):
+        ds = groups[path]
+        for var in ds.variables.values():
+            var.encoding = {k: v for k, v in var.encoding.items() if k in ("chunks", "dtype", "units",
+                                                                           "calendar")}
+        to_zarr_v3(ds, dst, layout=layout,  # type: ignore[arg-type]
+                   mode=mode if i == 0 else "w-",  # type: ignore[arg-type]
+                   group=None if path == "/" else path.strip("/"), consolidated=i == len(paths) - 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# check
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    """One thing netcdf-c would fail on or truncate, and how to fix it."""
+
+    where: str
+    problem: str
+    fix: str
+
+
+def _suggest_dst(target: str) -> str:
+    return f"{_store_name(target)}-nczarr.zarr"
+
+
+def _row_blocks(meta: Any, budget: int = 32 << 20) -> Iterator[tuple[slice, ...]]:
+    """Regions covering the stored array, whole chunks along the first dimension, ~``budget`` bytes."""
+    shape = meta.shape
+    if not shape:
+        yield ()
+        return
+    row_bytes = max(1, meta.dtype.itemsize if meta.dtype.kind != "O" else 16)
+    for n in shape[1:]:
+        row_bytes *= max(1, n)
+    step = max(meta.chunks[0], (budget // row_bytes) // meta.chunks[0] * meta.chunks[0])
+    for start in range(0, shape[0], step):
+        yield (slice(start, min(start + step, shape[0])), *(slice(0, n) for n in shape[1:]))
+
+
+def _utf8_faults(values: Any) -> tuple[int, int, list[str]]:
+    """(values ending in a split UTF-8 character, otherwise invalid values, up to 3 examples)."""
+    import numpy as np
+
+    split = bad = 0
+    examples: list[str] = []
+    for raw in np.unique(np.asarray(values).ravel()):
+        b = bytes(raw).split(b"\0", 1)[0]
+        try:
+            b.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if e.reason == "unexpected end of data" and e.end == len(b):
+                split += int(np.count_nonzero(np.asarray(values) == raw))
+            else:
+                bad += int(np.count_nonzero(np.asarray(values) == raw))
+            if len(examples) < 3:
+                examples.append(repr(b))
+    return split, bad, examples
+
+
+def _longest_utf8(values: Any) -> tuple[int, int]:
+    """(longest UTF-8 length in bytes, number of values longer than netcdf-c's default width)."""
+    import numpy as np
+
+    flat = np.asarray(values).ravel()
+    if flat.size == 0:
+        return 0, 0
+    if flat.dtype.kind == "O":
+        lengths = np.fromiter(
+            (len(v.encode("utf-8", "surrogatepass")) if isinstance(v, str) else len(bytes(v)) for v in flat),
+            dtype=np.int64, count=flat.size,
+        )
+    else:
+        enc = np.strings.encode(flat.astype(np.dtypes.StringDType()), "utf-8", "surrogatepass")
+        lengths = np.strings.str_len(enc)
+    return int(lengths.max()), int(np.count_nonzero(lengths > _NC_DEFAULT_MAXSTRLEN))
+
+
+def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[str]) -> list[Finding]:
+    """Read one array completely and return what netcdf-c would fail on or truncate."""
+    from .reader import ChunkedArray
+
+    where = meta.path
+    out: list[Finding] = []
+    convert = f"zstrings convert {target} {_suggest_dst(target)}"
+    v3 = meta.generation == "zarr-v3"
+    kind = meta.string_kind
+    if not v3:
+        if kind == "unicode":
+            out.append(Finding(where, f"{meta.dtype_str} fixed-width UTF-32 strings (as xarray/zarr-python "
+                               "write str): netcdf-c refuses to open the whole store ('NetCDF: NCZarr error')",
+                               f"{convert}  (NC_STRING |Sn), or write with "
+                               "xr_zstrings.prepare_for_zarr(ds).to_zarr(...)"))
+        elif kind in ("vlen", "vlen-bytes"):
+            out.append(Finding(where, f"|O {kind.replace('vlen', 'vlen-utf8') if kind == 'vlen' else kind} "
+                               "variable-length strings (xarray/zarr-python): netcdf-c refuses to open the "
+                               "whole store ('NetCDF: NCZarr error')",
+                               f"{convert}, or write with xr_zstrings.to_nczarr(ds, ...)"))
+        elif meta.dtype.kind == "b":
+            out.append(Finding(where, "bool |b1 has no netCDF type: netcdf-c refuses to open the whole store",
+                               "store it as int8/uint8 (ds[name].astype('u1')) and rewrite"))
+        codec_ids = ([meta.compressor.get("id")] if meta.compressor else []) + [
+            f.get("id") for f in meta.filters if f.get("id") not in ("vlen-utf8", "vlen-bytes")]
+        unreadable = [str(c) for c in codec_ids if c not in netcdf_c_codecs and c != "shuffle"]
+        if unreadable:
+            out.append(Finding(where, f"codec {', '.join(unreadable)}: netcdf-c (netCDF4 wheel) cannot decode "
+                               "it ('NetCDF: Filter error: undefined filter encountered')",
+                               f"{convert} --compressor zstd  (netcdf-c reads zlib, zstd, bz2 or blosc)"))
+    arr = ChunkedArray(tree.store, meta, meta.shape)
+    split = bad = longest = over = full = 0
+    examples: list[str] = []
+    for region in _row_blocks(meta):
+        raw = arr.read(region) if region else arr.read(tuple(slice(0, n) for n in meta.shape))
+        if not v3 and kind in ("string", "char"):
+            if kind == "char":
+                import numpy as np
+
+                raw = np.ascontiguousarray(raw).view(f"S{raw.shape[-1] or 1}")[..., 0] if raw.ndim else raw
+            s, b, ex = _utf8_faults(raw)
+            split, bad = split + s, bad + b
+            examples += ex[: 3 - len(examples)]
+            if kind == "string":
+                import numpy as np
+
+                n = meta.dtype.itemsize
+                full += int(np.count_nonzero(np.strings.str_len(raw) == n))
+        elif kind in ("vlen", "unicode") or (v3 and kind == "vlen-bytes"):
+            lg, ov = _longest_utf8(raw)
+            longest, over = max(longest, lg), over + ov
+    if split:
+        out.append(Finding(where, f"{split} value(s) end in a split UTF-8 character (cut at a byte, as netcdf-c "
+                           f"truncates NC_STRING; e.g. {', '.join(examples)}): netCDF4-python raises "
+                           "UnicodeDecodeError reading this variable",
+                           "rewrite from the original data with a wider maxstrlen (zstrings convert "
+                           "--maxstrlen N, or to_nczarr(..., on_overflow='widen')); engine='zstrings' reads "
+                           "it as is (utf8_errors='drop')"))
+    if bad:
+        out.append(Finding(where, f"{bad} value(s) are not valid UTF-8: netCDF4-python cannot decode them",
+                           "rewrite the values as UTF-8 (engine='zstrings', utf8_errors='replace' shows them)"))
+    if (kind == "string" and not v3 and full and meta.dtype.itemsize == _NC_DEFAULT_MAXSTRLEN
+            and tree.root.nc_properties is not None and "xr_zstrings" not in tree.root.nc_properties):
+        out.append(Finding(where, f"{full} value(s) fill netcdf-c's default width of {_NC_DEFAULT_MAXSTRLEN} "
+                           "bytes exactly: netcdf-c probably cut them when it wrote the store",
+                           "rewrite from the original data with a wider maxstrlen "
+                           "(_nczarr_maxstrlen, or zstrings convert --maxstrlen N)"))
+    if over:
+        out.append(Finding(where, f"{over} value(s) are longer than netcdf-c's default maxstrlen "
+                           f"{_NC_DEFAULT_MAXSTRLEN} (longest {longest} bytes): a copy made by netcdf-c "
+                           "(nccopy) would cut them at a byte",
+                           f"convert with zstrings (the width is the longest value) or pass --maxstrlen "
+                           f"{max(longest, _NC_DEFAULT_MAXSTRLEN)}"))
+    return out
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .errors import ZStringsError
+    from .writer import NETCDF_C_CODECS
+
+    target = args.target
+    tree = _open_tree(target)
+    findings: list[Finding] = []
+    if tree.root.generation == "zarr-v3":
+        findings.append(Finding("/", "Zarr v3 store: netcdf-c 4.10 does not open it ('NetCDF: Unknown file "
+                                "format')", f"zstrings convert {target} {_suggest_dst(target)}"))
+    print(f"check {tree.store.display}: {_describe_layout(tree)}")
+    for f in findings:
+        print(f"PROBLEM /: {f.problem}")
+        print(f"    fix: {f.fix}")
+    for path in sorted(tree.arrays):
+        meta = tree.arrays[path]
+        try:
+            found = _check_array(tree, meta, target, NETCDF_C_CODECS)
+        except ZStringsError as e:
+            found = [Finding(path, f"cannot be read: {_one_line(e)}", "rewrite the variable from its source")]
+        findings += found
+        print(f"{'PROBLEM' if found else 'ok':8}{path}")
+        for f in found:
+            print(f"    {f.problem}")
+            print(f"    fix: {f.fix}")
+    n = len(tree.arrays)
+    if findings:
+        print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.")
+        return PROBLEMS
+    print(f"{n} variable(s) read, no problems: netcdf-c reads this store as it is.")
+    return OK
+
+
+# ---------------------------------------------------------------------------------------------
+# sample / show (the original behaviour)
+# ---------------------------------------------------------------------------------------------
 
 
 def _show(target: str, group: str | None) -> int:
@@ -23,36 +825,129 @@ def _show(target: str, group: str | None) -> int:
                     print(f"{node.path.rstrip('/')}/{name}: {var.values.tolist()!r}")
     else:
         print(xr.open_dataset(target, engine="zstrings", group=group))
-    return 0
+    return OK
+
+
+def _cmd_sample(args: argparse.Namespace) -> int:
+    from .sample import sample_path
+
+    path = sample_path()
+    print(f"# built-in sample: {path}")
+    return _show(str(path), None)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    return _show(args.target, args.group)
+
+
+# ---------------------------------------------------------------------------------------------
+# The parser and the entry point
+# ---------------------------------------------------------------------------------------------
+
+_TARGET_HELP = ("a directory, .zip, file:///abs/path#mode=nczarr,file URL, or a remote URL "
+                "(s3://..., with fsspec)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zstrings",
+        description="String data in NCZarr / Zarr v2 / v3 stores (xr_zstrings). Without a command, "
+                    "shows the built-in sample store.",
+        epilog="Exit codes: 0 ok, 1 'check' found problems, 2 usage or input error.",
+    )
+    parser.add_argument("--traceback", action="store_true", help="show the full traceback on errors")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("sample", help="show the built-in sample NCZarr store (the default)",
+                       description="Open the bundled NCZarr sample with engine='zstrings' and print it.")
+    p.set_defaults(func=_cmd_sample)
+
+    p = sub.add_parser("show", help="open a store with engine='zstrings' and print it with xarray",
+                       description="Open a store with engine='zstrings' and print the DataTree (or one group).")
+    p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
+    p.add_argument("--group", "-g", default=None, help="print only this group as a Dataset")
+    p.set_defaults(func=_cmd_show)
+
+    p = sub.add_parser("info", help="a header like 'ncdump -h' and the detected layout",
+                       description="Print groups, dimensions (UNLIMITED ones too), variables with their "
+                                   "netCDF types and storage layout, attributes, and the store's layout "
+                                   "(NCZarr generation, pure Zarr v2 or v3). Reads metadata only.")
+    p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
+    p.set_defaults(func=_cmd_info)
+
+    p = sub.add_parser("dump", help="print values like 'ncdump', strings as text",
+                       description="Print the values of every variable (or the selected ones), strings "
+                                   "as text, missing values as '_'.")
+    p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
+    p.add_argument("-v", "--variables", metavar="VAR[,VAR...]", default=None,
+                   help="only these variables (names, or /group/name paths)")
+    p.add_argument("--group", "-g", default=None, help="only this group (e.g. /metadata)")
+    p.add_argument("--raw", action="store_true", help="no CF decoding (fill values and times as stored)")
+    p.set_defaults(func=_cmd_dump)
+
+    p = sub.add_parser("convert", help="netCDF-4 file <-> NCZarr / Zarr v2 <-> Zarr v3",
+                       description="Copy a whole file or store, groups included. The source is a netCDF "
+                                   "file (read with netCDF4) or any store engine='zstrings' reads; the "
+                                   "target format follows --format, else the DST name (.nc -> netCDF-4, "
+                                   "anything else -> NCZarr). A progress bar shows on long conversions "
+                                   "when stdout is a terminal.")
+    p.add_argument("src", metavar="SRC", help="a netCDF file or a store (" + _TARGET_HELP + ")")
+    p.add_argument("dst", metavar="DST", help="a .nc file, a directory, a .zip or a file:// URL")
+    p.add_argument("--format", choices=("nczarr", "zarr2", "zarr3", "netcdf4"), default=None,
+                   help="target format (default: netcdf4 for .nc targets, else nczarr)")
+    p.add_argument("--maxstrlen", type=int, default=None,
+                   help="NC_STRING width in bytes for nczarr/zarr2 (default: each variable's stored "
+                        "width, else its longest value)")
+    p.add_argument("--on-overflow", choices=("error", "truncate", "widen"), default="error",
+                   help="strings longer than the width: fail (default), cut at a character boundary, "
+                        "or widen")
+    p.add_argument("--layout", choices=("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large"), default=None,
+                   help="Zarr v3 string layout for --format zarr3 (default vlen-utf8, which zarr-python reads)")
+    p.add_argument("--compressor", choices=tuple(_COMPRESSORS), default=None,
+                   help="compressor for every variable of an nczarr/zarr2 target (default: the source's "
+                        "own, codecs netcdf-c cannot read replaced by zlib)")
+    p.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
+    p.set_defaults(func=_cmd_convert)
+
+    p = sub.add_parser("check", help="report what netcdf-c would fail on or truncate",
+                       description="Read every variable and report what netcdf-c would fail on or "
+                                   "truncate (xarray-written <U/vlen strings, Zarr v3, codecs it lacks, "
+                                   "split UTF-8, strings longer than maxstrlen) and how to fix it. Exit "
+                                   "code 1 when problems are found.")
+    p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
+    p.set_defaults(func=_cmd_check)
+    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point; returns the process exit code."""
-    parser = argparse.ArgumentParser(
-        prog="zstrings",
-        description="Open NCZarr / Zarr stores with real str variables (xr_zstrings).",
-    )
-    sub = parser.add_subparsers(dest="command")
-    p_sample = sub.add_parser("sample", help="show the built-in sample NCZarr store (the default)")
-    p_sample.set_defaults(command="sample")
-    p_show = sub.add_parser("show", help="open a store or URL with engine='zstrings' and print it")
-    p_show.add_argument("target", help="a directory, .zip, or file:///abs/path#mode=nczarr,file URL")
-    p_show.add_argument("--group", "-g", default=None, help="print only this group as a Dataset")
-    args = parser.parse_args(argv)
+    """Entry point of ``zstrings``; returns the process exit code (0 ok, 1 problems, 2 errors)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) and usage errors (2): return, so callers get an int
+        return int(e.code or 0) if not isinstance(e.code, str) else USAGE
+    func: Callable[[argparse.Namespace], int] = getattr(args, "func", _cmd_sample)
 
     from .errors import ZStringsError
 
     try:
-        if args.command in (None, "sample"):
-            from .sample import sample_path
-
-            path = sample_path()
-            print(f"# built-in sample: {path}")
-            return _show(str(path), None)
-        return _show(args.target, args.group)
-    except ZStringsError as e:
-        print(f"zstrings: error: {e}", file=sys.stderr)
-        return 2
+        return func(args)
+    except BrokenPipeError:  # `zstrings dump ... | head`: stop quietly, as ncdump does
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # not a real file descriptor (e.g. captured output)
+            pass
+        return 141
+    except (UsageError, ZStringsError, OSError, ValueError, KeyError) as e:
+        if args.traceback:
+            raise
+        print(f"zstrings: error: {_one_line(e)}", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:  # pragma: no cover
+        print("zstrings: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

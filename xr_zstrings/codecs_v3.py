@@ -72,6 +72,7 @@ from typing import Any
 
 import numpy as np
 
+from .codecs import MAX_CHUNK_BYTES_ENV, bounded_decode, max_chunk_bytes
 from .errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from .vlen import (
     VlenChunk,
@@ -344,13 +345,28 @@ class _ZarrBB:
             self.codec = codec.evolve_from_array_spec(self.spec)
         except Exception as e:  # noqa: BLE001 - third-party codec errors become ChunkError/MetadataError
             raise MetadataError(f"{_w(where)}: invalid {name!r} codec configuration: {e}") from None
+        # decompressors are run through codecs.bounded_decode (numcodecs' own decoders, capped):
+        # zarr-python's gzip/zstd/blosc and numcodecs.* wrappers decode whatever a chunk holds
+        self.bounded = _bounded_equivalent(name, self.codec)
+        self.limit = max_chunk_bytes()  # V3Pipeline narrows it to the exact size where known
+        self.expected = f"at most {self.limit} bytes ({MAX_CHUNK_BYTES_ENV})"
 
     def decode(self, u8: np.ndarray, ctx: str) -> np.ndarray:
         z = _Zarr
         try:
+            if self.bounded is not None:
+                return _u8(bounded_decode(self.bounded, u8, limit=self.limit, expected=self.expected))
             buf = z.prototype.buffer.from_array_like(u8)
-            return _u8(z.run(self.codec, "decode", buf, self.spec))
-        except ZStringsError:
+            out = _u8(z.run(self.codec, "decode", buf, self.spec))
+            if out.size > self.limit:
+                raise ChunkError(
+                    f"the {self.name!r} codec decoded {out.size} bytes, expected {self.expected}; "
+                    "the chunk is corrupt or belongs to another array"
+                )
+            return out
+        except ZStringsError as e:
+            if not str(e).startswith(ctx):
+                raise type(e)(f"{ctx}: {self.name!r} codec: {e}") from None
             raise
         except Exception as e:  # noqa: BLE001 - third-party codec errors become ChunkError/MetadataError
             raise ChunkError(
@@ -367,6 +383,12 @@ class _ZarrBB:
         except Exception as e:  # noqa: BLE001 - third-party codec errors become ChunkError/MetadataError
             raise ZStringsError(f"{ctx}: the {self.name!r} codec failed to encode: {type(e).__name__}: {e}") from None
 
+    def encoded_size_or_none(self, n: int) -> int | None:
+        try:
+            return int(self.codec.compute_encoded_size(n, self.spec))
+        except Exception:  # noqa: BLE001 - compressors have no fixed encoded size
+            return None
+
     def encoded_size(self, n: int) -> int:
         try:
             return int(self.codec.compute_encoded_size(n, self.spec))
@@ -376,6 +398,24 @@ class _ZarrBB:
                 "cannot encode a shard index (sharding needs fixed-size index codecs such as bytes "
                 "and crc32c)"
             ) from None
+
+
+_BOUNDED_IDS = ("zlib", "gzip", "bz2", "lzma", "zstd", "blosc", "lz4")
+
+
+def _bounded_equivalent(name: str, codec: Any) -> Any:
+    """The numcodecs codec that decodes like zarr-python's ``codec``, for the compressors that
+    ``codecs.bounded_decode`` knows how to cap; None for any other codec."""
+    import numcodecs
+
+    try:
+        if name in ("gzip", "zstd", "blosc"):
+            return numcodecs.get_codec({"id": name})  # decoding needs no configuration
+        if name.startswith("numcodecs.") and name.split(".", 1)[1] in _BOUNDED_IDS:
+            return numcodecs.get_codec(dict(codec.codec_config))
+    except Exception:  # noqa: BLE001 - fall back to zarr-python's decoder (checked afterwards)
+        return None
+    return None
 
 
 # --------------------------------------------------------------------------------------------
@@ -409,6 +449,12 @@ class _BytesAB:
             self.layout = "fixed"
         self.dtype = dtype
         self.stored = stored
+
+    def encoded_nbytes(self, shape: tuple[int, ...]) -> int | None:
+        """The exact size of an encoded chunk of ``shape`` (None for the variable-length data chain)."""
+        if any(s < 0 for s in shape):
+            return None
+        return math.prod(shape) * self.stored.itemsize
 
     def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> np.ndarray:
         isz = self.stored.itemsize
@@ -632,11 +678,20 @@ class _ShardingAB:
             chunk_shape=(*self.cps, 2), where=f"{_w(where)} sharding index_codecs",
         )
         self.index_size = self.index._encoded_size(self.n_inner * 16)
-        # C-order slices of each inner chunk within the shard
-        self.slices = [
-            tuple(slice(c * i, (c + 1) * i) for c, i in zip(coords, inner))
-            for coords in np.ndindex(*self.cps)
-        ]
+        maxb = max_chunk_bytes()
+        if self.n_inner * 16 > maxb:
+            raise UnsupportedError(
+                f"{_w(where)}: sharding chunk_shape {list(inner)} makes {self.n_inner} inner chunks per "
+                f"shard {list(shard_shape)}, whose index alone is beyond the {maxb}-byte chunk limit "
+                f"({MAX_CHUNK_BYTES_ENV}); expected a shard holding a sensible number of inner chunks"
+            )
+        self.where = where
+
+    @property
+    def slices(self) -> Any:
+        """C-order slices of each inner chunk within the shard (generated, never all held)."""
+        inner = self.inner_shape
+        return (tuple(slice(c * i, (c + 1) * i) for c, i in zip(coords, inner)) for coords in np.ndindex(*self.cps))
 
     def _empty(self, shape: tuple[int, ...]) -> np.ndarray:
         out = np.empty(shape, self.dtype)
@@ -670,6 +725,13 @@ class _ShardingAB:
         if tuple(shape) != self.shard_shape:
             raise ChunkError(f"{ctx}: a shard has shape {list(self.shard_shape)}, asked to decode {list(shape)}")
         idx = self.read_index(u8, ctx)
+        nbytes = math.prod(self.shard_shape) * (self.dtype.itemsize or 16)
+        if nbytes > max_chunk_bytes():
+            raise ChunkError(
+                f"{ctx}: a shard of shape {list(self.shard_shape)} decodes to {nbytes} bytes, beyond the "
+                f"{max_chunk_bytes()}-byte chunk limit ({MAX_CHUNK_BYTES_ENV}); expected a smaller shard "
+                "(raise the limit if the data are genuine)"
+            )
         out = np.empty(self.shard_shape, self.dtype)
         for j, sl in enumerate(self.slices):
             o, n = int(idx[j, 0]), int(idx[j, 1])
@@ -819,6 +881,19 @@ class V3Pipeline:
                 raise UnsupportedError(f"{_w(where)}: codec {name!r} is of an unknown kind")
         if ab is None:
             ab = cls._implicit_ab(kind, large, cur_dtype, utf8_errors, where, names, _default_bytes)
+        # what each bytes->bytes step may decode to: exactly the size of the array->bytes output
+        # (fixed-size data) through the inner steps, else the global limit (vlen data, compressors)
+        maxb = max_chunk_bytes()
+        exact = ab.encoded_nbytes(cur_shape) if isinstance(ab, _BytesAB) else None
+        for step in bb:
+            if exact is None:
+                step.limit, step.expected = maxb, f"at most {maxb} bytes ({MAX_CHUNK_BYTES_ENV})"
+            else:
+                step.limit = min(exact, maxb)
+                step.expected = f"{exact} bytes (the chunk's size before {step.name!r})"
+                if exact > maxb:
+                    step.expected += f", which is itself beyond the {maxb}-byte limit ({MAX_CHUNK_BYTES_ENV})"
+                exact = step.encoded_size_or_none(exact)
         return cls(aa=aa, ab=ab, bb=bb, dtype=dtype, chunk_shape=shape, where=where, kind=kind,
                    fill_value=fill_value, codec_names=names)
 

@@ -7,15 +7,17 @@ Every message names the store, the key, what was found, what was expected and th
 from __future__ import annotations
 
 __all__ = [
-    "ZStringsError",
-    "MetadataError",
-    "DimensionError",
-    "UnsupportedError",
     "ChunkError",
+    "DimensionError",
+    "MetadataError",
+    "StoreConnectionError",
+    "StoreNotFoundError",
+    "StorePermissionError",
     "StringDecodeError",
     "StringOverflowError",
-    "StoreNotFoundError",
     "StringTruncationWarning",
+    "UnsupportedError",
+    "ZStringsError",
 ]
 
 
@@ -49,6 +51,14 @@ class StringOverflowError(ZStringsError):
 
 class StoreNotFoundError(ZStringsError, FileNotFoundError):
     """No store (or no Zarr group) at the given path or URL."""
+
+
+class StorePermissionError(ZStringsError, PermissionError):
+    """The object store refused the request (missing or wrong credentials, no permission)."""
+
+
+class StoreConnectionError(ZStringsError, ConnectionError):
+    """The object store could not be reached (endpoint down, DNS, timeout) within the retry budget."""
 
 
 class StringTruncationWarning(UserWarning):

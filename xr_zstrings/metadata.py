@@ -22,18 +22,19 @@ import numpy as np
 from .errors import DimensionError, MetadataError, UnsupportedError
 
 __all__ = [
+    "INTERNAL_ATTRS",
+    "NC_DEFAULT_MAXSTRLEN",
+    "NC_TYPE_CODES",
+    "ArrayMeta",
     "Dimension",
     "GroupMeta",
-    "ArrayMeta",
     "NodeObjects",
-    "parse_json",
-    "parse_group",
-    "parse_array",
     "check_name",
+    "check_sizes",
     "decode_attributes",
-    "NC_DEFAULT_MAXSTRLEN",
-    "INTERNAL_ATTRS",
-    "NC_TYPE_CODES",
+    "parse_array",
+    "parse_group",
+    "parse_json",
 ]
 
 #: netcdf-c's default ``_nczarr_default_maxstrlen`` (Appendix H of the NCZarr document).
@@ -174,6 +175,16 @@ def parse_json(raw: bytes | str, *, where: str) -> Any:
             f"Invalid metadata at {where}: malformed JSON ({e.msg} at line {e.lineno} column "
             f"{e.colno}). Expected a complete JSON object; the store may be truncated or half-written."
         ) from None
+    except RecursionError:
+        raise MetadataError(
+            f"Invalid metadata at {where}: JSON nested too deeply to parse. Expected a Zarr metadata "
+            "object (a few levels deep); the key is damaged or not Zarr metadata."
+        ) from None
+    except ValueError as e:  # e.g. an integer of more than 4300 digits
+        raise MetadataError(
+            f"Invalid metadata at {where}: unparseable JSON value ({e}). Expected a Zarr metadata "
+            "object with ordinary numbers; the key is damaged."
+        ) from None
 
 
 def _json_constant(name: str) -> float:
@@ -297,7 +308,8 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
                 generation = label
         if isinstance(sb, Mapping):
             nczarr_version = _first(sb, *_VERSION_KEYS)
-    raw_attrs = node.get(".zattrs") or {}
+    raw_attrs = node.get(".zattrs")
+    raw_attrs = {} if raw_attrs is None else raw_attrs
     raw_attrs = _expect_mapping(raw_attrs, where=f"{where}/.zattrs", what=".zattrs")
     attr_types = _attr_types(node, where=where)
 
@@ -508,6 +520,7 @@ def parse_array(
         )
     dtype_str = zarray["dtype"]
     dtype = _parse_dtype(dtype_str, where=zw)
+    check_sizes(shape, chunks, dtype.itemsize, where=zw)
     order = zarray.get("order", "C")
     if order not in ("C", "F"):
         raise MetadataError(f"Invalid order {order!r} at {zw}: expected 'C' or 'F'.")
@@ -527,7 +540,8 @@ def parse_array(
         if "id" not in f:
             raise MetadataError(f"Invalid filter {f!r} at {zw}: expected an object with an 'id'.")
 
-    raw_attrs = node.get(".zattrs") or {}
+    raw_attrs = node.get(".zattrs")
+    raw_attrs = {} if raw_attrs is None else raw_attrs
     raw_attrs = _expect_mapping(raw_attrs, where=f"{where}/.zattrs", what=".zattrs")
     attr_types = _attr_types(node, where=where)
 
@@ -579,7 +593,7 @@ def parse_array(
                 f"dimensions but the shape {list(shape)} has {len(shape)}."
             )
 
-    string_kind, maxstrlen = _string_kind(dtype, dtype_str, filters, generation)
+    string_kind, maxstrlen = _string_kind(dtype, dtype_str, filters, generation, where=zw)
     if netcdf_c and dtype_str in ("<U1", ">U1", "|U1"):
         string_kind, maxstrlen = "char", None
     if string_kind == "char" and dtype.kind == "U":
@@ -625,6 +639,25 @@ def parse_array(
     )
 
 
+#: numpy's limit: an array (or chunk) may hold at most this many bytes and elements.
+MAX_ARRAY_BYTES = np.iinfo(np.intp).max
+
+
+def check_sizes(shape: tuple[int, ...], chunks: tuple[int, ...], itemsize: int, *, where: str) -> None:
+    """Refuse shapes and chunks no array can have (more than ``2**63-1`` bytes); nothing is allocated.
+
+    Huge but representable shapes (``10**15`` elements) are fine: reading is lazy and chunked.
+    """
+    for what, dims in (("shape", shape), ("chunks", chunks)):
+        total = math.prod(dims) * max(itemsize, 1)
+        if total > MAX_ARRAY_BYTES:
+            raise MetadataError(
+                f"Invalid {what} {list(dims)} at {where}: {math.prod(dims)} elements of {itemsize} bytes "
+                f"exceed the {MAX_ARRAY_BYTES}-byte maximum of any array. Expected sizes an array can "
+                "have; the metadata is damaged."
+            )
+
+
 def _int_tuple(value: Any, *, where: str, what: str, minimum: int) -> tuple[int, ...]:
     if not isinstance(value, list):
         raise MetadataError(f"Invalid {what} {value!r} at {where}: expected a list of integers.")
@@ -653,7 +686,7 @@ def _parse_dtype(dtype_str: Any, *, where: str) -> np.dtype:
 
 
 def _string_kind(
-    dtype: np.dtype, dtype_str: str, filters: tuple[Mapping[str, Any], ...], generation: str
+    dtype: np.dtype, dtype_str: str, filters: tuple[Mapping[str, Any], ...], generation: str, where: str = ""
 ) -> tuple[str | None, int | None]:
     nczarr = generation != "zarr-v2"
     if dtype.kind == "S":
@@ -673,7 +706,7 @@ def _string_kind(
         if "vlen-bytes" in ids:
             return "vlen-bytes", None
         raise UnsupportedError(
-            f"Unsupported object array with filters {ids!r}: expected a 'vlen-utf8' or 'vlen-bytes' "
+            f"Unsupported object array with filters {ids!r} at {where}: expected a 'vlen-utf8' or 'vlen-bytes' "
             "filter (other object codecs such as pickle or json are not read, for safety)."
         )
     return None, None
@@ -700,6 +733,8 @@ def _parse_fill(
                 raise TypeError
             return np.array(value, dtype=dtype)[()]
         if dtype.kind == "O":
+            if isinstance(value, Mapping | list):
+                raise TypeError  # zarr-python 2 wrote 0 for object arrays (ignored); never an object
             return value if isinstance(value, str | bytes) else None
         if dtype.kind == "b":
             return np.bool_(bool(value))

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from .errors import DimensionError, MetadataError, UnsupportedError
-from .metadata import check_name
+from .metadata import check_name, check_sizes
 
 __all__ = [
     "BYTES_DATA_TYPES",
@@ -360,6 +360,7 @@ def _parse_array(obj: Mapping[str, Any], *, path: str, where: str) -> ArrayMetaV
     chunks = _regular_grid(obj["chunk_grid"], rank=len(shape), shape=shape, where=where)
     data_type, config = normalize_data_type(obj["data_type"], where=where)
     dtype, string_kind = _dtype_for(data_type, config, where=where)
+    check_sizes(shape, chunks, dtype.itemsize if dtype.kind not in "OT" else 16, where=where)
     encoding, separator = _chunk_key_encoding(obj["chunk_key_encoding"], where=where)
     codecs = _codecs(obj["codecs"], shape=shape, chunks=chunks, where=where)
     dims = _dimension_names(obj.get("dimension_names"), shape=shape, where=where)

@@ -318,7 +318,8 @@ class ChunkedArray:
         else:
             where = zstore.where(_key(meta.path, ".zarray"))
             self.pipeline: ChunkPipeline = build_pipeline(
-                meta.compressor, meta.filters, dtype=meta.dtype, string_kind=meta.string_kind, where=where
+                meta.compressor, meta.filters, dtype=meta.dtype, string_kind=meta.string_kind, where=where,
+                chunk_shape=self.chunk_shape,
             )
             self.parallel = self.pipeline.compressor is not None or meta.dtype.kind == "O"
         self.vlen = meta.dtype.kind == "O"
@@ -361,27 +362,35 @@ class ChunkedArray:
             plan.append((self._chunk_key(ix), tuple(src), tuple(dst)))
         return plan, fill
 
-    def _batch_size(self) -> int:
-        """Chunks fetched at once: enough to keep every thread busy, few enough to bound memory."""
+    def _group_size(self) -> int:
+        """Chunks one task fetches and decodes together: ~4 MiB of stored values (many small
+        chunks share one store round trip), one chunk when chunks are bigger than that."""
         itemsize = self.meta.dtype.itemsize if self.meta.dtype.kind not in "OT" else 32
         chunk_bytes = max(1, math.prod(self.chunk_shape) * max(itemsize, 1))
-        return max(2 * _THREADS, min(256, (8 << 20) // chunk_bytes))
+        return max(1, min(256, (4 << 20) // chunk_bytes))
 
     def _run(self, plan: list[tuple[str, tuple, tuple]], fn: Any, parallel: bool) -> None:
-        """fn(key, raw_or_None, src, dst) for every planned chunk, fetching in bounded batches and
-        decoding each batch on the thread pool (the kernels release the GIL)."""
-        step = self._batch_size()
-        for b0 in range(0, len(plan), step):
-            batch = plan[b0 : b0 + step]
-            raws = self.store.get_many([k for k, _, _ in batch])
-            work = [(k, r, src, dst) for (k, src, dst), r in zip(batch, raws, strict=True)]
-            del raws
-            if len(work) > 1 and parallel:
-                list(_executor().map(lambda w: fn(*w), work))
-            else:
-                for w in work:
-                    fn(*w)
-            del work
+        """fn(key, raw_or_None, src, dst) for every planned chunk.
+
+        Each task fetches its own group of chunks and decodes them, on the thread pool: one
+        thread's fetch overlaps another's decoding (the kernels release the GIL), and at most
+        one group per thread is in memory at a time.
+        """
+        step = self._group_size()
+        groups = [plan[b0 : b0 + step] for b0 in range(0, len(plan), step)]
+
+        def task(group: list[tuple[str, tuple, tuple]]) -> None:
+            raws = self.store.get_many([k for k, _, _ in group])
+            for (k, src, dst), i in zip(group, range(len(raws)), strict=True):
+                raw, raws[i] = raws[i], None  # drop each chunk's bytes once decoded
+                fn(k, raw, src, dst)
+                del raw
+
+        if parallel and len(groups) > 1:
+            list(_executor().map(task, groups))
+        else:
+            for g in groups:
+                task(g)
 
     def read(self, region: tuple[slice, ...]) -> np.ndarray:
         """The values in ``region`` (step-1 slices within ``self.shape``) as a storage-dtype array."""
@@ -413,15 +422,22 @@ class ChunkedArray:
         full = all(s.start == 0 and s.stop == c for s, c in zip(src, chunk_shape, strict=True))
         if full and (order == "C" or sum(c > 1 for c in chunk_shape) <= 1):
             return None
-        n = math.prod(chunk_shape)
-        return np.ascontiguousarray(np.arange(n, dtype=np.int64).reshape(chunk_shape, order=order)[src]).reshape(-1)
+        # element strides of the chunk in its storage order; only the box is materialised (a
+        # chunk may be far larger than the array it belongs to)
+        strides, acc = [0] * len(chunk_shape), 1
+        for d in (range(len(chunk_shape) - 1, -1, -1) if order == "C" else range(len(chunk_shape))):
+            strides[d], acc = acc, acc * chunk_shape[d]
+        idx = np.zeros((), np.int64)
+        for s, st in zip(src, strides, strict=True):
+            idx = np.add.outer(idx, np.arange(s.start, s.stop, dtype=np.int64) * st)
+        return np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
 
     def _chunk_bytes(self, raw: bytes, key: str, chunks: tuple[int, ...]) -> Any:
         """A v2 fixed-width chunk's decompressed bytes, size checked (as _decode_chunk)."""
         meta = self.meta
         try:
             buf = self.pipeline.decode(raw)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - any codec failure is a ChunkError naming the chunk
             raise ChunkError(
                 f"Cannot decode chunk {self.store.where(key)}: {type(e).__name__}: {e}. Expected data "
                 f"compressed with {meta.compressor!r} and filters {list(meta.filters)!r}."
@@ -472,7 +488,7 @@ class ChunkedArray:
             plan = [(k, src[:-1], dst[:-1]) for k, src, dst in plan]
         chunks = self.chunk_shape
         lead_chunks = chunks[:-1] if char else chunks
-        fill_value = self._fill_T(decode, policy, what)
+        fill_value = str(self._fill_T(decode, policy, what))
         if fill:
             out[...] = fill_value
         if not plan:
@@ -490,9 +506,9 @@ class ChunkedArray:
             return index
 
         def place(key: str, raw: bytes | None, src: tuple, dst: tuple) -> None:
-            view = out[dst]
-            if raw is None:
-                view[...] = fill_value
+            view = out[dst + (Ellipsis,)]  # a view even when dst is () (0-d result)
+            if raw is None:  # (not view[...] = fill: this runs on threads, see _kernels.pack_at)
+                strings.kernels().pack_at(view, None, [fill_value.encode("utf-8")])
                 return
             sel = self._sel(src, lead_chunks, meta.order)
             if decode == "text":
@@ -706,7 +722,7 @@ class LazyArray:
         return runs
 
     def _read_region(self, region: tuple[slice, ...]) -> np.ndarray:
-        if self._direct:
+        if self._direct and strings.kernels() is not None:
             return self.raw.read_into(region, self.decode, self.options.utf8_errors, self.what)
         return self._convert(self.raw.read(region))
 

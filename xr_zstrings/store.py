@@ -1,15 +1,24 @@
 """Store access, the only module that does I/O.
 
 Paths, ``file://`` URLs with netcdf-c's ``#mode=...`` fragment, ``.zip`` files (netcdf-c's zip
-layout puts everything under a top-level folder) and any zarr-python ``Store`` are wrapped in one
-``ZStore`` that fetches keys concurrently through zarr-python's async store API.
+layout puts everything under a top-level folder), S3 object storage (``s3://bucket/key`` and
+netcdf-c's ``https://host/bucket/key#mode=nczarr,s3`` / ``https://bucket.host/key#mode=...`` URLs,
+zip archives in a bucket included) and any zarr-python ``Store`` are wrapped in one ``ZStore``
+that fetches keys concurrently through zarr-python's async store API and counts its requests.
+
+Object storage goes through obstore (Rust, ``zarr.storage.ObjectStore``); see docs/cloud.md for
+why (measured against s3fs) and for the ``storage_options`` it understands.
 """
 
 from __future__ import annotations
 
 import asyncio
+import io
 import os
+import struct
+import threading
 import urllib.parse
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +29,24 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import LocalStore, MemoryStore, ZipStore
 
-from .errors import MetadataError, StoreNotFoundError, ZStringsError
+from .errors import (
+    MetadataError,
+    StoreConnectionError,
+    StoreNotFoundError,
+    StorePermissionError,
+    UnsupportedError,
+    ZStringsError,
+)
 from .metadata import parse_json
 
-__all__ = ["ZStore", "open_store", "parse_nczarr_url", "looks_like_zstrings_target"]
+__all__ = [
+    "S3Location",
+    "ZStore",
+    "looks_like_zstrings_target",
+    "open_store",
+    "parse_nczarr_url",
+    "parse_s3_url",
+]
 
 _METADATA_KEYS = (".zgroup", ".zarray", ".zattrs", "zarr.json", ".nczarr", ".nczgroup")
 # Many small requests are latency-bound; cap how many are in flight at once.
@@ -113,20 +136,40 @@ def _is_nczarr_dir(p: Path) -> bool:
 
 
 class ZStore:
-    """A zarr-python store plus a root prefix; every key here is relative to the dataset root."""
+    """A zarr-python store plus a root prefix; every key here is relative to the dataset root.
 
-    def __init__(self, store: Store, *, prefix: str = "", display: str | None = None,
-                 modes: frozenset[str] = frozenset()) -> None:
+    ``requests`` counts the requests made through this object (one per object fetched, written or
+    listed; metadata served from consolidated metadata costs none), so a caller can see what an open
+    or a read cost: ``ds.encoding["zstrings_requests"]`` holds the count an open took.
+    """
+
+    def __init__(self, store: Store | Any, *, prefix: str = "", display: str | None = None,
+                 modes: frozenset[str] = frozenset(), remote: bool = False) -> None:
         self.store = store
         self.prefix = prefix.strip("/")
         self.display = display or repr(store)
         self.modes = modes
+        self.remote = remote  # object storage: requests are costly, consolidated metadata is trusted
+        self.requests = 0
+        self._lock = threading.Lock()
+        self._consolidated: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"ZStore({self.display!r})"
 
     def __getstate__(self) -> dict[str, Any]:
-        return self.__dict__.copy()
+        state = self.__dict__.copy()
+        state.pop("_lock", None)
+        state["requests"] = 0  # a copy (e.g. on a dask worker) counts its own requests
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _count(self, n: int = 1) -> None:
+        with self._lock:
+            self.requests += n
 
     def full_key(self, key: str) -> str:
         key = key.strip("/")
@@ -136,8 +179,33 @@ class ZStore:
         """A human-readable location for error messages: the store and the key."""
         return f"{self.display} key {key.strip('/')!r}"
 
+    # --- consolidated metadata (object storage) ---------------------------------------------
+    def use_consolidated(self, zmetadata: Any) -> bool:
+        """Serve Zarr v2 metadata keys from a ``.zmetadata`` object instead of the store.
+
+        Only on object storage, where every request costs a round trip; local stores keep reading
+        the real objects. Returns whether the consolidated metadata is used.
+        """
+        if not self.remote or not isinstance(zmetadata, dict):
+            return False
+        meta = zmetadata.get("metadata")
+        if zmetadata.get("zarr_consolidated_format") != 1 or not isinstance(meta, dict):
+            return False
+        self._consolidated = {str(k).strip("/"): v for k, v in meta.items()}
+        return True
+
+    def _from_consolidated(self, key: str) -> tuple[bool, Any]:
+        """(answered, value) for a metadata key when consolidated metadata is in use."""
+        if self._consolidated is None:
+            return False, None
+        key = key.strip("/")
+        if key.rsplit("/", 1)[-1] not in (".zarray", ".zattrs", ".zgroup"):
+            return False, None
+        return True, self._consolidated.get(key)
+
     # --- reads ----------------------------------------------------------------------------
     async def _get(self, key: str) -> bytes | None:
+        self._count()
         buf = await self.store.get(self.full_key(key), prototype=default_buffer_prototype())
         return None if buf is None else buf.to_bytes()
 
@@ -162,24 +230,49 @@ class ZStore:
             return sync(self._get_many(list(keys)))
         except ZStringsError:
             raise
-        except (OSError, ValueError) as e:
-            raise ZStringsError(f"Could not read from {self.display}: {e}") from e
+        except Exception as e:
+            err = _store_error(e, f"Could not read from {self.display}")
+            if err is None:
+                raise
+            raise err from e
 
     def get_json_many(self, keys: Sequence[str]) -> list[Any]:
         """Fetch and decode metadata objects concurrently; missing ones are ``None``."""
-        return [
-            None if raw is None else parse_json(raw, where=self.where(k))
-            for k, raw in zip(keys, self.get_many(keys), strict=True)
-        ]
+        out: list[Any] = [None] * len(keys)
+        fetch: list[int] = []
+        for i, k in enumerate(keys):
+            answered, value = self._from_consolidated(k)
+            if answered:
+                out[i] = value
+            else:
+                fetch.append(i)
+        raws = self.get_many([keys[i] for i in fetch])
+        for i, raw in zip(fetch, raws, strict=True):
+            out[i] = None if raw is None else parse_json(raw, where=self.where(keys[i]))
+        return out
 
     def list_dir(self, path: str) -> list[str]:
         """Immediate children (names) below a group path."""
+        if self._consolidated is not None:
+            base = path.strip("/")
+            lead = f"{base}/" if base else ""
+            return sorted({k[len(lead):].split("/", 1)[0] for k in self._consolidated
+                           if k.startswith(lead) and "/" in k[len(lead):]})
         prefix = self.full_key(path)
 
         async def run() -> list[str]:
+            self._count()
             return [x async for x in self.store.list_dir(prefix)]
 
-        return sorted(set(sync(run())))
+        try:
+            return sorted(set(sync(run())))
+        except ZStringsError:
+            raise
+        except Exception as e:
+            err = _store_error(e, f"Could not list {self.where(path)}")
+            if err is None:
+                raise
+            raise err from e
 
     # --- writes (used by the writer) ------------------------------------------------------
     def set_many(self, items: Iterable[tuple[str, bytes]]) -> None:
@@ -191,15 +284,62 @@ class ZStore:
 
             async def one(k: str, v: bytes) -> None:
                 async with sem:
+                    self._count()
                     await self.store.set(self.full_key(k), cpu.Buffer.from_bytes(v))
 
             await asyncio.gather(*(one(k, v) for k, v in items))
 
-        sync(run())
+        try:
+            sync(run())
+        except ZStringsError:
+            raise
+        except Exception as e:
+            err = _store_error(e, f"Could not write to {self.display}")
+            if err is None:
+                raise
+            raise err from e
+
+
+def _store_error(e: BaseException, what: str) -> Exception | None:
+    """Map a store library's exception to our hierarchy with a message that says what to do."""
+    name = type(e).__name__
+    text = str(e).split("\n", 1)[0][:400]
+    low = str(e).lower()
+    from_obstore = "obstore" in type(e).__module__
+    if from_obstore and "nosuchbucket" in low:
+        return StoreNotFoundError(
+            f"{what}: the bucket does not exist ({text}). Check the bucket name in the URL and the "
+            "endpoint_url in storage_options."
+        )
+    if (isinstance(e, PermissionError) or name in ("PermissionDeniedError", "UnauthenticatedError")
+            or (from_obstore and any(w in low for w in (
+                "403 forbidden", "accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch")))):
+        return StorePermissionError(
+            f"{what}: permission denied ({name}: {text}). Check the credentials in storage_options "
+            "(key/secret/token, or anon=True for a public bucket) or the AWS_* environment variables, "
+            "and that they may read (and, for writing, write) this bucket and prefix."
+        )
+    if isinstance(e, FileNotFoundError) or (from_obstore and "404 not found" in low):
+        return StoreNotFoundError(f"{what}: not found ({text}).")
+    if isinstance(e, ConnectionError | TimeoutError) or (from_obstore and any(w in low for w in (
+            "error sending request", "connection refused", "connect error", "timed out", "dns error"))):
+        return StoreConnectionError(
+            f"{what}: the object store did not answer ({name}: {text}). Check endpoint_url in "
+            "storage_options (or AWS_ENDPOINT_URL) and the network; timeouts and retries are set with "
+            "storage_options={'timeout': s, 'connect_timeout': s, 'max_retries': n}."
+        )
+    if isinstance(e, OSError | ValueError) or from_obstore:
+        return ZStringsError(f"{what}: {name}: {text}")
+    return None  # not a storage error: let it propagate unchanged
 
 
 def open_store(target: Any, *, mode: str = "r", storage_options: dict[str, Any] | None = None) -> ZStore:
-    """Open a path, URL, ``.zip`` or zarr-python ``Store`` as a ``ZStore`` rooted at the dataset."""
+    """Open a path, URL, ``.zip`` or zarr-python ``Store`` as a ``ZStore`` rooted at the dataset.
+
+    ``s3://bucket/key`` and netcdf-c's S3 URLs (``https://host/bucket/key#mode=nczarr,s3``,
+    ``https://bucket.s3.<region>.amazonaws.com/key#mode=nczarr,s3``) open object storage;
+    ``storage_options`` (see ``s3_store``) configure the endpoint, credentials, region and timeouts.
+    """
     read_only = mode == "r"
     if isinstance(target, ZStore):
         return target
@@ -209,13 +349,22 @@ def open_store(target: Any, *, mode: str = "r", storage_options: dict[str, Any] 
         target = os.fspath(target)
     if not isinstance(target, str):
         raise ZStringsError(
-            f"Cannot open {target!r}: expected a path, a file:// URL, a .zip file or a zarr-python Store."
+            f"Cannot open {target!r}: expected a path, a file:// URL, an s3:// URL, a .zip file or a "
+            "zarr-python Store."
         )
     parsed = parse_nczarr_url(target)
-    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
+    if parsed.scheme in ("s3", "http", "https") or "s3" in parsed.modes:
+        return _open_s3(target, parsed, mode=mode, storage_options=storage_options)
+    if parsed.scheme not in ("", "file"):
         raise ZStringsError(
-            f"Cannot open {target!r}: the {parsed.scheme or 's3'!r} storage is not supported yet; "
-            "use a local path, a file:// URL, a .zip file or pass a zarr-python Store."
+            f"Cannot open {target!r}: the {parsed.scheme!r} storage is not supported; use a local "
+            "path, a file:// URL, an s3:// URL (or https://host/bucket/key#mode=nczarr,s3), a .zip "
+            "file or pass a zarr-python Store."
+        )
+    if storage_options:
+        raise ZStringsError(
+            f"storage_options={sorted(storage_options)!r} were given for the local store {target!r}; "
+            "they configure object storage (s3:// URLs) only. Drop them or pass an s3:// URL."
         )
     path = Path(parsed.path).expanduser()
     display = str(target)
@@ -227,6 +376,379 @@ def open_store(target: Any, *, mode: str = "r", storage_options: dict[str, Any] 
             "directory, a .zip file or a URL such as file:///abs/path.zarr#mode=nczarr,file."
         )
     return ZStore(LocalStore(path, read_only=read_only), display=display, modes=parsed.modes)
+
+
+# ---------------------------------------------------------------------------------------------
+# S3 object storage
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """Where an S3 URL points: bucket, key (the dataset's prefix), and what the URL says of the
+    service (endpoint, region, virtual-host addressing); ``storage_options`` override the latter."""
+
+    bucket: str
+    key: str
+    endpoint: str | None = None
+    region: str | None = None
+    virtual_hosted: bool = False
+
+
+_AWS_HOST = ("amazonaws.com", "amazonaws.com.cn")
+
+
+def _aws_region(labels: list[str]) -> str | None:
+    """``s3.eu-west-1`` / ``s3-eu-west-1`` / ``s3`` (+ optional ``dualstack``) -> the region."""
+    labels = [x for x in labels if x != "dualstack"]
+    if not labels:
+        return None
+    head = labels[0]
+    if head.startswith("s3-"):
+        return head[3:]
+    if head == "s3" and len(labels) > 1:
+        return labels[1]
+    return None
+
+
+def parse_s3_url(target: str, storage_options: dict[str, Any] | None = None) -> S3Location:
+    """Bucket, key, endpoint and region of an S3 URL in any of netcdf-c's forms.
+
+    * ``s3://bucket/key``: the endpoint comes from ``storage_options`` or the AWS environment.
+    * ``https://s3.<region>.amazonaws.com/bucket/key`` (path style, AWS) and
+      ``https://bucket.s3.<region>.amazonaws.com/key`` (virtual host, AWS).
+    * ``https://<host>/bucket/key`` (path style, any S3-compatible service: MinIO, Ceph, ...).
+    * ``https://bucket.<host>/key`` (virtual host, any service): recognised when
+      ``storage_options["endpoint_url"]`` is ``https://<host>`` or ``virtual_hosted_style=True``.
+
+    The fragment (``#mode=nczarr,s3``) is ignored here; ``aws.region=...`` in it sets the region.
+    """
+    opts = storage_options or {}
+    parsed = parse_nczarr_url(target)
+    base = target.partition("#")[0]
+    u = urllib.parse.urlparse(base)
+    scheme = u.scheme.lower()
+    region = parsed.fragment.get("aws.region") or None
+    path = urllib.parse.unquote(u.path).strip("/")
+    if scheme == "s3":
+        if not u.netloc:
+            raise ZStringsError(f"Invalid S3 URL {target!r}: expected s3://bucket/key.")
+        return S3Location(bucket=u.netloc, key=path, region=region)
+    if scheme not in ("http", "https") or not u.hostname:
+        raise ZStringsError(
+            f"Invalid S3 URL {target!r}: expected s3://bucket/key, https://host/bucket/key#mode=nczarr,s3 "
+            "or https://bucket.host/key#mode=nczarr,s3."
+        )
+    host = u.hostname.lower()
+    netloc = u.netloc.rsplit("@", 1)[-1]
+    labels = host.split(".")
+    aws = next((h for h in _AWS_HOST if host == h or host.endswith("." + h)), None)
+    if aws is not None:
+        pre = labels[: -len(aws.split("."))]
+        if pre and (pre[0] == "s3" or pre[0].startswith("s3-")):  # path style
+            bucket, _, key = path.partition("/")
+            region = region or _aws_region(pre)
+            endpoint = f"{scheme}://{netloc}"
+        else:  # virtual host: <bucket>.s3.<region>.amazonaws.com (bucket names may contain dots)
+            i = next((j for j, x in enumerate(pre) if x == "s3" or x.startswith("s3-")), None)
+            if i is None or i == 0:
+                raise ZStringsError(f"Invalid S3 URL {target!r}: cannot find the bucket in host {host!r}.")
+            bucket, key = ".".join(pre[:i]), path
+            region = region or _aws_region(pre[i:])
+            endpoint = f"{scheme}://" + netloc.split(".", i)[-1] if region is None else None
+            if endpoint is None:
+                endpoint = f"{scheme}://s3.{region}.{aws}"
+        if not bucket:
+            raise ZStringsError(f"Invalid S3 URL {target!r}: no bucket name.")
+        return S3Location(bucket=bucket, key=key, endpoint=endpoint, region=region)
+    ep = _endpoint_option(opts)
+    ep_netloc = urllib.parse.urlparse(ep).netloc.lower() if ep else ""
+    if ep_netloc and netloc.lower().endswith("." + ep_netloc):
+        bucket = netloc[: -len(ep_netloc) - 1]
+        return S3Location(bucket=bucket, key=path, endpoint=ep, region=region)
+    if opts.get("virtual_hosted_style"):
+        bucket = labels[0]
+        return S3Location(bucket=bucket, key=path, endpoint=f"{scheme}://{netloc}", region=region,
+                          virtual_hosted=True)
+    bucket, _, key = path.partition("/")
+    if not bucket:
+        raise ZStringsError(
+            f"Invalid S3 URL {target!r}: no bucket. Expected https://host/bucket/key#mode=nczarr,s3 "
+            "(path style) or, for https://bucket.host/key, storage_options={'endpoint_url': "
+            "'https://host'} or {'virtual_hosted_style': True}."
+        )
+    return S3Location(bucket=bucket, key=key, endpoint=f"{scheme}://{netloc}", region=region)
+
+
+_OPTION_ALIASES: dict[str, tuple[str, ...]] = {
+    "access_key_id": ("key", "aws_access_key_id", "access_key_id"),
+    "secret_access_key": ("secret", "aws_secret_access_key", "secret_access_key"),
+    "token": ("token", "session_token", "aws_session_token"),
+    "region": ("region", "region_name", "aws_region"),
+}
+_OUR_OPTIONS = {"endpoint_url", "endpoint", "anon", "anonymous", "timeout", "connect_timeout",
+                "max_retries", "retry_timeout", "client_options", "retry_config", "client_kwargs",
+                "virtual_hosted_style", "config_kwargs"}
+
+
+def _endpoint_option(opts: dict[str, Any]) -> str | None:
+    ck = opts.get("client_kwargs") or {}
+    ep = opts.get("endpoint_url") or opts.get("endpoint") or ck.get("endpoint_url")
+    return str(ep).rstrip("/") if ep else None
+
+
+def s3_store(loc: S3Location, storage_options: dict[str, Any] | None = None) -> Any:
+    """An obstore ``S3Store`` for ``loc`` configured from ``storage_options``.
+
+    Understood (s3fs spellings accepted too): ``endpoint_url`` (``endpoint``,
+    ``client_kwargs={"endpoint_url": ...}``), ``key``/``secret``/``token`` (or ``aws_access_key_id``,
+    ...), ``anon=True`` (unsigned requests, public buckets), ``region`` (``region_name``),
+    ``timeout`` (seconds per request, default 30), ``connect_timeout`` (default 5),
+    ``max_retries`` (default 2), ``retry_timeout`` (seconds, default 10), ``virtual_hosted_style``,
+    ``client_options``/``retry_config`` (obstore's, merged last); any other key is an obstore
+    ``S3Config`` key (e.g. ``request_payer``). Unset values come from the ``AWS_*`` environment.
+    """
+    from datetime import timedelta
+
+    try:
+        from obstore.store import S3Store
+    except ImportError as e:  # pragma: no cover - obstore is a dependency
+        raise ZStringsError("Object storage needs the obstore package: pip install obstore") from e
+    opts = dict(storage_options or {})
+    config: dict[str, Any] = {}
+    for name, aliases in _OPTION_ALIASES.items():
+        for a in aliases:
+            if opts.get(a) is not None:
+                config[name] = opts[a]
+    ck = opts.get("client_kwargs") or {}
+    if "region" not in config and ck.get("region_name"):
+        config["region"] = ck["region_name"]
+    if "region" not in config and loc.region:
+        config["region"] = loc.region
+    endpoint = _endpoint_option(opts)
+    if endpoint and loc.virtual_hosted and not urllib.parse.urlparse(endpoint).netloc.startswith(loc.bucket + "."):
+        endpoint = None  # the URL's own virtual host wins over a plain service endpoint
+    endpoint = endpoint or loc.endpoint
+    if loc.virtual_hosted or (opts.get("virtual_hosted_style") and endpoint):
+        config["virtual_hosted_style_request"] = True
+    if endpoint:
+        config["endpoint"] = endpoint
+    if opts.get("anon") or opts.get("anonymous"):
+        config["skip_signature"] = True
+    known = {a for al in _OPTION_ALIASES.values() for a in al} | _OUR_OPTIONS
+    for k, v in opts.items():
+        if k not in known:
+            config[k] = v
+    for k, v in (opts.get("config_kwargs") or {}).items():
+        config.setdefault(k, v)
+    client: dict[str, Any] = {
+        "timeout": timedelta(seconds=float(opts.get("timeout", 30))),
+        "connect_timeout": timedelta(seconds=float(opts.get("connect_timeout", 5))),
+    }
+    env_endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
+    if (endpoint or env_endpoint).startswith("http://"):
+        client["allow_http"] = True
+    client.update(opts.get("client_options") or {})
+    retry: dict[str, Any] = {
+        "max_retries": int(opts.get("max_retries", 2)),
+        "retry_timeout": timedelta(seconds=float(opts.get("retry_timeout", 10))),
+        "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2),
+                    "base": 2},
+    }
+    retry.update(opts.get("retry_config") or {})
+    try:
+        return S3Store(loc.bucket, client_options=client, retry_config=retry, **config)
+    except Exception as e:
+        raise ZStringsError(
+            f"Invalid storage_options for s3://{loc.bucket}/{loc.key}: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}. Expected endpoint_url, key, secret, token, "
+            "anon, region, timeout, connect_timeout, max_retries or an obstore S3Config key."
+        ) from e
+
+
+def _redact(target: str) -> str:
+    """The URL for messages, without user:password@ or credential-looking fragment values."""
+    base, sep, frag = target.partition("#")
+    u = urllib.parse.urlparse(base)
+    if u.password or u.username:
+        u = u._replace(netloc=u.netloc.rsplit("@", 1)[-1])
+    return urllib.parse.urlunparse(u) + sep + frag
+
+
+def _open_s3(target: str, parsed: ParsedTarget, *, mode: str,
+             storage_options: dict[str, Any] | None) -> ZStore:
+    from zarr.storage import ObjectStore
+
+    if parsed.scheme in ("http", "https") and not parsed.modes & {"s3", "nczarr", "zarr"}:
+        raise ZStringsError(
+            f"Cannot open {target!r}: an http(s) URL is read as netcdf-c's S3 URL only with a mode "
+            "fragment, e.g. https://host/bucket/key#mode=nczarr,s3 (or use s3://bucket/key)."
+        )
+    loc = parse_s3_url(target, storage_options)
+    display = _redact(target)
+    obj = s3_store(loc, storage_options)
+    key = loc.key.strip("/")
+    if "zip" in parsed.modes or key.lower().endswith(".zip"):
+        if mode != "r":
+            raise UnsupportedError(
+                f"Cannot write the zip archive {display}: zip files in object storage are read-only "
+                "here. Write a local .zip (to_nczarr(ds, 'out.zip')) and upload it, or write a "
+                "directory-style store to s3://bucket/key."
+            )
+        return _open_remote_zip(obj, key, display=display, modes=parsed.modes)
+    # Object stores are always opened writable-capable: the writer's append path reopens a target
+    # it first opened for reading; the reader never writes.
+    return ZStore(ObjectStore(obj, read_only=False), prefix=key, display=display, modes=parsed.modes,
+                  remote=True)
+
+
+class _RemoteZip:
+    """A read-only zip archive in object storage: one GET for the central directory, then one
+    ranged GET per member (local header and data together). Members are read concurrently."""
+
+    read_only = True
+    supports_deletes = False
+    supports_writes = False
+
+    def __init__(self, obj: Any, key: str, members: dict[str, tuple[int, int, int, int]], size: int) -> None:
+        self.obj = obj
+        self.key = key
+        self.members = members  # name -> (header offset, compress type, compressed size, size)
+        self.size = size
+        self._dirs: dict[str, set[str]] = {}
+        for name in members:
+            parts = name.split("/")
+            for i in range(len(parts)):
+                self._dirs.setdefault("/".join(parts[:i]), set()).add(parts[i])
+
+    def __repr__(self) -> str:
+        return f"RemoteZip({self.key!r})"
+
+    def close(self) -> None:
+        pass
+
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+        import obstore
+
+        m = self.members.get(key)
+        if m is None:
+            return None
+        offset, ctype, csize, _size = m
+        want = 30 + len(key.encode()) + 512 + csize
+        raw = bytes(await obstore.get_range_async(self.obj, self.key, start=offset,
+                                                  end=min(offset + want, self.size)))
+        if raw[:4] != b"PK\x03\x04":
+            raise ZStringsError(f"Zip archive {self.key!r}: member {key!r} has no local header.")
+        nlen, elen = struct.unpack("<HH", raw[26:30])
+        start = 30 + nlen + elen
+        data = raw[start : start + csize]
+        if len(data) < csize:
+            data += bytes(await obstore.get_range_async(
+                self.obj, self.key, start=offset + start + len(data), end=offset + start + csize))
+        if ctype == 0:
+            out = data
+        elif ctype == 8:
+            out = zlib.decompress(data, -15)
+        elif ctype == 12:
+            import bz2
+
+            out = bz2.decompress(data)
+        elif ctype == 14:
+            import lzma
+
+            out = lzma.decompress(data)
+        else:
+            raise ZStringsError(f"Zip archive {self.key!r}: member {key!r} uses compression {ctype}, "
+                                "expected stored, deflate, bzip2 or lzma.")
+        if prototype is None:
+            prototype = default_buffer_prototype()
+        return prototype.buffer.from_bytes(out)
+
+    async def list_dir(self, prefix: str) -> Any:
+        for name in sorted(self._dirs.get(prefix.strip("/"), ())):
+            yield name
+
+    async def list_prefix(self, prefix: str) -> Any:
+        for name in self.members:
+            if name.startswith(prefix):
+                yield name
+
+
+class _RangeFile(io.RawIOBase):
+    """A seekable file over ranged GETs, for ``zipfile`` to read a remote central directory."""
+
+    def __init__(self, obj: Any, key: str, size: int, counter: ZStore) -> None:
+        self.obj, self.key, self.size, self.pos, self.counter = obj, key, size, 0, counter
+        self.cache: tuple[int, bytes] = (0, b"")
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self.pos
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self.pos = {0: offset, 1: self.pos + offset, 2: self.size + offset}[whence]
+        return self.pos
+
+    def readinto(self, b: Any) -> int:
+        import obstore
+
+        n = min(len(b), self.size - self.pos)
+        if n <= 0:
+            return 0
+        c0, cdata = self.cache
+        if not (c0 <= self.pos and self.pos + n <= c0 + len(cdata)):
+            start = max(0, min(self.pos, self.size - (1 << 16)))  # read ahead: the directory's tail
+            end = min(self.size, max(self.pos + n, start + (1 << 16)))
+            self.counter._count()
+            cdata = bytes(obstore.get_range(self.obj, self.key, start=start, end=end))
+            c0 = start
+            self.cache = (c0, cdata)
+        b[:n] = cdata[self.pos - c0 : self.pos - c0 + n]
+        self.pos += n
+        return n
+
+
+def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str]) -> ZStore:
+    import zipfile
+
+    import obstore
+
+    counter = ZStore(None, display=display, remote=True)  # counts the open's requests
+    try:
+        counter._count()
+        size = int(obstore.head(obj, key)["size"])
+        with zipfile.ZipFile(_RangeFile(obj, key, size, counter)) as zf:  # type: ignore[arg-type]
+            members = {i.filename: (i.header_offset, i.compress_type, i.compress_size, i.file_size)
+                       for i in zf.infolist() if not i.is_dir()}
+    except zipfile.BadZipFile as e:
+        raise ZStringsError(f"Cannot open zip store {display}: {e}. Expected a readable .zip object.") from e
+    except Exception as e:
+        err = _store_error(e, f"Cannot open zip store {display}")
+        if isinstance(err, StoreNotFoundError):
+            raise StoreNotFoundError(f"No zip store at {display}: the object {key!r} does not exist.") from e
+        if err is None:
+            raise
+        raise err from e
+    store = _RemoteZip(obj, key, members, size)
+    zs = ZStore(store, display=display, modes=modes, remote=True)
+    zs.requests = counter.requests
+    if any(zs.get_many(list(_METADATA_KEYS))):
+        return zs
+    tops = [n for n in zs.list_dir("") if n]
+    candidates = [t for t in tops if any(zs.get_many([f"{t}/{k}" for k in _METADATA_KEYS]))]
+    if len(candidates) == 1:
+        out = ZStore(store, prefix=candidates[0], display=display, modes=modes, remote=True)
+        out.requests = zs.requests
+        return out
+    raise MetadataError(
+        f"No Zarr group at the root of zip store {display}: expected .zgroup/zarr.json at the top "
+        f"or in exactly one top-level folder, found folders {tops!r}."
+    )
 
 
 def _open_zip(path: Path, *, display: str, modes: frozenset[str], read_only: bool) -> ZStore:

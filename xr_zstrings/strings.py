@@ -15,6 +15,7 @@ Output string dtype ("string_dtype"):
 from __future__ import annotations
 
 import codecs
+import os
 import re
 import warnings
 from typing import Any, Literal
@@ -40,6 +41,8 @@ __all__ = [
     "encode_char_array",
     "decode_objects",
     "convert_string_dtype",
+    "kernels",
+    "decode_fixed_into",
 ]
 
 Utf8Errors = Literal["drop", "replace", "strict"]
@@ -66,6 +69,28 @@ _NEED[0xF0:0xF5] = 3
 _LO = np.full(256, 0x80, np.uint8)
 _HI = np.full(256, 0xBF, np.uint8)
 _LO[0xE0], _HI[0xED], _LO[0xF0], _HI[0xF4] = 0xA0, 0x9F, 0x90, 0x8F
+
+_POLICY_CODE = {"strict": 0, "drop": 1, "replace": 2}
+_kernels_mod: Any = None
+
+
+def kernels() -> Any:
+    """The compiled kernels module (``xr_zstrings._kernels``), or None.
+
+    None when the extension was not built (no C compiler at install time) or when the
+    environment variable ``XR_ZSTRINGS_NO_EXT=1`` forces the pure numpy/pyarrow fallback (read
+    on every call, so tests can switch paths).  Both paths give identical results and errors.
+    """
+    global _kernels_mod
+    if os.environ.get("XR_ZSTRINGS_NO_EXT", "") not in ("", "0"):
+        return None
+    if _kernels_mod is None:
+        try:
+            from . import _kernels as mod
+        except ImportError:
+            mod = False
+        _kernels_mod = mod
+    return _kernels_mod or None
 
 
 # --------------------------------------------------------------------------------------------
@@ -368,6 +393,10 @@ def _decode_flat_utf8(flat: np.ndarray, n: int, policy: str, what: str, shape: t
     N = flat.size
     if N == 0 or n == 0:
         return _empty_T(N)
+    if kernels() is not None:
+        out = np.empty(N, _T)
+        decode_fixed_into(flat, n, out, None, policy, what, lambda k: _index(k, shape))
+        return out
     u8 = flat.view(np.uint8).reshape(N, n)
     # Fast path: numpy's S->T cast strips trailing NULs, which equals the first-NUL rule when
     # no row has a NUL followed by more bytes; UTF-8 validity is checked separately (ASCII
@@ -399,6 +428,45 @@ def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple) -> np.nda
         fixed = [b.decode("utf-8", "replace") for b in canon_s[bad].tolist()]
         out[bad] = np.array(fixed, dtype=_T)
     return out
+
+
+def _fixed_row_value(row: bytes, policy: str) -> tuple[bytes, bytes]:
+    """(value before its first NUL, the same with a cut trailing character dropped under "drop")."""
+    b = row.split(b"\x00", 1)[0]
+    if policy != "drop" or not b:
+        return b, b
+    u8 = np.frombuffer(b, np.uint8).reshape(1, -1)
+    cut = int(_incomplete_tail(u8, np.array([len(b)]))[0])
+    return b, b[: len(b) - cut]
+
+
+def decode_fixed_into(
+    buf: Any, n: int, out: np.ndarray, sel: np.ndarray | None, policy: str, what: str, index: Any
+) -> None:
+    """Compiled path: decode fixed-width rows of ``buf`` (``n`` bytes each) into StringDType ``out``.
+
+    ``out`` may be any (strided) view; its k-th element in C order gets row ``sel[k]`` (row k
+    when ``sel`` is None).  ``index(k)`` formats position k for error messages.  Invalid values
+    raise or become U+FFFD exactly as the numpy fallback (``_decode_flat_utf8``) does.
+    """
+    K = kernels()
+    bad = K.fixed_to_T(buf, n, out, sel, _POLICY_CODE[policy])
+    if not bad.size:
+        return
+    rows = memoryview(buf).cast("B")
+    fixed = []
+    for k in bad.tolist():
+        r = int(sel[k]) if sel is not None else k
+        b, kept = _fixed_row_value(bytes(rows[r * n : (r + 1) * n]), policy)
+        if policy != "replace":
+            try:
+                kept.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise _decode_error(what, index(k), kept, e, policy) from None
+            raise StringDecodeError(f"{_ctx(what)}value {index(k)} is not valid UTF-8: {b!r}")
+        fixed.append(b.decode("utf-8", "replace").encode("utf-8"))
+    # (not out[...] = ...: chunks decode on threads, see _kernels.pack_at)
+    K.pack_at(out, np.ascontiguousarray(bad, dtype=np.intp), fixed)
 
 
 def decode_fixed_utf8(
@@ -465,6 +533,68 @@ def _overflow_error(what: str, count: int, longest: int, width: int, unit: str) 
         "on_overflow='truncate' to cut them at a character boundary (with a "
         "StringTruncationWarning), or shorten the values"
     )
+
+
+def _kernel_values(values: Any, what: str) -> tuple[np.ndarray, tuple[int, ...]] | None:
+    """(flat C-contiguous StringDType/object array the kernels can encode, shape), or None."""
+    if kernels() is None:
+        return None
+    arr = values if isinstance(values, np.ndarray) else np.array(values, dtype=object)
+    if arr.dtype.kind == "U":
+        arr = _to_T_values(arr, what)
+    if arr.dtype.kind not in "TO":
+        return None
+    return np.ascontiguousarray(arr).reshape(-1), arr.shape
+
+
+def _utf8_matrix_kernel(
+    flat: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int
+) -> tuple[np.ndarray, int] | None:
+    """The compiled twin of ``_utf8_matrix`` (same results, errors and warnings), or None when a
+    value needs the Python path to be reported (non-str, missing, NUL, lone surrogate)."""
+    K = kernels()
+    packed = None
+    if flat.dtype.kind == "O":  # one pass over the scattered str objects
+        status, _, offsets, data = K.utf8_pack(flat)
+        if status != 0:
+            return None
+        packed = (data, offsets)
+        lengths = np.diff(offsets)
+    else:
+        status, _, lengths = K.utf8_scan(flat)
+        if status != 0:
+            return None
+    N = flat.size
+    longest = int(lengths.max()) if N else 0
+    if width is None:
+        width = max(min_width, longest)
+    width = int(width)
+    if width < min_width:
+        raise ZStringsError(f"{_ctx(what)}width {width} is too small; it must be >= {min_width}")
+    truncate = False
+    if longest > width:
+        if on_overflow == "error":
+            raise _overflow_error(what, int((lengths > width).sum()), longest, width, "UTF-8")
+        if on_overflow == "widen":
+            width = longest
+        else:
+            truncate = True
+    if truncate:
+        warnings.warn(
+            StringTruncationWarning(
+                f"{_ctx(what)}{int((lengths > width).sum())} value(s) longer than {width} bytes of "
+                f"UTF-8 (longest {longest}) were cut at a character boundary"
+            ),
+            stacklevel=3,
+        )
+    if width == 0:
+        return np.zeros((N, 0), np.uint8), 0
+    mat = np.empty((N, width), np.uint8)
+    if packed is not None:
+        K.fixed_from_offsets(packed[0], packed[1], width, mat.reshape(-1))
+    else:
+        K.fill_fixed(flat, lengths, width, mat.reshape(-1))
+    return mat, width
 
 
 def _utf8_matrix(
@@ -539,6 +669,11 @@ def encode_fixed_utf8(
     or lone surrogates raise ZStringsError: netcdf-c could not read them back unchanged.
     """
     check_on_overflow(on_overflow)
+    kv = _kernel_values(values, what)
+    if kv is not None:
+        res = _utf8_matrix_kernel(kv[0], width, on_overflow, what, min_width=1)
+        if res is not None:
+            return res[0].view(f"S{res[1]}").reshape(kv[1])
     t = _to_T_values(values, what)
     shape = t.shape
     mat, w = _utf8_matrix(t.reshape(-1), width, on_overflow, what, min_width=1)
@@ -698,6 +833,12 @@ def encode_char_array(
     """
     check_on_overflow(on_overflow)
     enc = _norm_encoding(encoding)
+    if enc == "utf-8":
+        kv = _kernel_values(values, what)
+        if kv is not None:
+            res = _utf8_matrix_kernel(kv[0], nchar, on_overflow, what, min_width=0)
+            if res is not None:
+                return res[0].view("S1").reshape(kv[1] + (res[1],))
     t = _to_T_values(values, what)
     shape = t.shape
     flat = t.reshape(-1)

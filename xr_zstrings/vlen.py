@@ -47,6 +47,8 @@ __all__ = [
     "vlen_to_numpy",
     "vlen_to_arrow",
     "values_to_vlen",
+    "decode_vlen_utf8_into",
+    "vlen_into",
 ]
 
 Kind = Literal["str", "bytes"]
@@ -159,6 +161,80 @@ def _convert_str(arr: np.ndarray, string_dtype: Any) -> np.ndarray:
         width = int(np.strings.str_len(arr).max()) if arr.size else 1
         return arr.astype(f"U{max(width, 1)}")
     raise ZStringsError(f"string_dtype={string_dtype!r}; expected 'T', 'O' or 'U'")
+
+
+def _kernels() -> Any:
+    from .strings import kernels
+
+    return kernels()
+
+
+_POLICY_CODE = {"strict": 0, "drop": 1, "replace": 2}
+
+
+def _fix_bad(bad: np.ndarray, out: np.ndarray, sel: np.ndarray | None, span: Any, policy: str, what: str) -> None:
+    """Values the kernel rejected: raise (strict/drop) or U+FFFD them (replace), as _decode_one does."""
+    vals = []
+    for k in bad.tolist():
+        i = int(sel[k]) if sel is not None else k
+        a, s, ln = span(i)
+        vals.append(_decode_one(a, s, ln, policy, what, i).encode("utf-8"))  # raises unless "replace"
+    # (not out[...] = ...: chunks decode on threads, see _kernels.pack_at)
+    _kernels().pack_at(out, np.ascontiguousarray(bad, dtype=np.intp), vals)
+
+
+def vlen_into(
+    chunk: VlenChunk, out: np.ndarray, sel: np.ndarray | None = None, *, utf8_errors: str = "strict", what: str = ""
+) -> bool:
+    """Decode a (validated) VlenChunk's strings straight into StringDType ``out`` (any strided view).
+
+    ``out``'s k-th element in C order gets element ``sel[k]`` (k when None).  Returns False when
+    the compiled kernels are not available (the caller uses :func:`vlen_to_numpy`).
+    """
+    K = _kernels()
+    if K is None:
+        return False
+    _check_policy(utf8_errors)
+    off = chunk.offsets
+    if not (off.dtype.isnative and off.flags.c_contiguous and off.dtype.kind in "iu" and off.dtype.itemsize in (4, 8)):
+        off = np.ascontiguousarray(off, dtype=np.int64)
+    data = chunk.data if chunk.data.flags.c_contiguous else np.ascontiguousarray(chunk.data)
+    bad = K.offsets_to_T(data, off, out, sel, _POLICY_CODE[utf8_errors])
+    if bad.size:
+        _fix_bad(bad, out, sel, lambda i: (data, int(off[i]), int(off[i + 1]) - int(off[i])), utf8_errors, what)
+    return True
+
+
+def decode_vlen_utf8_into(
+    buf: Any,
+    out: np.ndarray,
+    sel: np.ndarray | None = None,
+    n_expected: int | None = None,
+    *,
+    utf8_errors: str = "strict",
+    what: str = "",
+    allow_trailing: bool = False,
+) -> bool:
+    """Decode a numcodecs ``vlen-utf8`` chunk straight into StringDType ``out`` (see vlen_into).
+
+    The header walk, UTF-8 validation and packing run in C without the GIL.  Returns False when
+    the compiled kernels are not available.  Malformed chunks raise the same ChunkError as
+    :func:`decode_vlen_utf8_chunk`.
+    """
+    K = _kernels()
+    if K is None:
+        return False
+    _check_policy(utf8_errors)
+    a = _as_u8(buf, what)
+    bad = K.vlen_utf8_to_T(a, -1 if n_expected is None else int(n_expected), bool(allow_trailing), out, sel,
+                           _POLICY_CODE[utf8_errors])
+    if bad is None:  # malformed: the Python walk names the problem
+        _walk_vlen_headers(a, what, n_expected, allow_trailing)
+        raise ChunkError(f"{_ctx(what)}malformed vlen-utf8 chunk")  # pragma: no cover
+    if bad.size:
+        _, _, pos = _walk_vlen_headers(a, what, n_expected, allow_trailing)
+        _fix_bad(bad, out, sel, lambda i: (a, int(pos[i]) + 4, int(pos[i + 1]) - int(pos[i]) - 4), utf8_errors, what)
+    return True
 
 
 # --------------------------------------------------------------------------------------------
@@ -312,6 +388,16 @@ def decode_vlen_utf8_to_numpy(
     """One-shot ``vlen-utf8``/``vlen-bytes`` chunk -> numpy, reading strings in place (fastest path)."""
     _check_kind(kind)
     _check_policy(utf8_errors)
+    if kind == "str" and _wants_T(string_dtype) and _kernels() is not None:
+        a = _as_u8(buf, what)
+        n = int(a[:4].view("<u4")[0]) if a.size >= 4 else 0
+        if n_expected is not None and n != n_expected:
+            n = int(n_expected)
+        if a.size >= 4 and n <= (a.size - 4) // 4:
+            out = np.empty(n, _T)
+            decode_vlen_utf8_into(a, out, None, n_expected, utf8_errors=utf8_errors, what=what,
+                                  allow_trailing=allow_trailing)
+            return out.reshape(shape) if shape is not None else out
     a, n, pos = _walk_vlen_headers(buf, what, n_expected, allow_trailing)
     if kind == "str" and _wants_T(string_dtype):
         starts = pos[:n] + 4
@@ -343,6 +429,13 @@ def encode_vlen_utf8_chunk(values: Any, *, kind: Kind = "str", what: str = "") -
 
     Byte-identical to ``numcodecs.VLenUTF8().encode`` / ``VLenBytes().encode`` (None -> empty).
     """
+    K = _kernels()
+    if K is not None and kind == "str" and isinstance(values, np.ndarray) and values.dtype.kind in "TO":
+        flat = np.ascontiguousarray(values).reshape(-1)
+        if flat.dtype.kind == "O" or getattr(flat.dtype, "na_object", None) is None:
+            status, _, lengths = K.utf8_scan(flat, True)
+            if status == 0 and flat.size <= 0xFFFFFFFF and (not flat.size or int(lengths.max()) <= 0xFFFFFFFF):
+                return K.fill_vlen_utf8(flat, lengths)
     chunk = values_to_vlen(values, kind=kind, what=what)
     off = _offsets_int64(chunk.offsets)
     n = off.shape[0] - 1
@@ -718,8 +811,10 @@ def vlen_to_numpy(
         arr = vlen_to_arrow(chunk, kind="bytes", large=True, what=what)
         out = arr.to_numpy(zero_copy_only=False)
     elif _wants_T(string_dtype):
-        off = _offsets_int64(chunk.offsets)
-        out = _spans_to_T(chunk.data, off[:-1], np.diff(off), utf8_errors, what)
+        out = np.empty(chunk.n_items, _T)
+        if not vlen_into(chunk, out, None, utf8_errors=utf8_errors, what=what):
+            off = _offsets_int64(chunk.offsets)
+            out = _spans_to_T(chunk.data, off[:-1], np.diff(off), utf8_errors, what)
     elif string_dtype in ("O", object, "object", "|O") or (
         isinstance(string_dtype, np.dtype) and string_dtype.kind == "O"
     ):
@@ -733,8 +828,11 @@ def vlen_to_numpy(
             out = np.empty(len(off) - 1, _OBJ)
             out[:] = [_decode_one(chunk.data, s, e - s, utf8_errors, what, i) for i, (s, e) in enumerate(zip(off[:-1], off[1:]))]
     else:
-        off = _offsets_int64(chunk.offsets)
-        out = _convert_str(_spans_to_T(chunk.data, off[:-1], np.diff(off), utf8_errors, what), string_dtype)
+        t = np.empty(chunk.n_items, _T)
+        if not vlen_into(chunk, t, None, utf8_errors=utf8_errors, what=what):
+            off = _offsets_int64(chunk.offsets)
+            t = _spans_to_T(chunk.data, off[:-1], np.diff(off), utf8_errors, what)
+        out = _convert_str(t, string_dtype)
     return out.reshape(shape) if shape is not None else out
 
 

@@ -46,7 +46,6 @@ from .store import ZStore, open_store, parse_nczarr_url
 __all__ = [
     "NC_FILL_VALUES",
     "NETCDF_C_CODECS",
-    "convert",
     "prepare_for_zarr",
     "to_nczarr",
 ]
@@ -938,13 +937,15 @@ def _is_zip_target(target: Any) -> Path | None:
     if not isinstance(target, str):
         return None
     parsed = parse_nczarr_url(target)
+    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
+        return None  # object storage: open_store decides (and refuses zip writes there)
     p = Path(parsed.path).expanduser()
     if "zip" in parsed.modes or (p.suffix.lower() == ".zip" and not p.is_dir()):
         return p
     return None
 
 
-def _open_for_write(target: Any, mode: Mode) -> ZStore:
+def _open_for_write(target: Any, mode: Mode, storage_options: Mapping[str, Any] | None = None) -> ZStore:
     """Open the target; enforce ``w-`` (refuse anything already there) and clear it for ``w``."""
     if mode not in ("w-", "w", "a"):
         raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite), 'w' "
@@ -961,7 +962,9 @@ def _open_for_write(target: Any, mode: Mode) -> ZStore:
             zip_path.unlink()
         zip_path.parent.mkdir(parents=True, exist_ok=True)
         return open_store(target, mode="w")
-    zstore = open_store(target, mode="r" if mode == "a" else "w")
+    so = dict(storage_options) if storage_options else None
+    zstore = open_store(target, mode="r" if mode == "a" and so is None else ("a" if mode == "a" else "w"),
+                        storage_options=so)
     if mode == "a":
         return zstore if not zstore.store.read_only else _reopen_rw(target)
     existing = zstore.list_dir("")
@@ -1003,6 +1006,7 @@ def to_nczarr(
     append_dim: str | None = None,
     compressor: Any = None,
     netcdf_c_codecs_only: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Write ``obj`` as an NCZarr 2 store that netcdf-c 4.10 and ``engine="zstrings"`` read back.
 
@@ -1027,6 +1031,7 @@ def to_nczarr(
     (``_ARRAY_DIMENSIONS`` only, no ``_nczarr_*`` metadata) that netcdf-c reads with ``mode=zarr``.
     ``compressor`` is the default for variables whose encoding names none (e.g. ``{"id": "zstd",
     "level": 3}``); codecs netcdf-c cannot read are refused unless ``netcdf_c_codecs_only=False``.
+    ``storage_options`` go to the store layer for ``s3://`` / ``https://...#mode=nczarr,s3`` targets.
     """
     if format not in ("nczarr", "zarr2"):
         raise ZStringsError(f"Invalid format={format!r}: expected 'nczarr' (NCZarr 2, the default) or "
@@ -1042,7 +1047,7 @@ def to_nczarr(
     if mode == "a":
         if append_dim is None:
             raise ZStringsError("mode='a' needs append_dim=<name of an unlimited dimension> to append along.")
-        zstore = _open_for_write(target, "a")
+        zstore = _open_for_write(target, "a", storage_options)
         _append(zstore, groups, append_dim, opts)
         return
     if append_dim is not None:
@@ -1060,7 +1065,7 @@ def to_nczarr(
             a.pipeline = build_pipeline(a.compressor, a.filters or (), dtype=a.dtype,
                                         string_kind={"string": "string", "char": "char"}.get(a.kind),
                                         where=_what(a.group, a.name))
-    zstore = _open_for_write(target, mode)
+    zstore = _open_for_write(target, mode, storage_options)
     try:
         _write_all(zstore, groups, plans, gattrs, declared, opts)
     finally:
@@ -1309,4 +1314,3 @@ def prepare_for_zarr(
 
 
 from . import accessor as _accessor  # noqa: E402,F401  (registers the .zstrings accessor)
-from .convert import _RAW, convert  # noqa: E402,F401  (re-exported: whole-file conversion lives in convert.py)

@@ -89,6 +89,7 @@ def _to_dataset(
     contents = group_contents(tree, path, options=options, drop_variables=drop)
     store = ZStringsDataStore(contents, tree.store)
     ds = StoreBackendEntrypoint().open_dataset(store, drop_variables=None, **decoders)
+    ds.encoding["zstrings_requests"] = tree.store.requests  # what opening cost (object storage)
     return ds
 
 

@@ -18,11 +18,11 @@ import xarray as xr
 from .errors import ZStringsError
 from .writer import Mode, _string_like, to_nczarr
 
-__all__ = ["convert"]
+__all__ = ["convert", "write_netcdf4", "RAW_DECODERS"]
 
 
 # values are copied undecoded, so fill values, packing and times stay exactly as stored
-_RAW: dict[str, Any] = {"mask_and_scale": False, "decode_times": False, "concat_characters": False,
+RAW_DECODERS: dict[str, Any] = {"mask_and_scale": False, "decode_times": False, "concat_characters": False,
                         "decode_coords": False, "decode_timedelta": False}
 
 
@@ -47,15 +47,15 @@ def convert(
             if mode == "w-":
                 raise ZStringsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
             os.unlink(dst)
-        groups = xr.open_groups(src, engine="zstrings", **_RAW, **kwargs)
+        groups = xr.open_groups(src, engine="zstrings", **RAW_DECODERS, **kwargs)
         try:
-            _write_netcdf4(groups, dst)
+            write_netcdf4(groups, dst)
         finally:
             for ds in groups.values():
                 ds.close()
         return
     try:
-        groups = xr.open_groups(src, engine="netcdf4", **_RAW)
+        groups = xr.open_groups(src, engine="netcdf4", **RAW_DECODERS)
     except (ImportError, ValueError) as e:
         if "netcdf4" in str(e).lower() and "engine" in str(e).lower():
             raise ZStringsError(
@@ -69,7 +69,7 @@ def convert(
             ds.close()
 
 
-def _write_netcdf4(groups: Mapping[str, xr.Dataset], dst: str) -> None:
+def write_netcdf4(groups: Mapping[str, xr.Dataset], dst: str) -> None:
     """Write undecoded groups with netCDF4 itself: NC_STRING vlen strings, NC_CHAR as stored, each
     dimension declared in the nearest group that has it with that size (shadowing allowed)."""
     try:
@@ -123,7 +123,8 @@ def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
         kw["shuffle"] = any(f.get("id") == "shuffle" for f in enc.get("filters") or [])
     chunks = enc.get("chunks")
     if chunks and var.ndim and len(chunks) == var.ndim:
-        kw["chunksizes"] = tuple(int(c) for c in chunks)
+        # netCDF4 refuses a chunk longer than a fixed dimension (Zarr allows it): clamp
+        kw["chunksizes"] = tuple(max(1, min(int(c), n)) if n else 1 for c, n in zip(chunks, var.shape, strict=True))
     v = g.createVariable(name, dtype, tuple(str(d) for d in var.dims), fill_value=fill, **kw)
     v.set_auto_maskandscale(False)
     if kind == "bytes":

@@ -1,0 +1,89 @@
+"""dask.distributed: chunked string variables read from S3 on a LocalCluster of worker processes,
+and a dask-backed Dataset written to S3 by the workers, read back by netcdf-c."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import netCDF4
+import numpy as np
+import pytest
+import xarray as xr
+from conftest_s3 import S3Server, start_server
+from peers import nc_url
+
+from xr_zstrings.store import open_store
+from xr_zstrings.writer import to_nczarr
+
+distributed = pytest.importorskip("distributed")
+da = pytest.importorskip("dask.array")
+
+
+@pytest.fixture(scope="session")
+def s3() -> S3Server:
+    """The S3 server on 127.0.0.1 (one per test process, shared by the S3 test modules)."""
+    return start_server()
+
+
+BUCKET = "zstrings-dist"
+VALUES = np.array([f"value {i} · {'ü' * (i % 5)}" for i in range(1000)], dtype=object)
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[distributed.Client]:
+    """One LocalCluster for the module: 2 worker processes, 1 thread each (startup is slow)."""
+    with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                   dashboard_address=None, silence_logs=40) as cluster,
+          distributed.Client(cluster) as c):
+        yield c
+
+
+@pytest.fixture(scope="module")
+def netcdf_c_url(s3: S3Server, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A multi-chunk NC_STRING variable written by netcdf-c, uploaded to S3."""
+    path = tmp_path_factory.mktemp("dist") / "multi.zarr"
+    nc = netCDF4.Dataset(nc_url(path), "w")
+    nc.createDimension("n", VALUES.size)
+    nc.createDimension("m", 3)
+    v = nc.createVariable("label", str, ("n",), chunksizes=(64,))
+    v[:] = VALUES
+    w = nc.createVariable("grid", str, ("n", "m"), chunksizes=(100, 2))
+    w[:] = np.array([[f"{i}:{j}" for j in range(3)] for i in range(VALUES.size)], dtype=object)
+    nc.close()
+    return s3.upload(path, BUCKET, "multi.zarr")
+
+
+def test_read_multichunk_strings_on_local_cluster(client: distributed.Client, s3: S3Server,
+                                                  netcdf_c_url: str) -> None:
+    serial = xr.open_dataset(netcdf_c_url, engine="zstrings", storage_options=s3.options()).load()
+    ds = xr.open_dataset(netcdf_c_url, engine="zstrings", storage_options=s3.options(), chunks={})
+    assert ds["label"].data.numblocks == (16,) and ds["grid"].data.numblocks == (10, 2)
+    with distributed.get_task_stream(client) as ts:
+        futures = client.compute([ds["label"].data, ds["grid"].data])
+        label, grid = client.gather(futures)
+    workers = {t["worker"] for t in ts.data}
+    assert workers and workers <= set(client.scheduler_info()["workers"])  # ran in the worker processes
+    np.testing.assert_array_equal(label, serial["label"].values)
+    np.testing.assert_array_equal(grid, serial["grid"].values)
+    assert label.tolist() == VALUES.tolist()
+    # xarray's own compute goes through the same cluster
+    xr.testing.assert_identical(ds.compute(), serial)
+
+
+def test_write_dask_dataset_to_s3_on_local_cluster(client: distributed.Client, s3: S3Server,
+                                                   tmp_path: Path) -> None:
+    labels = da.from_array(VALUES, chunks=100)
+    ds = xr.Dataset({"label": ("n", labels), "value": ("n", da.arange(VALUES.size, chunks=100) * 0.5)},
+                    attrs={"title": "written by dask workers"})
+    url = f"s3://{s3.bucket(BUCKET)}/written.zarr"
+    with distributed.get_task_stream(client) as ts:
+        to_nczarr(ds, open_store(url, mode="w", storage_options=s3.options()), mode="w")
+    assert len({t["worker"] for t in ts.data}) >= 1 and len(ts.data) >= 10
+    local = s3.download(BUCKET, "written.zarr", tmp_path / "written.zarr")
+    with netCDF4.Dataset(nc_url(local), "r") as nc:
+        assert nc["label"][:].tolist() == VALUES.tolist()
+        np.testing.assert_array_equal(nc["value"][:], np.arange(VALUES.size) * 0.5)
+        assert nc.title == "written by dask workers"
+    back = xr.open_dataset(url, engine="zstrings", storage_options=s3.options())
+    assert back["label"].values.tolist() == VALUES.tolist()

@@ -1,0 +1,381 @@
+"""The compiled kernels (xr_zstrings._kernels) against the pure numpy/pyarrow fallback.
+
+Every fast path is run twice on the same (hypothesis-generated) data: with the extension, and with
+``XR_ZSTRINGS_NO_EXT=1`` forcing the fallback; results, errors (type and message) and warnings
+must be identical.  Data include invalid UTF-8, NULs, truncated multibyte characters, empty
+strings and strings over 64 KiB.  No timing here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import xarray as xr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from xr_zstrings import strings as S
+from xr_zstrings import vlen as V
+
+T = np.dtypes.StringDType()
+HAVE_EXT = S.kernels() is not None
+needs_ext = pytest.mark.skipif(not HAVE_EXT, reason="compiled kernels not available")
+
+POLICIES = ("strict", "drop", "replace")
+
+# bytes that exercise every UTF-8 case: ASCII, NUL, continuation bytes, every lead class,
+# the lead bytes with narrowed second-byte ranges, and invalid leads
+_ATOMS = [b"a", b"Z", b"\x00", b"\x7f", b"\x80", b"\xbf", b"\xc0", b"\xc1", b"\xc2", b"\xdf",
+          b"\xe0", b"\xed", b"\xef", b"\xf0", b"\xf4", b"\xf5", b"\xff", b"\x9f", b"\xa0", b"\x8f",
+          b"\x90", "é".encode(), "€".encode(), "😀".encode(), "中".encode(), "é".encode()[:1],
+          "€".encode()[:2], "😀".encode()[:3], "😀".encode()[:2]]
+messy_bytes = st.lists(st.sampled_from(_ATOMS), max_size=24).map(b"".join)
+mostly_valid = st.one_of(
+    st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=30).map(lambda s: s.encode()),
+    messy_bytes,
+)
+text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=40)
+text_no_nul = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                      max_size=40)
+
+
+@contextlib.contextmanager
+def fallback() -> Iterator[None]:
+    old = os.environ.get("XR_ZSTRINGS_NO_EXT")
+    os.environ["XR_ZSTRINGS_NO_EXT"] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            del os.environ["XR_ZSTRINGS_NO_EXT"]
+        else:
+            os.environ["XR_ZSTRINGS_NO_EXT"] = old
+
+
+def outcome(fn: Callable[[], Any]) -> tuple[str, Any, list[str]]:
+    """("ok", value as comparable data, warnings) or ("error", (type, message), warnings)."""
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        try:
+            v = fn()
+        except Exception as e:  # noqa: BLE001 - compared, not swallowed
+            return "error", (type(e).__name__, str(e)), [str(x.message) for x in w]
+    if isinstance(v, np.ndarray):
+        v = (v.dtype.str if v.dtype.kind != "T" else "T", v.shape,
+             [x for x in v.reshape(-1).tolist()] if v.dtype.kind in "TOU" else v.tobytes())
+    return "ok", v, [f"{type(x.message).__name__}: {x.message}" for x in w]
+
+
+def same(fn: Callable[[], Any]) -> tuple[str, Any, list[str]]:
+    """Run fn with the kernels and with the fallback; assert identical outcomes."""
+    assert S.kernels() is not None
+    fast = outcome(fn)
+    with fallback():
+        assert S.kernels() is None
+        slow = outcome(fn)
+    assert fast == slow
+    return fast
+
+
+# --------------------------------------------------------------------------------------------
+# the switch itself
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(bool(os.environ.get("XR_ZSTRINGS_NO_EXT")), reason="fallback forced")
+def test_extension_is_built():
+    """`pip install .` builds xr_zstrings._kernels (gcc is available wherever the tests run)."""
+    from xr_zstrings import _kernels
+
+    assert hasattr(_kernels, "fixed_to_T")
+
+
+def test_env_var_forces_fallback():
+    with fallback():
+        assert S.kernels() is None
+
+
+def test_missing_extension_means_fallback(monkeypatch):
+    """An install without a C compiler (the extension failed to build) runs the fallback."""
+    monkeypatch.setattr(S, "_kernels_mod", False)  # as if `from . import _kernels` had failed
+    assert S.kernels() is None
+    raw = np.array([b"ok\xc3\xa9", b"a\xc3\xa9\xc3", b"x\x00\xff"], dtype="S5")
+    assert S.decode_fixed_utf8(raw).tolist() == ["oké", "aé", "x"]
+    assert V.decode_vlen_utf8_to_numpy(_vlen_bytes([b"a", "é".encode()])).tolist() == ["a", "é"]
+    assert S.encode_fixed_utf8(np.array(["é", "ab"], dtype=object), None).tolist() == [b"\xc3\xa9", b"ab"]
+
+
+# --------------------------------------------------------------------------------------------
+# fixed width (NC_STRING |Sn) and NC_CHAR
+# --------------------------------------------------------------------------------------------
+
+
+@needs_ext
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(mostly_valid, min_size=0, max_size=40), st.integers(1, 70), st.sampled_from(POLICIES),
+       st.sampled_from(["T", "O", "U"]))
+def test_decode_fixed_same_as_fallback(values, width, policy, sd):
+    raw = np.array([v[:width] for v in values], dtype=f"S{width}")
+    same(lambda: S.decode_fixed_utf8(raw, utf8_errors=policy, string_dtype=sd, what="v"))
+
+
+@needs_ext
+@settings(max_examples=100, deadline=None)
+@given(st.lists(mostly_valid, min_size=1, max_size=30), st.integers(1, 20), st.sampled_from(POLICIES))
+def test_decode_fixed_2d_and_uint8_input(values, width, policy):
+    raw = np.array([v[:width] for v in values] * 2, dtype=f"S{width}").reshape(2, -1)
+    same(lambda: S.decode_fixed_utf8(raw, utf8_errors=policy, what="v"))
+    u8 = raw.view(np.uint8).reshape(2, -1, width)
+    same(lambda: S.decode_fixed_utf8(u8, utf8_errors=policy))
+
+
+@needs_ext
+@settings(max_examples=150, deadline=None)
+@given(st.lists(mostly_valid, min_size=0, max_size=30), st.integers(0, 20), st.sampled_from(POLICIES))
+def test_decode_char_same_as_fallback(values, nchar, policy):
+    w = max(nchar, 1)
+    raw = np.array([v[:nchar] for v in values], dtype=f"S{w}")
+    chars = raw.view("S1").reshape(len(values), w)[:, :nchar]
+    same(lambda: S.decode_char_array(chars, utf8_errors=policy))
+
+
+@needs_ext
+def test_decode_fixed_large_and_far_errors():
+    long = ("é" * 40000).encode()  # 80,000 bytes: over 64 KiB
+    raw = np.array([long, b"", long[:-1], b"ok\x00junk\xff"], dtype="S80000")
+    for policy in POLICIES:
+        out = same(lambda policy=policy: S.decode_fixed_utf8(raw, utf8_errors=policy))
+        assert out[0] in ("ok", "error")
+    raw = np.array([b"abc\xc3\xa9"] * 20000, dtype="S8")
+    raw[15001] = b"x\xffy"
+    kind, (_, msg), _ = same(lambda: S.decode_fixed_utf8(raw, what="var"))
+    assert kind == "error" and "[15001]" in msg
+    out = same(lambda: S.decode_fixed_utf8(raw, utf8_errors="replace"))
+    assert out[1][2][15001] == "x\ufffdy"
+
+
+# --------------------------------------------------------------------------------------------
+# variable length: numcodecs vlen-utf8, offsets layouts
+# --------------------------------------------------------------------------------------------
+
+
+def _vlen_bytes(items: list[bytes]) -> bytes:
+    return struct.pack("<I", len(items)) + b"".join(struct.pack("<I", len(b)) + b for b in items)
+
+
+@needs_ext
+@settings(max_examples=300, deadline=None)
+@given(st.lists(mostly_valid, max_size=40), st.sampled_from(POLICIES), st.sampled_from(["T", "O", "U"]))
+def test_vlen_utf8_same_as_fallback(items, policy, sd):
+    buf = _vlen_bytes(items)
+    same(lambda: V.decode_vlen_utf8_to_numpy(buf, len(items), utf8_errors=policy, string_dtype=sd, what="c"))
+
+
+@needs_ext
+@settings(max_examples=200, deadline=None)
+@given(st.lists(mostly_valid, max_size=30), st.integers(0, 5), st.sampled_from(POLICIES),
+       st.sampled_from(["<i4", "<i8", "<u4", "<u8"]))
+def test_offsets_same_as_fallback(items, base, policy, odt):
+    data = b"#" * base + b"".join(items)
+    off = np.cumsum([base] + [len(b) for b in items]).astype(odt)
+    chunk = V.VlenChunk(off, np.frombuffer(data, np.uint8))
+    same(lambda: V.vlen_to_numpy(chunk, utf8_errors=policy, what="c"))
+    same(lambda: V.vlen_to_numpy(chunk, utf8_errors=policy, string_dtype="U"))
+
+
+@pytest.mark.parametrize(
+    "buf",
+    [b"", b"\x01\x00", struct.pack("<I", 3) + b"\x00" * 4, struct.pack("<II", 1, 10) + b"abc",
+     _vlen_bytes([b"a"]) + b"junk", struct.pack("<I", 2**32 - 1) + b"\x00" * 6],
+)
+@needs_ext
+def test_vlen_malformed_same_errors(buf):
+    kind, (etype, _), _ = same(lambda: V.decode_vlen_utf8_to_numpy(buf, what="c"))
+    assert kind == "error" and etype == "ChunkError"
+    same(lambda: V.decode_vlen_utf8_to_numpy(buf, 1, what="c"))
+
+
+@needs_ext
+def test_vlen_long_strings_and_nuls():
+    items = [("😀" * 20000).encode(), b"", b"a\x00b\x00", b"\x00", ("x" * 70000).encode() + b"\xe2\x82"]
+    for policy in POLICIES:
+        same(lambda policy=policy: V.decode_vlen_utf8_to_numpy(_vlen_bytes(items), utf8_errors=policy))
+
+
+@needs_ext
+def test_into_strided_views_and_sel():
+    K = S.kernels()
+    raw = np.array([b"a", b"bb", "é".encode(), b"d" * 20], dtype="S20")
+    out = np.empty((2, 4), T)
+    view = out[:, ::-2]  # 2 x 2, negative strides
+    bad = K.fixed_to_T(raw.tobytes(), 20, view, np.array([3, 2, 1, 0], np.int64), 0)
+    assert bad.size == 0 and view.tolist() == [["d" * 20, "é"], ["bb", "a"]]
+    with pytest.raises(IndexError):
+        K.fixed_to_T(raw.tobytes(), 20, view, np.array([4, 0, 0, 0], np.int64), 0)
+    with pytest.raises(TypeError):
+        K.fixed_to_T(raw.tobytes(), 20, np.empty(4, object), None, 0)
+    with pytest.raises(ValueError):
+        K.offsets_to_T(b"abc", np.array([0, 2, 1], np.int64), np.empty(2, T), None, 0)
+    assert K.vlen_utf8_to_T(b"\x01\x00\x00\x00", 1, False, np.empty(1, T), None, 0) is None
+
+
+# --------------------------------------------------------------------------------------------
+# encoding
+# --------------------------------------------------------------------------------------------
+
+enc_values = st.lists(st.one_of(text_no_nul, text, st.just(""), st.just("é" * 5),
+                                st.just("a\udcff"), st.none(), st.just(b"x")), max_size=25)
+
+
+@needs_ext
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(enc_values, st.one_of(st.none(), st.integers(0, 50)), st.sampled_from(["error", "truncate", "widen"]),
+       st.sampled_from(["O", "T", "U", "list"]))
+def test_encode_fixed_same_as_fallback(values, width, on_overflow, container):
+    if container == "T":
+        try:
+            vals: Any = np.array(values, dtype=np.dtypes.StringDType(coerce=False))
+        except (TypeError, ValueError, UnicodeError):
+            vals = np.array(values, dtype=object)
+    elif container == "U":
+        try:
+            vals = np.array([v for v in values if isinstance(v, str)], dtype="U")
+        except (TypeError, ValueError):
+            return
+    elif container == "list":
+        vals = list(values)
+    else:
+        vals = np.array(values, dtype=object)
+    same(lambda: S.encode_fixed_utf8(vals, width, on_overflow=on_overflow, what="v"))
+    same(lambda: S.encode_char_array(vals, width, on_overflow=on_overflow, what="v"))
+
+
+@needs_ext
+def test_encode_long_and_2d():
+    vals = np.array([["é" * 40000, ""], ["😀abc", "x" * 70000]], dtype=object)
+    for w in (None, 5, 1):
+        for mode in ("error", "truncate", "widen"):
+            same(lambda w=w, mode=mode: S.encode_fixed_utf8(vals, w, on_overflow=mode))
+            same(lambda w=w, mode=mode: S.encode_fixed_utf8(vals.astype(T), w, on_overflow=mode))
+
+
+@needs_ext
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(text, st.none()), max_size=30), st.sampled_from(["O", "T"]))
+def test_encode_vlen_same_as_fallback_and_numcodecs(values, container):
+    import numcodecs
+
+    arr = np.array(values, dtype=object)
+    if container == "T":
+        if any(v is None for v in values):
+            return
+        arr = arr.astype(T)
+    kind, fast, _ = same(lambda: V.encode_vlen_utf8_chunk(arr))
+    assert kind == "ok"
+    assert fast == bytes(numcodecs.VLenUTF8().encode(np.array(values, dtype=object)))
+
+
+# --------------------------------------------------------------------------------------------
+# through the reader: chunk by chunk into the result, on threads
+# --------------------------------------------------------------------------------------------
+
+
+def _open_values(path: Any, **kw: Any) -> Callable[[], Any]:
+    def read() -> Any:
+        ds = xr.open_dataset(path, engine="zstrings", **kw)
+        return {k: (ds[k].dtype.str if ds[k].dtype.kind != "T" else "T", ds[k].values.tolist(),
+                    ds[k].isel({ds[k].dims[0]: slice(3, None, 7)}).values.tolist() if ds[k].ndim else None,
+                    ds[k][..., 1:2].values.tolist() if ds[k].ndim else None)
+                for k in ds.data_vars}
+
+    return read
+
+
+@needs_ext
+@pytest.mark.parametrize("policy", POLICIES)
+def test_reader_nczarr_chunks_same_as_fallback(tmp_path, policy):
+    from xr_zstrings.writer import to_nczarr
+
+    rng = np.random.default_rng(1)
+    words = ["", "a", "é", "😀x", "long string " * 5, "中文", "z" * 15, "y" * 16]
+    s1 = np.array(words, dtype=object)[rng.integers(0, len(words), 1003)]
+    s2 = np.array(words, dtype=object)[rng.integers(0, len(words), (37, 11))]
+    ds = xr.Dataset({"s1": ("x", s1), "s2": (("y", "z"), s2),
+                     "c": ("x", s1.astype(T))})
+    ds["s1"].encoding["chunks"] = (100,)
+    ds["s2"].encoding["chunks"] = (5, 4)
+    ds["c"].encoding.update(chunks=(64,), dtype=np.dtype("S1"))
+    path = tmp_path / "s.zarr"
+    to_nczarr(ds, path)
+    out = same(_open_values(path, utf8_errors=policy))
+    assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
+    assert out[1]["c"][1] == s1.tolist()
+    # corrupt one value of one chunk: the same error (or replacement) either way
+    chunk = path / "s1" / "3"
+    if chunk.exists():
+        import numcodecs
+
+        meta = __import__("json").loads((path / "s1" / ".zarray").read_text())
+        data = bytearray(chunk.read_bytes())
+        if meta.get("compressor") is None:
+            w = int(meta["dtype"][2:])
+            data[5 * w : 5 * w + 3] = b"x\xff\xfe"
+            chunk.write_bytes(bytes(data))
+            kind, val, _ = same(_open_values(path, utf8_errors=policy))
+            assert kind == ("ok" if policy == "replace" else "error")
+            if kind == "error":
+                assert "[305]" in val[1]
+        del numcodecs
+
+
+@needs_ext
+def test_reader_missing_chunks_and_threads_under_tracemalloc(tmp_path):
+    """Missing chunks read as the fill value; replacement and fill happen on the decode threads
+    without deadlocking when tracemalloc's allocation hook needs the GIL."""
+    import tracemalloc
+
+    from xr_zstrings.writer import to_nczarr
+
+    vals = np.array(["é" * (i % 30) + "x" for i in range(5000)], dtype=object)
+    ds = xr.Dataset({"s": ("x", vals)})
+    ds["s"].encoding["chunks"] = (100,)
+    path = tmp_path / "m.zarr"
+    to_nczarr(ds, path)
+    for i in (3, 17, 49):
+        (path / "s" / str(i)).unlink()
+    data = bytearray((path / "s" / "5").read_bytes())
+    data[0] = 0xFF
+    (path / "s" / "5").write_bytes(bytes(data))
+    tracemalloc.start()
+    try:
+        out = same(_open_values(path, utf8_errors="replace"))
+    finally:
+        tracemalloc.stop()
+    got = out[1]["s"][1]
+    assert got[350] == "" and got[1799] == "" and got[4999] == ""
+    assert got[500].startswith("\ufffd") and got[0] == "x"
+
+
+@needs_ext
+@pytest.mark.parametrize("layout", ["vlen-utf8", "zarrs.vlen", "arrow", "arrow-large"])
+def test_reader_v3_same_as_fallback(tmp_path, layout):
+    from xr_zstrings.writer_v3 import to_zarr_v3
+
+    rng = np.random.default_rng(2)
+    words = ["", "a", "é", "😀x", "long string " * 5, "中文", "a\x00b"]
+    s1 = np.array(words, dtype=object)[rng.integers(0, len(words), 501)]
+    s2 = np.array(words, dtype=object)[rng.integers(0, len(words), (23, 9))]
+    ds = xr.Dataset({"s1": ("x", s1), "s2": (("y", "z"), s2)})
+    ds["s1"].encoding["chunks"] = (50,)
+    ds["s2"].encoding["chunks"] = (4, 5)
+    path = tmp_path / "v3.zarr"
+    to_zarr_v3(ds, path, layout=layout)  # type: ignore[arg-type]
+    out = same(_open_values(path))
+    assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()

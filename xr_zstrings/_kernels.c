@@ -1,0 +1,1303 @@
+/*
+ * xr_zstrings._kernels: the string hot paths in C.
+ *
+ * Decoding builds numpy StringDType arrays directly (numpy 2's NpyString C API) from
+ *   - fixed-width NUL padded UTF-8 (NCZarr NC_STRING |Sn, NC_CHAR rows): a value ends at its first
+ *     NUL (netcdf-c's rule), then UTF-8 is validated (RFC 3629) under a policy;
+ *   - offsets + data (Arrow layout, zarrs.vlen, any VlenChunk);
+ *   - the numcodecs vlen-utf8 layout (u32 count, then u32 length + bytes per item).
+ * Encoding turns StringDType or object-of-str arrays into UTF-8 lengths and NUL padded |Sn rows.
+ *
+ * Policies: 0 "strict", 1 "drop" (an incomplete-but-valid-so-far UTF-8 sequence at the very end
+ * of a value is dropped, anything else invalid is bad), 2 "replace".  The kernels never build
+ * error messages or replacement strings: they return the positions of bad values and the Python
+ * layer (xr_zstrings.strings / vlen) handles those exactly as its pure-Python fallback does, so
+ * both paths give identical results and identical errors.
+ *
+ * Every decoder works in two phases: (1) scan/validate into a small per-value length table with
+ * the GIL released and no lock held; (2) pack the values into the output array holding its
+ * StringDType allocator lock (still without the GIL).  Chunks therefore decode concurrently on
+ * threads even when they write into one output array.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#define NPY_NO_DEPRECATED_API NPY_2_0_API_VERSION
+#define NPY_TARGET_VERSION NPY_2_0_API_VERSION
+#include <numpy/arrayobject.h>
+#include <stdint.h>
+#include <string.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+#define POLICY_STRICT 0
+#define POLICY_DROP 1
+#define POLICY_REPLACE 2
+
+/* ------------------------------------------------------------------------------------------
+ * UTF-8
+ * ---------------------------------------------------------------------------------------- */
+
+/* UTF-8 validation as a table-driven automaton (RFC 3629: no overlongs, no surrogates, nothing
+ * above U+10FFFF), so multibyte text costs no data-dependent branches.  States: */
+enum { U_OK, U_BAD, U_C1, U_C2, U_C3, U_E0, U_ED, U_F0, U_F4, U_NSTATES };
+static uint8_t utf8_next[U_NSTATES][256];
+
+static void
+utf8_table_init(void)
+{
+    for (int st = 0; st < U_NSTATES; st++) {
+        for (int c = 0; c < 256; c++) {
+            int cont = c >= 0x80 && c <= 0xBF;
+            uint8_t nx = U_BAD;
+            switch (st) {
+            case U_OK:
+                if (c < 0x80) nx = U_OK;
+                else if (c >= 0xC2 && c <= 0xDF) nx = U_C1;
+                else if (c == 0xE0) nx = U_E0;
+                else if (c == 0xED) nx = U_ED;
+                else if (c >= 0xE1 && c <= 0xEF) nx = U_C2;
+                else if (c == 0xF0) nx = U_F0;
+                else if (c >= 0xF1 && c <= 0xF3) nx = U_C3;
+                else if (c == 0xF4) nx = U_F4;
+                break;
+            case U_C1: nx = cont ? U_OK : U_BAD; break;
+            case U_C2: nx = cont ? U_C1 : U_BAD; break;
+            case U_C3: nx = cont ? U_C2 : U_BAD; break;
+            case U_E0: nx = (c >= 0xA0 && c <= 0xBF) ? U_C1 : U_BAD; break;
+            case U_ED: nx = (c >= 0x80 && c <= 0x9F) ? U_C1 : U_BAD; break;
+            case U_F0: nx = (c >= 0x90 && c <= 0xBF) ? U_C2 : U_BAD; break;
+            case U_F4: nx = (c >= 0x80 && c <= 0x8F) ? U_C2 : U_BAD; break;
+            default: nx = U_BAD;
+            }
+            utf8_next[st][c] = nx;
+        }
+    }
+}
+
+/* 0 valid; 1 invalid; 2 ends with an incomplete but so-far-valid sequence starting at *tail
+ * (what Python calls "unexpected end of data" when it is the first error). */
+static inline int
+utf8_check(const uint8_t *s, Py_ssize_t n, Py_ssize_t *tail)
+{
+    unsigned st = U_OK;
+    Py_ssize_t last = 0, i = 0;
+    while (i < n) {
+        if (st == U_OK && i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ULL)) {
+                i += 8;
+                continue;
+            }
+        }
+        last = st == U_OK ? i : last;
+        st = utf8_next[st][s[i]];
+        i++;
+        if (st == U_BAD) return 1;
+    }
+    if (st == U_OK) return 0;
+    *tail = last;
+    return 2;
+}
+
+/* Fixed-width row of n bytes: the length before its first NUL (n if none), and whether any of
+ * those bytes is >= 0x80 (so UTF-8 validation is needed). Word at a time on little-endian GCC/Clang. */
+static inline Py_ssize_t
+row_first_nul(const uint8_t *p, Py_ssize_t n, int *non_ascii)
+{
+#if defined(__SSE2__) && defined(__GNUC__)
+    /* 64 bytes at a time into bitmaps of NUL bytes and high bytes: no data-dependent branch
+     * per word, so random value lengths cost no branch mispredictions */
+    const __m128i zero = _mm_setzero_si128();
+    int na = 0;
+    for (Py_ssize_t base = 0; base < n; base += 64) {
+        Py_ssize_t m = n - base < 64 ? n - base : 64;
+        uint64_t zm = 0, hm = 0;
+        Py_ssize_t j = 0;
+        for (; j + 16 <= m; j += 16) {
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + base + j));
+            zm |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)) << j;
+            hm |= (uint64_t)(uint32_t)_mm_movemask_epi8(v) << j;
+        }
+        for (; j < m; j++) {
+            uint8_t c = p[base + j];
+            zm |= (uint64_t)(c == 0) << j;
+            hm |= (uint64_t)(c >> 7) << j;
+        }
+        if (zm) {
+            int b = __builtin_ctzll(zm);
+            na |= (hm & ((1ULL << b) - 1)) != 0;
+            *non_ascii = na;
+            return base + b;
+        }
+        na |= hm != 0;
+    }
+    *non_ascii = na;
+    return n;
+#elif defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    const uint64_t ones = 0x0101010101010101ULL, highs = 0x8080808080808080ULL;
+    uint64_t hi = 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        uint64_t z = (w - ones) & ~w & highs; /* lowest set bit marks the first NUL exactly */
+        if (z) {
+            int b = __builtin_ctzll(z) >> 3;
+            if (b) hi |= w & ((1ULL << (8 * b)) - 1);
+            *non_ascii = (hi & highs) != 0;
+            return i + b;
+        }
+        hi |= w;
+    }
+    int na = (hi & highs) != 0;
+    for (; i < n; i++) {
+        if (!p[i]) break;
+        na |= p[i] >= 0x80;
+    }
+    *non_ascii = na;
+    return i;
+#else
+    const uint8_t *z = (const uint8_t *)memchr(p, 0, (size_t)n);
+    Py_ssize_t L = z ? (Py_ssize_t)(z - p) : n;
+    int na = 0;
+    for (Py_ssize_t i = 0; i < L; i++) na |= p[i] >= 0x80;
+    *non_ascii = na;
+    return L;
+#endif
+}
+
+/* Whether bytes p[0:n] include one >= 0x80.  `end` is the end of the readable buffer: whole
+ * words are read (and masked) past n when they stay inside it, so short values cost no per-byte
+ * loop. */
+static inline int
+span_non_ascii(const uint8_t *p, Py_ssize_t n, const uint8_t *end)
+{
+    const uint64_t highs = 0x8080808080808080ULL;
+    uint64_t acc = 0;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        acc |= w;
+    }
+    Py_ssize_t r = n - i;
+    if (r) {
+        if (p + i + 8 <= end) {
+            uint64_t w;
+            memcpy(&w, p + i, 8);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+            acc |= w & ~(~0ULL >> (8 * r));
+#else
+            acc |= w & ((1ULL << (8 * r)) - 1);
+#endif
+        }
+        else {
+            for (; i < n; i++) acc |= p[i];
+        }
+    }
+    return (acc & highs) != 0;
+}
+
+/* Length to keep for a value of n bytes under policy, or -1 if the value is bad. */
+static inline Py_ssize_t
+keep_len(const uint8_t *s, Py_ssize_t n, int policy)
+{
+    Py_ssize_t tail = 0;
+    int r = utf8_check(s, n, &tail);
+    if (r == 0) return n;
+    if (r == 2 && policy == POLICY_DROP) return tail;
+    return -1;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * output iteration: C order over an N-d StringDType array of any strides
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct {
+    int nd;
+    npy_intp shape[NPY_MAXDIMS];
+    npy_intp strides[NPY_MAXDIMS];
+    npy_intp idx[NPY_MAXDIMS];
+    char *base;
+    npy_intp inner, inner_stride, outer_total;
+} out_iter;
+
+static void
+out_iter_init(out_iter *it, PyArrayObject *out)
+{
+    int nd = PyArray_NDIM(out);
+    it->base = PyArray_BYTES(out);
+    if (nd == 0) {
+        it->nd = 0;
+        it->inner = 1;
+        it->inner_stride = 0;
+        it->outer_total = 1;
+        return;
+    }
+    it->nd = nd;
+    it->outer_total = 1;
+    for (int d = 0; d < nd; d++) {
+        it->shape[d] = PyArray_DIM(out, d);
+        it->strides[d] = PyArray_STRIDE(out, d);
+        it->idx[d] = 0;
+        if (d < nd - 1) it->outer_total *= it->shape[d];
+    }
+    it->inner = it->shape[nd - 1];
+    it->inner_stride = it->strides[nd - 1];
+}
+
+/* pointer to the k-th element in C order, computed incrementally by the callers' loops */
+#define OUT_LOOP_BEGIN(it)                                                              \
+    {                                                                                  \
+        npy_intp _k = 0;                                                               \
+        char *_row = (it).base;                                                        \
+        for (npy_intp _o = 0; _o < (it).outer_total; _o++) {                           \
+            for (npy_intp _j = 0; _j < (it).inner; _j++, _k++) {                       \
+                npy_packed_static_string *dst =                                        \
+                    (npy_packed_static_string *)(_row + _j * (it).inner_stride);       \
+                npy_intp k = _k;
+
+#define OUT_LOOP_END(it)                                                                \
+            }                                                                          \
+            for (int _d = (it).nd - 2; _d >= 0; _d--) {                                \
+                (it).idx[_d]++;                                                        \
+                _row += (it).strides[_d];                                              \
+                if ((it).idx[_d] < (it).shape[_d]) break;                              \
+                _row -= (it).strides[_d] * (it).shape[_d];                             \
+                (it).idx[_d] = 0;                                                      \
+            }                                                                          \
+        }                                                                              \
+    }
+
+static int
+check_out(PyObject *obj, PyArrayObject **out)
+{
+    if (!PyArray_Check(obj) || PyArray_TYPE((PyArrayObject *)obj) != NPY_VSTRING) {
+        PyErr_SetString(PyExc_TypeError, "out must be a numpy StringDType array");
+        return -1;
+    }
+    if (!PyArray_ISWRITEABLE((PyArrayObject *)obj)) {
+        PyErr_SetString(PyExc_ValueError, "out must be writeable");
+        return -1;
+    }
+    *out = (PyArrayObject *)obj;
+    return 0;
+}
+
+/* sel: None or a 1-D C-contiguous int64 array with one source index per output element */
+static int
+get_sel(PyObject *obj, npy_intp size, npy_intp n_src, const int64_t **sel)
+{
+    *sel = NULL;
+    if (obj == Py_None) {
+        if (size != n_src) {
+            PyErr_Format(PyExc_ValueError, "out has %zd elements but the source %zd", (Py_ssize_t)size,
+                         (Py_ssize_t)n_src);
+            return -1;
+        }
+        return 0;
+    }
+    if (!PyArray_Check(obj) || PyArray_TYPE((PyArrayObject *)obj) != NPY_INT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj) || PyArray_SIZE((PyArrayObject *)obj) != size) {
+        PyErr_SetString(PyExc_TypeError, "sel must be a C-contiguous int64 array of out.size");
+        return -1;
+    }
+    const int64_t *s = (const int64_t *)PyArray_DATA((PyArrayObject *)obj);
+    for (npy_intp k = 0; k < size; k++) {
+        if (s[k] < 0 || s[k] >= n_src) {
+            PyErr_SetString(PyExc_IndexError, "sel index out of range");
+            return -1;
+        }
+    }
+    *sel = s;
+    return 0;
+}
+
+/* Phase 2 shared by every decoder: pack value k = (start[src], len[src]) into the output. */
+typedef struct {
+    const uint8_t *data;
+    const int64_t *start; /* per source element: byte offset into data (NULL: src * stride) */
+    int64_t stride;
+    const int32_t *len;   /* per source element: bytes to keep, -1 = bad (left as "") */
+} spans;
+
+static int
+pack_all(PyArrayObject *out, const spans *sp, const int64_t *sel)
+{
+    out_iter it;
+    out_iter_init(&it, out);
+    int failed = 0;
+    npy_string_allocator *alloc = NpyString_acquire_allocator(
+        (const PyArray_StringDTypeObject *)PyArray_DESCR(out));
+    OUT_LOOP_BEGIN(it)
+        npy_intp src = sel ? (npy_intp)sel[k] : k;
+        int32_t L = sp->len[src];
+        if (L < 0) L = 0;
+        int64_t off = sp->start ? sp->start[src] : (int64_t)src * sp->stride;
+        if (NpyString_pack(alloc, dst, (const char *)sp->data + off, (size_t)L) < 0) {
+            failed = 1;
+            goto done;
+        }
+    OUT_LOOP_END(it)
+done:
+    NpyString_release_allocator(alloc);
+    return failed ? -1 : 0;
+}
+
+/* positions k (output order) whose source value is bad, as an intp array (only the first one
+ * when first_only) */
+static PyObject *
+bad_positions(PyArrayObject *out, const int32_t *len, const int64_t *sel, npy_intp n_bad_src, int first_only)
+{
+    npy_intp size = PyArray_SIZE(out);
+    npy_intp cap = 0;
+    if (n_bad_src > 0) {
+        for (npy_intp k = 0; k < size; k++) {
+            npy_intp src = sel ? (npy_intp)sel[k] : k;
+            if (len[src] < 0) {
+                cap++;
+                if (first_only) break;
+            }
+        }
+    }
+    npy_intp dims[1] = {cap};
+    PyArrayObject *res = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INTP);
+    if (res == NULL) return NULL;
+    npy_intp *r = (npy_intp *)PyArray_DATA(res);
+    npy_intp m = 0;
+    for (npy_intp k = 0; k < size && m < cap; k++) {
+        npy_intp src = sel ? (npy_intp)sel[k] : k;
+        if (len[src] < 0) r[m++] = k;
+    }
+    return (PyObject *)res;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * fixed width: fixed_to_T(buf, width, out, sel, policy) -> intp array of bad positions
+ * ---------------------------------------------------------------------------------------- */
+
+static PyObject *
+fixed_to_T(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t width;
+    PyObject *out_obj, *sel_obj;
+    int policy;
+    if (!PyArg_ParseTuple(args, "y*nOOi", &view, &width, &out_obj, &sel_obj, &policy)) return NULL;
+    PyObject *result = NULL;
+    int64_t *start = NULL;
+    int32_t *len = NULL;
+    PyArrayObject *out;
+    const int64_t *sel;
+    if (check_out(out_obj, &out) < 0) goto finish;
+    if (width <= 0 || view.len % width != 0 || width > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "buffer size is not a multiple of a positive width");
+        goto finish;
+    }
+    npy_intp n_src = view.len / width;
+    npy_intp size = PyArray_SIZE(out);
+    if (get_sel(sel_obj, size, n_src, &sel) < 0) goto finish;
+    len = (int32_t *)PyMem_RawMalloc(sizeof(int32_t) * (n_src ? n_src : 1));
+    if (!len) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    npy_intp n_bad = 0;
+    int failed = 0;
+    const uint8_t *data = (const uint8_t *)view.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (npy_intp i = 0; i < n_src; i++) {
+        const uint8_t *p = data + i * width;
+        int non_ascii;
+        Py_ssize_t L = row_first_nul(p, width, &non_ascii);
+        Py_ssize_t keep = non_ascii ? keep_len(p, L, policy) : L;
+        len[i] = (int32_t)keep;
+        if (keep < 0) n_bad++;
+    }
+    spans sp = {data, NULL, width, len};
+    if (size) failed = pack_all(out, &sp, sel);
+    Py_END_ALLOW_THREADS
+    if (failed) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    result = bad_positions(out, len, sel, n_bad, policy != POLICY_REPLACE);
+finish:
+    PyMem_RawFree(start);
+    PyMem_RawFree(len);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * offsets + data: offsets_to_T(data, offsets, out, sel, policy) -> bad positions
+ * ---------------------------------------------------------------------------------------- */
+
+static PyObject *
+offsets_to_T(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *off_obj, *out_obj, *sel_obj;
+    int policy;
+    if (!PyArg_ParseTuple(args, "y*OOOi", &view, &off_obj, &out_obj, &sel_obj, &policy)) return NULL;
+    PyObject *result = NULL;
+    int64_t *start = NULL;
+    int32_t *len = NULL;
+    PyArrayObject *out, *off;
+    const int64_t *sel;
+    if (check_out(out_obj, &out) < 0) goto finish;
+    if (!PyArray_Check(off_obj) || PyArray_NDIM((PyArrayObject *)off_obj) != 1 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || PyArray_DIM((PyArrayObject *)off_obj, 0) < 1) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be a 1-D contiguous integer array of n+1");
+        goto finish;
+    }
+    off = (PyArrayObject *)off_obj;
+    int t = PyArray_TYPE(off);
+    if (!PyArray_ISNBO(PyArray_DESCR(off)->byteorder) ||
+        !(t == NPY_INT32 || t == NPY_INT64 || t == NPY_UINT32 || t == NPY_UINT64)) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be native int32/int64/uint32/uint64");
+        goto finish;
+    }
+    npy_intp n_src = PyArray_DIM(off, 0) - 1;
+    npy_intp size = PyArray_SIZE(out);
+    if (get_sel(sel_obj, size, n_src, &sel) < 0) goto finish;
+    start = (int64_t *)PyMem_RawMalloc(sizeof(int64_t) * (n_src ? n_src : 1));
+    len = (int32_t *)PyMem_RawMalloc(sizeof(int32_t) * (n_src ? n_src : 1));
+    if (!start || !len) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    const char *od = PyArray_BYTES(off);
+    int64_t dlen = (int64_t)view.len;
+    npy_intp n_bad = 0;
+    int err = 0; /* 1 = offsets out of bounds/decreasing, 2 = value too long, 3 = memory */
+    const uint8_t *data = (const uint8_t *)view.buf;
+    Py_BEGIN_ALLOW_THREADS
+#define OFF(i) (t == NPY_INT32 ? (int64_t)((const int32_t *)od)[i]                       \
+                : t == NPY_INT64 ? ((const int64_t *)od)[i]                              \
+                : t == NPY_UINT32 ? (int64_t)((const uint32_t *)od)[i]                   \
+                : (((const uint64_t *)od)[i] > (uint64_t)INT64_MAX ? -1                   \
+                   : (int64_t)((const uint64_t *)od)[i]))
+    int64_t first = OFF(0);
+    int64_t prev = first;
+    if (prev < 0 || prev > dlen) err = 1;
+    /* pass 1: offsets, lengths, and whether every value starts on a character boundary */
+    int boundary_bad = 0;
+    for (npy_intp i = 0; i < n_src && !err; i++) {
+        int64_t nxt = OFF(i + 1);
+        if (nxt < prev || nxt > dlen) {
+            err = 1;
+            break;
+        }
+        if (nxt - prev > INT32_MAX) {
+            err = 2;
+            break;
+        }
+        start[i] = prev;
+        len[i] = (int32_t)(nxt - prev);
+        uint8_t c0 = prev < nxt ? data[prev] : 0;
+        boundary_bad |= (c0 & 0xC0) == 0x80;
+        prev = nxt;
+    }
+#undef OFF
+    /* the values are contiguous: if all of them together are valid UTF-8 and each starts on a
+     * character boundary, each one is valid (one long validation instead of n short ones) */
+    Py_ssize_t tail_unused;
+    if (!err && (boundary_bad || utf8_check(data + first, (Py_ssize_t)(prev - first), &tail_unused) != 0)) {
+        for (npy_intp i = 0; i < n_src; i++) {
+            const uint8_t *p = data + start[i];
+            Py_ssize_t keep = span_non_ascii(p, len[i], data + dlen) ? keep_len(p, len[i], policy) : len[i];
+            len[i] = (int32_t)keep;
+            if (keep < 0) n_bad++;
+        }
+    }
+    if (!err && size) {
+        spans sp = {data, start, 0, len};
+        if (pack_all(out, &sp, sel) < 0) err = 3;
+    }
+    Py_END_ALLOW_THREADS
+    if (err == 1) {
+        PyErr_SetString(PyExc_ValueError, "offsets out of bounds or decreasing");
+        goto finish;
+    }
+    if (err == 2) {
+        PyErr_SetString(PyExc_OverflowError, "a value longer than 2 GiB");
+        goto finish;
+    }
+    if (err == 3) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    result = bad_positions(out, len, sel, n_bad, policy != POLICY_REPLACE);
+finish:
+    PyMem_RawFree(start);
+    PyMem_RawFree(len);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * numcodecs vlen-utf8: vlen_utf8_to_T(buf, n_expected, allow_trailing, out, sel, policy)
+ *   -> bad positions, or None when the chunk is malformed (the caller re-walks it in Python
+ *      to raise its detailed ChunkError)
+ * ---------------------------------------------------------------------------------------- */
+
+static inline uint32_t
+rd_u32le(const uint8_t *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static PyObject *
+vlen_utf8_to_T(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t n_expected;
+    int allow_trailing, policy;
+    PyObject *out_obj, *sel_obj;
+    if (!PyArg_ParseTuple(args, "y*npOOi", &view, &n_expected, &allow_trailing, &out_obj, &sel_obj, &policy))
+        return NULL;
+    PyObject *result = NULL;
+    int64_t *start = NULL;
+    int32_t *len = NULL;
+    PyArrayObject *out;
+    const int64_t *sel;
+    const uint8_t *a = (const uint8_t *)view.buf;
+    int64_t B = (int64_t)view.len;
+    if (check_out(out_obj, &out) < 0) goto finish;
+    if (B < 4) goto malformed;
+    int64_t n = rd_u32le(a);
+    if ((n_expected >= 0 && n != n_expected) || n > (B - 4) / 4) goto malformed;
+    npy_intp size = PyArray_SIZE(out);
+    if (get_sel(sel_obj, size, (npy_intp)n, &sel) < 0) goto finish;
+    start = (int64_t *)PyMem_RawMalloc(sizeof(int64_t) * (n ? n : 1));
+    len = (int32_t *)PyMem_RawMalloc(sizeof(int32_t) * (n ? n : 1));
+    if (!start || !len) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    int err = 0; /* 1 malformed, 3 memory */
+    npy_intp n_bad = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t p = 4;
+    for (int64_t i = 0; i < n; i++) {
+        if (p + 4 > B) {
+            err = 1;
+            break;
+        }
+        int64_t ln = rd_u32le(a + p);
+        p += 4;
+        if (ln > B - p || ln > INT32_MAX) {
+            err = 1;
+            break;
+        }
+        start[i] = p;
+        Py_ssize_t keep = span_non_ascii(a + p, (Py_ssize_t)ln, a + B) ? keep_len(a + p, (Py_ssize_t)ln, policy)
+                                                                        : (Py_ssize_t)ln;
+        len[i] = (int32_t)keep;
+        if (keep < 0) n_bad++;
+        p += ln;
+    }
+    if (!err && p < B && !allow_trailing) err = 1;
+    if (!err && size) {
+        spans sp = {a, start, 0, len};
+        if (pack_all(out, &sp, sel) < 0) err = 3;
+    }
+    Py_END_ALLOW_THREADS
+    if (err == 1) goto malformed;
+    if (err == 3) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    result = bad_positions(out, len, sel, n_bad, policy != POLICY_REPLACE);
+    goto finish;
+malformed:
+    result = Py_NewRef(Py_None);
+finish:
+    PyMem_RawFree(start);
+    PyMem_RawFree(len);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * encoding
+ * ---------------------------------------------------------------------------------------- */
+
+/* UTF-8 length of a str, -1 if it holds a surrogate (not encodable) */
+static Py_ssize_t
+str_utf8_len(PyObject *s)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *d = PyUnicode_DATA(s);
+    if (PyUnicode_IS_ASCII(s)) return n;
+    Py_ssize_t total = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *u = (const Py_UCS1 *)d;
+        for (Py_ssize_t i = 0; i < n; i++) total += 1 + (u[i] >= 0x80);
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *u = (const Py_UCS2 *)d;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS2 c = u[i];
+            if (c < 0x80) total += 1;
+            else if (c < 0x800) total += 2;
+            else if (c >= 0xD800 && c <= 0xDFFF) return -1;
+            else total += 3;
+        }
+    }
+    else {
+        const Py_UCS4 *u = (const Py_UCS4 *)d;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = u[i];
+            if (c < 0x80) total += 1;
+            else if (c < 0x800) total += 2;
+            else if (c >= 0xD800 && c <= 0xDFFF) return -1;
+            else if (c < 0x10000) total += 3;
+            else total += 4;
+        }
+    }
+    return total;
+}
+
+/* write the first `limit` bytes of a str's UTF-8 encoding (limit is on a character boundary) */
+static void
+str_utf8_write(PyObject *s, uint8_t *o, Py_ssize_t limit)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int kind = PyUnicode_KIND(s);
+    const void *d = PyUnicode_DATA(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        memcpy(o, d, (size_t)(limit < n ? limit : n));
+        return;
+    }
+    Py_ssize_t w = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, d, i);
+        int k = c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4;
+        if (w + k > limit) return;
+        if (k == 1) o[w] = (uint8_t)c;
+        else if (k == 2) {
+            o[w] = (uint8_t)(0xC0 | (c >> 6));
+            o[w + 1] = (uint8_t)(0x80 | (c & 0x3F));
+        }
+        else if (k == 3) {
+            o[w] = (uint8_t)(0xE0 | (c >> 12));
+            o[w + 1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            o[w + 2] = (uint8_t)(0x80 | (c & 0x3F));
+        }
+        else {
+            o[w] = (uint8_t)(0xF0 | (c >> 18));
+            o[w + 1] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+            o[w + 2] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+            o[w + 3] = (uint8_t)(0x80 | (c & 0x3F));
+        }
+        w += k;
+    }
+}
+
+/* UTF-8 of a str into o (room for 4 bytes per character, or 1 when ASCII): bytes written,
+ * -1 on a lone surrogate.  One pass, one loop per storage kind. */
+static Py_ssize_t
+str_utf8_encode(PyObject *s, uint8_t *o)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    const void *d = PyUnicode_DATA(s);
+    if (PyUnicode_IS_ASCII(s)) {
+        memcpy(o, d, (size_t)n);
+        return n;
+    }
+    uint8_t *w = o;
+    int kind = PyUnicode_KIND(s);
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *u = (const Py_UCS1 *)d;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS1 c = u[i];
+            if (c < 0x80) *w++ = c;
+            else {
+                w[0] = (uint8_t)(0xC0 | (c >> 6));
+                w[1] = (uint8_t)(0x80 | (c & 0x3F));
+                w += 2;
+            }
+        }
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *u = (const Py_UCS2 *)d;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS2 c = u[i];
+            if (c < 0x80) *w++ = (uint8_t)c;
+            else if (c < 0x800) {
+                w[0] = (uint8_t)(0xC0 | (c >> 6));
+                w[1] = (uint8_t)(0x80 | (c & 0x3F));
+                w += 2;
+            }
+            else {
+                if (c >= 0xD800 && c <= 0xDFFF) return -1;
+                w[0] = (uint8_t)(0xE0 | (c >> 12));
+                w[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+                w[2] = (uint8_t)(0x80 | (c & 0x3F));
+                w += 3;
+            }
+        }
+    }
+    else {
+        const Py_UCS4 *u = (const Py_UCS4 *)d;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = u[i];
+            if (c < 0x80) *w++ = (uint8_t)c;
+            else if (c < 0x800) {
+                w[0] = (uint8_t)(0xC0 | (c >> 6));
+                w[1] = (uint8_t)(0x80 | (c & 0x3F));
+                w += 2;
+            }
+            else if (c < 0x10000) {
+                if (c >= 0xD800 && c <= 0xDFFF) return -1;
+                w[0] = (uint8_t)(0xE0 | (c >> 12));
+                w[1] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+                w[2] = (uint8_t)(0x80 | (c & 0x3F));
+                w += 3;
+            }
+            else {
+                w[0] = (uint8_t)(0xF0 | (c >> 18));
+                w[1] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+                w[2] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+                w[3] = (uint8_t)(0x80 | (c & 0x3F));
+                w += 4;
+            }
+        }
+    }
+    return (Py_ssize_t)(w - o);
+}
+
+/* where to cut a UTF-8 value of len bytes at most `width` bytes: numpy-fallback rule, back off
+ * over at most 3 continuation bytes */
+static inline Py_ssize_t
+cut_at(const uint8_t *s, Py_ssize_t len, Py_ssize_t width)
+{
+    if (len <= width) return len;
+    Py_ssize_t cut = width;
+    for (int r = 0; r < 3 && cut > 0 && (s[cut] & 0xC0) == 0x80; r++) cut--;
+    return cut;
+}
+
+static int
+check_values(PyObject *obj, PyArrayObject **arr, int *is_obj)
+{
+    if (!PyArray_Check(obj) || !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj)) {
+        PyErr_SetString(PyExc_TypeError, "values must be a C-contiguous StringDType or object array");
+        return -1;
+    }
+    int t = PyArray_TYPE((PyArrayObject *)obj);
+    if (t != NPY_VSTRING && t != NPY_OBJECT) {
+        PyErr_SetString(PyExc_TypeError, "values must be a StringDType or object array");
+        return -1;
+    }
+    *arr = (PyArrayObject *)obj;
+    *is_obj = t == NPY_OBJECT;
+    return 0;
+}
+
+/*
+ * utf8_scan(values) -> (status, index, lengths)
+ *   status 0: lengths (int64, UTF-8 bytes per value) are valid;
+ *   status 1: value `index` contains a NUL (unless allow_nul);
+ *   status 2: value `index` is not a str, is missing (NA), or holds a lone surrogate:
+ *             the caller's Python path reports it.
+ */
+static PyObject *
+utf8_scan(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    int allow_nul = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_nul)) return NULL;
+    PyArrayObject *arr;
+    int is_obj;
+    if (check_values(obj, &arr, &is_obj) < 0) return NULL;
+    npy_intp N = PyArray_SIZE(arr);
+    npy_intp dims[1] = {N};
+    PyArrayObject *lens = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
+    if (!lens) return NULL;
+    int64_t *L = (int64_t *)PyArray_DATA(lens);
+    int status = 0;
+    npy_intp bad = -1;
+    if (is_obj) {
+        PyObject **v = (PyObject **)PyArray_DATA(arr);
+        for (npy_intp i = 0; i < N; i++) {
+            PyObject *s = v[i];
+            if (s == NULL || !PyUnicode_Check(s)) {
+                status = 2;
+                bad = i;
+                break;
+            }
+            Py_ssize_t n = str_utf8_len(s);
+            if (n < 0) {
+                status = 2;
+                bad = i;
+                break;
+            }
+            if (!allow_nul && PyUnicode_FindChar(s, 0, 0, PyUnicode_GET_LENGTH(s), 1) >= 0) {
+                status = 1;
+                bad = i;
+                break;
+            }
+            L[i] = n;
+        }
+    }
+    else {
+        const char *base = PyArray_BYTES(arr);
+        int memerr = 0;
+        Py_BEGIN_ALLOW_THREADS
+        npy_string_allocator *alloc = NpyString_acquire_allocator(
+            (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
+        for (npy_intp i = 0; i < N; i++) {
+            npy_static_string u = {0, NULL};
+            int r = NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u);
+            if (r != 0) {
+                if (r < 0) memerr = 1;
+                status = 2;
+                bad = i;
+                break;
+            }
+            if (!allow_nul && u.size && memchr(u.buf, 0, u.size)) {
+                status = 1;
+                bad = i;
+                break;
+            }
+            L[i] = (int64_t)u.size;
+        }
+        NpyString_release_allocator(alloc);
+        Py_END_ALLOW_THREADS
+        (void)memerr;
+    }
+    return Py_BuildValue("inN", status, (Py_ssize_t)bad, (PyObject *)lens);
+}
+
+/*
+ * fill_fixed(values, lengths, width, out) -> number of values cut
+ *   writes each value's UTF-8 into its `width`-byte row of `out` (a writable buffer of
+ *   N * width bytes), NUL padded, cutting longer values at a character boundary.
+ */
+static PyObject *
+fill_fixed(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *lens_obj;
+    Py_ssize_t width;
+    Py_buffer outb;
+    if (!PyArg_ParseTuple(args, "OOnw*", &obj, &lens_obj, &width, &outb)) return NULL;
+    PyObject *result = NULL;
+    PyArrayObject *arr;
+    int is_obj;
+    if (check_values(obj, &arr, &is_obj) < 0) goto finish;
+    npy_intp N = PyArray_SIZE(arr);
+    if (!PyArray_Check(lens_obj) || PyArray_TYPE((PyArrayObject *)lens_obj) != NPY_INT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)lens_obj) || PyArray_SIZE((PyArrayObject *)lens_obj) != N) {
+        PyErr_SetString(PyExc_TypeError, "lengths must be the int64 array from utf8_scan");
+        goto finish;
+    }
+    if (width < 0 || outb.len != (Py_ssize_t)N * width) {
+        PyErr_SetString(PyExc_ValueError, "out must hold exactly N * width bytes");
+        goto finish;
+    }
+    const int64_t *L = (const int64_t *)PyArray_DATA((PyArrayObject *)lens_obj);
+    uint8_t *o = (uint8_t *)outb.buf;
+    Py_ssize_t n_cut = 0;
+    if (width == 0) {
+        for (npy_intp i = 0; i < N; i++) n_cut += L[i] > 0;
+        result = PyLong_FromSsize_t(n_cut);
+        goto finish;
+    }
+    if (is_obj) {
+        PyObject **v = (PyObject **)PyArray_DATA(arr);
+        for (npy_intp i = 0; i < N; i++) {
+            PyObject *s = v[i];
+            uint8_t *row = o + (Py_ssize_t)i * width;
+            if (!PyUnicode_Check(s) || str_utf8_len(s) != L[i]) {
+                PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
+                goto finish;
+            }
+            Py_ssize_t keep = L[i];
+            if (keep > width) {
+                /* encode the whole value into a scratch buffer (only the rare long ones) */
+                Py_ssize_t cut;
+                uint8_t *scratch = (uint8_t *)PyMem_Malloc((size_t)keep);
+                if (!scratch) {
+                    PyErr_NoMemory();
+                    goto finish;
+                }
+                str_utf8_write(s, scratch, keep);
+                cut = cut_at(scratch, keep, width);
+                memcpy(row, scratch, (size_t)cut);
+                PyMem_Free(scratch);
+                memset(row + cut, 0, (size_t)(width - cut));
+                n_cut++;
+            }
+            else {
+                str_utf8_write(s, row, keep);
+                memset(row + keep, 0, (size_t)(width - keep));
+            }
+        }
+    }
+    else {
+        const char *base = PyArray_BYTES(arr);
+        int bad = 0;
+        Py_BEGIN_ALLOW_THREADS
+        npy_string_allocator *alloc = NpyString_acquire_allocator(
+            (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
+        for (npy_intp i = 0; i < N; i++) {
+            npy_static_string u = {0, NULL};
+            if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0 ||
+                (int64_t)u.size != L[i]) {
+                bad = 1;
+                break;
+            }
+            uint8_t *row = o + (Py_ssize_t)i * width;
+            Py_ssize_t keep = cut_at((const uint8_t *)u.buf, (Py_ssize_t)u.size, width);
+            if (keep < (Py_ssize_t)u.size) n_cut++;
+            if (keep) memcpy(row, u.buf, (size_t)keep);
+            memset(row + keep, 0, (size_t)(width - keep));
+        }
+        NpyString_release_allocator(alloc);
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
+            goto finish;
+        }
+    }
+    result = PyLong_FromSsize_t(n_cut);
+finish:
+    PyBuffer_Release(&outb);
+    return result;
+}
+
+/*
+ * utf8_pack(values, allow_nul=False) -> (status, index, offsets, data)
+ *   An object array of str -> UTF-8 of every value concatenated (bytes) + int64 offsets (n+1),
+ *   in ONE pass over the objects (they are scattered over the heap: reading them twice costs more
+ *   than writing the scratch copy).  status as utf8_scan; offsets/data are None unless status 0.
+ */
+static PyObject *
+utf8_pack(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    int allow_nul = 0;
+    if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_nul)) return NULL;
+    if (!PyArray_Check(obj) || PyArray_TYPE((PyArrayObject *)obj) != NPY_OBJECT ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj)) {
+        PyErr_SetString(PyExc_TypeError, "values must be a C-contiguous object array");
+        return NULL;
+    }
+    PyArrayObject *arr = (PyArrayObject *)obj;
+    npy_intp N = PyArray_SIZE(arr);
+    npy_intp dims[1] = {N + 1};
+    PyArrayObject *offs = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
+    if (!offs) return NULL;
+    int64_t *off = (int64_t *)PyArray_DATA(offs);
+    Py_ssize_t cap = (Py_ssize_t)N * 24 + 64;
+    PyObject *data = PyBytes_FromStringAndSize(NULL, cap);
+    if (!data) {
+        Py_DECREF(offs);
+        return NULL;
+    }
+    PyObject **v = (PyObject **)PyArray_DATA(arr);
+    Py_ssize_t pos = 0;
+    int status = 0;
+    npy_intp bad = -1;
+    off[0] = 0;
+    for (npy_intp i = 0; i < N; i++) {
+        PyObject *s = v[i];
+        if (s == NULL || !PyUnicode_Check(s)) {
+            status = 2;
+            bad = i;
+            break;
+        }
+        Py_ssize_t room = PyUnicode_GET_LENGTH(s) * (PyUnicode_IS_ASCII(s) ? 1 : 4);
+        if (pos + room > cap) {
+            Py_ssize_t ncap = cap * 2 > pos + room ? cap * 2 : pos + room + 64;
+            if (_PyBytes_Resize(&data, ncap) < 0) {
+                Py_DECREF(offs);
+                return NULL;
+            }
+            cap = ncap;
+        }
+        uint8_t *o = (uint8_t *)PyBytes_AS_STRING(data) + pos;
+        Py_ssize_t n = str_utf8_encode(s, o);
+        if (n < 0) {
+            status = 2;
+            bad = i;
+            break;
+        }
+        if (!allow_nul && n && memchr(o, 0, (size_t)n)) {
+            status = 1;
+            bad = i;
+            break;
+        }
+        pos += n;
+        off[i + 1] = pos;
+    }
+    if (status) {
+        Py_DECREF(offs);
+        Py_DECREF(data);
+        return Py_BuildValue("inOO", status, (Py_ssize_t)bad, Py_None, Py_None);
+    }
+    if (_PyBytes_Resize(&data, pos) < 0) {
+        Py_DECREF(offs);
+        return NULL;
+    }
+    return Py_BuildValue("inNN", status, (Py_ssize_t)bad, (PyObject *)offs, data);
+}
+
+/*
+ * fixed_from_offsets(data, offsets, width, out) -> number of values cut
+ *   values data[offsets[i]:offsets[i+1]] (valid UTF-8, e.g. from utf8_pack) into `width`-byte
+ *   NUL padded rows of the writable buffer `out`, cutting longer ones at a character boundary.
+ */
+static PyObject *
+fixed_from_offsets(PyObject *self, PyObject *args)
+{
+    Py_buffer d, outb;
+    PyObject *off_obj;
+    Py_ssize_t width;
+    if (!PyArg_ParseTuple(args, "y*Onw*", &d, &off_obj, &width, &outb)) return NULL;
+    PyObject *result = NULL;
+    if (!PyArray_Check(off_obj) || PyArray_TYPE((PyArrayObject *)off_obj) != NPY_INT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || PyArray_SIZE((PyArrayObject *)off_obj) < 1) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be a contiguous int64 array of n+1");
+        goto finish;
+    }
+    const int64_t *off = (const int64_t *)PyArray_DATA((PyArrayObject *)off_obj);
+    npy_intp N = PyArray_SIZE((PyArrayObject *)off_obj) - 1;
+    if (width < 0 || outb.len != (Py_ssize_t)N * width) {
+        PyErr_SetString(PyExc_ValueError, "out must hold exactly N * width bytes");
+        goto finish;
+    }
+    for (npy_intp i = 0; i < N; i++) {
+        if (off[i] < 0 || off[i + 1] < off[i] || off[i + 1] > (int64_t)d.len) {
+            PyErr_SetString(PyExc_ValueError, "offsets out of bounds or decreasing");
+            goto finish;
+        }
+    }
+    Py_ssize_t n_cut = 0;
+    const uint8_t *src = (const uint8_t *)d.buf;
+    uint8_t *o = (uint8_t *)outb.buf;
+    Py_BEGIN_ALLOW_THREADS
+    for (npy_intp i = 0; i < N; i++) {
+        Py_ssize_t L = (Py_ssize_t)(off[i + 1] - off[i]);
+        Py_ssize_t keep = width ? cut_at(src + off[i], L, width) : 0;
+        n_cut += keep < L;
+        uint8_t *row = o + (Py_ssize_t)i * width;
+        if (keep) memcpy(row, src + off[i], (size_t)keep);
+        if (width > keep) memset(row + keep, 0, (size_t)(width - keep));
+    }
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromSsize_t(n_cut);
+finish:
+    PyBuffer_Release(&d);
+    PyBuffer_Release(&outb);
+    return result;
+}
+
+/*
+ * fill_vlen_utf8(values, lengths) -> bytes in the numcodecs vlen-utf8 layout
+ */
+static PyObject *
+fill_vlen_utf8(PyObject *self, PyObject *args)
+{
+    PyObject *obj, *lens_obj;
+    if (!PyArg_ParseTuple(args, "OO", &obj, &lens_obj)) return NULL;
+    PyArrayObject *arr;
+    int is_obj;
+    if (check_values(obj, &arr, &is_obj) < 0) return NULL;
+    npy_intp N = PyArray_SIZE(arr);
+    if (!PyArray_Check(lens_obj) || PyArray_TYPE((PyArrayObject *)lens_obj) != NPY_INT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)lens_obj) || PyArray_SIZE((PyArrayObject *)lens_obj) != N) {
+        PyErr_SetString(PyExc_TypeError, "lengths must be the int64 array from utf8_scan");
+        return NULL;
+    }
+    if ((uint64_t)N > 0xFFFFFFFFULL) {
+        PyErr_SetString(PyExc_OverflowError, "too many items for a vlen chunk");
+        return NULL;
+    }
+    const int64_t *L = (const int64_t *)PyArray_DATA((PyArrayObject *)lens_obj);
+    int64_t total = 4;
+    for (npy_intp i = 0; i < N; i++) {
+        if (L[i] > 0xFFFFFFFFLL) {
+            PyErr_SetString(PyExc_OverflowError, "an item exceeds vlen's uint32 length");
+            return NULL;
+        }
+        total += 4 + L[i];
+    }
+    PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
+    if (!res) return NULL;
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(res);
+#define WR32(p, v) do { uint32_t _v = (uint32_t)(v); (p)[0] = (uint8_t)_v; (p)[1] = (uint8_t)(_v >> 8); \
+        (p)[2] = (uint8_t)(_v >> 16); (p)[3] = (uint8_t)(_v >> 24); } while (0)
+    WR32(o, N);
+    int64_t p = 4;
+    if (is_obj) {
+        PyObject **v = (PyObject **)PyArray_DATA(arr);
+        for (npy_intp i = 0; i < N; i++) {
+            PyObject *s = v[i];
+            if (!PyUnicode_Check(s) || str_utf8_len(s) != L[i]) {
+                Py_DECREF(res);
+                PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
+                return NULL;
+            }
+            WR32(o + p, L[i]);
+            str_utf8_write(s, o + p + 4, L[i]);
+            p += 4 + L[i];
+        }
+    }
+    else {
+        const char *base = PyArray_BYTES(arr);
+        int bad = 0;
+        Py_BEGIN_ALLOW_THREADS
+        npy_string_allocator *alloc = NpyString_acquire_allocator(
+            (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
+        for (npy_intp i = 0; i < N; i++) {
+            npy_static_string u = {0, NULL};
+            if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0 ||
+                (int64_t)u.size != L[i]) {
+                bad = 1;
+                break;
+            }
+            WR32(o + p, u.size);
+            if (u.size) memcpy(o + p + 4, u.buf, u.size);
+            p += 4 + (int64_t)u.size;
+        }
+        NpyString_release_allocator(alloc);
+        Py_END_ALLOW_THREADS
+        if (bad) {
+            Py_DECREF(res);
+            PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
+            return NULL;
+        }
+    }
+#undef WR32
+    return res;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * pack_at(out, positions, values): out's elements at C-order positions (an intp array, or None
+ * for every element) get values[i] (UTF-8 bytes; with positions None, values[0] everywhere).
+ * Like out[...] = ..., but the allocator lock is only ever taken with the GIL released, so it
+ * cannot deadlock against a thread packing without the GIL (tracemalloc's raw-allocation hook
+ * takes the GIL inside numpy's allocator).
+ * ---------------------------------------------------------------------------------------- */
+
+static PyObject *
+pack_at(PyObject *self, PyObject *args)
+{
+    PyObject *out_obj, *pos_obj, *vals;
+    if (!PyArg_ParseTuple(args, "OOO!", &out_obj, &pos_obj, &PyList_Type, &vals)) return NULL;
+    PyArrayObject *out;
+    if (check_out(out_obj, &out) < 0) return NULL;
+    npy_intp size = PyArray_SIZE(out);
+    Py_ssize_t nv = PyList_GET_SIZE(vals);
+    const npy_intp *pos = NULL;
+    npy_intp npos = size;
+    if (pos_obj != Py_None) {
+        if (!PyArray_Check(pos_obj) || PyArray_TYPE((PyArrayObject *)pos_obj) != NPY_INTP ||
+            !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)pos_obj)) {
+            PyErr_SetString(PyExc_TypeError, "positions must be a contiguous intp array or None");
+            return NULL;
+        }
+        pos = (const npy_intp *)PyArray_DATA((PyArrayObject *)pos_obj);
+        npos = PyArray_SIZE((PyArrayObject *)pos_obj);
+        if (nv != npos) {
+            PyErr_SetString(PyExc_ValueError, "one value per position");
+            return NULL;
+        }
+        for (npy_intp i = 0; i < npos; i++) {
+            if (pos[i] < 0 || pos[i] >= size) {
+                PyErr_SetString(PyExc_IndexError, "position out of range");
+                return NULL;
+            }
+        }
+    }
+    else if (nv != 1) {
+        PyErr_SetString(PyExc_ValueError, "one value to fill with");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < nv; i++) {
+        if (!PyBytes_Check(PyList_GET_ITEM(vals, i))) {
+            PyErr_SetString(PyExc_TypeError, "values must be bytes");
+            return NULL;
+        }
+    }
+    /* the list (held by the caller) keeps the bytes alive while the GIL is released */
+    out_iter it;
+    out_iter_init(&it, out);
+    int failed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    npy_string_allocator *alloc = NpyString_acquire_allocator(
+        (const PyArray_StringDTypeObject *)PyArray_DESCR(out));
+    if (pos == NULL) {
+        PyObject *b = PyList_GET_ITEM(vals, 0);
+        const char *buf = PyBytes_AS_STRING(b);
+        size_t n = (size_t)PyBytes_GET_SIZE(b);
+        OUT_LOOP_BEGIN(it)
+            (void)k;
+            if (NpyString_pack(alloc, dst, buf, n) < 0) {
+                failed = 1;
+                goto done;
+            }
+        OUT_LOOP_END(it)
+    }
+    else {
+        for (npy_intp i = 0; i < npos; i++) {
+            /* C-order position -> address */
+            npy_intp rem = pos[i];
+            char *ptr = it.base;
+            for (int d = it.nd - 1; d >= 0; d--) {
+                ptr += (rem % it.shape[d]) * it.strides[d];
+                rem /= it.shape[d];
+            }
+            PyObject *b = PyList_GET_ITEM(vals, i);
+            if (NpyString_pack(alloc, (npy_packed_static_string *)ptr, PyBytes_AS_STRING(b),
+                               (size_t)PyBytes_GET_SIZE(b)) < 0) {
+                failed = 1;
+                break;
+            }
+        }
+    }
+done:
+    NpyString_release_allocator(alloc);
+    Py_END_ALLOW_THREADS
+    if (failed) return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+
+static PyMethodDef methods[] = {
+    {"pack_at", pack_at, METH_VARARGS,
+     "pack_at(out, positions, values): set out's C-order positions (None: all) to UTF-8 bytes"},
+    {"fixed_to_T", fixed_to_T, METH_VARARGS,
+     "fixed_to_T(buf, width, out, sel, policy) -> intp array of bad output positions"},
+    {"offsets_to_T", offsets_to_T, METH_VARARGS,
+     "offsets_to_T(data, offsets, out, sel, policy) -> intp array of bad output positions"},
+    {"vlen_utf8_to_T", vlen_utf8_to_T, METH_VARARGS,
+     "vlen_utf8_to_T(buf, n_expected, allow_trailing, out, sel, policy) -> bad positions or None"},
+    {"utf8_scan", utf8_scan, METH_VARARGS, "utf8_scan(values, allow_nul=False) -> (status, index, int64 lengths)"},
+    {"fill_fixed", fill_fixed, METH_VARARGS, "fill_fixed(values, lengths, width, out) -> n_cut"},
+    {"utf8_pack", utf8_pack, METH_VARARGS, "utf8_pack(objects, allow_nul=False) -> (status, index, offsets, data)"},
+    {"fixed_from_offsets", fixed_from_offsets, METH_VARARGS,
+     "fixed_from_offsets(data, offsets, width, out) -> n_cut"},
+    {"fill_vlen_utf8", fill_vlen_utf8, METH_VARARGS, "fill_vlen_utf8(values, lengths) -> bytes"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_kernels", "Compiled string kernels for xr_zstrings.", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__kernels(void)
+{
+    import_array();
+    utf8_table_init();
+    return PyModule_Create(&moduledef);
+}
