@@ -1,7 +1,7 @@
 """Sphinx configuration: the user guide (Markdown, via myst-parser) and an API reference from docstrings.
 
 Build (CI runs this from tests/test_docs.py; warnings are errors):
-    python -m sphinx -W --keep-going -b html docs /tmp/docs-out
+    python -m sphinx -W --keep-going -b html docs docs/_build
 """
 
 from __future__ import annotations

@@ -216,6 +216,17 @@ def check_utf8_errors(utf8_errors: str) -> str:
     return utf8_errors
 
 
+def _warn_truncated(what: str, count: int, width: int, longest: int) -> None:
+    """The one truncation warning both encode paths give (count, width, longest value)."""
+    warnings.warn(
+        StringTruncationWarning(
+            f"{_ctx(what)}{count} value(s) longer than {width} bytes of UTF-8 "
+            f"(longest {longest}) were cut at a character boundary"
+        ),
+        stacklevel=4,
+    )
+
+
 def check_on_overflow(on_overflow: str) -> str:
     if on_overflow not in _ON_OVERFLOW:
         raise ZStringsError(f"on_overflow={on_overflow!r}; expected one of {_ON_OVERFLOW}")
@@ -580,13 +591,7 @@ def _utf8_matrix_kernel(
         else:
             truncate = True
     if truncate:
-        warnings.warn(
-            StringTruncationWarning(
-                f"{_ctx(what)}{int((lengths > width).sum())} value(s) longer than {width} bytes of "
-                f"UTF-8 (longest {longest}) were cut at a character boundary"
-            ),
-            stacklevel=3,
-        )
+        _warn_truncated(what, int((lengths > width).sum()), width, longest)
     if width == 0:
         return np.zeros((N, 0), np.uint8), 0
     mat = np.empty((N, width), np.uint8)
@@ -641,13 +646,7 @@ def _utf8_matrix(
             sub[np.arange(en)[None, :] >= cut[:, None]] = 0
             u8[over] = sub
             enc = u8.view(f"S{en}").reshape(N)
-            warnings.warn(
-                StringTruncationWarning(
-                    f"{_ctx(what)}{over.size} value(s) longer than {width} bytes of UTF-8 "
-                    f"(longest {longest}) were cut at a character boundary"
-                ),
-                stacklevel=3,
-            )
+            _warn_truncated(what, over.size, width, longest)
     if width == 0:
         return np.zeros((N, 0), np.uint8), 0
     fixed = enc.astype(f"S{width}")

@@ -1,7 +1,7 @@
 """Write the Zarr v3 golden chunks in this directory (deterministic; does not use xr_zstrings).
 
 Offsets and data come from pyarrow's buffers (``pa.array(values, type).buffers()``), the
-framing from the specs (zarrs.vlen: /work/shared/specs/zarrs-vlen-codec.txt; Arrow layout:
+framing from the specs (zarrs.vlen: ../shared/specs/zarrs-vlen-codec.txt; Arrow layout:
 zep-draft-string-binary-arrow-layout.txt; shard index: the Zarr v3 sharding_indexed codec),
 and the crc32c checksums from ``google_crc32c`` (the library zarr-python's crc32c codec uses),
 appended as 4 little-endian bytes as the Zarr v3 crc32c codec specifies.
