@@ -830,7 +830,13 @@ def _encode_chunk(a: _Array, block: np.ndarray, chunk_shape: tuple[int, ...]) ->
         full[tuple(slice(0, s) for s in block.shape)] = block
         block = full
     assert a.pipeline is not None
-    return a.pipeline.encode(np.ascontiguousarray(block).tobytes())
+    # the chunk's bytes as a flat uint8 view (no copy for a contiguous block); uncompressed chunks
+    # go to the store as that view, compressors read it directly
+    block = np.ascontiguousarray(block)
+    raw = block.reshape(-1).view(np.uint8) if block.dtype.itemsize else np.frombuffer(block.tobytes(), np.uint8)
+    if a.pipeline.compressor is None and not a.pipeline.filters:
+        return raw  # type: ignore[return-value]
+    return a.pipeline.encode(raw)
 
 
 def _write_numpy(zstore: ZStore, a: _Array, storage: np.ndarray, origin: tuple[int, ...] | None = None) -> None:
