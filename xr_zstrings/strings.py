@@ -17,7 +17,6 @@ from __future__ import annotations
 import codecs
 import os
 import re
-import threading
 import warnings
 from typing import Any, Literal
 
@@ -559,40 +558,6 @@ def _kernel_values(values: Any, what: str) -> tuple[np.ndarray, tuple[int, ...]]
     return np.ascontiguousarray(arr).reshape(-1), arr.shape
 
 
-_PAR_MIN_ROWS = 1 << 17  # below this one thread is as fast
-_PAR_THREADS = max(1, min(8, os.cpu_count() or 1))
-_par_pool: Any = None
-_par_lock = threading.Lock()
-
-
-def _pool() -> Any:
-    """A small pool used only by the encoders here (never re-entered from its own tasks)."""
-    global _par_pool
-    with _par_lock:
-        if _par_pool is None:
-            from concurrent.futures import ThreadPoolExecutor
-
-            _par_pool = ThreadPoolExecutor(_PAR_THREADS, thread_name_prefix="zstrings-encode")
-    return _par_pool
-
-
-def _fixed_from_offsets_parallel(K: Any, data: Any, offsets: np.ndarray, width: int, mat: np.ndarray) -> None:
-    """``K.fixed_from_offsets`` over row ranges on the shared pool (the kernel releases the GIL;
-    rows are independent, so the result is the same as one call)."""
-    N = mat.shape[0]
-    parts = min(_PAR_THREADS, max(1, N // _PAR_MIN_ROWS))
-    if parts <= 1:
-        K.fixed_from_offsets(data, offsets, width, mat.reshape(-1))
-        return
-    bounds = [N * i // parts for i in range(parts + 1)]
-
-    def one(i: int) -> None:
-        a, b = bounds[i], bounds[i + 1]
-        K.fixed_from_offsets(data, offsets[a : b + 1], width, mat[a:b].reshape(-1))
-
-    list(_pool().map(one, range(parts)))
-
-
 def _utf8_matrix_kernel(
     flat: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int
 ) -> tuple[np.ndarray, int] | None:
@@ -631,7 +596,7 @@ def _utf8_matrix_kernel(
         return np.zeros((N, 0), np.uint8), 0
     mat = np.empty((N, width), np.uint8)
     if packed is not None:
-        _fixed_from_offsets_parallel(K, packed[0], packed[1], width, mat)
+        K.fixed_from_offsets(packed[0], packed[1], width, mat.reshape(-1))
     else:
         K.fill_fixed(flat, lengths, width, mat.reshape(-1))
     return mat, width
