@@ -398,14 +398,14 @@ def test_mode_w_dash_never_overwrites_and_w_replaces(tmp_path):
 
 
 def test_interrupted_write_is_detected_by_netCDF4_and_zstrings(tmp_path, monkeypatch):
-    from xr_zstrings import writer
+    from xr_zstrings import chunk_io
 
     path = tmp_path / "i.zarr"
     ds = xr.Dataset({"s": ("x", np.array([f"v{i}" for i in range(100)], dtype=T)),
                      "n": ("x", np.arange(100.0))}, attrs={"title": "x"})
     ds["s"].encoding["chunks"] = (10,)
     calls = {"n": 0}
-    real = writer._encode_chunk
+    real = chunk_io._encode_chunk
 
     def failing(*args, **kwargs):
         calls["n"] += 1
@@ -413,7 +413,7 @@ def test_interrupted_write_is_detected_by_netCDF4_and_zstrings(tmp_path, monkeyp
             raise OSError("disk full")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(writer, "_encode_chunk", failing)
+    monkeypatch.setattr(chunk_io, "_encode_chunk", failing)
     with pytest.raises(OSError, match="disk full"):
         to_nczarr(ds, path)
     monkeypatch.undo()

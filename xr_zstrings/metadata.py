@@ -24,6 +24,7 @@ from .errors import DimensionError, MetadataError, UnsupportedError
 __all__ = [
     "INTERNAL_ATTRS",
     "NC_DEFAULT_MAXSTRLEN",
+    "NC_FILL_VALUES",
     "NC_TYPE_CODES",
     "ArrayMeta",
     "Dimension",
@@ -74,10 +75,17 @@ NC_TYPE_CODES: dict[str, str] = {
     "12": "string",
 }
 
-# netcdf-c's default fill values; JSON writers round them (``9.96921e+36``), so a
-# fill value within float32 precision of these is snapped back to the exact one.
-_NC_FILL_FLOAT = float(np.float32(9.9692099683868690e36))
-_NC_FILL_DOUBLE = 9.9692099683868690e36
+#: netcdf-c's default fill values, which it writes to ``.zarray`` when no ``_FillValue`` is set.
+NC_FILL_VALUES: dict[str, int | float] = {
+    "i1": -127, "u1": 255, "i2": -32767, "u2": 65535, "i4": -2147483647, "u4": 4294967295,
+    "i8": -9223372036854775806, "u8": 18446744073709551614,
+    "f4": 9.9692099683868690e36, "f8": 9.9692099683868690e36,
+}
+
+# JSON writers round the float fills (``9.96921e+36``), so a fill value within float32
+# precision of these is snapped back to the exact one.
+_NC_FILL_FLOAT = float(np.float32(NC_FILL_VALUES["f4"]))
+_NC_FILL_DOUBLE = NC_FILL_VALUES["f8"]
 
 _NAME_BAD = re.compile(r"[\x00/\\]")
 

@@ -1,0 +1,96 @@
+"""Chunk I/O for the writer: encode blocks with an array's codec pipeline and write them to the store.
+
+numpy arrays are written chunk by chunk on threads, in batches; dask arrays become a graph of
+per-block writes (``_dask_writer``) that one ``dask.compute`` runs in parallel.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from .store import ZStore
+from .write_plan import _Array
+
+_THREADS = max(2, min(8, os.cpu_count() or 1))
+_BATCH_BYTES = 64 << 20
+
+
+def _chunk_key(a: _Array, idx: tuple[int, ...]) -> str:
+    return f"{a.key}/{'.'.join(str(i) for i in idx) or '0'}"
+
+
+def _encode_chunk(a: _Array, block: np.ndarray, chunk_shape: tuple[int, ...]) -> bytes:
+    """Pad an edge block to the full chunk with the fill value and run the codec pipeline."""
+    block = np.asarray(block, dtype=a.dtype)
+    if block.shape != chunk_shape:
+        full = np.full(chunk_shape, a.fill_storage, dtype=a.dtype)
+        full[tuple(slice(0, s) for s in block.shape)] = block
+        block = full
+    assert a.pipeline is not None
+    # the chunk's bytes as a flat uint8 view (no copy for a contiguous block); uncompressed chunks
+    # go to the store as that view, compressors read it directly
+    block = np.ascontiguousarray(block)
+    raw = block.reshape(-1).view(np.uint8) if block.dtype.itemsize else np.frombuffer(block.tobytes(), np.uint8)
+    if a.pipeline.compressor is None and not a.pipeline.filters:
+        return raw  # type: ignore[return-value]
+    return a.pipeline.encode(raw)
+
+
+def _write_numpy(zstore: ZStore, a: _Array, storage: np.ndarray, origin: tuple[int, ...] | None = None) -> None:
+    """Write a storage-dtype array chunk by chunk (threads compress; ``origin`` in chunk units)."""
+    chunks = a.chunks or (1,)
+    storage = storage.reshape(1) if a.scalar else storage
+    if storage.size == 0:
+        return
+    grid = [range(math.ceil(n / c)) for n, c in zip(storage.shape, chunks, strict=True)]
+    origin = origin or (0,) * len(chunks)
+
+    def one(idx: tuple[int, ...]) -> tuple[str, bytes]:
+        sel = tuple(slice(i * c, (i + 1) * c) for i, c in zip(idx, chunks, strict=True))
+        key = _chunk_key(a, tuple(i + o for i, o in zip(idx, origin, strict=True)))
+        return key, _encode_chunk(a, storage[sel], chunks)
+
+    idxs = list(np.ndindex(*(len(r) for r in grid)))
+    per_chunk = max(1, math.prod(chunks) * a.dtype.itemsize)
+    batch = max(1, _BATCH_BYTES // per_chunk)
+    with ThreadPoolExecutor(_THREADS) as pool:
+        for start in range(0, len(idxs), batch):
+            part = idxs[start : start + batch]
+            items = list(pool.map(one, part)) if len(part) > 1 else [one(i) for i in part]
+            zstore.set_many(items)
+
+
+def _dask_writer(zstore: ZStore, a: _Array) -> Any:
+    """A dask array of per-block truncation counts; computing it writes every chunk."""
+    import dask.array as da
+
+    data = a.data
+    logical_chunks = a.chunks[: data.ndim] if not a.scalar else ()
+    if data.ndim:
+        data = data.rechunk(logical_chunks)
+    extra = len(a.chunks) - data.ndim if not a.scalar else 0
+    chunk_shape = a.chunks or (1,)
+    encode_block = a.encode_block
+    assert encode_block is not None
+
+    def write(block: np.ndarray, block_info: Any = None) -> np.ndarray:
+        if block_info is None:  # dask probing the function while building the graph: write nothing
+            return np.zeros((1,) * max(block.ndim, 1), np.int64)
+        loc = tuple(block_info[0]["chunk-location"]) if block_info.get(0) else ()
+        stored, cut = encode_block(block)
+        if a.scalar:
+            stored = np.asarray(stored).reshape(1)
+            loc = (0,)
+        zstore.set_many([(_chunk_key(a, loc + (0,) * extra), _encode_chunk(a, stored, chunk_shape))])
+        return np.full((1,) * max(block.ndim, 1), cut, np.int64)
+
+    if data.ndim == 0:
+        data = data.reshape(1)
+        return da.map_blocks(lambda b, block_info=None: write(b.reshape(()), {0: {"chunk-location": ()}}),
+                             data, dtype=np.int64, chunks=((1,),))
+    return da.map_blocks(write, data, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks))

@@ -1,0 +1,608 @@
+"""The write plan: what each variable becomes on disk (dtype, shape, chunks, codecs, fill, attributes).
+
+``_plan_group`` turns one group's variables into ``_Array`` descriptions: strings as NC_STRING ``|Sn``
+or NC_CHAR ``>S1`` (via ``strings``), everything else CF-encoded to numbers; ``_zarray``,
+``_array_zattrs`` and ``_group_zattrs`` give the metadata objects netcdf-c writes for them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import xarray as xr
+from xarray import conventions
+
+from . import __version__, strings
+from .codecs import ChunkPipeline
+from .errors import DimensionError, UnsupportedError, ZStringsError
+from .metadata import NC_FILL_VALUES
+from .nczarr_json import _attrs_json, _plain
+
+Format = Literal["nczarr", "zarr2"]
+
+#: Compressor/filter ids that netcdf-c 4.10 (as shipped in the netCDF4 wheel) decodes in NCZarr.
+#: Checked one by one against the real library: ``gzip`` and ``lz4`` fail ("undefined filter"),
+#: ``blosc`` (every cname, every shuffle mode) reads even though netcdf-c cannot *write* it there.
+NETCDF_C_CODECS = frozenset({"zlib", "zstd", "bz2", "blosc"})
+_NETCDF_C_FILTERS = frozenset({"shuffle"})
+
+_NCZARR_VERSION = "2.0.0"
+_NCPROPERTIES = f"version=2,xr_zstrings={__version__},nczarr={_NCZARR_VERSION}"
+_CHUNK_TARGET_BYTES = 4 << 20  # default chunks aim at ~4 MiB (netcdf-c writes small arrays whole)
+_WHOLE_BYTES = 16 << 20  # arrays up to this size are one chunk, as netcdf-c does
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan: what each array looks like on disk
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Array:
+    """One array to write: its on-disk description plus a way to produce storage blocks."""
+
+    group: str
+    name: str
+    dims: tuple[str, ...]  # storage dimensions (NC_CHAR: with the string-length dimension)
+    ref_hints: tuple[str | None, ...]
+    unlimited: frozenset[str]
+    shape: tuple[int, ...]  # storage shape; () for scalars (stored as [1])
+    chunks: tuple[int, ...]
+    dtype: np.dtype
+    dtype_str: str
+    fill_json: Any
+    fill_storage: Any
+    compressor: dict[str, Any] | None
+    filters: list[dict[str, Any]] | None
+    attrs: dict[str, Any]
+    kind: str  # "numeric", "string", "char", "bytes"
+    data: Any  # numpy storage array, or a dask array of logical values
+    encode_block: Callable[[np.ndarray], tuple[np.ndarray, int]] | None = None  # dask: logical -> storage
+    maxstrlen: int | None = None
+    dimrefs: tuple[str, ...] = ()
+    pipeline: ChunkPipeline | None = field(default=None, repr=False)
+
+    @property
+    def path(self) -> str:
+        return f"{self.group.rstrip('/')}/{self.name}"
+
+    @property
+    def scalar(self) -> bool:
+        return self.shape == ()
+
+    @property
+    def key(self) -> str:
+        return self.path.strip("/")
+
+
+def _what(group: str, name: Hashable) -> str:
+    return f"variable {f'{group.rstrip(chr(47))}/{name}'!r}"
+
+
+def _is_dask(data: Any) -> bool:
+    return type(data).__module__.startswith("dask.")
+
+
+def _string_like(var: xr.Variable) -> str | None:
+    """"str", "bytes" or None for a variable's values (object arrays are peeked at, cheaply)."""
+    k = var.dtype.kind
+    if k in "TU":
+        return "str"
+    if k == "S":
+        return "bytes"
+    if k == "O":
+        if var.size == 0:
+            return "str"
+        first = var.data[(0,) * var.ndim]
+        if _is_dask(first):
+            first = first.compute()
+        first = first.item() if isinstance(first, np.ndarray) else first
+        if isinstance(first, str):
+            return "str"
+        if isinstance(first, bytes):
+            return "bytes"
+    return None
+
+
+def _codec_config(codec: Any, *, where: str) -> dict[str, Any]:
+    if codec is None:
+        return {}
+    if isinstance(codec, str):
+        return {"id": codec}
+    if isinstance(codec, Mapping):
+        return dict(codec)
+    get_config = getattr(codec, "get_config", None)
+    if get_config is None:
+        raise ZStringsError(
+            f"Invalid compressor/filter {codec!r} for {where}: expected a numcodecs codec, a config dict "
+            "such as {'id': 'zlib', 'level': 4} or a name ('zlib', 'zstd', 'bz2', 'blosc')."
+        )
+    return dict(get_config())
+
+
+def _codecs_from_encoding(
+    enc: Mapping[str, Any], default: Any, *, where: str, strict: bool
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """Compressor and filters from zarr-style (``compressor``/``filters``) or netCDF4-style
+    (``zlib``/``compression``/``complevel``/``shuffle``) encodings; refuse what netcdf-c cannot read."""
+    comp: dict[str, Any] | None = None
+    filters: list[dict[str, Any]] = []
+    if "compressors" in enc and "compressor" not in enc:
+        # xarray with zarr-python 3 records a tuple of compressors (zarr v2 holds at most one)
+        comps = enc.get("compressors") or ()
+        comps = [comps] if not isinstance(comps, list | tuple) else list(comps)
+        if len(comps) > 1:
+            raise UnsupportedError(
+                f"Cannot write {where} with {len(comps)} compressors: Zarr v2 (and netcdf-c) hold one. "
+                "Keep one in encoding['compressors'] (or set encoding['compressor'])."
+            )
+        enc = {**enc, "compressor": comps[0] if comps else None}
+    if "compressor" in enc or enc.get("filters"):
+        comp = _codec_config(enc.get("compressor"), where=where) or None
+        filters = [_codec_config(f, where=where) for f in (enc.get("filters") or [])]
+    elif enc.get("zlib") or enc.get("compression"):
+        name = enc.get("compression") or "zlib"
+        name = {"zlib": "zlib", "zstd": "zstd", "bzip2": "bz2"}.get(name, name)
+        level = enc.get("complevel")
+        comp = {"id": name, "level": 4 if level is None else int(level)}
+        if enc.get("shuffle"):
+            filters = [{"id": "shuffle", "elementsize": 0}]
+    elif default is not None:
+        comp = _codec_config(default, where=where) or None
+    if comp is not None and comp.get("id") == "zlib" and "level" not in comp:
+        comp["level"] = 4
+    for f in filters:
+        if f.get("id") == "shuffle":
+            f.clear()
+            f.update({"id": "shuffle", "elementsize": 0})  # netcdf-c shuffles by the element size
+    if strict:
+        bad = [c["id"] for c in ([comp] if comp else []) if c.get("id") not in NETCDF_C_CODECS]
+        bad += [f.get("id") for f in filters if f.get("id") not in _NETCDF_C_FILTERS]
+        if bad:
+            raise UnsupportedError(
+                f"Cannot write {where} with codec {bad[0]!r}: netcdf-c 4.10 cannot read it (it reads the "
+                f"compressors {sorted(NETCDF_C_CODECS)} and the 'shuffle' filter). Use e.g. "
+                "encoding={'compressor': {'id': 'zstd', 'level': 3}}, or pass netcdf_c_codecs_only=False "
+                "to write it anyway for other Zarr readers."
+            )
+    return comp, (filters or None)
+
+
+def _default_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """One chunk for small arrays (as netcdf-c writes them); ~4 MiB chunks otherwise."""
+    shape = tuple(n if n > 0 else 1024 for n in shape)
+    if math.prod(shape) * itemsize <= _WHOLE_BYTES:
+        return tuple(max(1, n) for n in shape)
+    chunks = list(shape)
+    target = max(1, _CHUNK_TARGET_BYTES // max(itemsize, 1))
+    while math.prod(chunks) > target:
+        i = int(np.argmax(chunks))
+        if chunks[i] <= 1:
+            break
+        chunks[i] = math.ceil(chunks[i] / 2)
+    return tuple(chunks)
+
+
+def _pick_chunks(
+    var: xr.Variable, shape: tuple[int, ...], itemsize: int, extra: tuple[int, ...], unlimited: set[str]
+) -> tuple[int, ...]:
+    """Chunks from ``encoding["chunks"]`` / ``["chunksizes"]``, else dask's, else a default.
+
+    ``shape`` is the storage shape; ``extra`` the string-length dimension of NC_CHAR (always one chunk).
+    """
+    logical = shape[: len(shape) - len(extra)]
+    enc = var.encoding
+    want = enc.get("chunks") or enc.get("chunksizes")
+    if want is not None and not isinstance(want, tuple | list):
+        want = None
+    if want is not None and len(want) == len(shape):
+        want = tuple(want)[: len(logical)]
+    if want is not None and len(want) != len(logical):
+        want = None
+    if want is None and _is_dask(var.data):
+        want = tuple(max(c) if c else 1 for c in var.data.chunks)
+    if want is None:
+        return _default_chunks(shape, itemsize)[: len(logical)] + extra
+    out = []
+    for c, n, d in zip(want, logical, var.dims, strict=True):
+        c = max(1, int(c))
+        if d not in unlimited and n > 0:
+            c = min(c, n)
+        out.append(c)
+    return tuple(out) + extra
+
+
+# ---------------------------------------------------------------------------------------------
+# Strings
+# ---------------------------------------------------------------------------------------------
+
+
+def _utf8_longest(block: np.ndarray) -> np.ndarray:
+    """The longest UTF-8 encoding in a block of str (for widths of dask-backed variables)."""
+    t = strings.convert_string_dtype(np.asarray(block), "T")
+    if t.size == 0:
+        return np.zeros((1,) * max(t.ndim, 1), np.int64)
+    n = int(np.strings.str_len(np.strings.encode(t, "utf-8")).max())
+    return np.full((1,) * max(t.ndim, 1), n, np.int64)
+
+
+def _over_count(block: np.ndarray, width: int) -> int:
+    t = strings.convert_string_dtype(np.asarray(block), "T")
+    if t.size == 0:
+        return 0
+    return int((np.strings.str_len(np.strings.encode(t, "utf-8")) > width).sum())
+
+
+@dataclass
+class _Options:
+    fmt: Format
+    on_overflow: strings.OnOverflow
+    maxstrlen: Mapping[str, int] | int | None
+    default_maxstrlen: int | None
+    compressor: Any
+    strict_codecs: bool
+
+
+def _width_for(name: str, path: str, var: xr.Variable, opts: _Options) -> int | None:
+    m = opts.maxstrlen
+    if isinstance(m, Mapping):
+        for key in (path, path.lstrip("/"), name):
+            if key in m:
+                return int(m[key])
+    elif m is not None:
+        return int(m)
+    if var.encoding.get("maxstrlen") is not None:
+        return int(var.encoding["maxstrlen"])
+    return opts.default_maxstrlen
+
+
+def _string_array(
+    group: str, name: str, var: xr.Variable, kind: str, opts: _Options, unlimited: set[str]
+) -> _Array:
+    """Plan an NC_STRING (``|Sn``) or NC_CHAR (``>S1`` + string-length dimension) array."""
+    enc = var.encoding
+    what = _what(group, name)
+    path = f"{group.rstrip('/')}/{name}"
+    attrs = dict(var.attrs)
+    nc_type = enc.get("nc_type")
+    enc_dtype = enc.get("dtype")
+    want_char = nc_type == "NC_CHAR" or (
+        nc_type is None and enc_dtype is not None and not isinstance(enc_dtype, type)
+        and np.dtype(enc_dtype) == np.dtype("S1")
+    )
+    data = var.data
+    dask = _is_dask(data)
+    dims = tuple(str(d) for d in var.dims)
+    hints: list[str | None] = list(enc.get("dimension_references") or [])
+    if kind == "bytes":
+        if not dask:
+            data = np.asarray(data)
+            if data.dtype.kind == "O":
+                data = data.astype(bytes)
+        if data.dtype.itemsize == 1 and dims and nc_type != "NC_STRING" and (
+                want_char or "_Encoding" in attrs or "char_dim_name" not in enc):
+            want_char = True  # raw NC_CHAR (read with concat_characters=False): keep its dimensions
+            kind = "rawchar"
+        elif nc_type != "NC_STRING":
+            want_char = True
+    had_encoding = "_Encoding" in attrs or "_Encoding" in enc
+    text_encoding = str(attrs.pop("_Encoding", enc.get("_Encoding", "utf-8")))
+    fill_text = attrs.pop("_FillValue", enc.get("_FillValue"))
+    if fill_text is not None and not isinstance(fill_text, str | bytes | np.str_ | np.bytes_):
+        fill_text = None  # a NaN mask marker is not a string fill value
+    if isinstance(fill_text, bytes | np.bytes_):
+        fill_text = bytes(fill_text).decode("utf-8")
+
+    if kind == "rawchar":
+        arr = data if dask else np.asarray(data).astype("S1")
+        shape = tuple(arr.shape)
+        chunks = _pick_chunks(var, shape, 1, (), unlimited)
+        out_attrs = dict(attrs)
+        if had_encoding:
+            out_attrs["_Encoding"] = text_encoding
+        return _Array(
+            group=group, name=name, dims=dims, ref_hints=_hints(hints, len(dims)),
+            unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype("S1"),
+            dtype_str=">S1", fill_json="", fill_storage=b"", compressor=None, filters=None,
+            attrs=out_attrs, kind="char", data=arr,
+            encode_block=(lambda b: (np.asarray(b).astype("S1"), 0)) if dask else None,
+        )
+
+    width = _width_for(name, path, var, opts)
+    min_width = 0
+    if want_char:
+        cw = enc.get("char_dim_width") if width is None else width
+        width = None if cw is None else int(cw)
+        chunks_enc = enc.get("chunks") or enc.get("chunksizes")
+        if width is None and isinstance(chunks_enc, tuple | list) and len(chunks_enc) == var.ndim + 1:
+            # read from a store: the string-length dimension was one chunk; keep at least its size
+            min_width = int(chunks_enc[-1])
+    on_overflow = opts.on_overflow
+    if kind == "bytes":
+        encoder = _bytes_encoder(what, chars=want_char)
+    elif want_char:
+        def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+            return strings.encode_char_array(values, w, encoding=text_encoding, on_overflow=policy,  # type: ignore[arg-type]
+                                             what=what)
+    else:
+        def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+            return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]
+
+    encode_block = None
+    fill_len = 0 if fill_text is None or want_char else len(str(fill_text).encode("utf-8"))
+    if want_char:
+        min_width = max(min_width, 1)  # netcdf-c cannot read a zero-length char dimension
+    if not dask:
+        stored = encoder(np.asarray(data), width, on_overflow)
+        if want_char:
+            width = stored.shape[-1]
+            if width < min_width:
+                stored = _pad_chars(stored, min_width)
+                width = min_width
+        else:
+            width = stored.dtype.itemsize
+            if fill_len > width and (_width_for(name, path, var, opts) is None or on_overflow == "widen"):
+                stored = stored.astype(f"S{fill_len}")  # the fill value must fit the width too
+                width = fill_len
+    else:
+        if kind != "bytes" and (width is None or on_overflow == "widen"):
+            longest = int(data.map_blocks(_utf8_longest, dtype=np.int64,
+                                          chunks=tuple((1,) * len(c) for c in data.chunks) or ((1,),)).max().compute()) \
+                if data.size else 0
+            width = max(longest, width or 0, fill_len, 1)
+        elif kind == "bytes" and width is None:
+            width = data.dtype.itemsize
+        fixed_width = int(width or 0)
+        policy = "truncate" if on_overflow == "truncate" else "error"
+
+        def encode_block(block: np.ndarray) -> tuple[np.ndarray, int]:
+            cut = _over_count(block, fixed_width) if policy == "truncate" and kind != "bytes" else 0
+            return encoder(np.asarray(block), fixed_width, policy), cut
+
+        stored = data
+    assert width is not None
+
+    if want_char:
+        char_dim = str(enc.get("char_dim_name") or f"string{width}")
+        if char_dim in dims:
+            raise DimensionError(
+                f"Cannot write {what} as NC_CHAR: its string-length dimension name {char_dim!r} is "
+                f"already one of its dimensions {dims}. Set encoding['char_dim_name'] to another name."
+            )
+        sdims = dims + (char_dim,)
+        shape = tuple(var.shape) + (width,)
+        chunks = _pick_chunks(var, shape, 1, (max(width, 1),), unlimited)
+        if kind != "bytes" or had_encoding:
+            attrs["_Encoding"] = text_encoding  # tells netCDF4-python (and xarray) how to join the chars
+        fill_json: Any = ""
+        if fill_text is not None and fill_text != "":
+            if len(str(fill_text)) != 1 or ord(str(fill_text)) > 127:
+                # one byte, and ASCII: netcdf-c keeps the fill as JSON text in .zarray
+                raise ZStringsError(
+                    f"Cannot write {what} as NC_CHAR with _FillValue {fill_text!r}: an NC_CHAR fill value is "
+                    "one byte (ASCII here). Use a one-byte character (e.g. ' ') or drop the fill value."
+                )
+            fill_json = str(fill_text)
+            attrs["_FillValue"] = fill_json  # netcdf-c writes it typed '>S1', as here
+        return _Array(
+            group=group, name=name, dims=sdims, ref_hints=_hints(hints, len(sdims)),
+            unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype("S1"),
+            dtype_str=">S1", fill_json=fill_json, fill_storage=fill_json.encode("latin-1"),
+            compressor=None, filters=None, attrs=attrs, kind="char", data=stored,
+            encode_block=encode_block, maxstrlen=None,
+        )
+    shape = tuple(var.shape)
+    chunks = _pick_chunks(var, shape, width, (), unlimited) if shape else ()
+    fill_bytes = b"" if fill_text is None else strings.encode_fixed_utf8(
+        [fill_text], width, on_overflow="error", what=f"{what} _FillValue").tobytes().rstrip(b"\x00")
+    if fill_text is not None:
+        attrs["_FillValue"] = fill_text
+    attrs["_nczarr_maxstrlen"] = np.int32(width)  # netcdf-c writes it in both nczarr and zarr mode
+    return _Array(
+        group=group, name=name, dims=dims, ref_hints=_hints(hints, len(dims)),
+        unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype(f"S{width}"),
+        dtype_str=f"|S{width}", fill_json=fill_bytes.decode("utf-8"), fill_storage=fill_bytes,
+        compressor=None, filters=None, attrs=attrs, kind="string", data=stored,
+        encode_block=encode_block, maxstrlen=width,
+    )
+
+
+def _pad_chars(stored: np.ndarray, width: int) -> np.ndarray:
+    """Widen an NC_CHAR ``(..., n)`` array with NUL padding (lossless)."""
+    pad = [(0, 0)] * (stored.ndim - 1) + [(0, width - stored.shape[-1])]
+    return np.pad(stored.view(np.uint8), pad).view("S1")
+
+
+def _unify_char_widths(arrays: list[_Array]) -> None:
+    """NC_CHAR variables sharing a string-length dimension get its largest width (NUL padded)."""
+    by_dim: dict[str, list[_Array]] = {}
+    for a in arrays:
+        if a.kind == "char" and a.dims:
+            by_dim.setdefault(a.dims[-1], []).append(a)
+    for group in by_dim.values():
+        width = max(a.shape[-1] for a in group)
+        for a in group:
+            if a.shape[-1] == width:
+                continue
+            if _is_dask(a.data):
+                continue  # fixed before writing; a clash is reported by _resolve_dimensions
+            a.data = _pad_chars(np.asarray(a.data), width)
+            a.shape = a.shape[:-1] + (width,)
+            a.chunks = a.chunks[:-1] + (width,)
+
+
+def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, int | None, str], np.ndarray]:
+    """Fixed bytes values (``|Sn`` data) stored as they are: NC_CHAR by default, like xarray does,
+    or NC_STRING ``|Sn`` when ``chars`` is false (encoding ``nc_type="NC_STRING"``)."""
+
+    def enc(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.dtype.kind == "O":
+            arr = arr.astype(bytes)
+        n = max(arr.dtype.itemsize, 1)
+        if w is not None and n > w:
+            longest = int(np.strings.str_len(arr).max()) if arr.size else 0
+            if longest > w and policy == "error":
+                raise strings.StringOverflowError(
+                    f"{what}: bytes values of up to {longest} bytes do not fit width {w}; pass "
+                    "on_overflow='widen' or 'truncate', or a larger maxstrlen."
+                )
+            n = w if policy == "truncate" else max(longest, w)
+        elif w is not None:
+            n = w
+        fixed = arr.astype(f"S{n}")
+        return fixed.view("S1").reshape(arr.shape + (n,)) if chars else fixed
+
+    return enc
+
+
+def _hints(hints: list[str | None], n: int) -> tuple[str | None, ...]:
+    return tuple(hints) if len(hints) == n else (None,) * n
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers (everything xarray's CF encoder turns into numbers)
+# ---------------------------------------------------------------------------------------------
+
+
+def _numeric_array(group: str, name: str, var: xr.Variable, opts: _Options, unlimited: set[str]) -> _Array:
+    what = _what(group, name)
+    enc = dict(var.encoding)
+    if "_FillValue" not in enc and "_FillValue" not in var.attrs and ("zarr_dtype" in enc or "original_shape" in enc):
+        # read from a file that had no fill value: do not let xarray add its default NaN one
+        var = var.copy(deep=False)
+        var.encoding = {**enc, "_FillValue": None}
+    var = conventions.encode_cf_variable(var, name=name)
+    dtype = var.dtype
+    if dtype.kind == "b":
+        var = var.astype("i1")
+        var.attrs["dtype"] = "bool"
+        dtype = np.dtype("i1")
+    if dtype.kind not in "iuf":
+        raise UnsupportedError(
+            f"Cannot write {what}: dtype {dtype} has no netCDF type netcdf-c reads from Zarr. Expected "
+            "numbers, booleans, datetimes/timedeltas (CF-encoded) or strings; convert the variable."
+        )
+    dtype = dtype.newbyteorder("<") if dtype.itemsize > 1 else dtype
+    attrs = dict(var.attrs)
+    fill = attrs.pop("_FillValue", None)
+    code = dtype.str[1:]
+    if fill is None:  # no mask: netcdf-c's default fill in .zarray, no _FillValue attribute
+        fill_storage = np.array(NC_FILL_VALUES[code]).astype(dtype)[()]
+        fill_json: Any = 9.96921e36 if dtype.kind == "f" else NC_FILL_VALUES[code]  # netcdf-c's %g text
+    else:
+        fill_storage = np.array(fill).astype(dtype)[()]
+        attrs["_FillValue"] = fill_storage
+        fill_json = _plain(fill_storage)
+    data = var.data
+    if not _is_dask(data):
+        data = np.ascontiguousarray(np.asarray(data), dtype=dtype)
+    elif data.dtype != dtype:
+        data = data.astype(dtype)
+    shape = tuple(var.shape)
+    chunks = _pick_chunks(var, shape, dtype.itemsize, (), unlimited) if shape else ()
+    comp, filters = _codecs_from_encoding(enc, opts.compressor, where=what, strict=opts.strict_codecs)
+    dtype_str = dtype.str if dtype.itemsize > 1 else "|" + code
+    return _Array(
+        group=group, name=name, dims=tuple(str(d) for d in var.dims),
+        ref_hints=_hints(list(enc.get("dimension_references") or []), var.ndim),
+        unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=dtype, dtype_str=dtype_str,
+        fill_json=fill_json, fill_storage=fill_storage, compressor=comp, filters=filters, attrs=attrs,
+        kind="numeric", data=data,
+        encode_block=(lambda b: (np.asarray(b, dtype=dtype), 0)) if _is_dask(data) else None,
+    )
+
+
+def _plan_group(group: str, ds: xr.Dataset, opts: _Options, unlimited: set[str]) -> tuple[list[_Array], dict[str, Any]]:
+    variables, gattrs = conventions.encode_dataset_coordinates(ds)
+    arrays = []
+    for name, var in variables.items():
+        name = str(name)
+        if "/" in name or not name or name in (".", ".."):
+            raise ZStringsError(f"Cannot write variable {name!r} in group {group!r}: the name is not a valid "
+                                "Zarr key (no '/', not empty, not '.' or '..'); rename it.")
+        kind = _string_like(var)
+        if kind is not None:
+            a = _string_array(group, name, var, kind, opts, unlimited)
+        else:
+            a = _numeric_array(group, name, var, opts, unlimited)
+        if a.kind != "numeric":
+            comp, filters = _codecs_from_encoding(var.encoding, opts.compressor, where=_what(group, name),
+                                                  strict=opts.strict_codecs)
+            a.compressor, a.filters = comp, filters
+        arrays.append(a)
+    _unify_char_widths(arrays)
+    return arrays, dict(gattrs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata objects
+# ---------------------------------------------------------------------------------------------
+
+
+def _zarray(a: _Array) -> dict[str, Any]:
+    return {
+        "zarr_format": 2,
+        "shape": list(a.shape) or [1],
+        "dtype": a.dtype_str,
+        "chunks": list(a.chunks) or [1],
+        "fill_value": a.fill_json,
+        "order": "C",
+        "compressor": a.compressor,
+        "filters": a.filters,
+    }
+
+
+def _array_zattrs(a: _Array, fmt: Format) -> dict[str, Any]:
+    where = _what(a.group, a.name)
+    values, types = _attrs_json(a.attrs, where=where, typed=fmt == "nczarr")
+    if "_FillValue" in a.attrs and a.kind == "numeric":
+        types["_FillValue"] = "<" + a.dtype.str[1:]
+    if "_FillValue" in a.attrs and a.kind == "string":
+        types["_FillValue"] = a.dtype_str
+    if "_nczarr_maxstrlen" in a.attrs:
+        types["_nczarr_maxstrlen"] = "<i4"
+    out = dict(values)
+    out["_ARRAY_DIMENSIONS"] = list(a.dims) if a.dims else ["_scalar_"]
+    if fmt == "nczarr":
+        info: dict[str, Any] = {"dimension_references": list(a.dimrefs)}
+        if a.scalar:
+            info["scalar"] = 1
+        info["storage"] = "chunked"
+        out["_nczarr_array"] = info
+        types.update({"_nczarr_array": "|J0", "_nczarr_attr": "|J0"})
+        out["_nczarr_attr"] = {"types": types}
+    return out
+
+
+def _group_zattrs(
+    path: str, attrs: Mapping[str, Any], dims: Mapping[str, list[Any]], arrays: list[str], groups: list[str],
+    fmt: Format, *, default_maxstrlen: int | None,
+) -> dict[str, Any]:
+    attrs = dict(attrs)
+    if path == "/" and default_maxstrlen is not None:
+        attrs["_nczarr_default_maxstrlen"] = np.int32(default_maxstrlen)
+    values, types = _attrs_json(attrs, where=f"group {path!r}", typed=fmt == "nczarr")
+    if "_nczarr_default_maxstrlen" in attrs:
+        types["_nczarr_default_maxstrlen"] = "<i4"
+    out = dict(values)
+    if path == "/":
+        out["_NCProperties"] = _NCPROPERTIES
+        types["_NCProperties"] = ">S1"
+    if fmt == "nczarr":
+        out["_nczarr_group"] = {
+            "dimensions": {n: ({"size": s, "unlimited": 1} if u else s) for n, (s, u) in dims.items()},
+            "arrays": arrays,
+            "groups": groups,
+        }
+        if path == "/":
+            out["_nczarr_superblock"] = {"version": _NCZARR_VERSION}
+            types["_nczarr_superblock"] = "|J0"
+        types["_nczarr_group"] = "|J0"
+        types["_nczarr_attr"] = "|J0"
+        out["_nczarr_attr"] = {"types": types}
+    return out
