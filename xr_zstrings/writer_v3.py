@@ -28,7 +28,7 @@ import xarray as xr
 
 from .codecs_v3 import V3Pipeline
 from .errors import ZStringsError
-from .store import ZStore, open_store
+from .store import ZStore, open_store, parse_nczarr_url
 from .vlen import values_to_vlen
 
 __all__ = ["to_zarr_v3", "LAYOUTS"]
@@ -143,17 +143,25 @@ def to_zarr_v3(
     mode: Literal["w-", "w"] = "w-",
     consolidated: bool = True,
     group: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Write ``ds`` to a Zarr v3 store, string and bytes variables in ``layout``.
 
     ``compressors`` are v3 bytes->bytes codecs (e.g. ``[{"name": "zstd", "configuration":
     {"level": 3}}]``) applied after the layout; ``index_*``/``data_codecs`` configure
     ``zarrs.vlen``. Lone surrogates and other values UTF-8 cannot hold raise ``ZStringsError``.
+    ``target`` may be ``s3://bucket/key`` (or netcdf-c's S3 URL forms) with ``storage_options``.
     """
     if layout not in LAYOUTS:
         raise ZStringsError(f"Unknown layout {layout!r}: expected one of {LAYOUTS}.")
     kw: dict[str, Any] = dict(layout=layout, index_data_type=index_data_type, index_location=index_location,
                               index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
+    if isinstance(target, str | os.PathLike):
+        parsed = parse_nczarr_url(os.fspath(target))
+        if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
+            # object storage: the same obstore-backed store the reader uses, for xarray and for us
+            target = open_store(os.fspath(target), mode="w",
+                                storage_options=dict(storage_options) if storage_options else None)
     if isinstance(ds, xr.DataTree):
         base = (group or "").strip("/")
         for i, node in enumerate(ds.subtree):
@@ -189,10 +197,14 @@ def _write_dataset(ds: xr.Dataset, target: Any, *, layout: str, index_data_type:
         # zarr-python writes both as variable-length (vlen-utf8 / vlen-bytes) first
         prepared[name] = prepared[name].copy(data=values.astype(object) if kind == "str" else values)
         prepared[name].encoding = {k: v for k, v in var.encoding.items() if k in ("chunks",)}
-    if isinstance(target, str | os.PathLike):
-        target = os.fspath(target)
-    prepared.to_zarr(target, mode=mode, zarr_format=3, consolidated=False, group=group)
-    zs = open_store(target, mode="a") if not isinstance(target, ZStore) else target
+    if isinstance(target, ZStore):
+        zs = target
+        where = "/".join(p for p in (zs.prefix, (group or "").strip("/")) if p) or None
+        prepared.to_zarr(zs.store, mode=mode, zarr_format=3, consolidated=False, group=where)
+    else:
+        target = os.fspath(target) if isinstance(target, os.PathLike) else target
+        prepared.to_zarr(target, mode=mode, zarr_format=3, consolidated=False, group=group)
+        zs = open_store(target, mode="a")
     prefix = (group or "").strip("/")
     kw = dict(index_data_type=index_data_type, index_location=index_location,
               index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
