@@ -13,13 +13,14 @@ why (measured against s3fs) and for the ``storage_options`` it understands.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import struct
 import threading
 import urllib.parse
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -228,35 +229,22 @@ class ZStore:
             return []
         if type(self.store) is LocalStore and self.store._is_open:
             return self._get_many_local(keys)
-        try:
+        with _mapped_errors(f"Could not read from {self.display}"):
             return sync(self._get_many(list(keys)))
-        except ZStringsError:
-            raise
-        except Exception as e:
-            err = _store_error(e, f"Could not read from {self.display}")
-            if err is None:
-                raise
-            raise err from e
 
     def _get_many_local(self, keys: Sequence[str]) -> list[bytes | None]:
         """LocalStore.get without the event loop round trip and its extra copy of each object
         (same results: a missing file, a directory or a path through a file reads as None)."""
         root = self.store.root
         out: list[bytes | None] = []
-        for k in keys:
-            self._count()
-            try:
-                with open(root / self.full_key(k), "rb") as f:
-                    out.append(f.read())
-            except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                out.append(None)
-            except ZStringsError:
-                raise
-            except Exception as e:
-                err = _store_error(e, f"Could not read from {self.display}")
-                if err is None:
-                    raise
-                raise err from e
+        with _mapped_errors(f"Could not read from {self.display}"):
+            for k in keys:
+                self._count()
+                try:
+                    with open(root / self.full_key(k), "rb") as f:
+                        out.append(f.read())
+                except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                    out.append(None)
         return out
 
     def get_json_many(self, keys: Sequence[str]) -> list[Any]:
@@ -287,15 +275,8 @@ class ZStore:
             self._count()
             return [x async for x in self.store.list_dir(prefix)]
 
-        try:
+        with _mapped_errors(f"Could not list {self.where(path)}"):
             return sorted(set(sync(run())))
-        except ZStringsError:
-            raise
-        except Exception as e:
-            err = _store_error(e, f"Could not list {self.where(path)}")
-            if err is None:
-                raise
-            raise err from e
 
     # --- writes (used by the writer) ------------------------------------------------------
     def set_many(self, items: Iterable[tuple[str, bytes]]) -> None:
@@ -312,15 +293,22 @@ class ZStore:
 
             await asyncio.gather(*(one(k, v) for k, v in items))
 
-        try:
+        with _mapped_errors(f"Could not write to {self.display}"):
             sync(run())
-        except ZStringsError:
+
+
+@contextlib.contextmanager
+def _mapped_errors(what: str) -> Iterator[None]:
+    """Re-raise a store library's exception as one of ours (``_store_error``); ours pass through."""
+    try:
+        yield
+    except ZStringsError:
+        raise
+    except Exception as e:
+        err = _store_error(e, what)
+        if err is None:
             raise
-        except Exception as e:
-            err = _store_error(e, f"Could not write to {self.display}")
-            if err is None:
-                raise
-            raise err from e
+        raise err from e
 
 
 def _store_error(e: BaseException, what: str) -> Exception | None:
