@@ -379,3 +379,117 @@ def test_reader_v3_same_as_fallback(tmp_path, layout):
     to_zarr_v3(ds, path, layout=layout)  # type: ignore[arg-type]
     out = same(_open_values(path))
     assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
+
+
+# --- memory-safety regressions: malformed arguments to every kernel entry point -------------
+
+
+@needs_ext
+def test_fill_fixed_rejects_negative_lengths():
+    """A length of -1 matched str_utf8_len's "lone surrogate" -1 and wrote one byte before the row."""
+    K = S.kernels()
+    vals = np.array(["a\ud800b"], dtype=object)
+    out = bytearray(4)
+    with pytest.raises(ValueError):
+        K.fill_fixed(vals, np.array([-1], np.int64), 4, out)
+    with pytest.raises(ValueError):
+        K.fill_vlen_utf8(vals, np.array([-1], np.int64))
+
+
+@needs_ext
+def test_fixed_kernels_reject_overflowing_n_times_width():
+    """N * width wrapping to the buffer's size let fill_fixed/fixed_from_offsets write far past it."""
+    K = S.kernels()
+    vals = np.array(["x"] * 4, dtype=object)
+    huge = 1 << 62  # 4 * 2**62 wraps to 0
+    with pytest.raises(ValueError):
+        K.fill_fixed(vals, np.ones(4, np.int64), huge, bytearray(0))
+    with pytest.raises(ValueError):
+        K.fixed_from_offsets(b"xxxx", np.arange(5, dtype=np.int64), huge, bytearray(0))
+
+
+@needs_ext
+def test_kernels_reject_unaligned_index_arrays():
+    K = S.kernels()
+    raw = np.zeros(8 * 3 + 1, np.uint8)
+    off = raw[1:].view(np.int64)  # misaligned int64 offsets
+    assert not off.flags.aligned
+    out = np.empty(2, dtype=np.dtypes.StringDType())
+    with pytest.raises(TypeError):
+        K.offsets_to_T(b"", off, out, None, 0)
+    with pytest.raises(TypeError):
+        K.fixed_from_offsets(b"", off, 1, bytearray(2))
+    sel = raw[1:17].view(np.int64)
+    with pytest.raises(TypeError):
+        K.fixed_to_T(b"ab", 1, out, sel, 0)
+
+
+def test_vlen_into_unaligned_offsets_same_as_aligned():
+    """Unaligned (but otherwise valid) offsets are copied before they reach the kernel."""
+    raw = np.zeros(8 * 3 + 1, np.uint8)
+    off = raw[1:].view(np.int64)
+    off[:] = [0, 2, 5]
+    chunk = V.VlenChunk(off, np.frombuffer(b"abcde", np.uint8))
+    out = np.empty(2, dtype=np.dtypes.StringDType())
+    if V.vlen_into(chunk, out):
+        assert out.tolist() == ["ab", "cde"]
+
+
+@needs_ext
+def test_pack_at_snapshots_its_values():
+    K = S.kernels()
+    out = np.empty((2, 3), dtype=np.dtypes.StringDType())[:, ::2]
+    K.pack_at(out, np.array([0, 3], np.intp), [b"a", b"b"])
+    assert out.tolist() == [["a", ""], ["", "b"]]
+    with pytest.raises(IndexError):
+        K.pack_at(out, np.array([4], np.intp), [b"a"])
+    with pytest.raises(ValueError):
+        K.pack_at(out, np.array([0], np.intp), [b"a", b"b"])
+    with pytest.raises(TypeError):
+        K.pack_at(out, None, ["a"])
+
+
+@needs_ext
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    data=st.binary(max_size=40),
+    offs=st.lists(st.integers(-(2**40), 2**40) | st.integers(-3, 45), max_size=8),
+    odt=st.sampled_from(["<i4", "<i8", "<u4", "<u8"]),
+    width=st.integers(-2, 9),
+    n_expected=st.integers(-1, 6),
+    policy=st.integers(0, 2),
+    sel=st.none() | st.lists(st.integers(-2, 8), max_size=6),
+    strided=st.booleans(),
+)
+def test_kernels_fuzz_malformed_inputs(data, offs, odt, width, n_expected, policy, sel, strided):
+    """Random bytes, offsets, counts and selections: a clear exception or a result, never a crash
+    (run under ASan/UBSan to catch out-of-bounds reads and writes)."""
+    K = S.kernels()
+    T = np.dtypes.StringDType()
+    m = len(sel) if sel is not None else max(len(offs) - 1, 0)
+    out = np.empty(2 * m, dtype=T)[::2] if strided else np.empty(m, dtype=T)
+    s = None if sel is None else np.array(sel, np.int64)
+    errors = (ValueError, TypeError, IndexError, OverflowError)
+    try:
+        o = np.array(offs, dtype=np.int64).astype(odt) if offs else np.zeros(0, odt)
+    except OverflowError:
+        o = np.zeros(0, odt)
+    for call in (
+        lambda: K.offsets_to_T(data, o, out, s, policy),
+        lambda: K.fixed_to_T(data, width, out, s, policy),
+        lambda: K.vlen_utf8_to_T(data, n_expected, bool(policy & 1), out, s, policy),
+        lambda: K.fixed_from_offsets(data, o.astype(np.int64), width, bytearray(max(width, 0) * max(len(o) - 1, 0))),
+    ):
+        with contextlib.suppress(*errors):
+            call()
+    vals = np.array([data.decode("utf-8", "replace")] * 3, dtype=object)
+    lens = np.array((offs + [0, 0, 0])[:3], np.int64)
+    for v in (vals, vals.astype(T)):
+        with contextlib.suppress(*errors):
+            K.fill_fixed(v, lens, max(width, 0), bytearray(3 * max(width, 0)))
+        with contextlib.suppress(*errors):
+            K.fill_vlen_utf8(v, lens)
+        with contextlib.suppress(*errors):
+            K.utf8_scan(v)
+    with contextlib.suppress(*errors):
+        K.pack_at(out, None if s is None else s.astype(np.intp), [data] if s is None else [data] * len(s))

@@ -300,8 +300,9 @@ get_sel(PyObject *obj, npy_intp size, npy_intp n_src, const int64_t **sel)
         return 0;
     }
     if (!PyArray_Check(obj) || PyArray_TYPE((PyArrayObject *)obj) != NPY_INT64 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj) || PyArray_SIZE((PyArrayObject *)obj) != size) {
-        PyErr_SetString(PyExc_TypeError, "sel must be a C-contiguous int64 array of out.size");
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj) || !PyArray_ISALIGNED((PyArrayObject *)obj) ||
+        PyArray_SIZE((PyArrayObject *)obj) != size) {
+        PyErr_SetString(PyExc_TypeError, "sel must be an aligned C-contiguous int64 array of out.size");
         return -1;
     }
     const int64_t *s = (const int64_t *)PyArray_DATA((PyArrayObject *)obj);
@@ -321,6 +322,7 @@ typedef struct {
     const int64_t *start; /* per source element: byte offset into data (NULL: src * stride) */
     int64_t stride;
     const int32_t *len;   /* per source element: bytes to keep, -1 = bad (left as "") */
+    npy_intp n_src;       /* number of source elements (sel is re-checked against it) */
 } spans;
 
 static int
@@ -333,6 +335,10 @@ pack_all(PyArrayObject *out, const spans *sp, const int64_t *sel)
         (const PyArray_StringDTypeObject *)PyArray_DESCR(out));
     OUT_LOOP_BEGIN(it)
         npy_intp src = sel ? (npy_intp)sel[k] : k;
+        if (src < 0 || src >= sp->n_src) { /* sel changed since get_sel (another thread) */
+            failed = 2;
+            goto done;
+        }
         int32_t L = sp->len[src];
         if (L < 0) L = 0;
         int64_t off = sp->start ? sp->start[src] : (int64_t)src * sp->stride;
@@ -343,19 +349,29 @@ pack_all(PyArrayObject *out, const spans *sp, const int64_t *sel)
     OUT_LOOP_END(it)
 done:
     NpyString_release_allocator(alloc);
-    return failed ? -1 : 0;
+    return failed ? -failed : 0;
+}
+
+/* Python error for pack_all's result r (< 0); call with the GIL held */
+static void
+pack_error(int r)
+{
+    if (r == -2) PyErr_SetString(PyExc_IndexError, "sel index out of range (sel changed during the call)");
+    else PyErr_NoMemory();
 }
 
 /* positions k (output order) whose source value is bad, as an intp array (only the first one
  * when first_only) */
 static PyObject *
-bad_positions(PyArrayObject *out, const int32_t *len, const int64_t *sel, npy_intp n_bad_src, int first_only)
+bad_positions(PyArrayObject *out, const int32_t *len, const int64_t *sel, npy_intp n_src, npy_intp n_bad_src,
+              int first_only)
 {
     npy_intp size = PyArray_SIZE(out);
     npy_intp cap = 0;
     if (n_bad_src > 0) {
         for (npy_intp k = 0; k < size; k++) {
             npy_intp src = sel ? (npy_intp)sel[k] : k;
+            if (src < 0 || src >= n_src) goto changed;
             if (len[src] < 0) {
                 cap++;
                 if (first_only) break;
@@ -369,9 +385,16 @@ bad_positions(PyArrayObject *out, const int32_t *len, const int64_t *sel, npy_in
     npy_intp m = 0;
     for (npy_intp k = 0; k < size && m < cap; k++) {
         npy_intp src = sel ? (npy_intp)sel[k] : k;
+        if (src < 0 || src >= n_src) {
+            Py_DECREF(res);
+            goto changed;
+        }
         if (len[src] < 0) r[m++] = k;
     }
     return (PyObject *)res;
+changed:
+    PyErr_SetString(PyExc_IndexError, "sel index out of range (sel changed during the call)");
+    return NULL;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -416,14 +439,14 @@ fixed_to_T(PyObject *self, PyObject *args)
         len[i] = (int32_t)keep;
         if (keep < 0) n_bad++;
     }
-    spans sp = {data, NULL, width, len};
+    spans sp = {data, NULL, width, len, n_src};
     if (size) failed = pack_all(out, &sp, sel);
     Py_END_ALLOW_THREADS
     if (failed) {
-        PyErr_NoMemory();
+        pack_error(failed);
         goto finish;
     }
-    result = bad_positions(out, len, sel, n_bad, policy != POLICY_REPLACE);
+    result = bad_positions(out, len, sel, n_src, n_bad, policy != POLICY_REPLACE);
 finish:
     PyMem_RawFree(start);
     PyMem_RawFree(len);
@@ -449,8 +472,9 @@ offsets_to_T(PyObject *self, PyObject *args)
     const int64_t *sel;
     if (check_out(out_obj, &out) < 0) goto finish;
     if (!PyArray_Check(off_obj) || PyArray_NDIM((PyArrayObject *)off_obj) != 1 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || PyArray_DIM((PyArrayObject *)off_obj, 0) < 1) {
-        PyErr_SetString(PyExc_TypeError, "offsets must be a 1-D contiguous integer array of n+1");
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || !PyArray_ISALIGNED((PyArrayObject *)off_obj) ||
+        PyArray_DIM((PyArrayObject *)off_obj, 0) < 1) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be a 1-D aligned contiguous integer array of n+1");
         goto finish;
     }
     off = (PyArrayObject *)off_obj;
@@ -472,7 +496,7 @@ offsets_to_T(PyObject *self, PyObject *args)
     const char *od = PyArray_BYTES(off);
     int64_t dlen = (int64_t)view.len;
     npy_intp n_bad = 0;
-    int err = 0; /* 1 = offsets out of bounds/decreasing, 2 = value too long, 3 = memory */
+    int err = 0; /* 1 = offsets out of bounds/decreasing, 2 = value too long, 3 = memory, 4 = sel changed */
     const uint8_t *data = (const uint8_t *)view.buf;
     Py_BEGIN_ALLOW_THREADS
 #define OFF(i) (t == NPY_INT32 ? (int64_t)((const int32_t *)od)[i]                       \
@@ -514,10 +538,15 @@ offsets_to_T(PyObject *self, PyObject *args)
         }
     }
     if (!err && size) {
-        spans sp = {data, start, 0, len};
-        if (pack_all(out, &sp, sel) < 0) err = 3;
+        spans sp = {data, start, 0, len, n_src};
+        int r = pack_all(out, &sp, sel);
+        if (r < 0) err = r == -2 ? 4 : 3;
     }
     Py_END_ALLOW_THREADS
+    if (err == 4) {
+        pack_error(-2);
+        goto finish;
+    }
     if (err == 1) {
         PyErr_SetString(PyExc_ValueError, "offsets out of bounds or decreasing");
         goto finish;
@@ -530,7 +559,7 @@ offsets_to_T(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto finish;
     }
-    result = bad_positions(out, len, sel, n_bad, policy != POLICY_REPLACE);
+    result = bad_positions(out, len, sel, n_src, n_bad, policy != POLICY_REPLACE);
 finish:
     PyMem_RawFree(start);
     PyMem_RawFree(len);
@@ -578,7 +607,7 @@ vlen_utf8_to_T(PyObject *self, PyObject *args)
         PyErr_NoMemory();
         goto finish;
     }
-    int err = 0; /* 1 malformed, 3 memory */
+    int err = 0; /* 1 malformed, 3 memory, 4 sel changed */
     npy_intp n_bad = 0;
     Py_BEGIN_ALLOW_THREADS
     int64_t p = 4;
@@ -602,16 +631,21 @@ vlen_utf8_to_T(PyObject *self, PyObject *args)
     }
     if (!err && p < B && !allow_trailing) err = 1;
     if (!err && size) {
-        spans sp = {a, start, 0, len};
-        if (pack_all(out, &sp, sel) < 0) err = 3;
+        spans sp = {a, start, 0, len, (npy_intp)n};
+        int r = pack_all(out, &sp, sel);
+        if (r < 0) err = r == -2 ? 4 : 3;
     }
     Py_END_ALLOW_THREADS
     if (err == 1) goto malformed;
+    if (err == 4) {
+        pack_error(-2);
+        goto finish;
+    }
     if (err == 3) {
         PyErr_NoMemory();
         goto finish;
     }
-    result = bad_positions(out, len, sel, n_bad, policy != POLICY_REPLACE);
+    result = bad_positions(out, len, sel, (npy_intp)n, n_bad, policy != POLICY_REPLACE);
     goto finish;
 malformed:
     result = Py_NewRef(Py_None);
@@ -893,15 +927,22 @@ fill_fixed(PyObject *self, PyObject *args)
     if (check_values(obj, &arr, &is_obj) < 0) goto finish;
     npy_intp N = PyArray_SIZE(arr);
     if (!PyArray_Check(lens_obj) || PyArray_TYPE((PyArrayObject *)lens_obj) != NPY_INT64 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)lens_obj) || PyArray_SIZE((PyArrayObject *)lens_obj) != N) {
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)lens_obj) || !PyArray_ISALIGNED((PyArrayObject *)lens_obj) ||
+        PyArray_SIZE((PyArrayObject *)lens_obj) != N) {
         PyErr_SetString(PyExc_TypeError, "lengths must be the int64 array from utf8_scan");
         goto finish;
     }
-    if (width < 0 || outb.len != (Py_ssize_t)N * width) {
+    if (width < 0 || (width > 0 && N > PY_SSIZE_T_MAX / width) || outb.len != (Py_ssize_t)N * width) {
         PyErr_SetString(PyExc_ValueError, "out must hold exactly N * width bytes");
         goto finish;
     }
     const int64_t *L = (const int64_t *)PyArray_DATA((PyArrayObject *)lens_obj);
+    for (npy_intp i = 0; i < N; i++) {
+        if (L[i] < 0 || L[i] > PY_SSIZE_T_MAX) {
+            PyErr_SetString(PyExc_ValueError, "lengths must be the int64 array from utf8_scan");
+            goto finish;
+        }
+    }
     uint8_t *o = (uint8_t *)outb.buf;
     Py_ssize_t n_cut = 0;
     if (width == 0) {
@@ -914,7 +955,7 @@ fill_fixed(PyObject *self, PyObject *args)
         for (npy_intp i = 0; i < N; i++) {
             PyObject *s = v[i];
             uint8_t *row = o + (Py_ssize_t)i * width;
-            if (!PyUnicode_Check(s) || str_utf8_len(s) != L[i]) {
+            if (s == NULL || !PyUnicode_Check(s) || str_utf8_len(s) != L[i]) {
                 PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
                 goto finish;
             }
@@ -1063,13 +1104,14 @@ fixed_from_offsets(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "y*Onw*", &d, &off_obj, &width, &outb)) return NULL;
     PyObject *result = NULL;
     if (!PyArray_Check(off_obj) || PyArray_TYPE((PyArrayObject *)off_obj) != NPY_INT64 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || PyArray_SIZE((PyArrayObject *)off_obj) < 1) {
-        PyErr_SetString(PyExc_TypeError, "offsets must be a contiguous int64 array of n+1");
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || !PyArray_ISALIGNED((PyArrayObject *)off_obj) ||
+        PyArray_SIZE((PyArrayObject *)off_obj) < 1) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be an aligned contiguous int64 array of n+1");
         goto finish;
     }
     const int64_t *off = (const int64_t *)PyArray_DATA((PyArrayObject *)off_obj);
     npy_intp N = PyArray_SIZE((PyArrayObject *)off_obj) - 1;
-    if (width < 0 || outb.len != (Py_ssize_t)N * width) {
+    if (width < 0 || (width > 0 && N > PY_SSIZE_T_MAX / width) || outb.len != (Py_ssize_t)N * width) {
         PyErr_SetString(PyExc_ValueError, "out must hold exactly N * width bytes");
         goto finish;
     }
@@ -1080,18 +1122,29 @@ fixed_from_offsets(PyObject *self, PyObject *args)
         }
     }
     Py_ssize_t n_cut = 0;
+    int changed = 0;
     const uint8_t *src = (const uint8_t *)d.buf;
     uint8_t *o = (uint8_t *)outb.buf;
     Py_BEGIN_ALLOW_THREADS
     for (npy_intp i = 0; i < N; i++) {
-        Py_ssize_t L = (Py_ssize_t)(off[i + 1] - off[i]);
-        Py_ssize_t keep = width ? cut_at(src + off[i], L, width) : 0;
+        /* read each offset once and re-check it: the array may change while the GIL is released */
+        int64_t a = off[i], b = off[i + 1];
+        if (a < 0 || b < a || b > (int64_t)d.len) {
+            changed = 1;
+            break;
+        }
+        Py_ssize_t L = (Py_ssize_t)(b - a);
+        Py_ssize_t keep = width ? cut_at(src + a, L, width) : 0;
         n_cut += keep < L;
         uint8_t *row = o + (Py_ssize_t)i * width;
-        if (keep) memcpy(row, src + off[i], (size_t)keep);
+        if (keep) memcpy(row, src + a, (size_t)keep);
         if (width > keep) memset(row + keep, 0, (size_t)(width - keep));
     }
     Py_END_ALLOW_THREADS
+    if (changed) {
+        PyErr_SetString(PyExc_ValueError, "offsets out of bounds or decreasing");
+        goto finish;
+    }
     result = PyLong_FromSsize_t(n_cut);
 finish:
     PyBuffer_Release(&d);
@@ -1112,7 +1165,8 @@ fill_vlen_utf8(PyObject *self, PyObject *args)
     if (check_values(obj, &arr, &is_obj) < 0) return NULL;
     npy_intp N = PyArray_SIZE(arr);
     if (!PyArray_Check(lens_obj) || PyArray_TYPE((PyArrayObject *)lens_obj) != NPY_INT64 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)lens_obj) || PyArray_SIZE((PyArrayObject *)lens_obj) != N) {
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)lens_obj) || !PyArray_ISALIGNED((PyArrayObject *)lens_obj) ||
+        PyArray_SIZE((PyArrayObject *)lens_obj) != N) {
         PyErr_SetString(PyExc_TypeError, "lengths must be the int64 array from utf8_scan");
         return NULL;
     }
@@ -1123,8 +1177,16 @@ fill_vlen_utf8(PyObject *self, PyObject *args)
     const int64_t *L = (const int64_t *)PyArray_DATA((PyArrayObject *)lens_obj);
     int64_t total = 4;
     for (npy_intp i = 0; i < N; i++) {
+        if (L[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "lengths must be the int64 array from utf8_scan");
+            return NULL;
+        }
         if (L[i] > 0xFFFFFFFFLL) {
             PyErr_SetString(PyExc_OverflowError, "an item exceeds vlen's uint32 length");
+            return NULL;
+        }
+        if (total > PY_SSIZE_T_MAX - 4 - L[i]) {
+            PyErr_SetString(PyExc_OverflowError, "vlen chunk too large");
             return NULL;
         }
         total += 4 + L[i];
@@ -1140,7 +1202,7 @@ fill_vlen_utf8(PyObject *self, PyObject *args)
         PyObject **v = (PyObject **)PyArray_DATA(arr);
         for (npy_intp i = 0; i < N; i++) {
             PyObject *s = v[i];
-            if (!PyUnicode_Check(s) || str_utf8_len(s) != L[i]) {
+            if (s == NULL || !PyUnicode_Check(s) || str_utf8_len(s) != L[i]) {
                 Py_DECREF(res);
                 PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
                 return NULL;
@@ -1179,6 +1241,8 @@ fill_vlen_utf8(PyObject *self, PyObject *args)
     return res;
 }
 
+static PyObject *pack_at_impl(PyArrayObject *out, PyObject *pos_obj, PyObject *vals);
+
 /* ------------------------------------------------------------------------------------------
  * pack_at(out, positions, values): out's elements at C-order positions (an intp array, or None
  * for every element) get values[i] (UTF-8 bytes; with positions None, values[0] everywhere).
@@ -1190,18 +1254,30 @@ fill_vlen_utf8(PyObject *self, PyObject *args)
 static PyObject *
 pack_at(PyObject *self, PyObject *args)
 {
-    PyObject *out_obj, *pos_obj, *vals;
-    if (!PyArg_ParseTuple(args, "OOO!", &out_obj, &pos_obj, &PyList_Type, &vals)) return NULL;
+    PyObject *out_obj, *pos_obj, *vals_list;
+    if (!PyArg_ParseTuple(args, "OOO!", &out_obj, &pos_obj, &PyList_Type, &vals_list)) return NULL;
     PyArrayObject *out;
     if (check_out(out_obj, &out) < 0) return NULL;
+    /* an immutable snapshot we own: another thread may mutate (and free the items of) the
+     * caller's list while the GIL is released below */
+    PyObject *vals = PyList_AsTuple(vals_list);
+    if (vals == NULL) return NULL;
+    PyObject *result = pack_at_impl(out, pos_obj, vals);
+    Py_DECREF(vals);
+    return result;
+}
+
+static PyObject *
+pack_at_impl(PyArrayObject *out, PyObject *pos_obj, PyObject *vals)
+{
     npy_intp size = PyArray_SIZE(out);
-    Py_ssize_t nv = PyList_GET_SIZE(vals);
+    Py_ssize_t nv = PyTuple_GET_SIZE(vals);
     const npy_intp *pos = NULL;
     npy_intp npos = size;
     if (pos_obj != Py_None) {
         if (!PyArray_Check(pos_obj) || PyArray_TYPE((PyArrayObject *)pos_obj) != NPY_INTP ||
-            !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)pos_obj)) {
-            PyErr_SetString(PyExc_TypeError, "positions must be a contiguous intp array or None");
+            !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)pos_obj) || !PyArray_ISALIGNED((PyArrayObject *)pos_obj)) {
+            PyErr_SetString(PyExc_TypeError, "positions must be an aligned contiguous intp array or None");
             return NULL;
         }
         pos = (const npy_intp *)PyArray_DATA((PyArrayObject *)pos_obj);
@@ -1222,12 +1298,12 @@ pack_at(PyObject *self, PyObject *args)
         return NULL;
     }
     for (Py_ssize_t i = 0; i < nv; i++) {
-        if (!PyBytes_Check(PyList_GET_ITEM(vals, i))) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(vals, i))) {
             PyErr_SetString(PyExc_TypeError, "values must be bytes");
             return NULL;
         }
     }
-    /* the list (held by the caller) keeps the bytes alive while the GIL is released */
+    /* the tuple (ours, immutable) keeps the bytes alive while the GIL is released */
     out_iter it;
     out_iter_init(&it, out);
     int failed = 0;
@@ -1235,7 +1311,7 @@ pack_at(PyObject *self, PyObject *args)
     npy_string_allocator *alloc = NpyString_acquire_allocator(
         (const PyArray_StringDTypeObject *)PyArray_DESCR(out));
     if (pos == NULL) {
-        PyObject *b = PyList_GET_ITEM(vals, 0);
+        PyObject *b = PyTuple_GET_ITEM(vals, 0);
         const char *buf = PyBytes_AS_STRING(b);
         size_t n = (size_t)PyBytes_GET_SIZE(b);
         OUT_LOOP_BEGIN(it)
@@ -1250,12 +1326,16 @@ pack_at(PyObject *self, PyObject *args)
         for (npy_intp i = 0; i < npos; i++) {
             /* C-order position -> address */
             npy_intp rem = pos[i];
+            if (rem < 0 || rem >= size) { /* positions changed since checked (another thread) */
+                failed = 2;
+                break;
+            }
             char *ptr = it.base;
             for (int d = it.nd - 1; d >= 0; d--) {
                 ptr += (rem % it.shape[d]) * it.strides[d];
                 rem /= it.shape[d];
             }
-            PyObject *b = PyList_GET_ITEM(vals, i);
+            PyObject *b = PyTuple_GET_ITEM(vals, i);
             if (NpyString_pack(alloc, (npy_packed_static_string *)ptr, PyBytes_AS_STRING(b),
                                (size_t)PyBytes_GET_SIZE(b)) < 0) {
                 failed = 1;
@@ -1266,6 +1346,10 @@ pack_at(PyObject *self, PyObject *args)
 done:
     NpyString_release_allocator(alloc);
     Py_END_ALLOW_THREADS
+    if (failed == 2) {
+        PyErr_SetString(PyExc_IndexError, "position out of range (positions changed during the call)");
+        return NULL;
+    }
     if (failed) return PyErr_NoMemory();
     Py_RETURN_NONE;
 }

@@ -198,6 +198,8 @@ def vlen_into(
     off = chunk.offsets
     if not (off.dtype.isnative and off.flags.c_contiguous and off.dtype.kind in "iu" and off.dtype.itemsize in (4, 8)):
         off = np.ascontiguousarray(off, dtype=np.int64)
+    if not off.flags.aligned:  # (the kernel reads the offsets as aligned integers)
+        off = np.array(off, dtype=np.int64, order="C")
     data = chunk.data if chunk.data.flags.c_contiguous else np.ascontiguousarray(chunk.data)
     bad = K.offsets_to_T(data, off, out, sel, _POLICY_CODE[utf8_errors])
     if bad.size:
