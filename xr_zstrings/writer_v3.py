@@ -36,6 +36,10 @@ __all__ = ["to_zarr_v3", "LAYOUTS"]
 Layout = Literal["vlen-utf8", "zarrs.vlen", "arrow", "arrow-large"]
 LAYOUTS: tuple[str, ...] = ("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large")
 
+# encodings of non-string variables that mean the same in Zarr v3 (xarray's own keys)
+_V3_KEEP = frozenset({"chunks", "shards", "compressors", "dtype", "_FillValue", "units",
+                      "calendar", "scale_factor", "add_offset", "coordinates"})
+
 
 def _is_text(var: xr.Variable) -> str | None:
     """'str' or 'bytes' for variables that become variable-length arrays, else None."""
@@ -187,6 +191,9 @@ def _write_dataset(ds: xr.Dataset, target: Any, *, layout: str, index_data_type:
     for name, var in ds.variables.items():
         kind = _is_text(var)
         if kind is None:
+            # keep the CF encodings; drop what another format recorded (a v2/NCZarr compressor,
+            # filters, zarr_dtype, ...) that a v3 array cannot take
+            prepared[name].encoding = {k: v for k, v in var.encoding.items() if k in _V3_KEEP}
             continue
         kinds[name] = kind
         values = var.values
