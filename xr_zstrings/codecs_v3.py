@@ -67,7 +67,9 @@ one of its codecs (plain ``bytes``/``transpose``/vlen/Arrow chains do not import
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -969,7 +971,7 @@ class V3Pipeline:
         """
         shape = self.chunk_shape if chunk_shape is None else tuple(int(s) for s in chunk_shape)
         ctx = _ctx or self._ctx(key)
-        try:
+        with self.decode_errors(ctx):
             shapes = self._shapes(shape)
             u8 = self._bytes_decode(raw, ctx)
             arr = self.ab.decode(u8, shapes[-1], ctx)
@@ -982,9 +984,14 @@ class V3Pipeline:
             if _ctx is None and not arr.flags.writeable:  # nested chains skip the copy
                 arr = arr.copy()
             return arr
-        except ZStringsError:
-            raise
-        except (MemoryError, RecursionError):
+
+    @contextlib.contextmanager
+    def decode_errors(self, ctx: str) -> Iterator[None]:
+        """Turn any failure while decoding one chunk into a ChunkError naming ``ctx`` and the codecs
+        (our own errors, MemoryError and RecursionError pass through)."""
+        try:
+            yield
+        except (ZStringsError, MemoryError, RecursionError):
             raise
         except Exception as e:
             raise ChunkError(

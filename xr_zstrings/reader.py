@@ -539,21 +539,12 @@ class ChunkedArray:
         n = math.prod(meta.chunks)
         ctx = p._ctx(None)
         try:
-            try:
+            with p.decode_errors(ctx):
                 u8 = p._bytes_decode(raw, ctx)
                 if p.layout == "vlen-utf8":
                     vlen.decode_vlen_utf8_into(u8, view, sel, n, utf8_errors=p.ab.utf8_errors, what=ctx)
                 else:
                     vlen.vlen_into(p.ab.to_vlen(u8, n, ctx), view, sel, utf8_errors=p.ab.utf8_errors, what=ctx)
-            except ZStringsError:
-                raise
-            except (MemoryError, RecursionError):
-                raise
-            except Exception as e:
-                raise ChunkError(
-                    f"{ctx}: cannot decode the chunk with codecs {p.codec_names} "
-                    f"({type(e).__name__}: {e}); the chunk is corrupt or belongs to another array"
-                ) from e
         except ZStringsError as e:
             raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
 

@@ -216,6 +216,15 @@ def check_utf8_errors(utf8_errors: str) -> str:
     return utf8_errors
 
 
+def _resolve_width(lengths: np.ndarray, width: int | None, min_width: int, what: str) -> tuple[int, int]:
+    """(longest UTF-8 length, the width to encode at): the longest value when no width is given."""
+    longest = int(lengths.max()) if lengths.size else 0
+    width = max(min_width, longest) if width is None else int(width)
+    if width < min_width:
+        raise ZStringsError(f"{_ctx(what)}width {width} is too small; it must be >= {min_width}")
+    return longest, width
+
+
 def _warn_truncated(what: str, count: int, width: int, longest: int) -> None:
     """The one truncation warning both encode paths give (count, width, longest value)."""
     warnings.warn(
@@ -576,12 +585,7 @@ def _utf8_matrix_kernel(
         if status != 0:
             return None
     N = flat.size
-    longest = int(lengths.max()) if N else 0
-    if width is None:
-        width = max(min_width, longest)
-    width = int(width)
-    if width < min_width:
-        raise ZStringsError(f"{_ctx(what)}width {width} is too small; it must be >= {min_width}")
+    longest, width = _resolve_width(lengths, width, min_width, what)
     truncate = False
     if longest > width:
         if on_overflow == "error":
@@ -621,12 +625,7 @@ def _utf8_matrix(
             rows = np.flatnonzero((z[:, :-1] & ~z[:, 1:]).any(axis=1))
             raise _nul_error(what, t, rows)
         u8[np.arange(N), lengths] = 0  # drop the sentinel
-    longest = int(lengths.max()) if N else 0
-    if width is None:
-        width = max(min_width, longest)
-    width = int(width)
-    if width < min_width:
-        raise ZStringsError(f"{_ctx(what)}width {width} is too small; it must be >= {min_width}")
+    longest, width = _resolve_width(lengths, width, min_width, what)
     if longest > width:
         if on_overflow == "error":
             raise _overflow_error(what, int((lengths > width).sum()), longest, width, "UTF-8")
