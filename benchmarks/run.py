@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -49,6 +50,18 @@ def _time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
         out = fn()
         times.append(time.perf_counter() - t0)
     return statistics.median(times), out
+
+
+def _time_alternating(fa: Callable[[], Any], fb: Callable[[], Any], repeat: int) -> tuple[float, float]:
+    """Median seconds of fa and fb, run alternately, each after ``os.sync()`` (for writers)."""
+    ta, tb = [], []
+    for _ in range(repeat):
+        for fn, times in ((fa, ta), (fb, tb)):
+            os.sync()
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+    return statistics.median(ta), statistics.median(tb)
 
 
 def _cpu(fn: Callable[[], Any]) -> float:
@@ -80,7 +93,7 @@ def write_nczarr(path: Path, strings: list[str], compression: str | None) -> str
     url = f"file://{path}#mode=nczarr,file"
     ds = netCDF4.Dataset(url, "w")
     ds.createDimension("x", len(strings))
-    kw = {"compression": compression} if compression else {}
+    kw = {"compression": compression, "complevel": 3} if compression else {}
     v = ds.createVariable("s", str, ("x",), chunksizes=(min(len(strings), 100_000),), **kw)
     v.setncattr("_nczarr_maxstrlen", 48)
     v[:] = np.array(strings, dtype=object)
@@ -113,8 +126,11 @@ def write_zarr_v3(path: Path, strings: list[str], compressor: Any) -> None:
 # ------------------------------------------------------------------------------------------
 
 
-def _chunk_buffers(store: Path) -> tuple[str, list[Any], int]:
-    """(layout, decompressed chunk buffers, element count) of variable "s" of a store."""
+def _chunk_buffers(store: Path) -> tuple[str, list[Any], int, list[bytes], Any]:
+    """(layout, decompressed chunk buffers, element count, stored chunks, the numcodecs
+    decompressor of the stored chunks or None) of variable "s" of a store."""
+    import numcodecs
+
     from xr_zstrings.reader import ChunkedArray, open_tree
     from xr_zstrings.store import open_store
 
@@ -125,8 +141,11 @@ def _chunk_buffers(store: Path) -> tuple[str, list[Any], int]:
     keys = [arr._chunk_key((i,) + (0,) * (len(meta.shape) - 1)) for i in range(math.ceil(n / meta.chunks[0]))]
     raws = tree.store.get_many(keys)
     if not arr.v3:
-        return "fixed", [bytes(memoryview(arr.pipeline.decode(r)).cast("B")) for r in raws], n
+        comp = arr.pipeline.compressor
+        plain = [r if comp is None else bytes(memoryview(comp.decode(r)).cast("B")) for r in raws]
+        return ("vlen-utf8" if meta.dtype.kind == "O" else "fixed"), plain, n, raws, comp
     p = arr.pipeline_v3
+    comp = numcodecs.Zstd() if any(c.get("name") == "zstd" for c in meta.codecs) else None
     out = []
     for r in raws:
         u8 = p._bytes_decode(r, "")
@@ -135,7 +154,7 @@ def _chunk_buffers(store: Path) -> tuple[str, list[Any], int]:
         else:
             ch = p.ab.to_vlen(u8, math.prod(meta.chunks), "")
             out.append((ch.data.tobytes(), np.ascontiguousarray(ch.offsets, dtype=np.int64)))
-    return ("vlen-utf8" if p.layout == "vlen-utf8" else "offsets"), out, n
+    return ("vlen-utf8" if p.layout == "vlen-utf8" else "offsets"), out, n, raws, comp
 
 
 def _reference_rows(store: Path, width: int, repeat: int, ours_t: float, n_total: int) -> list[tuple]:
@@ -145,9 +164,9 @@ def _reference_rows(store: Path, width: int, repeat: int, ours_t: float, n_total
 
     cref = load()
     K = kernels()
-    kind, bufs, n = _chunk_buffers(store)
+    kind, bufs, n, raws, comp = _chunk_buffers(store)
 
-    def ref() -> np.ndarray:
+    def ref(bufs: list[Any] = bufs) -> np.ndarray:
         out = np.empty(n if kind != "fixed" else sum(len(b) // width for b in bufs), _T)
         if kind == "fixed":
             cref.fixed(bufs, width, out)
@@ -175,6 +194,15 @@ def _reference_rows(store: Path, width: int, repeat: int, ours_t: float, n_total
 
     t_ref, _ = _time(ref, repeat)
     rows = [("C reference loop (1 thread)", n_total / t_ref / 1e6, None, f"ours end-to-end / ref: {ours_t / t_ref:.2f}x time")]
+    if comp is not None and kind != "offsets":
+        # compressed chunks: the straightforward C program also has to decompress them (the
+        # same library call, numcodecs' libzstd/blosc), then runs the same loop
+        def ref_decompressing() -> np.ndarray:
+            return ref([bytes(memoryview(comp.decode(r)).cast("B")) for r in raws])
+
+        t_refd, _ = _time(ref_decompressing, repeat)
+        rows.append(("C ref. incl. decompression (1 thr)", n_total / t_refd / 1e6, None,
+                     f"ours end-to-end / ref: {ours_t / t_refd:.2f}x time"))
     if K is not None:
         t_k, _ = _time(kern, repeat)
         rows.append(("our kernel (1 thread, validating)", n_total / t_k / 1e6, None, f"kernel / ref: {t_k / t_ref:.2f}x time"))
@@ -210,6 +238,19 @@ def main(argv: list[str] | None = None) -> int:
         add(label, "xr_zstrings (StringDType)", N / t_ours / 1e6, None,
             f"peak {peak / _nbytes(got):.2f}x result, cpu/wall {cpu:.2f}")
         del got
+        # the same read on one decoding thread: what the second core adds
+        from concurrent.futures import ThreadPoolExecutor
+
+        import xr_zstrings.reader as R
+
+        saved, R._pool = R._pool, ThreadPoolExecutor(1)
+        try:
+            t_one, _ = _time(ours, args.repeat)
+        finally:
+            R._pool.shutdown()
+            R._pool = saved
+        add(label, "xr_zstrings, 1 decoding thread", N / t_one / 1e6, None,
+            f"{os.cpu_count()} threads are {t_one / t_ours:.2f}x faster")
         for ref in _reference_rows(store, width or 0, args.repeat, t_ours, N):
             add(label, ref[0], ref[1], ref[2], ref[3])
         return t_ours
@@ -270,6 +311,17 @@ def main(argv: list[str] | None = None) -> int:
             del ref
             add(label, "xarray engine=zarr", N / t_z / 1e6, t_z / t_ours, "")
 
+        label = "Zarr v2 vlen-utf8 (blosc)"  # |O: what xarray's to_zarr(zarr_format=2) writes for str
+        store = tmpd / "v2_vlen.zarr"
+        xr.Dataset({"s": ("x", np.array(strings, dtype=object))}).to_zarr(
+            store, zarr_format=2, encoding={"s": {"chunks": (min(len(strings), 100_000),)}}, consolidated=False)
+        t_ours = ours_rows(label, store, None)
+        t_z, ref = _time(lambda store=store: xr.open_dataset(store, engine="zarr", consolidated=False)["s"].values,
+                         args.repeat)
+        assert list(ref) == strings
+        del ref
+        add(label, "xarray engine=zarr", N / t_z / 1e6, t_z / t_ours, "")
+
         # the other v3 layouts, written by our encoder; zarr-python reads none of them, so its
         # vlen-utf8 read of the same strings is the reference
         ref_store = tmpd / "v3_raw.zarr"
@@ -293,27 +345,48 @@ def main(argv: list[str] | None = None) -> int:
             add(label, "pyarrow validate(full=True) only", N / t_val / 1e6, None,
                 f"read_arrow / validate: {t_arrow / t_val:.2f}x time")
 
-        # writing 1,000,000 strings: to_nczarr vs netCDF4 (NC_STRING to NCZarr, same data)
+        # writing 1,000,000 strings: ours vs netCDF4 writing the same NC_STRING variable to NCZarr
+        # (uncompressed against uncompressed, zstd against zstd)
+        import numcodecs
+
         from xr_zstrings import strings as S
         from xr_zstrings.writer import to_nczarr
 
-        label = "write NCZarr NC_STRING"
         ds = xr.Dataset({"s": ("x", np.array(strings, dtype=object))})
+        ds["s"].encoding["chunks"] = (min(len(strings), 100_000),)
         counter = iter(range(10**6))
+        # both writers write to tmpfs when there is one: on this VM's disk the page cache makes the
+        # same 48 MB write take 10 ms or 110 ms depending on what was written before (README)
+        wdir = Path(tempfile.mkdtemp(dir="/dev/shm")) if os.path.isdir("/dev/shm") else tmpd
+        zstd_v3 = [{"name": "zstd", "configuration": {"level": 3}}]
+        writers: list[tuple[str, str | None, Callable[[Path], None]]] = [
+            ("to_nczarr NC_STRING", None, lambda p: to_nczarr(ds, p, mode="w", maxstrlen=48)),
+            ("to_zarr_v3 vlen-utf8", None, lambda p: to_zarr_v3(ds, p, layout="vlen-utf8", compressors=[])),
+            ("to_zarr_v3 zarrs.vlen", None, lambda p: to_zarr_v3(ds, p, layout="zarrs.vlen")),
+            ("to_zarr_v3 arrow", None, lambda p: to_zarr_v3(ds, p, layout="arrow")),
+            ("to_nczarr NC_STRING", "zstd",
+             lambda p: to_nczarr(ds, p, mode="w", maxstrlen=48, compressor=numcodecs.Zstd(level=3))),
+            ("to_zarr_v3 vlen-utf8", "zstd", lambda p: to_zarr_v3(ds, p, layout="vlen-utf8", compressors=zstd_v3)),
+        ]
+        for name, comp, write in writers:
+            label = f"write ({comp or 'raw'})"
 
-        def ours_w() -> None:
-            to_nczarr(ds, tmpd / f"w_ours_{next(counter)}.zarr", mode="w")
+            def ours_w(write: Callable[[Path], None] = write) -> None:
+                write(wdir / f"w_ours_{next(counter)}.zarr")
 
-        def nc_w() -> None:
-            write_nczarr(tmpd / f"w_nc_{next(counter)}.zarr", strings, None)
+            def nc_w(comp: str | None = comp) -> None:
+                write_nczarr(wdir / f"w_nc_{next(counter)}.zarr", strings, comp)
 
-        t_w, _ = _time(ours_w, args.repeat)
-        t_n, _ = _time(nc_w, args.repeat)
+            # writes land in the page cache: flush it before every run and alternate the two
+            # writers, so neither pays for the other's dirty pages being written back
+            t_w, t_n = _time_alternating(ours_w, nc_w, max(args.repeat, 5))
+            add(label, name, N / t_w / 1e6, t_n / t_w,
+                f"netCDF4 {'createVariable(str)' if comp is None else 'zstd level 3'}: {N / t_n / 1e6:.2f} M/s")
+        if wdir != tmpd:
+            shutil.rmtree(wdir)
         obj = np.array(strings, dtype=object)
         t_e, _ = _time(lambda: S.encode_fixed_utf8(obj, None), args.repeat)
-        add(label, "to_nczarr (object input)", N / t_w / 1e6, t_n / t_w, "")
-        add(label, "netCDF4 createVariable(str)", N / t_n / 1e6, None, "")
-        add(label, "  of which encode_fixed_utf8", N / t_e / 1e6, None, f"{t_e * 1e3:.0f} ms")
+        add("write (raw)", "  of which encode_fixed_utf8", N / t_e / 1e6, None, f"{t_e * 1e3:.0f} ms")
 
     ext = "compiled kernels" if S.kernels() is not None else "pure-Python fallback"
     print(f"\n{N:,} strings (4-40 chars, 20% multibyte), median of {args.repeat} runs, {ext}, "

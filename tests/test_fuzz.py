@@ -255,7 +255,7 @@ MISC_ROWS = [
     ("nczarr-D", _write("temp/0.0", zlib.compress(b"\x00" * 16)[:-3]), ChunkError, ["temp/0.0"]),
     ("zarr-v2", _write("vals/0", b"\x00" * 23), ChunkError, ["vals/0", "23 bytes", "24"]),
     ("zarr-v2", _write("names/0", numcodecs.Blosc().encode(numcodecs.VLenUTF8().encode(np.array(["a", "b"], dtype=object)))),
-     ChunkError, ["names/0", "2 strings", "expected 3"]),
+     ChunkError, ["names/0", "2 items", "expected 3"]),
     ("zarr-v2", _write("names/0", numcodecs.Blosc().encode(b"\xff\xff\xff\x7f")), ChunkError,
      ["names/0", "2147483647 items"]),
     ("zarr-v2", _write("names/0", numcodecs.Blosc().encode(b"\x03\x00\x00\x00\x01\x00\x00\x00a")), ChunkError,

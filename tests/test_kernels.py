@@ -282,6 +282,74 @@ def test_encode_vlen_same_as_fallback_and_numcodecs(values, container):
     assert fast == bytes(numcodecs.VLenUTF8().encode(np.array(values, dtype=object)))
 
 
+@needs_ext
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(text, st.none(), st.binary(max_size=3)), max_size=30),
+       st.sampled_from(["O", "T", "U"]), st.sampled_from(["str", "bytes"]))
+def test_values_to_vlen_same_as_fallback(values, container, kind):
+    """The compiled packer (utf8_pack on objects or StringDType) against pyarrow's conversion:
+    same offsets and data, or the same error (None, bytes among str, str among bytes)."""
+    arr = np.array(values, dtype=object)
+    if container != "O":
+        if not all(isinstance(v, str) for v in values):
+            return
+        arr = np.array(values, dtype=T if container == "T" else "U")
+
+    def pack() -> Any:
+        c = V.values_to_vlen(arr, kind=kind, what="v")
+        return c.offsets.tolist(), bytes(c.data[int(c.offsets[0]) : int(c.offsets[-1])])
+
+    same(pack)
+
+
+@needs_ext
+@settings(max_examples=200, deadline=None)
+@given(st.lists(text, max_size=30), st.integers(0, 5))
+def test_vlen_utf8_from_packed_same_as_numcodecs(values, base):
+    """A VlenChunk (offsets need not start at 0) -> vlen-utf8 bytes, equal to numcodecs'."""
+    import numcodecs
+
+    raw = b"\xff" * base + "".join(values).encode()
+    lens = [len(v.encode()) for v in values]
+    off = (np.concatenate([[0], np.cumsum(lens)]) + base).astype(np.int64)
+    chunk = V.VlenChunk(off, np.frombuffer(raw, np.uint8))
+    kind, fast, _ = same(lambda: V.encode_vlen_utf8_chunk(chunk))
+    assert kind == "ok"
+    assert fast == bytes(numcodecs.VLenUTF8().encode(np.array(values, dtype=object)))
+
+
+@needs_ext
+def test_utf8_pack_stringdtype_statuses():
+    """utf8_pack on StringDType: NUL reported unless allowed, NA left to the Python path."""
+    K = S.kernels()
+    t = np.array(["a", "b\x00c", ""], dtype=T)
+    status, _, off, data = K.utf8_pack(t, True)
+    assert (status, off.tolist(), data) == (0, [0, 1, 4, 4], b"ab\x00c")
+    assert K.utf8_pack(t)[:2] == (1, 1)
+    na = np.array(["x", None], dtype=np.dtypes.StringDType(na_object=None))
+    assert K.utf8_pack(na)[:2] == (2, 1)
+
+
+@needs_ext
+@pytest.mark.parametrize("container", ["O", "T"])
+def test_fill_kernels_zeroed_buffers_match(container):
+    """zeroed=True (the padding is not written) gives the same rows as zeroed=False."""
+    K = S.kernels()
+    vals = np.array(["", "abc", "é😀", "x" * 9], dtype=object)
+    vals = vals if container == "O" else vals.astype(T)
+    _, _, lens = K.utf8_scan(vals)
+    _, _, off, data = K.utf8_pack(vals)
+    rows = []
+    for zeroed in (False, True):
+        out = np.zeros(4 * 6, np.uint8) if zeroed else np.full(4 * 6, 0xAA, np.uint8)
+        assert K.fill_fixed(vals, lens, 6, out, zeroed) == 1  # "x" * 9 is cut
+        out2 = np.zeros(4 * 6, np.uint8) if zeroed else np.full(4 * 6, 0xAA, np.uint8)
+        assert K.fixed_from_offsets(data, off, 6, out2, zeroed) == 1
+        assert out2.tobytes() == out.tobytes()
+        rows.append(out.tobytes())
+    assert rows[0] == rows[1] == b"\0" * 6 + b"abc\0\0\0" + "é😀".encode()[:6] + b"x" * 6
+
+
 # --------------------------------------------------------------------------------------------
 # through the reader: chunk by chunk into the result, on threads
 # --------------------------------------------------------------------------------------------
@@ -379,6 +447,52 @@ def test_reader_v3_same_as_fallback(tmp_path, layout):
     to_zarr_v3(ds, path, layout=layout)  # type: ignore[arg-type]
     out = same(_open_values(path))
     assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
+
+
+@needs_ext
+@pytest.mark.parametrize("order", ["C", "F"])
+@pytest.mark.parametrize("compressor", [None, "blosc"])
+def test_reader_v2_vlen_same_as_fallback(tmp_path, order, compressor):
+    """Zarr v2 |O + vlen-utf8 (xarray's and zarr-python's v2 str layout) through the kernels:
+    C and F order, partial edge chunks, missing chunks (fill value), selections."""
+    import numcodecs
+    import zarr
+
+    rng = np.random.default_rng(3)
+    words = ["", "a", "é", "😀x", "long string " * 5, "中文", "a\x00b"]
+    s1 = np.array(words, dtype=object)[rng.integers(0, len(words), 501)]
+    s2 = np.array(words, dtype=object)[rng.integers(0, len(words), (23, 9))]
+    path = tmp_path / "v2.zarr"
+    g = zarr.open_group(path, mode="w", zarr_format=2)
+    comp = numcodecs.Blosc() if compressor else None
+    a1 = g.create_array("s1", shape=s1.shape, chunks=(50,), dtype=str, compressors=comp, order=order,
+                        fill_value="")
+    a1[:] = s1
+    a1.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    a2 = g.create_array("s2", shape=s2.shape, chunks=(4, 5), dtype=str, compressors=comp, order=order,
+                        fill_value="-")
+    a2[:] = s2
+    a2.attrs["_ARRAY_DIMENSIONS"] = ["y", "z"]
+    (path / "s2" / "0.0").unlink()  # a missing chunk reads as the fill value
+    s2[:4, :5] = "-"
+    out = same(_open_values(path))
+    assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
+
+
+@needs_ext
+def test_reader_v2_vlen_invalid_utf8_is_an_error_on_both_paths(tmp_path):
+    import numcodecs
+    import zarr
+
+    path = tmp_path / "bad.zarr"
+    g = zarr.open_group(path, mode="w", zarr_format=2)
+    a = g.create_array("s", shape=(2,), chunks=(2,), dtype=str, compressors=None, fill_value="")
+    a[:] = np.array(["ok", "xx"], dtype=object)
+    a.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    good = numcodecs.VLenUTF8().encode(np.array(["ok", "xx"], dtype=object))
+    (path / "s" / "0").write_bytes(good[:-2] + b"\xff\xfe")
+    kind, err, _ = same(lambda: xr.open_dataset(path, engine="zstrings")["s"].values)
+    assert kind == "error" and err[0] == "ChunkError" and "s/0" in err[1] and "element 1" in err[1], err
 
 
 # --- memory-safety regressions: malformed arguments to every kernel entry point -------------
@@ -479,6 +593,7 @@ def test_kernels_fuzz_malformed_inputs(data, offs, odt, width, n_expected, polic
         lambda: K.fixed_to_T(data, width, out, s, policy),
         lambda: K.vlen_utf8_to_T(data, n_expected, bool(policy & 1), out, s, policy),
         lambda: K.fixed_from_offsets(data, o.astype(np.int64), width, bytearray(max(width, 0) * max(len(o) - 1, 0))),
+        lambda: K.vlen_utf8_from_offsets(data, o.astype(np.int64)),
     ):
         with contextlib.suppress(*errors):
             call()
@@ -489,6 +604,8 @@ def test_kernels_fuzz_malformed_inputs(data, offs, odt, width, n_expected, polic
             K.fill_fixed(v, lens, max(width, 0), bytearray(3 * max(width, 0)))
         with contextlib.suppress(*errors):
             K.fill_vlen_utf8(v, lens)
+        with contextlib.suppress(*errors):
+            K.fill_fixed_bounded(v, width, bytearray(3 * max(width, 0)))
         with contextlib.suppress(*errors):
             K.utf8_scan(v)
     with contextlib.suppress(*errors):

@@ -20,6 +20,7 @@ from xr_zstrings.writer_v3 import LAYOUTS, to_zarr_v3
 
 warnings.filterwarnings("ignore", message=".*Consolidated metadata.*")
 
+T_DTYPE = np.dtypes.StringDType()
 TEXT = ["a", "héllo", "中文字", "😀x", "", "x\x00y", "zz"]
 
 
@@ -185,3 +186,64 @@ def test_unknown_v3_codec_is_a_clear_error_at_open(tmp_path):
     with pytest.raises(ZStringsError, match="no-such-codec") as info:
         xr.open_dataset(tmp_path / "u.zarr", engine="zstrings")
     assert "u.zarr" in str(info.value)
+
+
+def test_writer_compressor_defaults(tmp_path):
+    """compressors=None: vlen-utf8 text gets zarr-python's default (as zarr-python itself writes
+    it), the other layouts none; [] means no compressor for every layout."""
+    ds = xr.Dataset({"s": ("x", np.array(TEXT, dtype=object))})
+    xr_ref = tmp_path / "xr.zarr"
+    ds.to_zarr(xr_ref, zarr_format=3, consolidated=False)
+    zarr_codecs = json.loads((xr_ref / "s" / "zarr.json").read_text())["codecs"]
+    for layout in LAYOUTS:
+        for comp in (None, []):
+            path = tmp_path / f"{layout}-{comp is None}.zarr"
+            to_zarr_v3(ds, path, layout=layout, compressors=comp)
+            codecs = json.loads((path / "s" / "zarr.json").read_text())["codecs"]
+            if layout == "vlen-utf8" and comp is None:
+                assert codecs == zarr_codecs  # the same zarr.json codecs as xarray + zarr-python
+            else:
+                assert len(codecs) == 1, codecs
+            assert xr.open_dataset(path, engine="zstrings")["s"].values.tolist() == TEXT
+            if layout == "vlen-utf8":
+                assert list(zarr.open_array(path / "s")[:]) == TEXT
+
+
+@pytest.mark.parametrize("values", [["a", None, "c"], ["a", b"b", "c"], [b"a", "b"], [b"a", None]])
+def test_mixed_objects_are_refused_before_anything_is_written(tmp_path, values):
+    ds = xr.Dataset({"s": ("x", np.array(values, dtype=object)), "n": ("x", np.arange(len(values)))})
+    path = tmp_path / "m.zarr"
+    with pytest.raises(ZStringsError, match="neither all str nor all bytes"):
+        to_zarr_v3(ds, path)
+    assert not path.exists()
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("container", ["O", "T", "U"])
+def test_writer_matches_xarray_metadata_and_values_2d_and_edges(tmp_path, layout, container):
+    """Every string container and shape (1-D with a partial edge chunk, 2-D, 0-d) written by
+    to_zarr_v3: xarray's attributes/dimension names/chunk grid in zarr.json, values back."""
+    one = np.array(["a", "héllo", "", "中文字", "z", "😀"], dtype=object)
+    two = np.array([["p", "", "ü"], ["long" * 30, "x", "y"]], dtype=object)
+    conv = {"O": lambda a: a, "T": lambda a: a.astype(T_DTYPE), "U": lambda a: a.astype(str)}[container]
+    ds = xr.Dataset(
+        {"s": ("x", conv(one), {"long_name": "labels"}), "t": (("y", "z"), conv(two)),
+         "sc": ((), conv(np.array("zero-d", dtype=object)))},
+        coords={"lab": ("x", conv(one))},
+    )
+    ds["s"].encoding["chunks"] = (4,)
+    ds["t"].encoding["chunks"] = (1, 2)
+    ref = tmp_path / "ref.zarr"
+    with warnings.catch_warnings():  # zarr-python: "<U has no Zarr V3 specification"
+        warnings.simplefilter("ignore")
+        ds.to_zarr(ref, zarr_format=3, consolidated=False)
+    path = tmp_path / "ours.zarr"
+    to_zarr_v3(ds, path, layout=layout, consolidated=False)
+    for name in ("s", "t", "sc", "lab"):
+        theirs = json.loads((ref / name / "zarr.json").read_text())
+        ours = json.loads((path / name / "zarr.json").read_text())
+        for key in ("shape", "chunk_grid", "chunk_key_encoding", "attributes", "dimension_names"):
+            assert ours.get(key) == theirs.get(key), (name, key)
+    got = xr.open_dataset(path, engine="zstrings")
+    for name in ("s", "t", "sc", "lab"):
+        assert got[name].values.tolist() == ds[name].values.tolist()

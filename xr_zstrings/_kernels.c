@@ -83,15 +83,25 @@ utf8_check(const uint8_t *s, Py_ssize_t n, Py_ssize_t *tail)
     unsigned st = U_OK;
     Py_ssize_t last = 0, i = 0;
     while (i < n) {
-        if (st == U_OK && i + 8 <= n) {
-            uint64_t w;
-            memcpy(&w, s + i, 8);
-            if (!(w & 0x8080808080808080ULL)) {
+        if (st == U_OK) {
+            /* between characters: skip ASCII a word at a time, then jump straight to the first
+             * byte >= 0x80 (only multibyte sequences go through the automaton) */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            while (i + 8 <= n) {
+                uint64_t w;
+                memcpy(&w, s + i, 8);
+                uint64_t h = w & 0x8080808080808080ULL;
+                if (h) {
+                    i += __builtin_ctzll(h) >> 3;
+                    break;
+                }
                 i += 8;
-                continue;
             }
+#endif
+            while (i < n && s[i] < 0x80) i++;
+            if (i >= n) break;
+            last = i;
         }
-        last = st == U_OK ? i : last;
         st = utf8_next[st][s[i]];
         i++;
         if (st == U_BAD) return 1;
@@ -610,7 +620,9 @@ vlen_utf8_to_T(PyObject *self, PyObject *args)
     int err = 0; /* 1 malformed, 3 memory, 4 sel changed */
     npy_intp n_bad = 0;
     Py_BEGIN_ALLOW_THREADS
+    /* pass 1: the header walk */
     int64_t p = 4;
+    int64_t long_value = 0;
     for (int64_t i = 0; i < n; i++) {
         if (p + 4 > B) {
             err = 1;
@@ -623,13 +635,23 @@ vlen_utf8_to_T(PyObject *self, PyObject *args)
             break;
         }
         start[i] = p;
-        Py_ssize_t keep = span_non_ascii(a + p, (Py_ssize_t)ln, a + B) ? keep_len(a + p, (Py_ssize_t)ln, policy)
-                                                                        : (Py_ssize_t)ln;
-        len[i] = (int32_t)keep;
-        if (keep < 0) n_bad++;
+        len[i] = (int32_t)ln;
+        long_value |= ln >= 0x80;
         p += ln;
     }
     if (!err && p < B && !allow_trailing) err = 1;
+    /* when every length is < 128 its 4 header bytes are ASCII (< 0x80), which can neither
+     * continue nor be continued by a multibyte sequence: the values and headers together are
+     * valid UTF-8 exactly when every value is, so one long validation replaces n short ones */
+    Py_ssize_t tail_unused;
+    if (!err && (long_value || utf8_check(a + 4, (Py_ssize_t)(p - 4), &tail_unused) != 0)) {
+        for (int64_t i = 0; i < n; i++) {
+            const uint8_t *v = a + start[i];
+            Py_ssize_t keep = span_non_ascii(v, len[i], a + B) ? keep_len(v, len[i], policy) : len[i];
+            len[i] = (int32_t)keep;
+            if (keep < 0) n_bad++;
+        }
+    }
     if (!err && size) {
         spans sp = {a, start, 0, len, (npy_intp)n};
         int r = pack_all(out, &sp, sel);
@@ -695,6 +717,44 @@ str_utf8_len(PyObject *s)
         }
     }
     return total;
+}
+
+/* UTF-8 length of a str in one pass that also looks for NUL: -1 on a lone surrogate, -2 on a
+ * NUL character unless allow_nul (compact ASCII: the length is known, memchr finds a NUL) */
+static Py_ssize_t
+str_utf8_scan(PyObject *s, int allow_nul)
+{
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    const void *d = PyUnicode_DATA(s);
+    if (PyUnicode_IS_ASCII(s)) return (!allow_nul && n && memchr(d, 0, (size_t)n)) ? -2 : n;
+    int kind = PyUnicode_KIND(s);
+    Py_ssize_t total = n, nul = 0;
+    if (kind == PyUnicode_1BYTE_KIND) {
+        const Py_UCS1 *u = (const Py_UCS1 *)d;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            total += u[i] >= 0x80;
+            nul |= u[i] == 0;
+        }
+    }
+    else if (kind == PyUnicode_2BYTE_KIND) {
+        const Py_UCS2 *u = (const Py_UCS2 *)d;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS2 c = u[i];
+            total += (c >= 0x80) + (c >= 0x800);
+            nul |= c == 0;
+            if (c >= 0xD800 && c <= 0xDFFF) return -1;
+        }
+    }
+    else {
+        const Py_UCS4 *u = (const Py_UCS4 *)d;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            Py_UCS4 c = u[i];
+            total += (c >= 0x80) + (c >= 0x800) + (c >= 0x10000);
+            nul |= c == 0;
+            if (c >= 0xD800 && c <= 0xDFFF) return -1;
+        }
+    }
+    return (nul && !allow_nul) ? -2 : total;
 }
 
 /* write the first `limit` bytes of a str's UTF-8 encoding (limit is on a character boundary) */
@@ -866,14 +926,9 @@ utf8_scan(PyObject *self, PyObject *args)
                 bad = i;
                 break;
             }
-            Py_ssize_t n = str_utf8_len(s);
+            Py_ssize_t n = str_utf8_scan(s, allow_nul);
             if (n < 0) {
-                status = 2;
-                bad = i;
-                break;
-            }
-            if (!allow_nul && PyUnicode_FindChar(s, 0, 0, PyUnicode_GET_LENGTH(s), 1) >= 0) {
-                status = 1;
+                status = n == -2 ? 1 : 2;
                 bad = i;
                 break;
             }
@@ -910,9 +965,10 @@ utf8_scan(PyObject *self, PyObject *args)
 }
 
 /*
- * fill_fixed(values, lengths, width, out) -> number of values cut
+ * fill_fixed(values, lengths, width, out, zeroed=False) -> number of values cut
  *   writes each value's UTF-8 into its `width`-byte row of `out` (a writable buffer of
- *   N * width bytes), NUL padded, cutting longer values at a character boundary.
+ *   N * width bytes), NUL padded, cutting longer values at a character boundary.  zeroed=True
+ *   promises `out` is all NULs already (np.zeros: fresh pages), so the padding is not written.
  */
 static PyObject *
 fill_fixed(PyObject *self, PyObject *args)
@@ -920,7 +976,8 @@ fill_fixed(PyObject *self, PyObject *args)
     PyObject *obj, *lens_obj;
     Py_ssize_t width;
     Py_buffer outb;
-    if (!PyArg_ParseTuple(args, "OOnw*", &obj, &lens_obj, &width, &outb)) return NULL;
+    int zeroed = 0;
+    if (!PyArg_ParseTuple(args, "OOnw*|p", &obj, &lens_obj, &width, &outb, &zeroed)) return NULL;
     PyObject *result = NULL;
     PyArrayObject *arr;
     int is_obj;
@@ -960,6 +1017,11 @@ fill_fixed(PyObject *self, PyObject *args)
                 goto finish;
             }
             Py_ssize_t keep = L[i];
+            if (keep <= width && PyUnicode_IS_ASCII(s)) { /* the common case: one memcpy */
+                memcpy(row, PyUnicode_DATA(s), (size_t)keep);
+                if (!zeroed) memset(row + keep, 0, (size_t)(width - keep));
+                continue;
+            }
             if (keep > width) {
                 /* encode the whole value into a scratch buffer (only the rare long ones) */
                 Py_ssize_t cut;
@@ -976,8 +1038,8 @@ fill_fixed(PyObject *self, PyObject *args)
                 n_cut++;
             }
             else {
-                str_utf8_write(s, row, keep);
-                memset(row + keep, 0, (size_t)(width - keep));
+                str_utf8_encode(s, row); /* exactly keep (checked above) <= width bytes */
+                if (!zeroed) memset(row + keep, 0, (size_t)(width - keep));
             }
         }
     }
@@ -998,7 +1060,7 @@ fill_fixed(PyObject *self, PyObject *args)
             Py_ssize_t keep = cut_at((const uint8_t *)u.buf, (Py_ssize_t)u.size, width);
             if (keep < (Py_ssize_t)u.size) n_cut++;
             if (keep) memcpy(row, u.buf, (size_t)keep);
-            memset(row + keep, 0, (size_t)(width - keep));
+            if (!zeroed) memset(row + keep, 0, (size_t)(width - keep));
         }
         NpyString_release_allocator(alloc);
         Py_END_ALLOW_THREADS
@@ -1013,11 +1075,167 @@ finish:
     return result;
 }
 
+/* utf8_pack for a StringDType array: lengths first, then one exact-size copy (GIL released) */
+static PyObject *
+utf8_pack_T(PyArrayObject *arr, int allow_nul)
+{
+    npy_intp N = PyArray_SIZE(arr);
+    npy_intp dims[1] = {N + 1};
+    PyArrayObject *offs = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
+    if (!offs) return NULL;
+    int64_t *off = (int64_t *)PyArray_DATA(offs);
+    const char *base = PyArray_BYTES(arr);
+    const PyArray_StringDTypeObject *descr = (const PyArray_StringDTypeObject *)PyArray_DESCR(arr);
+    int status = 0;
+    npy_intp bad = -1;
+    off[0] = 0;
+    Py_BEGIN_ALLOW_THREADS
+    npy_string_allocator *alloc = NpyString_acquire_allocator(descr);
+    for (npy_intp i = 0; i < N; i++) {
+        npy_static_string u = {0, NULL};
+        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0) {
+            status = 2; /* missing (NA) or unreadable: the Python path reports it */
+            bad = i;
+            break;
+        }
+        if (!allow_nul && u.size && memchr(u.buf, 0, u.size)) {
+            status = 1;
+            bad = i;
+            break;
+        }
+        off[i + 1] = off[i] + (int64_t)u.size;
+    }
+    NpyString_release_allocator(alloc);
+    Py_END_ALLOW_THREADS
+    if (status) {
+        Py_DECREF(offs);
+        return Py_BuildValue("inOO", status, (Py_ssize_t)bad, Py_None, Py_None);
+    }
+    PyObject *data = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)off[N]);
+    if (!data) {
+        Py_DECREF(offs);
+        return NULL;
+    }
+    char *o = PyBytes_AS_STRING(data);
+    int changed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    npy_string_allocator *alloc = NpyString_acquire_allocator(descr);
+    for (npy_intp i = 0; i < N; i++) {
+        npy_static_string u = {0, NULL};
+        /* re-check each length: the array may change while the GIL is released */
+        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0 ||
+            (int64_t)u.size != off[i + 1] - off[i]) {
+            changed = 1;
+            break;
+        }
+        if (u.size) memcpy(o + off[i], u.buf, u.size);
+    }
+    NpyString_release_allocator(alloc);
+    Py_END_ALLOW_THREADS
+    if (changed) {
+        Py_DECREF(offs);
+        Py_DECREF(data);
+        PyErr_SetString(PyExc_ValueError, "values changed during utf8_pack");
+        return NULL;
+    }
+    return Py_BuildValue("inNN", status, (Py_ssize_t)bad, (PyObject *)offs, data);
+}
+
+/*
+ * fill_fixed_bounded(values, width, out, zeroed=False) -> (status, index, n_over, longest)
+ *   fill_fixed in ONE pass when the width is known in advance (a given maxstrlen): each value's
+ *   UTF-8 into its `width`-byte row of `out`, values longer than `width` cut at a character
+ *   boundary and counted (n_over; longest is the longest UTF-8 length seen), so the caller can
+ *   raise, warn or widen afterwards.  status as utf8_scan (1 NUL, 2 not a str / NA / lone
+ *   surrogate at `index`: the caller's Python path reports it; the rows are then incomplete).
+ */
+static PyObject *
+fill_fixed_bounded(PyObject *self, PyObject *args)
+{
+    PyObject *obj;
+    Py_ssize_t width;
+    Py_buffer outb;
+    int zeroed = 0;
+    if (!PyArg_ParseTuple(args, "Onw*|p", &obj, &width, &outb, &zeroed)) return NULL;
+    PyObject *result = NULL;
+    PyArrayObject *arr;
+    int is_obj;
+    if (check_values(obj, &arr, &is_obj) < 0) goto finish;
+    npy_intp N = PyArray_SIZE(arr);
+    if (width <= 0 || N > PY_SSIZE_T_MAX / width || outb.len != (Py_ssize_t)N * width) {
+        PyErr_SetString(PyExc_ValueError, "width must be > 0 and out hold exactly N * width bytes");
+        goto finish;
+    }
+    uint8_t *o = (uint8_t *)outb.buf;
+    int status = 0;
+    npy_intp bad = -1;
+    Py_ssize_t n_over = 0, longest = 0;
+    if (is_obj) {
+        PyObject **v = (PyObject **)PyArray_DATA(arr);
+        for (npy_intp i = 0; i < N; i++) {
+            PyObject *s = v[i];
+            uint8_t *row = o + (Py_ssize_t)i * width;
+            Py_ssize_t n = (s != NULL && PyUnicode_Check(s)) ? str_utf8_scan(s, 0) : -1;
+            if (n < 0) {
+                status = n == -2 ? 1 : 2;
+                bad = i;
+                break;
+            }
+            if (n > longest) longest = n;
+            if (n <= width) {
+                if (PyUnicode_IS_ASCII(s)) memcpy(row, PyUnicode_DATA(s), (size_t)n);
+                else str_utf8_encode(s, row); /* exactly n <= width bytes */
+                if (!zeroed) memset(row + n, 0, (size_t)(width - n));
+            }
+            else {
+                n_over++;
+                if (!zeroed) memset(row, 0, (size_t)width);
+                str_utf8_write(s, row, width); /* whole characters only */
+            }
+        }
+    }
+    else {
+        const char *base = PyArray_BYTES(arr);
+        Py_BEGIN_ALLOW_THREADS
+        npy_string_allocator *alloc = NpyString_acquire_allocator(
+            (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
+        for (npy_intp i = 0; i < N; i++) {
+            npy_static_string u = {0, NULL};
+            if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0) {
+                status = 2;
+                bad = i;
+                break;
+            }
+            Py_ssize_t L = (Py_ssize_t)u.size;
+            if (L && memchr(u.buf, 0, (size_t)L)) {
+                status = 1;
+                bad = i;
+                break;
+            }
+            if (L > longest) longest = L;
+            Py_ssize_t keep = L;
+            if (L > width) {
+                n_over++;
+                keep = cut_at((const uint8_t *)u.buf, L, width);
+            }
+            uint8_t *row = o + (Py_ssize_t)i * width;
+            if (keep) memcpy(row, u.buf, (size_t)keep);
+            if (!zeroed) memset(row + keep, 0, (size_t)(width - keep));
+        }
+        NpyString_release_allocator(alloc);
+        Py_END_ALLOW_THREADS
+    }
+    result = Py_BuildValue("innn", status, (Py_ssize_t)bad, n_over, longest);
+finish:
+    PyBuffer_Release(&outb);
+    return result;
+}
+
 /*
  * utf8_pack(values, allow_nul=False) -> (status, index, offsets, data)
- *   An object array of str -> UTF-8 of every value concatenated (bytes) + int64 offsets (n+1),
- *   in ONE pass over the objects (they are scattered over the heap: reading them twice costs more
- *   than writing the scratch copy).  status as utf8_scan; offsets/data are None unless status 0.
+ *   An object (or StringDType) array of str -> UTF-8 of every value concatenated (bytes) + int64
+ *   offsets (n+1).  Objects: ONE pass (they are scattered over the heap: reading them twice costs
+ *   more than writing the scratch copy).  status as utf8_scan; offsets/data are None unless 0.
  */
 static PyObject *
 utf8_pack(PyObject *self, PyObject *args)
@@ -1025,12 +1243,10 @@ utf8_pack(PyObject *self, PyObject *args)
     PyObject *obj;
     int allow_nul = 0;
     if (!PyArg_ParseTuple(args, "O|p", &obj, &allow_nul)) return NULL;
-    if (!PyArray_Check(obj) || PyArray_TYPE((PyArrayObject *)obj) != NPY_OBJECT ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj)) {
-        PyErr_SetString(PyExc_TypeError, "values must be a C-contiguous object array");
-        return NULL;
-    }
-    PyArrayObject *arr = (PyArrayObject *)obj;
+    PyArrayObject *arr;
+    int is_obj;
+    if (check_values(obj, &arr, &is_obj) < 0) return NULL;
+    if (!is_obj) return utf8_pack_T(arr, allow_nul);
     npy_intp N = PyArray_SIZE(arr);
     npy_intp dims[1] = {N + 1};
     PyArrayObject *offs = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
@@ -1091,9 +1307,10 @@ utf8_pack(PyObject *self, PyObject *args)
 }
 
 /*
- * fixed_from_offsets(data, offsets, width, out) -> number of values cut
+ * fixed_from_offsets(data, offsets, width, out, zeroed=False) -> number of values cut
  *   values data[offsets[i]:offsets[i+1]] (valid UTF-8, e.g. from utf8_pack) into `width`-byte
- *   NUL padded rows of the writable buffer `out`, cutting longer ones at a character boundary.
+ *   NUL padded rows of the writable buffer `out`, cutting longer ones at a character boundary
+ *   (zeroed as in fill_fixed).
  */
 static PyObject *
 fixed_from_offsets(PyObject *self, PyObject *args)
@@ -1101,7 +1318,8 @@ fixed_from_offsets(PyObject *self, PyObject *args)
     Py_buffer d, outb;
     PyObject *off_obj;
     Py_ssize_t width;
-    if (!PyArg_ParseTuple(args, "y*Onw*", &d, &off_obj, &width, &outb)) return NULL;
+    int zeroed = 0;
+    if (!PyArg_ParseTuple(args, "y*Onw*|p", &d, &off_obj, &width, &outb, &zeroed)) return NULL;
     PyObject *result = NULL;
     if (!PyArray_Check(off_obj) || PyArray_TYPE((PyArrayObject *)off_obj) != NPY_INT64 ||
         !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || !PyArray_ISALIGNED((PyArrayObject *)off_obj) ||
@@ -1138,7 +1356,7 @@ fixed_from_offsets(PyObject *self, PyObject *args)
         n_cut += keep < L;
         uint8_t *row = o + (Py_ssize_t)i * width;
         if (keep) memcpy(row, src + a, (size_t)keep);
-        if (width > keep) memset(row + keep, 0, (size_t)(width - keep));
+        if (width > keep && !zeroed) memset(row + keep, 0, (size_t)(width - keep));
     }
     Py_END_ALLOW_THREADS
     if (changed) {
@@ -1239,6 +1457,79 @@ fill_vlen_utf8(PyObject *self, PyObject *args)
     }
 #undef WR32
     return res;
+}
+
+/*
+ * vlen_utf8_from_offsets(data, offsets) -> bytes in the numcodecs vlen-utf8 layout
+ *   (u32 count, then u32 length + bytes per value) of data[offsets[i]:offsets[i+1]]; offsets
+ *   int64 (n+1, non-decreasing, within data; they need not start at 0).
+ */
+static PyObject *
+vlen_utf8_from_offsets(PyObject *self, PyObject *args)
+{
+    Py_buffer d;
+    PyObject *off_obj;
+    if (!PyArg_ParseTuple(args, "y*O", &d, &off_obj)) return NULL;
+    PyObject *result = NULL;
+    if (!PyArray_Check(off_obj) || PyArray_TYPE((PyArrayObject *)off_obj) != NPY_INT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || !PyArray_ISALIGNED((PyArrayObject *)off_obj) ||
+        PyArray_NDIM((PyArrayObject *)off_obj) != 1 || PyArray_SIZE((PyArrayObject *)off_obj) < 1) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be an aligned contiguous 1-D int64 array of n+1");
+        goto finish;
+    }
+    npy_intp N = PyArray_SIZE((PyArrayObject *)off_obj) - 1;
+    /* a private copy: the offsets are read again without the GIL */
+    int64_t *off = (int64_t *)PyMem_RawMalloc(sizeof(int64_t) * (size_t)(N + 1));
+    if (!off) {
+        PyErr_NoMemory();
+        goto finish;
+    }
+    memcpy(off, PyArray_DATA((PyArrayObject *)off_obj), sizeof(int64_t) * (size_t)(N + 1));
+    if ((uint64_t)N > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_OverflowError, "more than 2**32-1 values do not fit a vlen-utf8 chunk");
+        PyMem_RawFree(off);
+        goto finish;
+    }
+    for (npy_intp i = 0; i < N; i++) {
+        if (off[i] < 0 || off[i + 1] < off[i] || off[i + 1] > (int64_t)d.len || off[i + 1] - off[i] > 0xFFFFFFFFLL) {
+            PyErr_SetString(PyExc_ValueError, "offsets out of bounds, decreasing, or a value over 4 GiB");
+            PyMem_RawFree(off);
+            goto finish;
+        }
+    }
+    if (off[0] < 0 || off[0] > (int64_t)d.len) {
+        PyErr_SetString(PyExc_ValueError, "offsets out of bounds, decreasing, or a value over 4 GiB");
+        PyMem_RawFree(off);
+        goto finish;
+    }
+    int64_t payload = off[N] - off[0];
+    if (payload > PY_SSIZE_T_MAX - 4 - 4 * (int64_t)N) {
+        PyErr_NoMemory();
+        PyMem_RawFree(off);
+        goto finish;
+    }
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(4 + 4 * (int64_t)N + payload));
+    if (!result) {
+        PyMem_RawFree(off);
+        goto finish;
+    }
+    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(result);
+    const uint8_t *src = (const uint8_t *)d.buf;
+    Py_BEGIN_ALLOW_THREADS
+    uint32_t n32 = (uint32_t)N;
+    o[0] = (uint8_t)n32; o[1] = (uint8_t)(n32 >> 8); o[2] = (uint8_t)(n32 >> 16); o[3] = (uint8_t)(n32 >> 24);
+    uint8_t *w = o + 4;
+    for (npy_intp i = 0; i < N; i++) {
+        uint32_t L = (uint32_t)(off[i + 1] - off[i]);
+        w[0] = (uint8_t)L; w[1] = (uint8_t)(L >> 8); w[2] = (uint8_t)(L >> 16); w[3] = (uint8_t)(L >> 24);
+        if (L) memcpy(w + 4, src + off[i], L);
+        w += 4 + (size_t)L;
+    }
+    Py_END_ALLOW_THREADS
+    PyMem_RawFree(off);
+finish:
+    PyBuffer_Release(&d);
+    return result;
 }
 
 static PyObject *pack_at_impl(PyArrayObject *out, PyObject *pos_obj, PyObject *vals);
@@ -1366,11 +1657,16 @@ static PyMethodDef methods[] = {
     {"vlen_utf8_to_T", vlen_utf8_to_T, METH_VARARGS,
      "vlen_utf8_to_T(buf, n_expected, allow_trailing, out, sel, policy) -> bad positions or None"},
     {"utf8_scan", utf8_scan, METH_VARARGS, "utf8_scan(values, allow_nul=False) -> (status, index, int64 lengths)"},
-    {"fill_fixed", fill_fixed, METH_VARARGS, "fill_fixed(values, lengths, width, out) -> n_cut"},
-    {"utf8_pack", utf8_pack, METH_VARARGS, "utf8_pack(objects, allow_nul=False) -> (status, index, offsets, data)"},
+    {"fill_fixed", fill_fixed, METH_VARARGS, "fill_fixed(values, lengths, width, out, zeroed=False) -> n_cut"},
+    {"fill_fixed_bounded", fill_fixed_bounded, METH_VARARGS,
+     "fill_fixed_bounded(values, width, out, zeroed=False) -> (status, index, n_over, longest)"},
+    {"utf8_pack", utf8_pack, METH_VARARGS,
+     "utf8_pack(objects_or_T, allow_nul=False) -> (status, index, offsets, data)"},
     {"fixed_from_offsets", fixed_from_offsets, METH_VARARGS,
-     "fixed_from_offsets(data, offsets, width, out) -> n_cut"},
+     "fixed_from_offsets(data, offsets, width, out, zeroed=False) -> n_cut"},
     {"fill_vlen_utf8", fill_vlen_utf8, METH_VARARGS, "fill_vlen_utf8(values, lengths) -> bytes"},
+    {"vlen_utf8_from_offsets", vlen_utf8_from_offsets, METH_VARARGS,
+     "vlen_utf8_from_offsets(data, int64 offsets) -> bytes (numcodecs vlen-utf8 layout)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -786,6 +786,9 @@ class V3Pipeline:
         self.codec_names = codec_names
         self.sharded = isinstance(ab, _ShardingAB)
         self.layout = ab.layout
+        # whether encode() takes a VlenChunk (packed values) in place of a chunk array
+        self.accepts_vlen = not aa and not self.sharded and self.layout in (
+            "vlen-utf8", "vlen-bytes", "zarrs.vlen", "arrow", "arrow-large")
 
     def __repr__(self) -> str:
         return (f"V3Pipeline(layout={self.layout!r}, sharded={self.sharded}, dtype={self.dtype}, "
@@ -1032,6 +1035,17 @@ class V3Pipeline:
         hold only the fill value out of the shard (index entry 2**64-1).
         """
         ctx = self._ctx(key)
+        if isinstance(arr, VlenChunk):  # already packed values (the writer's fast path)
+            n = arr.offsets.shape[0] - 1
+            if not self.accepts_vlen or n != math.prod(self.chunk_shape):
+                raise ZStringsError(
+                    f"{ctx}: a packed chunk of {n} values needs a plain variable-length layout with "
+                    f"{math.prod(self.chunk_shape)} values per chunk; pass the values as an array"
+                )
+            u8 = self.ab.encode(arr, ctx)
+            for step in self.bb:
+                u8 = step.encode(u8, ctx)
+            return u8.tobytes()
         a = np.asarray(arr) if not isinstance(arr, np.ndarray) else arr
         if _shape_check and a.shape != self.chunk_shape:
             if a.size == math.prod(self.chunk_shape) and a.ndim <= 1 and len(self.chunk_shape) <= 1:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from . import strings
-from .codecs import ChunkPipeline, build_pipeline
+from .codecs import ChunkPipeline, SafeVLen, bounded_decode, build_pipeline
 from .errors import (
     ChunkError,
     DimensionError,
@@ -462,6 +462,11 @@ class ChunkedArray:
             return (not self.v3 and meta.order == "C" and strings._norm_encoding(text_encoding) == "utf-8"
                     and meta.dtype.itemsize == 1 and meta.dtype.kind in "SUu" and len(self.shape) >= 1
                     and self.chunk_shape[-1] == self.stored_shape[-1] == self.shape[-1] > 0)
+        if decode == "vlen":  # Zarr v2 |O + vlen-utf8 (what xarray and zarr-python write for str)
+            p = getattr(self, "pipeline", None)
+            return (p is not None and not self.v3 and meta.dtype.kind == "O" and len(p.filters) == 1
+                    and isinstance(p.filters[0], SafeVLen) and p.filters[0].codec_id == "vlen-utf8"
+                    and isinstance(self._fill(), str))
         if decode == "text":
             p = getattr(self, "pipeline_v3", None)
             return (p is not None and p.kind == "str" and not p.aa and not p.sharded
@@ -514,6 +519,9 @@ class ChunkedArray:
             if decode == "text":
                 self._text_into(raw, key, view, sel)
                 return
+            if decode == "vlen":
+                self._vlen_into(raw, key, view, sel)
+                return
             buf = self._chunk_bytes(raw, key, chunks)
             width = chunks[-1] if char else meta.dtype.itemsize
             strings.decode_fixed_into(buf, width, view, sel, policy, what, index_of(dst))
@@ -523,7 +531,7 @@ class ChunkedArray:
 
     def _fill_T(self, decode: str, policy: str, what: str) -> Any:
         fv = self._fill()
-        if decode == "text":
+        if decode in ("text", "vlen"):
             return fv
         if decode == "char":
             b = fv if isinstance(fv, bytes) else np.asarray(fv).astype("S1").tobytes()
@@ -547,6 +555,24 @@ class ChunkedArray:
                     vlen.vlen_into(p.ab.to_vlen(u8, n, ctx), view, sel, utf8_errors=p.ab.utf8_errors, what=ctx)
         except ZStringsError as e:
             raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
+
+    def _vlen_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None) -> None:
+        """A v2 vlen-utf8 chunk: decompress, then the kernels walk it into ``view`` (strict UTF-8,
+        as numcodecs decodes it)."""
+        from . import vlen
+
+        meta, p = self.meta, self.pipeline
+        where = self.store.where(key)
+        try:
+            buf = raw if p.compressor is None else bounded_decode(
+                p.compressor, raw, limit=p.limit, expected=p.expected)
+            vlen.decode_vlen_utf8_into(buf, view, sel, math.prod(self.chunk_shape), utf8_errors="strict",
+                                       what="")
+        except Exception as e:  # noqa: BLE001 - the same ChunkError as _decode_chunk's
+            raise ChunkError(
+                f"Cannot decode chunk {where}: {type(e).__name__}: {e}. Expected data compressed with "
+                f"{meta.compressor!r} and filters {list(meta.filters)!r}."
+            ) from None
 
     def _decode_chunk(self, raw: bytes, key: str, chunks: tuple[int, ...]) -> np.ndarray:
         meta = self.meta
@@ -573,7 +599,7 @@ class ChunkedArray:
             arr = np.asarray(buf, dtype=object)
             if arr.size != n:
                 raise ChunkError(
-                    f"Chunk {self.store.where(key)} holds {arr.size} strings, expected {n} "
+                    f"Chunk {self.store.where(key)} holds {arr.size} items, expected {n} "
                     f"(chunk shape {list(chunks)})."
                 )
             return arr.reshape(chunks, order=meta.order)

@@ -573,6 +573,20 @@ def _utf8_matrix_kernel(
     """The compiled twin of ``_utf8_matrix`` (same results, errors and warnings), or None when a
     value needs the Python path to be reported (non-str, missing, NUL, lone surrogate)."""
     K = kernels()
+    N = flat.size
+    if width is not None and width >= max(min_width, 1) and N:
+        # the width is known: one pass writes the rows and counts what does not fit
+        mat = np.zeros((N, width), np.uint8)  # fresh zero pages: the padding is not written
+        status, _, n_over, longest = K.fill_fixed_bounded(flat, width, mat.reshape(-1), True)
+        if status != 0:
+            return None
+        if n_over:
+            if on_overflow == "error":
+                raise _overflow_error(what, n_over, longest, width, "UTF-8")
+            if on_overflow == "widen":
+                return _utf8_matrix_kernel(flat, longest, on_overflow, what, min_width)
+            _warn_truncated(what, n_over, width, longest)
+        return mat, width
     packed = None
     if flat.dtype.kind == "O":  # one pass over the scattered str objects
         status, _, offsets, data = K.utf8_pack(flat)
@@ -584,7 +598,6 @@ def _utf8_matrix_kernel(
         status, _, lengths = K.utf8_scan(flat)
         if status != 0:
             return None
-    N = flat.size
     longest, width = _resolve_width(lengths, width, min_width, what)
     truncate = False
     if longest > width:
@@ -598,11 +611,11 @@ def _utf8_matrix_kernel(
         _warn_truncated(what, int((lengths > width).sum()), width, longest)
     if width == 0:
         return np.zeros((N, 0), np.uint8), 0
-    mat = np.empty((N, width), np.uint8)
+    mat = np.zeros((N, width), np.uint8)  # fresh zero pages: the kernels skip writing the padding
     if packed is not None:
-        K.fixed_from_offsets(packed[0], packed[1], width, mat.reshape(-1))
+        K.fixed_from_offsets(packed[0], packed[1], width, mat.reshape(-1), True)
     else:
-        K.fill_fixed(flat, lengths, width, mat.reshape(-1))
+        K.fill_fixed(flat, lengths, width, mat.reshape(-1), True)
     return mat, width
 
 

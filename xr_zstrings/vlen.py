@@ -441,6 +441,8 @@ def encode_vlen_utf8_chunk(values: Any, *, kind: Kind = "str", what: str = "") -
     chunk = values_to_vlen(values, kind=kind, what=what)
     off = _offsets_int64(chunk.offsets)
     n = off.shape[0] - 1
+    if K is not None and n <= 0xFFFFFFFF and (n == 0 or int((off[1:] - off[:-1]).max()) <= 0xFFFFFFFF):
+        return K.vlen_utf8_from_offsets(chunk.data, np.ascontiguousarray(off, dtype=np.int64))
     if n > 0xFFFFFFFF:
         raise ZStringsError(f"{_ctx(what)}{n} items do not fit a vlen chunk's uint32 item count")
     base, end = int(off[0]), int(off[-1])
@@ -885,6 +887,13 @@ def values_to_vlen(values: Any, *, kind: Kind = "str", what: str = "") -> VlenCh
         raise ZStringsError(f"{c}expected bytes values for kind='bytes', got a str array ({flat.dtype}); encode it first or use kind='str'")
     if k not in "OUTS":
         raise ZStringsError(f"{c}expected an array of {kind}, got dtype {flat.dtype}")
+    K = _kernels()
+    if K is not None and kind == "str" and k in "OT" and getattr(flat.dtype, "na_object", None) is None:
+        # compiled: one pass over the values; anything it cannot take (None, bytes, lone
+        # surrogates) goes the pyarrow way below, which reports or converts it
+        status, _, offsets, data = K.utf8_pack(np.ascontiguousarray(flat), True)
+        if status == 0:
+            return VlenChunk(offsets, np.frombuffer(data, np.uint8))
     if k == "T" and getattr(flat.dtype, "na_object", None) is not None:
         flat = flat.astype(_OBJ)
         flat = np.where(np.array([isinstance(v, str) for v in flat.tolist()], bool), flat, None)
