@@ -319,6 +319,21 @@ def test_vlen_utf8_from_packed_same_as_numcodecs(values, base):
 
 
 @needs_ext
+@settings(max_examples=200, deadline=None)
+@given(st.lists(text, max_size=30))
+def test_T_to_objects_same_as_numpy(values):
+    """The object-output conversion (ASCII fast path) equals numpy's astype(object)."""
+    t = np.array(values, dtype=T)
+    got = S.kernels().T_to_objects(t)
+    assert got.dtype == object and got.tolist() == t.astype(object).tolist() == values
+    assert all(type(v) is str for v in got.tolist())
+    two = t[: len(values) // 2 * 2].reshape(-1, 2) if len(values) >= 2 else t.reshape(-1, 1)
+    assert S.kernels().T_to_objects(np.ascontiguousarray(two)).shape == two.shape
+    with pytest.raises(ValueError, match="NA"):
+        S.kernels().T_to_objects(np.array(["x", None], dtype=np.dtypes.StringDType(na_object=None)))
+
+
+@needs_ext
 def test_utf8_pack_stringdtype_statuses():
     """utf8_pack on StringDType: NUL reported unless allowed, NA left to the Python path."""
     K = S.kernels()
@@ -382,9 +397,10 @@ def test_reader_nczarr_chunks_same_as_fallback(tmp_path, policy):
     ds["c"].encoding.update(chunks=(64,), dtype=np.dtype("S1"))
     path = tmp_path / "s.zarr"
     to_nczarr(ds, path)
-    out = same(_open_values(path, utf8_errors=policy))
-    assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
-    assert out[1]["c"][1] == s1.tolist()
+    for sd in ("T", "O", "U"):  # object and U results are converted from the kernels' StringDType
+        out = same(_open_values(path, utf8_errors=policy, string_dtype=sd))
+        assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
+        assert out[1]["c"][1] == s1.tolist() and out[1]["s1"][0] == {"T": "T", "O": "|O", "U": "<U60"}[sd]
     # corrupt one value of one chunk: the same error (or replacement) either way
     chunk = path / "s1" / "3"
     if chunk.exists():
@@ -445,8 +461,9 @@ def test_reader_v3_same_as_fallback(tmp_path, layout):
     ds["s2"].encoding["chunks"] = (4, 5)
     path = tmp_path / "v3.zarr"
     to_zarr_v3(ds, path, layout=layout)  # type: ignore[arg-type]
-    out = same(_open_values(path))
-    assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
+    for sd in ("T", "O", "U"):
+        out = same(_open_values(path, string_dtype=sd))
+        assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
 
 
 @needs_ext
@@ -475,8 +492,9 @@ def test_reader_v2_vlen_same_as_fallback(tmp_path, order, compressor):
     a2.attrs["_ARRAY_DIMENSIONS"] = ["y", "z"]
     (path / "s2" / "0.0").unlink()  # a missing chunk reads as the fill value
     s2[:4, :5] = "-"
-    out = same(_open_values(path))
-    assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
+    for sd in ("T", "O", "U"):
+        out = same(_open_values(path, string_dtype=sd))
+        assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
 
 
 @needs_ext

@@ -1232,6 +1232,62 @@ finish:
 }
 
 /*
+ * T_to_objects(values) -> object array of str, same shape
+ *   numpy's astype(object) for StringDType, with an ASCII fast path (PyUnicode_New + memcpy
+ *   instead of a UTF-8 decode); StringDType holds valid UTF-8, so decoding cannot fail.  Only
+ *   for arrays without an NA object (the caller checks).
+ */
+static PyObject *
+T_to_objects(PyObject *self, PyObject *arg)
+{
+    PyArrayObject *arr;
+    int is_obj;
+    if (check_values(arg, &arr, &is_obj) < 0) return NULL;
+    if (is_obj) {
+        PyErr_SetString(PyExc_TypeError, "values must be a StringDType array");
+        return NULL;
+    }
+    PyArrayObject *res = (PyArrayObject *)PyArray_SimpleNew(PyArray_NDIM(arr), PyArray_DIMS(arr), NPY_OBJECT);
+    if (!res) return NULL;
+    npy_intp N = PyArray_SIZE(arr);
+    PyObject **o = (PyObject **)PyArray_DATA(res);
+    for (npy_intp i = 0; i < N; i++) o[i] = NULL;
+    const char *base = PyArray_BYTES(arr);
+    npy_string_allocator *alloc = NpyString_acquire_allocator(
+        (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
+    int failed = 0;
+    for (npy_intp i = 0; i < N; i++) {
+        npy_static_string u = {0, NULL};
+        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0) {
+            failed = 1;
+            break;
+        }
+        const uint8_t *b = (const uint8_t *)u.buf;
+        Py_ssize_t L = (Py_ssize_t)u.size;
+        PyObject *str;
+        if (!span_non_ascii(b, L, b + L)) {
+            str = PyUnicode_New(L, 127);
+            if (str && L) memcpy(PyUnicode_DATA(str), b, (size_t)L);
+        }
+        else {
+            str = PyUnicode_DecodeUTF8((const char *)b, L, "strict");
+        }
+        if (!str) {
+            failed = 2;
+            break;
+        }
+        o[i] = str;
+    }
+    NpyString_release_allocator(alloc);
+    if (failed) {
+        if (failed == 1) PyErr_SetString(PyExc_ValueError, "values must not hold missing (NA) strings");
+        Py_DECREF(res); /* NULL slots are skipped by numpy's dealloc */
+        return NULL;
+    }
+    return (PyObject *)res;
+}
+
+/*
  * utf8_pack(values, allow_nul=False) -> (status, index, offsets, data)
  *   An object (or StringDType) array of str -> UTF-8 of every value concatenated (bytes) + int64
  *   offsets (n+1).  Objects: ONE pass (they are scattered over the heap: reading them twice costs
@@ -1660,6 +1716,7 @@ static PyMethodDef methods[] = {
     {"fill_fixed", fill_fixed, METH_VARARGS, "fill_fixed(values, lengths, width, out, zeroed=False) -> n_cut"},
     {"fill_fixed_bounded", fill_fixed_bounded, METH_VARARGS,
      "fill_fixed_bounded(values, width, out, zeroed=False) -> (status, index, n_over, longest)"},
+    {"T_to_objects", T_to_objects, METH_O, "T_to_objects(StringDType array) -> object array of str"},
     {"utf8_pack", utf8_pack, METH_VARARGS,
      "utf8_pack(objects_or_T, allow_nul=False) -> (status, index, offsets, data)"},
     {"fixed_from_offsets", fixed_from_offsets, METH_VARARGS,

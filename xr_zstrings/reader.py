@@ -651,9 +651,10 @@ class LazyArray:
             self.dtype = np.dtype(object)
         else:
             self.dtype = raw.meta.dtype.newbyteorder("=") if raw.meta.dtype.kind in "biuf" else raw.meta.dtype
-        # StringDType results are decoded chunk by chunk straight into the output (compiled kernels)
-        self._direct = (self.dtype.kind == "T" and self.dtype == np.dtypes.StringDType()
-                        and not raw.meta.scalar and raw.can_read_into(decode, encoding))
+        # strings are decoded chunk by chunk straight into a StringDType result (compiled kernels);
+        # object and U results are converted from it (faster than their numpy decode paths)
+        self._direct = (self.dtype.kind in "OU" or self.dtype == np.dtypes.StringDType()) and (
+            not raw.meta.scalar and raw.can_read_into(decode, encoding))
 
     @property
     def ndim(self) -> int:
@@ -740,7 +741,12 @@ class LazyArray:
 
     def _read_region(self, region: tuple[slice, ...]) -> np.ndarray:
         if self._direct and strings.kernels() is not None:
-            return self.raw.read_into(region, self.decode, self.options.utf8_errors, self.what)
+            t = self.raw.read_into(region, self.decode, self.options.utf8_errors, self.what)
+            if self.dtype.kind == "T":
+                return t
+            if getattr(self, "_fixed_u", False):
+                return t.astype(self.dtype)  # never truncates: the stored width bounds the characters
+            return strings.convert_string_dtype(t, self.dtype.kind)
         return self._convert(self.raw.read(region))
 
     def _convert(self, raw: np.ndarray) -> np.ndarray:

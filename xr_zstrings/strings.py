@@ -156,6 +156,9 @@ def convert_string_dtype(arr: Any, string_dtype: Any = "T") -> np.ndarray:
     if target.kind == "T":
         return arr if arr.dtype == target else arr.astype(target)
     if target.kind == "O":
+        K = kernels()
+        if K is not None and k == "T" and getattr(arr.dtype, "na_object", None) is None:
+            return K.T_to_objects(np.ascontiguousarray(arr))  # astype(object), ASCII fast path
         return arr.astype(_OBJ)
     # U: fixed width = longest value in code points (at least 1)
     if k == "U":
