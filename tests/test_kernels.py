@@ -347,22 +347,24 @@ def test_utf8_pack_stringdtype_statuses():
 
 @needs_ext
 @pytest.mark.parametrize("container", ["O", "T"])
-def test_fill_kernels_zeroed_buffers_match(container):
-    """zeroed=True (the padding is not written) gives the same rows as zeroed=False."""
+def test_fill_fixed_bounded_zeroed_and_counts(container):
+    """zeroed=True (the padding is not written) gives the same rows as zeroed=False; values over
+    the width are cut at a character boundary and counted, with the longest length."""
     K = S.kernels()
-    vals = np.array(["", "abc", "é😀", "x" * 9], dtype=object)
+    vals = np.array(["", "abc", "é😀", "x" * 9, "aé"], dtype=object)
     vals = vals if container == "O" else vals.astype(T)
-    _, _, lens = K.utf8_scan(vals)
-    _, _, off, data = K.utf8_pack(vals)
     rows = []
     for zeroed in (False, True):
-        out = np.zeros(4 * 6, np.uint8) if zeroed else np.full(4 * 6, 0xAA, np.uint8)
-        assert K.fill_fixed(vals, lens, 6, out, zeroed) == 1  # "x" * 9 is cut
-        out2 = np.zeros(4 * 6, np.uint8) if zeroed else np.full(4 * 6, 0xAA, np.uint8)
-        assert K.fixed_from_offsets(data, off, 6, out2, zeroed) == 1
-        assert out2.tobytes() == out.tobytes()
+        out = np.zeros(5 * 6, np.uint8) if zeroed else np.full(5 * 6, 0xAA, np.uint8)
+        assert K.fill_fixed_bounded(vals, 6, out, zeroed) == (0, -1, 1, 9)  # "x" * 9 is cut
         rows.append(out.tobytes())
-    assert rows[0] == rows[1] == b"\0" * 6 + b"abc\0\0\0" + "é😀".encode()[:6] + b"x" * 6
+    assert rows[0] == rows[1] == (b"\0" * 6 + b"abc\0\0\0" + "é😀".encode() + b"x" * 6
+                                  + "aé".encode() + b"\0\0\0")
+    out = np.zeros(5 * 2, np.uint8)
+    assert K.fill_fixed_bounded(vals, 2, out)[2:] == (4, 9)  # all but "" are over; "é😀" keeps "é"
+    assert out.tobytes()[4:6] == "é".encode()
+    assert K.fill_fixed_bounded(np.array(["a", "b\x00"], dtype=object), 4, bytearray(8))[:2] == (1, 1)
+    assert K.fill_fixed_bounded(np.array(["a", None], dtype=object), 4, bytearray(8))[:2] == (2, 1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -517,27 +519,24 @@ def test_reader_v2_vlen_invalid_utf8_is_an_error_on_both_paths(tmp_path):
 
 
 @needs_ext
-def test_fill_fixed_rejects_negative_lengths():
-    """A length of -1 matched str_utf8_len's "lone surrogate" -1 and wrote one byte before the row."""
-    K = S.kernels()
-    vals = np.array(["a\ud800b"], dtype=object)
-    out = bytearray(4)
-    with pytest.raises(ValueError):
-        K.fill_fixed(vals, np.array([-1], np.int64), 4, out)
-    with pytest.raises(ValueError):
-        K.fill_vlen_utf8(vals, np.array([-1], np.int64))
-
-
-@needs_ext
-def test_fixed_kernels_reject_overflowing_n_times_width():
-    """N * width wrapping to the buffer's size let fill_fixed/fixed_from_offsets write far past it."""
+def test_fixed_kernel_rejects_bad_widths_and_buffers():
+    """N * width wrapping to the buffer's size (or a width <= 0) must not write past the buffer."""
     K = S.kernels()
     vals = np.array(["x"] * 4, dtype=object)
     huge = 1 << 62  # 4 * 2**62 wraps to 0
-    with pytest.raises(ValueError):
-        K.fill_fixed(vals, np.ones(4, np.int64), huge, bytearray(0))
-    with pytest.raises(ValueError):
-        K.fixed_from_offsets(b"xxxx", np.arange(5, dtype=np.int64), huge, bytearray(0))
+    for width, buf in ((huge, bytearray(0)), (0, bytearray(0)), (-1, bytearray(4)), (2, bytearray(7))):
+        with pytest.raises(ValueError):
+            K.fill_fixed_bounded(vals, width, buf)
+
+
+@needs_ext
+def test_vlen_from_offsets_rejects_bad_offsets():
+    K = S.kernels()
+    for off in ([0, 5], [2, 1], [-1, 0], [0, 1, 0]):
+        with pytest.raises(ValueError):
+            K.vlen_utf8_from_offsets(b"abc", np.array(off, np.int64))
+    with pytest.raises(TypeError):
+        K.vlen_utf8_from_offsets(b"abc", np.array([0, 1], np.int32))
 
 
 @needs_ext
@@ -550,7 +549,7 @@ def test_kernels_reject_unaligned_index_arrays():
     with pytest.raises(TypeError):
         K.offsets_to_T(b"", off, out, None, 0)
     with pytest.raises(TypeError):
-        K.fixed_from_offsets(b"", off, 1, bytearray(2))
+        K.vlen_utf8_from_offsets(b"", off)
     sel = raw[1:17].view(np.int64)
     with pytest.raises(TypeError):
         K.fixed_to_T(b"ab", 1, out, sel, 0)
@@ -610,18 +609,16 @@ def test_kernels_fuzz_malformed_inputs(data, offs, odt, width, n_expected, polic
         lambda: K.offsets_to_T(data, o, out, s, policy),
         lambda: K.fixed_to_T(data, width, out, s, policy),
         lambda: K.vlen_utf8_to_T(data, n_expected, bool(policy & 1), out, s, policy),
-        lambda: K.fixed_from_offsets(data, o.astype(np.int64), width, bytearray(max(width, 0) * max(len(o) - 1, 0))),
         lambda: K.vlen_utf8_from_offsets(data, o.astype(np.int64)),
     ):
         with contextlib.suppress(*errors):
             call()
     vals = np.array([data.decode("utf-8", "replace")] * 3, dtype=object)
-    lens = np.array((offs + [0, 0, 0])[:3], np.int64)
     for v in (vals, vals.astype(T)):
         with contextlib.suppress(*errors):
-            K.fill_fixed(v, lens, max(width, 0), bytearray(3 * max(width, 0)))
+            K.utf8_pack(v, bool(policy & 1))
         with contextlib.suppress(*errors):
-            K.fill_vlen_utf8(v, lens)
+            K.T_to_objects(v)
         with contextlib.suppress(*errors):
             K.fill_fixed_bounded(v, width, bytearray(3 * max(width, 0)))
         with contextlib.suppress(*errors):

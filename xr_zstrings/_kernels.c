@@ -6,7 +6,9 @@
  *     NUL (netcdf-c's rule), then UTF-8 is validated (RFC 3629) under a policy;
  *   - offsets + data (Arrow layout, zarrs.vlen, any VlenChunk);
  *   - the numcodecs vlen-utf8 layout (u32 count, then u32 length + bytes per item).
- * Encoding turns StringDType or object-of-str arrays into UTF-8 lengths and NUL padded |Sn rows.
+ * Encoding turns StringDType or object-of-str arrays into UTF-8 lengths (utf8_scan), NUL padded
+ * |Sn rows (fill_fixed_bounded), packed offsets + data (utf8_pack, for every v3 layout) and
+ * numcodecs vlen-utf8 chunks (vlen_utf8_from_offsets); T_to_objects is astype(object).
  *
  * Policies: 0 "strict", 1 "drop" (an incomplete-but-valid-so-far UTF-8 sequence at the very end
  * of a value is dropped, anything else invalid is bad), 2 "replace".  The kernels never build
@@ -682,43 +684,6 @@ finish:
  * encoding
  * ---------------------------------------------------------------------------------------- */
 
-/* UTF-8 length of a str, -1 if it holds a surrogate (not encodable) */
-static Py_ssize_t
-str_utf8_len(PyObject *s)
-{
-    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
-    int kind = PyUnicode_KIND(s);
-    const void *d = PyUnicode_DATA(s);
-    if (PyUnicode_IS_ASCII(s)) return n;
-    Py_ssize_t total = 0;
-    if (kind == PyUnicode_1BYTE_KIND) {
-        const Py_UCS1 *u = (const Py_UCS1 *)d;
-        for (Py_ssize_t i = 0; i < n; i++) total += 1 + (u[i] >= 0x80);
-    }
-    else if (kind == PyUnicode_2BYTE_KIND) {
-        const Py_UCS2 *u = (const Py_UCS2 *)d;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_UCS2 c = u[i];
-            if (c < 0x80) total += 1;
-            else if (c < 0x800) total += 2;
-            else if (c >= 0xD800 && c <= 0xDFFF) return -1;
-            else total += 3;
-        }
-    }
-    else {
-        const Py_UCS4 *u = (const Py_UCS4 *)d;
-        for (Py_ssize_t i = 0; i < n; i++) {
-            Py_UCS4 c = u[i];
-            if (c < 0x80) total += 1;
-            else if (c < 0x800) total += 2;
-            else if (c >= 0xD800 && c <= 0xDFFF) return -1;
-            else if (c < 0x10000) total += 3;
-            else total += 4;
-        }
-    }
-    return total;
-}
-
 /* UTF-8 length of a str in one pass that also looks for NUL: -1 on a lone surrogate, -2 on a
  * NUL character unless allow_nul (compact ASCII: the length is known, memchr finds a NUL) */
 static Py_ssize_t
@@ -964,117 +929,6 @@ utf8_scan(PyObject *self, PyObject *args)
     return Py_BuildValue("inN", status, (Py_ssize_t)bad, (PyObject *)lens);
 }
 
-/*
- * fill_fixed(values, lengths, width, out, zeroed=False) -> number of values cut
- *   writes each value's UTF-8 into its `width`-byte row of `out` (a writable buffer of
- *   N * width bytes), NUL padded, cutting longer values at a character boundary.  zeroed=True
- *   promises `out` is all NULs already (np.zeros: fresh pages), so the padding is not written.
- */
-static PyObject *
-fill_fixed(PyObject *self, PyObject *args)
-{
-    PyObject *obj, *lens_obj;
-    Py_ssize_t width;
-    Py_buffer outb;
-    int zeroed = 0;
-    if (!PyArg_ParseTuple(args, "OOnw*|p", &obj, &lens_obj, &width, &outb, &zeroed)) return NULL;
-    PyObject *result = NULL;
-    PyArrayObject *arr;
-    int is_obj;
-    if (check_values(obj, &arr, &is_obj) < 0) goto finish;
-    npy_intp N = PyArray_SIZE(arr);
-    if (!PyArray_Check(lens_obj) || PyArray_TYPE((PyArrayObject *)lens_obj) != NPY_INT64 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)lens_obj) || !PyArray_ISALIGNED((PyArrayObject *)lens_obj) ||
-        PyArray_SIZE((PyArrayObject *)lens_obj) != N) {
-        PyErr_SetString(PyExc_TypeError, "lengths must be the int64 array from utf8_scan");
-        goto finish;
-    }
-    if (width < 0 || (width > 0 && N > PY_SSIZE_T_MAX / width) || outb.len != (Py_ssize_t)N * width) {
-        PyErr_SetString(PyExc_ValueError, "out must hold exactly N * width bytes");
-        goto finish;
-    }
-    const int64_t *L = (const int64_t *)PyArray_DATA((PyArrayObject *)lens_obj);
-    for (npy_intp i = 0; i < N; i++) {
-        if (L[i] < 0 || L[i] > PY_SSIZE_T_MAX) {
-            PyErr_SetString(PyExc_ValueError, "lengths must be the int64 array from utf8_scan");
-            goto finish;
-        }
-    }
-    uint8_t *o = (uint8_t *)outb.buf;
-    Py_ssize_t n_cut = 0;
-    if (width == 0) {
-        for (npy_intp i = 0; i < N; i++) n_cut += L[i] > 0;
-        result = PyLong_FromSsize_t(n_cut);
-        goto finish;
-    }
-    if (is_obj) {
-        PyObject **v = (PyObject **)PyArray_DATA(arr);
-        for (npy_intp i = 0; i < N; i++) {
-            PyObject *s = v[i];
-            uint8_t *row = o + (Py_ssize_t)i * width;
-            if (s == NULL || !PyUnicode_Check(s) || str_utf8_len(s) != L[i]) {
-                PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
-                goto finish;
-            }
-            Py_ssize_t keep = L[i];
-            if (keep <= width && PyUnicode_IS_ASCII(s)) { /* the common case: one memcpy */
-                memcpy(row, PyUnicode_DATA(s), (size_t)keep);
-                if (!zeroed) memset(row + keep, 0, (size_t)(width - keep));
-                continue;
-            }
-            if (keep > width) {
-                /* encode the whole value into a scratch buffer (only the rare long ones) */
-                Py_ssize_t cut;
-                uint8_t *scratch = (uint8_t *)PyMem_Malloc((size_t)keep);
-                if (!scratch) {
-                    PyErr_NoMemory();
-                    goto finish;
-                }
-                str_utf8_write(s, scratch, keep);
-                cut = cut_at(scratch, keep, width);
-                memcpy(row, scratch, (size_t)cut);
-                PyMem_Free(scratch);
-                memset(row + cut, 0, (size_t)(width - cut));
-                n_cut++;
-            }
-            else {
-                str_utf8_encode(s, row); /* exactly keep (checked above) <= width bytes */
-                if (!zeroed) memset(row + keep, 0, (size_t)(width - keep));
-            }
-        }
-    }
-    else {
-        const char *base = PyArray_BYTES(arr);
-        int bad = 0;
-        Py_BEGIN_ALLOW_THREADS
-        npy_string_allocator *alloc = NpyString_acquire_allocator(
-            (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
-        for (npy_intp i = 0; i < N; i++) {
-            npy_static_string u = {0, NULL};
-            if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0 ||
-                (int64_t)u.size != L[i]) {
-                bad = 1;
-                break;
-            }
-            uint8_t *row = o + (Py_ssize_t)i * width;
-            Py_ssize_t keep = cut_at((const uint8_t *)u.buf, (Py_ssize_t)u.size, width);
-            if (keep < (Py_ssize_t)u.size) n_cut++;
-            if (keep) memcpy(row, u.buf, (size_t)keep);
-            if (!zeroed) memset(row + keep, 0, (size_t)(width - keep));
-        }
-        NpyString_release_allocator(alloc);
-        Py_END_ALLOW_THREADS
-        if (bad) {
-            PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
-            goto finish;
-        }
-    }
-    result = PyLong_FromSsize_t(n_cut);
-finish:
-    PyBuffer_Release(&outb);
-    return result;
-}
-
 /* utf8_pack for a StringDType array: lengths first, then one exact-size copy (GIL released) */
 static PyObject *
 utf8_pack_T(PyArrayObject *arr, int allow_nul)
@@ -1143,7 +997,8 @@ utf8_pack_T(PyArrayObject *arr, int allow_nul)
 
 /*
  * fill_fixed_bounded(values, width, out, zeroed=False) -> (status, index, n_over, longest)
- *   fill_fixed in ONE pass when the width is known in advance (a given maxstrlen): each value's
+ *   NUL padded rows in ONE pass over the values when the width is known (a given maxstrlen, or
+ *   the longest length from utf8_scan): each value's
  *   UTF-8 into its `width`-byte row of `out`, values longer than `width` cut at a character
  *   boundary and counted (n_over; longest is the longest UTF-8 length seen), so the caller can
  *   raise, warn or widen afterwards.  status as utf8_scan (1 NUL, 2 not a str / NA / lone
@@ -1363,159 +1218,6 @@ utf8_pack(PyObject *self, PyObject *args)
 }
 
 /*
- * fixed_from_offsets(data, offsets, width, out, zeroed=False) -> number of values cut
- *   values data[offsets[i]:offsets[i+1]] (valid UTF-8, e.g. from utf8_pack) into `width`-byte
- *   NUL padded rows of the writable buffer `out`, cutting longer ones at a character boundary
- *   (zeroed as in fill_fixed).
- */
-static PyObject *
-fixed_from_offsets(PyObject *self, PyObject *args)
-{
-    Py_buffer d, outb;
-    PyObject *off_obj;
-    Py_ssize_t width;
-    int zeroed = 0;
-    if (!PyArg_ParseTuple(args, "y*Onw*|p", &d, &off_obj, &width, &outb, &zeroed)) return NULL;
-    PyObject *result = NULL;
-    if (!PyArray_Check(off_obj) || PyArray_TYPE((PyArrayObject *)off_obj) != NPY_INT64 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || !PyArray_ISALIGNED((PyArrayObject *)off_obj) ||
-        PyArray_SIZE((PyArrayObject *)off_obj) < 1) {
-        PyErr_SetString(PyExc_TypeError, "offsets must be an aligned contiguous int64 array of n+1");
-        goto finish;
-    }
-    const int64_t *off = (const int64_t *)PyArray_DATA((PyArrayObject *)off_obj);
-    npy_intp N = PyArray_SIZE((PyArrayObject *)off_obj) - 1;
-    if (width < 0 || (width > 0 && N > PY_SSIZE_T_MAX / width) || outb.len != (Py_ssize_t)N * width) {
-        PyErr_SetString(PyExc_ValueError, "out must hold exactly N * width bytes");
-        goto finish;
-    }
-    for (npy_intp i = 0; i < N; i++) {
-        if (off[i] < 0 || off[i + 1] < off[i] || off[i + 1] > (int64_t)d.len) {
-            PyErr_SetString(PyExc_ValueError, "offsets out of bounds or decreasing");
-            goto finish;
-        }
-    }
-    Py_ssize_t n_cut = 0;
-    int changed = 0;
-    const uint8_t *src = (const uint8_t *)d.buf;
-    uint8_t *o = (uint8_t *)outb.buf;
-    Py_BEGIN_ALLOW_THREADS
-    for (npy_intp i = 0; i < N; i++) {
-        /* read each offset once and re-check it: the array may change while the GIL is released */
-        int64_t a = off[i], b = off[i + 1];
-        if (a < 0 || b < a || b > (int64_t)d.len) {
-            changed = 1;
-            break;
-        }
-        Py_ssize_t L = (Py_ssize_t)(b - a);
-        Py_ssize_t keep = width ? cut_at(src + a, L, width) : 0;
-        n_cut += keep < L;
-        uint8_t *row = o + (Py_ssize_t)i * width;
-        if (keep) memcpy(row, src + a, (size_t)keep);
-        if (width > keep && !zeroed) memset(row + keep, 0, (size_t)(width - keep));
-    }
-    Py_END_ALLOW_THREADS
-    if (changed) {
-        PyErr_SetString(PyExc_ValueError, "offsets out of bounds or decreasing");
-        goto finish;
-    }
-    result = PyLong_FromSsize_t(n_cut);
-finish:
-    PyBuffer_Release(&d);
-    PyBuffer_Release(&outb);
-    return result;
-}
-
-/*
- * fill_vlen_utf8(values, lengths) -> bytes in the numcodecs vlen-utf8 layout
- */
-static PyObject *
-fill_vlen_utf8(PyObject *self, PyObject *args)
-{
-    PyObject *obj, *lens_obj;
-    if (!PyArg_ParseTuple(args, "OO", &obj, &lens_obj)) return NULL;
-    PyArrayObject *arr;
-    int is_obj;
-    if (check_values(obj, &arr, &is_obj) < 0) return NULL;
-    npy_intp N = PyArray_SIZE(arr);
-    if (!PyArray_Check(lens_obj) || PyArray_TYPE((PyArrayObject *)lens_obj) != NPY_INT64 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)lens_obj) || !PyArray_ISALIGNED((PyArrayObject *)lens_obj) ||
-        PyArray_SIZE((PyArrayObject *)lens_obj) != N) {
-        PyErr_SetString(PyExc_TypeError, "lengths must be the int64 array from utf8_scan");
-        return NULL;
-    }
-    if ((uint64_t)N > 0xFFFFFFFFULL) {
-        PyErr_SetString(PyExc_OverflowError, "too many items for a vlen chunk");
-        return NULL;
-    }
-    const int64_t *L = (const int64_t *)PyArray_DATA((PyArrayObject *)lens_obj);
-    int64_t total = 4;
-    for (npy_intp i = 0; i < N; i++) {
-        if (L[i] < 0) {
-            PyErr_SetString(PyExc_ValueError, "lengths must be the int64 array from utf8_scan");
-            return NULL;
-        }
-        if (L[i] > 0xFFFFFFFFLL) {
-            PyErr_SetString(PyExc_OverflowError, "an item exceeds vlen's uint32 length");
-            return NULL;
-        }
-        if (total > PY_SSIZE_T_MAX - 4 - L[i]) {
-            PyErr_SetString(PyExc_OverflowError, "vlen chunk too large");
-            return NULL;
-        }
-        total += 4 + L[i];
-    }
-    PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)total);
-    if (!res) return NULL;
-    uint8_t *o = (uint8_t *)PyBytes_AS_STRING(res);
-#define WR32(p, v) do { uint32_t _v = (uint32_t)(v); (p)[0] = (uint8_t)_v; (p)[1] = (uint8_t)(_v >> 8); \
-        (p)[2] = (uint8_t)(_v >> 16); (p)[3] = (uint8_t)(_v >> 24); } while (0)
-    WR32(o, N);
-    int64_t p = 4;
-    if (is_obj) {
-        PyObject **v = (PyObject **)PyArray_DATA(arr);
-        for (npy_intp i = 0; i < N; i++) {
-            PyObject *s = v[i];
-            if (s == NULL || !PyUnicode_Check(s) || str_utf8_len(s) != L[i]) {
-                Py_DECREF(res);
-                PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
-                return NULL;
-            }
-            WR32(o + p, L[i]);
-            str_utf8_write(s, o + p + 4, L[i]);
-            p += 4 + L[i];
-        }
-    }
-    else {
-        const char *base = PyArray_BYTES(arr);
-        int bad = 0;
-        Py_BEGIN_ALLOW_THREADS
-        npy_string_allocator *alloc = NpyString_acquire_allocator(
-            (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
-        for (npy_intp i = 0; i < N; i++) {
-            npy_static_string u = {0, NULL};
-            if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0 ||
-                (int64_t)u.size != L[i]) {
-                bad = 1;
-                break;
-            }
-            WR32(o + p, u.size);
-            if (u.size) memcpy(o + p + 4, u.buf, u.size);
-            p += 4 + (int64_t)u.size;
-        }
-        NpyString_release_allocator(alloc);
-        Py_END_ALLOW_THREADS
-        if (bad) {
-            Py_DECREF(res);
-            PyErr_SetString(PyExc_ValueError, "values changed since utf8_scan");
-            return NULL;
-        }
-    }
-#undef WR32
-    return res;
-}
-
-/*
  * vlen_utf8_from_offsets(data, offsets) -> bytes in the numcodecs vlen-utf8 layout
  *   (u32 count, then u32 length + bytes per value) of data[offsets[i]:offsets[i+1]]; offsets
  *   int64 (n+1, non-decreasing, within data; they need not start at 0).
@@ -1713,15 +1415,11 @@ static PyMethodDef methods[] = {
     {"vlen_utf8_to_T", vlen_utf8_to_T, METH_VARARGS,
      "vlen_utf8_to_T(buf, n_expected, allow_trailing, out, sel, policy) -> bad positions or None"},
     {"utf8_scan", utf8_scan, METH_VARARGS, "utf8_scan(values, allow_nul=False) -> (status, index, int64 lengths)"},
-    {"fill_fixed", fill_fixed, METH_VARARGS, "fill_fixed(values, lengths, width, out, zeroed=False) -> n_cut"},
     {"fill_fixed_bounded", fill_fixed_bounded, METH_VARARGS,
      "fill_fixed_bounded(values, width, out, zeroed=False) -> (status, index, n_over, longest)"},
     {"T_to_objects", T_to_objects, METH_O, "T_to_objects(StringDType array) -> object array of str"},
     {"utf8_pack", utf8_pack, METH_VARARGS,
      "utf8_pack(objects_or_T, allow_nul=False) -> (status, index, offsets, data)"},
-    {"fixed_from_offsets", fixed_from_offsets, METH_VARARGS,
-     "fixed_from_offsets(data, offsets, width, out, zeroed=False) -> n_cut"},
-    {"fill_vlen_utf8", fill_vlen_utf8, METH_VARARGS, "fill_vlen_utf8(values, lengths) -> bytes"},
     {"vlen_utf8_from_offsets", vlen_utf8_from_offsets, METH_VARARGS,
      "vlen_utf8_from_offsets(data, int64 offsets) -> bytes (numcodecs vlen-utf8 layout)"},
     {NULL, NULL, 0, NULL},

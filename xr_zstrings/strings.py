@@ -574,51 +574,39 @@ def _utf8_matrix_kernel(
     flat: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int
 ) -> tuple[np.ndarray, int] | None:
     """The compiled twin of ``_utf8_matrix`` (same results, errors and warnings), or None when a
-    value needs the Python path to be reported (non-str, missing, NUL, lone surrogate)."""
+    value needs the Python path to be reported (non-str, missing, NUL, lone surrogate).
+
+    A known width takes one pass (rows written, overflow counted); otherwise a length scan finds
+    the longest value first.
+    """
     K = kernels()
     N = flat.size
-    if width is not None and width >= max(min_width, 1) and N:
-        # the width is known: one pass writes the rows and counts what does not fit
-        mat = np.zeros((N, width), np.uint8)  # fresh zero pages: the padding is not written
-        status, _, n_over, longest = K.fill_fixed_bounded(flat, width, mat.reshape(-1), True)
-        if status != 0:
-            return None
-        if n_over:
-            if on_overflow == "error":
-                raise _overflow_error(what, n_over, longest, width, "UTF-8")
-            if on_overflow == "widen":
-                return _utf8_matrix_kernel(flat, longest, on_overflow, what, min_width)
-            _warn_truncated(what, n_over, width, longest)
-        return mat, width
-    packed = None
-    if flat.dtype.kind == "O":  # one pass over the scattered str objects
-        status, _, offsets, data = K.utf8_pack(flat)
-        if status != 0:
-            return None
-        packed = (data, offsets)
-        lengths = np.diff(offsets)
-    else:
+    if width is None or width == 0 or N == 0:
         status, _, lengths = K.utf8_scan(flat)
         if status != 0:
             return None
-    longest, width = _resolve_width(lengths, width, min_width, what)
-    truncate = False
-    if longest > width:
-        if on_overflow == "error":
-            raise _overflow_error(what, int((lengths > width).sum()), longest, width, "UTF-8")
-        if on_overflow == "widen":
-            width = longest
-        else:
-            truncate = True
-    if truncate:
-        _warn_truncated(what, int((lengths > width).sum()), width, longest)
-    if width == 0:
-        return np.zeros((N, 0), np.uint8), 0
-    mat = np.zeros((N, width), np.uint8)  # fresh zero pages: the kernels skip writing the padding
-    if packed is not None:
-        K.fixed_from_offsets(packed[0], packed[1], width, mat.reshape(-1), True)
+        longest, width = _resolve_width(lengths, width, min_width, what)
+        if longest > width:  # only when a width of 0 was asked for
+            if on_overflow == "error":
+                raise _overflow_error(what, int((lengths > width).sum()), longest, width, "UTF-8")
+            if on_overflow == "widen":
+                width = longest
+            else:
+                _warn_truncated(what, int((lengths > width).sum()), width, longest)
+        if width == 0 or N == 0:
+            return np.zeros((N, width), np.uint8), width
     else:
-        K.fill_fixed(flat, lengths, width, mat.reshape(-1), True)
+        _resolve_width(np.zeros(0, np.int64), width, min_width, what)  # width >= min_width
+    mat = np.zeros((N, width), np.uint8)  # fresh zero pages: the kernel skips writing the padding
+    status, _, n_over, longest = K.fill_fixed_bounded(flat, width, mat.reshape(-1), True)
+    if status != 0:
+        return None
+    if n_over:
+        if on_overflow == "error":
+            raise _overflow_error(what, n_over, longest, width, "UTF-8")
+        if on_overflow == "widen":
+            return _utf8_matrix_kernel(flat, longest, on_overflow, what, min_width)
+        _warn_truncated(what, n_over, width, longest)
     return mat, width
 
 

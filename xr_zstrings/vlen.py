@@ -432,13 +432,7 @@ def encode_vlen_utf8_chunk(values: Any, *, kind: Kind = "str", what: str = "") -
     Byte-identical to ``numcodecs.VLenUTF8().encode`` / ``VLenBytes().encode`` (None -> empty).
     """
     K = _kernels()
-    if K is not None and kind == "str" and isinstance(values, np.ndarray) and values.dtype.kind in "TO":
-        flat = np.ascontiguousarray(values).reshape(-1)
-        if flat.dtype.kind == "O" or getattr(flat.dtype, "na_object", None) is None:
-            status, _, lengths = K.utf8_scan(flat, True)
-            if status == 0 and flat.size <= 0xFFFFFFFF and (not flat.size or int(lengths.max()) <= 0xFFFFFFFF):
-                return K.fill_vlen_utf8(flat, lengths)
-    chunk = values_to_vlen(values, kind=kind, what=what)
+    chunk = values_to_vlen(values, kind=kind, what=what)  # compiled packing for str arrays
     off = _offsets_int64(chunk.offsets)
     n = off.shape[0] - 1
     if K is not None and n <= 0xFFFFFFFF and (n == 0 or int((off[1:] - off[:-1]).max()) <= 0xFFFFFFFF):
