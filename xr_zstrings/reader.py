@@ -469,7 +469,9 @@ class ChunkedArray:
                     and isinstance(self._fill(), str))
         if decode == "text":
             p = getattr(self, "pipeline_v3", None)
-            return (p is not None and p.kind == "str" and not p.aa and not p.sharded
+            if p is not None and p.sharded:  # inner chunks in a plain layout, no nested shards
+                p = p.ab.inner if not p.aa and not p.ab.inner.sharded else None
+            return (p is not None and p.kind == "str" and not p.aa
                     and p.layout in ("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large")
                     and isinstance(self._fill(), str))
         return False
@@ -517,7 +519,7 @@ class ChunkedArray:
                 return
             sel = self._sel(src, lead_chunks, meta.order)
             if decode == "text":
-                self._text_into(raw, key, view, sel)
+                self._text_into(raw, key, view, sel, src)
                 return
             if decode == "vlen":
                 self._vlen_into(raw, key, view, sel)
@@ -539,22 +541,50 @@ class ChunkedArray:
             return strings.decode_char_array(row, utf8_errors=policy, what=what)[0]
         return strings.decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=policy, what=what)[()]
 
-    def _text_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None) -> None:
-        from . import vlen
-
-        meta = self.meta
+    def _text_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
+                   src: tuple[slice, ...] = ()) -> None:
+        """One v3 chunk (or shard: each inner chunk the ``src`` box touches) into ``view``."""
         p = self.pipeline_v3
-        n = math.prod(meta.chunks)
         ctx = p._ctx(None)
         try:
             with p.decode_errors(ctx):
                 u8 = p._bytes_decode(raw, ctx)
-                if p.layout == "vlen-utf8":
-                    vlen.decode_vlen_utf8_into(u8, view, sel, n, utf8_errors=p.ab.utf8_errors, what=ctx)
-                else:
-                    vlen.vlen_into(p.ab.to_vlen(u8, n, ctx), view, sel, utf8_errors=p.ab.utf8_errors, what=ctx)
+                if not p.sharded:
+                    self._inner_into(p, u8, view, sel, math.prod(self.meta.chunks), ctx)
+                    return
+                shard = p.ab
+                idx = shard.read_index(u8, ctx)
+                for j, inner_box in enumerate(shard.slices):
+                    # the part of the wanted box inside this inner chunk: where it goes in view,
+                    # and which elements of the inner chunk it is
+                    lo = [max(s.start, b.start) for s, b in zip(src, inner_box, strict=True)]
+                    hi = [min(s.stop, b.stop) for s, b in zip(src, inner_box, strict=True)]
+                    if any(a >= b for a, b in zip(lo, hi, strict=True)):
+                        continue
+                    sub = view[tuple(slice(a - s.start, b - s.start) for a, b, s in zip(lo, hi, src, strict=True))
+                               + (Ellipsis,)]
+                    box = tuple(slice(a - b.start, c - b.start) for a, c, b in zip(lo, hi, inner_box, strict=True))
+                    o, nb = int(idx[j, 0]), int(idx[j, 1])
+                    if o == 2**64 - 1 and nb == 2**64 - 1:  # an inner chunk never written: the fill value
+                        strings.kernels().pack_at(sub, None, [str(self._fill()).encode("utf-8")])
+                        continue
+                    inner = shard.inner
+                    ictx = f"{ctx}, inner chunk {tuple(int(c) for c in np.unravel_index(j, shard.cps))}"
+                    iu8 = inner._bytes_decode(u8[o : o + nb], ictx)
+                    self._inner_into(inner, iu8, sub, self._sel(box, shard.inner_shape, "C"),
+                                     math.prod(shard.inner_shape), ictx)
         except ZStringsError as e:
             raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
+
+    @staticmethod
+    def _inner_into(p: Any, u8: np.ndarray, view: np.ndarray, sel: np.ndarray | None, n: int, ctx: str) -> None:
+        """Decoded bytes of one plain (unsharded) variable-length chunk of ``n`` values into view."""
+        from . import vlen
+
+        if p.layout == "vlen-utf8":
+            vlen.decode_vlen_utf8_into(u8, view, sel, n, utf8_errors=p.ab.utf8_errors, what=ctx)
+        else:
+            vlen.vlen_into(p.ab.to_vlen(u8, n, ctx), view, sel, utf8_errors=p.ab.utf8_errors, what=ctx)
 
     def _vlen_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None) -> None:
         """A v2 vlen-utf8 chunk: decompress, then the kernels walk it into ``view`` (strict UTF-8,
