@@ -652,7 +652,7 @@ class _ShardingAB:
                 f"{_w(where)}: sharding chunk_shape {list(inner)} does not match the shard shape "
                 f"{list(shard_shape)} (same number of dimensions, no zero extents expected)"
             )
-        if any(s % i for s, i in zip(shard_shape, inner)):
+        if any(s % i for s, i in zip(shard_shape, inner, strict=True)):
             raise MetadataError(
                 f"{_w(where)}: the shard shape {list(shard_shape)} is not a multiple of the inner "
                 f"chunk shape {list(inner)}"
@@ -665,7 +665,7 @@ class _ShardingAB:
             raise MetadataError(f"{_w(where)}: sharding_indexed needs a 'codecs' list, got {codecs!r}")
         self.shard_shape = shard_shape
         self.inner_shape = inner
-        self.cps = tuple(s // i for s, i in zip(shard_shape, inner))
+        self.cps = tuple(s // i for s, i in zip(shard_shape, inner, strict=True))
         self.n_inner = math.prod(self.cps)
         self.index_location = loc
         self.fill_value = fill_value
@@ -693,7 +693,7 @@ class _ShardingAB:
     def slices(self) -> Any:
         """C-order slices of each inner chunk within the shard (generated, never all held)."""
         inner = self.inner_shape
-        return (tuple(slice(c * i, (c + 1) * i) for c, i in zip(coords, inner)) for coords in np.ndindex(*self.cps))
+        return (tuple(slice(c * i, (c + 1) * i) for c, i in zip(coords, inner, strict=True)) for coords in np.ndindex(*self.cps))
 
     def _empty(self, shape: tuple[int, ...]) -> np.ndarray:
         out = np.empty(shape, self.dtype)
@@ -978,7 +978,7 @@ class V3Pipeline:
             shapes = self._shapes(shape)
             u8 = self._bytes_decode(raw, ctx)
             arr = self.ab.decode(u8, shapes[-1], ctx)
-            for step, s in zip(reversed(self.aa), reversed(shapes[:-1])):
+            for step, s in zip(reversed(self.aa), reversed(shapes[:-1]), strict=True):
                 arr = step.decode(arr, s)
             if arr.dtype != self.dtype:
                 arr = _to_dtype(arr, self.dtype)

@@ -507,7 +507,7 @@ class ChunkedArray:
 
             def index(k: int) -> str:
                 loc = np.unravel_index(k, shape) if shape else ()
-                flat = int(np.ravel_multi_index(tuple(a + b for a, b in zip(loc, starts)), out_shape)) if out_shape else 0
+                flat = int(np.ravel_multi_index(tuple(a + b for a, b in zip(loc, starts, strict=True)), out_shape)) if out_shape else 0
                 return strings._index(flat, out_shape)
 
             return index

@@ -372,7 +372,7 @@ def _arrow_view(flat: np.ndarray, n: int) -> Any:
 
 def _python_invalid_rows(flat: np.ndarray, rows: np.ndarray) -> np.ndarray:
     bad = []
-    for i, b in zip(rows.tolist(), flat[rows].tolist()):
+    for i, b in zip(rows.tolist(), flat[rows].tolist(), strict=True):
         try:
             b.decode("utf-8")
         except UnicodeDecodeError:

@@ -413,12 +413,12 @@ def decode_vlen_utf8_to_numpy(
         en = pos[1:].tolist()
         out = np.empty(n, _OBJ)
         if kind == "bytes":
-            out[:] = [b[i:j] for i, j in zip(st, en)]
+            out[:] = [b[i:j] for i, j in zip(st, en, strict=True)]
         else:
             try:
-                out[:] = [b[i:j].decode("utf-8") for i, j in zip(st, en)]
+                out[:] = [b[i:j].decode("utf-8") for i, j in zip(st, en, strict=True)]
             except UnicodeDecodeError:
-                out[:] = [_decode_one(a, i, j - i, utf8_errors, what, k) for k, (i, j) in enumerate(zip(st, en))]
+                out[:] = [_decode_one(a, i, j - i, utf8_errors, what, k) for k, (i, j) in enumerate(zip(st, en, strict=True))]
         return out.reshape(shape) if shape is not None else out
     chunk = decode_vlen_utf8_chunk(a, n_expected, what=what, allow_trailing=allow_trailing)
     return vlen_to_numpy(
@@ -740,7 +740,7 @@ def _spans_to_T(
     if fix.size:
         st, ln = starts[fix].tolist(), lens[fix].tolist()
         idx = fix.tolist() if index is None else index[fix].tolist()
-        vals = [_decode_one(a, s, l, policy, what, i) for s, l, i in zip(st, ln, idx)]
+        vals = [_decode_one(a, s, l, policy, what, i) for s, l, i in zip(st, ln, idx, strict=True)]
         try:
             out[fix] = vals
         except UnicodeEncodeError:  # surrogateescape-like output cannot live in StringDType
@@ -824,7 +824,7 @@ def vlen_to_numpy(
                 raise
             off = _offsets_int64(chunk.offsets).tolist()
             out = np.empty(len(off) - 1, _OBJ)
-            out[:] = [_decode_one(chunk.data, s, e - s, utf8_errors, what, i) for i, (s, e) in enumerate(zip(off[:-1], off[1:]))]
+            out[:] = [_decode_one(chunk.data, s, e - s, utf8_errors, what, i) for i, (s, e) in enumerate(zip(off[:-1], off[1:], strict=True))]
     else:
         t = np.empty(chunk.n_items, _T)
         if not vlen_into(chunk, t, None, utf8_errors=utf8_errors, what=what):
