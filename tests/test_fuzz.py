@@ -594,6 +594,32 @@ def test_bounded_decoders_still_decode_honest_chunks(name):
     np.testing.assert_array_equal(out, data)
 
 
+@pytest.mark.parametrize("name", sorted(BOMBS))
+def test_scratch_decoding_refuses_the_same_bombs(name):
+    """The reused per-thread buffer path (scratch=True) keeps every size check."""
+    cfg, make = BOMBS[name]
+    pipe = build_pipeline(cfg, [], dtype=np.dtype("<f8"), where="STORE key 'v/.zarray'", chunk_shape=(100,))
+    with pytest.raises(ChunkError, match=r"more than 800 bytes"):
+        pipe.decode(make(), scratch=True)
+
+
+@pytest.mark.parametrize("cfg", [{"id": "zstd"}, {"id": "blosc"}, {"id": "lz4"}, {"id": "zlib"}])
+def test_scratch_decoding_same_bytes_and_reused(cfg):
+    """scratch=True decodes the same bytes; the buffer is this thread's and is reused by its next
+    scratch decode (the contract the reader's direct path relies on: consume before decoding)."""
+    from xr_zstrings.codecs import bounded_decode
+
+    codec = numcodecs.get_codec(cfg)
+    a, b = (np.random.default_rng(i).integers(0, 5, 5000).astype("u1").tobytes() for i in (1, 2))
+    first = bounded_decode(codec, codec.encode(a), limit=10**6, scratch=True)
+    assert bytes(memoryview(first).cast("B")) == a
+    second = bounded_decode(codec, codec.encode(b), limit=10**6, scratch=True)
+    assert bytes(memoryview(second).cast("B")) == b
+    if cfg["id"] != "zlib":  # streamed codecs never use the scratch buffer
+        assert np.shares_memory(first, second)
+    assert bytes(memoryview(bounded_decode(codec, codec.encode(a), limit=10**6)).cast("B")) == a
+
+
 @settings(FUZZ, max_examples=60)
 @given(data=st.binary(min_size=1, max_size=4000), level=st.integers(1, 5), rle=st.integers(0, 20), fcs=st.booleans())
 def test_property_zstd_bound_is_an_upper_bound(data, level, rle, fcs):

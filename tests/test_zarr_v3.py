@@ -247,3 +247,32 @@ def test_writer_matches_xarray_metadata_and_values_2d_and_edges(tmp_path, layout
     got = xr.open_dataset(path, engine="zstrings")
     for name in ("s", "t", "sc", "lab"):
         assert got[name].values.tolist() == ds[name].values.tolist()
+
+
+def test_interrupted_v3_write_leaves_strings_with_missing_chunks(tmp_path, monkeypatch):
+    """The string array's zarr.json is written before its chunks (as xarray/zarr-python do): a
+    write that fails part-way reads back as strings, missing chunks as the fill value "", never
+    as the uint8 stand-in xarray wrote for it."""
+    from xr_zstrings import codecs_v3
+
+    values = np.array([f"v{i}é" for i in range(10)], dtype=object)
+    ds = xr.Dataset({"s": ("x", values)})
+    ds["s"].encoding["chunks"] = (2,)
+    real = codecs_v3.V3Pipeline.encode
+    calls = []
+
+    def failing(self, arr, **kw):
+        calls.append(1)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return real(self, arr, **kw)
+
+    monkeypatch.setattr(codecs_v3.V3Pipeline, "encode", failing)
+    path = tmp_path / "i.zarr"
+    with pytest.raises(OSError, match="disk full"):
+        to_zarr_v3(ds, path, layout="arrow", consolidated=False)
+    monkeypatch.setattr(codecs_v3.V3Pipeline, "encode", real)
+    got = xr.open_dataset(path, engine="zstrings")["s"].values
+    assert got.dtype.kind == "T"
+    assert all(g in (v, "") for g, v in zip(got.tolist(), values.tolist(), strict=True))
+    assert "" in got.tolist()

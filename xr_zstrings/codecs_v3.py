@@ -353,11 +353,12 @@ class _ZarrBB:
         self.limit = max_chunk_bytes()  # V3Pipeline narrows it to the exact size where known
         self.expected = f"at most {self.limit} bytes ({MAX_CHUNK_BYTES_ENV})"
 
-    def decode(self, u8: np.ndarray, ctx: str) -> np.ndarray:
+    def decode(self, u8: np.ndarray, ctx: str, scratch: bool = False) -> np.ndarray:
         z = _Zarr
         try:
             if self.bounded is not None:
-                return _u8(bounded_decode(self.bounded, u8, limit=self.limit, expected=self.expected))
+                return _u8(bounded_decode(self.bounded, u8, limit=self.limit, expected=self.expected,
+                                          scratch=scratch))
             buf = z.prototype.buffer.from_array_like(u8)
             out = _u8(z.run(self.codec, "decode", buf, self.spec))
             if out.size > self.limit:
@@ -957,13 +958,18 @@ class V3Pipeline:
             shapes.append(step.out_shape(shapes[-1]))
         return shapes
 
-    def _bytes_decode(self, raw: Any, ctx: str) -> np.ndarray:
+    def _bytes_decode(self, raw: Any, ctx: str, *, scratch: bool = False) -> np.ndarray:
+        """The bytes->bytes chain undone.  ``scratch``: the last decompressor may write into this
+        thread's reused buffer (codecs.bounded_decode); the caller consumes the result first."""
         try:
             u8 = _u8(raw)
         except TypeError:
             raise ChunkError(f"{ctx}: expected the chunk as bytes, got {type(raw).__name__}") from None
-        for step in reversed(self.bb):
-            u8 = step.decode(u8, ctx)
+        for i, step in enumerate(reversed(self.bb)):
+            if scratch and i == len(self.bb) - 1 and isinstance(step, _ZarrBB):
+                u8 = step.decode(u8, ctx, scratch=True)
+            else:
+                u8 = step.decode(u8, ctx)
         return u8
 
     def decode(self, raw: Any, chunk_shape: tuple[int, ...] | None = None, *, key: Any = None,

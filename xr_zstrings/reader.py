@@ -436,7 +436,7 @@ class ChunkedArray:
         """A v2 fixed-width chunk's decompressed bytes, size checked (as _decode_chunk)."""
         meta = self.meta
         try:
-            buf = self.pipeline.decode(raw)
+            buf = self.pipeline.decode(raw, scratch=True)  # consumed by the kernel right away
         except Exception as e:  # noqa: BLE001 - any codec failure is a ChunkError naming the chunk
             raise ChunkError(
                 f"Cannot decode chunk {self.store.where(key)}: {type(e).__name__}: {e}. Expected data "
@@ -548,7 +548,9 @@ class ChunkedArray:
         ctx = p._ctx(None)
         try:
             with p.decode_errors(ctx):
-                u8 = p._bytes_decode(raw, ctx)
+                # a plain chunk's bytes are consumed right away: decompress into scratch; a shard
+                # stays whole while its inner chunks (which use the scratch) are decoded
+                u8 = p._bytes_decode(raw, ctx, scratch=not p.sharded)
                 if not p.sharded:
                     self._inner_into(p, u8, view, sel, math.prod(self.meta.chunks), ctx)
                     return
@@ -570,7 +572,7 @@ class ChunkedArray:
                         continue
                     inner = shard.inner
                     ictx = f"{ctx}, inner chunk {tuple(int(c) for c in np.unravel_index(j, shard.cps))}"
-                    iu8 = inner._bytes_decode(u8[o : o + nb], ictx)
+                    iu8 = inner._bytes_decode(u8[o : o + nb], ictx, scratch=True)
                     self._inner_into(inner, iu8, sub, self._sel(box, shard.inner_shape, "C"),
                                      math.prod(shard.inner_shape), ictx)
         except ZStringsError as e:
@@ -595,7 +597,7 @@ class ChunkedArray:
         where = self.store.where(key)
         try:
             buf = raw if p.compressor is None else bounded_decode(
-                p.compressor, raw, limit=p.limit, expected=p.expected)
+                p.compressor, raw, limit=p.limit, expected=p.expected, scratch=True)
             vlen.decode_vlen_utf8_into(buf, view, sel, math.prod(self.chunk_shape), utf8_errors="strict",
                                        what="")
         except Exception as e:  # noqa: BLE001 - the same ChunkError as _decode_chunk's

@@ -183,8 +183,12 @@ def _write_text_array(
     zs: ZStore, path: str, values: np.ndarray, packed: VlenChunk, kind: str, layout: str, keep_codecs: bool,
     **layout_kw: Any,
 ) -> dict[str, Any]:
-    """Write one string/bytes array in ``layout``: its chunks (encoded on threads), then its
-    zarr.json (xarray's, written for a stand-in, with the layout's data type and codecs)."""
+    """Write one string/bytes array in ``layout``: its zarr.json (xarray's, written for the
+    stand-in, now with the layout's data type and codecs), then its chunks (encoded on threads).
+
+    Metadata first, as xarray and zarr-python write arrays: an interrupted write leaves chunks
+    missing (read as the fill value ""), never a uint8 stand-in in place of the strings.
+    """
     key = f"{path}/zarr.json"
     meta = json.loads(zs.get_bytes(key) or b"{}")
     chunks = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
@@ -197,13 +201,13 @@ def _write_text_array(
                                     fill_value=fill, where=zs.where(key))
     meta.update(data_type=data_type, codecs=codecs, fill_value="")
     _delete_chunks(zs, path)
+    zs.set_many([(key, json.dumps(meta, indent=2).encode())])
     jobs = _chunk_items(path, values, packed, kind, chunks, pipe)
     per_chunk = max(1, math.prod(chunks) * 32)
     batch = max(1, _BATCH_BYTES // per_chunk)
     with ThreadPoolExecutor(_THREADS) as pool:
         while part := list(itertools.islice(jobs, batch)):
             zs.set_many(list(pool.map(lambda job: job(), part)))
-    zs.set_many([(key, json.dumps(meta, indent=2).encode())])
     return meta
 
 
