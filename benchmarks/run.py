@@ -19,6 +19,7 @@ Zarr v3), times full materialisation of one string variable per layout, and prin
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
 import os
@@ -44,12 +45,20 @@ _T = np.dtypes.StringDType()
 
 
 def _time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
+    """Median seconds of ``fn`` (and its last result).  As ``timeit`` does, the cyclic garbage
+    collector is off while timing: a collection that happens to start inside one run walks the
+    million strings this script keeps alive and adds 20-50 ms to whichever reader it lands in."""
     times, out = [], None
     for _ in range(repeat):
         out = None
-        t0 = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - t0)
+        gc.collect()
+        gc.disable()
+        try:
+            t0 = time.perf_counter()
+            out = fn()
+            times.append(time.perf_counter() - t0)
+        finally:
+            gc.enable()
     return statistics.median(times), out
 
 
@@ -59,17 +68,27 @@ def _time_alternating(fa: Callable[[], Any], fb: Callable[[], Any], repeat: int)
     for _ in range(repeat):
         for fn, times in ((fa, ta), (fb, tb)):
             os.sync()
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
+            gc.collect()
+            gc.disable()
+            try:
+                t0 = time.perf_counter()
+                fn()
+                times.append(time.perf_counter() - t0)
+            finally:
+                gc.enable()
     return statistics.median(ta), statistics.median(tb)
 
 
 def _cpu(fn: Callable[[], Any]) -> float:
     """Process CPU seconds per wall second while running fn (all threads)."""
-    c0, t0 = time.process_time(), time.perf_counter()
-    fn()
-    return (time.process_time() - c0) / max(time.perf_counter() - t0, 1e-9)
+    gc.collect()
+    gc.disable()
+    try:
+        c0, t0 = time.process_time(), time.perf_counter()
+        fn()
+        return (time.process_time() - c0) / max(time.perf_counter() - t0, 1e-9)
+    finally:
+        gc.enable()
 
 
 def _peak(fn: Callable[[], Any]) -> tuple[int, Any]:

@@ -334,6 +334,15 @@ def test_T_to_objects_same_as_numpy(values):
 
 
 @needs_ext
+@settings(max_examples=150, deadline=None)
+@given(st.lists(text_no_nul, max_size=30), st.sampled_from(["O", "T", "U"]))
+def test_utf8_lengths_same_as_fallback(values, container):
+    arr = np.array(values, dtype={"O": object, "T": T, "U": str}[container])
+    kind, got, _ = same(lambda: S.utf8_lengths(arr).tolist())
+    assert kind == "ok" and got == [len(v.encode()) for v in values]
+
+
+@needs_ext
 def test_utf8_pack_stringdtype_statuses():
     """utf8_pack on StringDType: NUL reported unless allowed, NA left to the Python path."""
     K = S.kernels()

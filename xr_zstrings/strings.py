@@ -540,6 +540,20 @@ def _to_T_values(values: Any, what: str) -> np.ndarray:
     raise ZStringsError(f"{_ctx(what)}expected str values, got an array of dtype {arr.dtype}")
 
 
+def utf8_lengths(values: Any) -> np.ndarray:
+    """UTF-8 byte length of every str in ``values`` (flat, C order), compiled when possible."""
+    arr = np.asarray(values)
+    K = kernels()
+    if K is not None and arr.dtype.kind in "OT" and getattr(arr.dtype, "na_object", None) is None:
+        status, _, lengths = K.utf8_scan(np.ascontiguousarray(arr).reshape(-1), True)
+        if status == 0:
+            return lengths
+    t = convert_string_dtype(arr, "T").reshape(-1)
+    if t.size == 0:
+        return np.zeros(0, np.int64)
+    return np.strings.str_len(np.strings.encode(t, "utf-8")).astype(np.int64)
+
+
 def _nul_error(what: str, t: np.ndarray, rows: np.ndarray) -> ZStringsError:
     i = int(rows[0])
     return ZStringsError(

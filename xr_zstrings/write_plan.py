@@ -223,18 +223,13 @@ def _pick_chunks(
 
 def _utf8_longest(block: np.ndarray) -> np.ndarray:
     """The longest UTF-8 encoding in a block of str (for widths of dask-backed variables)."""
-    t = strings.convert_string_dtype(np.asarray(block), "T")
-    if t.size == 0:
-        return np.zeros((1,) * max(t.ndim, 1), np.int64)
-    n = int(np.strings.str_len(np.strings.encode(t, "utf-8")).max())
-    return np.full((1,) * max(t.ndim, 1), n, np.int64)
+    lengths = strings.utf8_lengths(block)
+    n = int(lengths.max()) if lengths.size else 0
+    return np.full((1,) * max(np.ndim(block), 1), n, np.int64)
 
 
 def _over_count(block: np.ndarray, width: int) -> int:
-    t = strings.convert_string_dtype(np.asarray(block), "T")
-    if t.size == 0:
-        return 0
-    return int((np.strings.str_len(np.strings.encode(t, "utf-8")) > width).sum())
+    return int((strings.utf8_lengths(block) > width).sum())
 
 
 @dataclass
