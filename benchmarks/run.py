@@ -410,6 +410,7 @@ def main(argv: list[str] | None = None) -> int:
 
             ds = xr.Dataset({"s": ("x", np.array(strings, dtype=object))})
             ds["s"].encoding["chunks"] = (min(len(strings), 100_000),)
+            dds = ds.chunk({"x": min(len(strings), 100_000)})  # 10 dask blocks, threaded scheduler
             counter = iter(range(10**6))
             # both writers write to tmpfs when there is one: on this VM's disk the page cache makes the
             # same 48 MB write take 10 ms or 110 ms depending on what was written before (README)
@@ -417,6 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             zstd_v3 = [{"name": "zstd", "configuration": {"level": 3}}]
             writers: list[tuple[str, str | None, Callable[[Path], None]]] = [
                 ("to_nczarr NC_STRING", None, lambda p: to_nczarr(ds, p, mode="w", maxstrlen=48)),
+                ("to_nczarr, dask input", None, lambda p: to_nczarr(dds, p, mode="w", maxstrlen=48)),
                 ("to_zarr_v3 vlen-utf8", None, lambda p: to_zarr_v3(ds, p, layout="vlen-utf8", compressors=[])),
                 ("to_zarr_v3 zarrs.vlen", None, lambda p: to_zarr_v3(ds, p, layout="zarrs.vlen")),
                 ("to_zarr_v3 arrow", None, lambda p: to_zarr_v3(ds, p, layout="arrow")),

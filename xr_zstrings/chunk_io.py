@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -89,8 +90,12 @@ def _dask_writer(zstore: ZStore, a: _Array) -> Any:
         zstore.set_many([(_chunk_key(a, loc + (0,) * extra), _encode_chunk(a, stored, chunk_shape))])
         return np.full((1,) * max(block.ndim, 1), cut, np.int64)
 
+    # a unique name: without one dask tokenizes `write` by pickling its closure, which can hold
+    # the whole source array (0.7 s for 1e6 strings, 12x the write itself)
+    name = f"zstrings-write-{uuid.uuid4().hex}"
     if data.ndim == 0:
         data = data.reshape(1)
         return da.map_blocks(lambda b, block_info=None: write(b.reshape(()), {0: {"chunk-location": ()}}),
-                             data, dtype=np.int64, chunks=((1,),))
-    return da.map_blocks(write, data, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks))
+                             data, dtype=np.int64, chunks=((1,),), name=name)
+    return da.map_blocks(write, data, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
+                         name=name)

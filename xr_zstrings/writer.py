@@ -21,6 +21,7 @@ form), ``dimensions``, ``chunk_io``, ``nczarr_json`` and ``append``.
 from __future__ import annotations
 
 import os
+import uuid
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -336,7 +337,9 @@ def prepare_for_zarr(
         if _is_dask(data):
             enc_block = a.encode_block
             assert enc_block is not None
-            data = data.map_blocks(lambda b, f=enc_block: f(b)[0], dtype=a.dtype)
+            # named: dask would otherwise tokenize the encoder by pickling its closure
+            data = data.map_blocks(lambda b, f=enc_block: f(b)[0], dtype=a.dtype,
+                                   name=f"zstrings-encode-{uuid.uuid4().hex}")
         attrs = dict(var.attrs)
         attrs["_nczarr_maxstrlen"] = a.maxstrlen
         new = xr.Variable(var.dims, data, attrs)
