@@ -859,6 +859,36 @@ check_values(PyObject *obj, PyArrayObject **arr, int *is_obj)
     return 0;
 }
 
+/* The UTF-8 length of every value of a StringDType array into L (GIL released): 0, or the
+ * utf8_scan status (1 NUL unless allow_nul, 2 missing/unreadable) with its index in *bad. */
+static int
+scan_T(PyArrayObject *arr, int allow_nul, int64_t *L, npy_intp *bad)
+{
+    npy_intp N = PyArray_SIZE(arr);
+    const char *base = PyArray_BYTES(arr);
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+    npy_string_allocator *alloc = NpyString_acquire_allocator(
+        (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
+    for (npy_intp i = 0; i < N; i++) {
+        npy_static_string u = {0, NULL};
+        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0) {
+            status = 2;
+            *bad = i;
+            break;
+        }
+        if (!allow_nul && u.size && memchr(u.buf, 0, u.size)) {
+            status = 1;
+            *bad = i;
+            break;
+        }
+        L[i] = (int64_t)u.size;
+    }
+    NpyString_release_allocator(alloc);
+    Py_END_ALLOW_THREADS
+    return status;
+}
+
 /*
  * utf8_scan(values) -> (status, index, lengths)
  *   status 0: lengths (int64, UTF-8 bytes per value) are valid;
@@ -901,30 +931,7 @@ utf8_scan(PyObject *self, PyObject *args)
         }
     }
     else {
-        const char *base = PyArray_BYTES(arr);
-        int memerr = 0;
-        Py_BEGIN_ALLOW_THREADS
-        npy_string_allocator *alloc = NpyString_acquire_allocator(
-            (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
-        for (npy_intp i = 0; i < N; i++) {
-            npy_static_string u = {0, NULL};
-            int r = NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u);
-            if (r != 0) {
-                if (r < 0) memerr = 1;
-                status = 2;
-                bad = i;
-                break;
-            }
-            if (!allow_nul && u.size && memchr(u.buf, 0, u.size)) {
-                status = 1;
-                bad = i;
-                break;
-            }
-            L[i] = (int64_t)u.size;
-        }
-        NpyString_release_allocator(alloc);
-        Py_END_ALLOW_THREADS
-        (void)memerr;
+        status = scan_T(arr, allow_nul, L, &bad);
     }
     return Py_BuildValue("inN", status, (Py_ssize_t)bad, (PyObject *)lens);
 }
@@ -940,27 +947,10 @@ utf8_pack_T(PyArrayObject *arr, int allow_nul)
     int64_t *off = (int64_t *)PyArray_DATA(offs);
     const char *base = PyArray_BYTES(arr);
     const PyArray_StringDTypeObject *descr = (const PyArray_StringDTypeObject *)PyArray_DESCR(arr);
-    int status = 0;
     npy_intp bad = -1;
     off[0] = 0;
-    Py_BEGIN_ALLOW_THREADS
-    npy_string_allocator *alloc = NpyString_acquire_allocator(descr);
-    for (npy_intp i = 0; i < N; i++) {
-        npy_static_string u = {0, NULL};
-        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0) {
-            status = 2; /* missing (NA) or unreadable: the Python path reports it */
-            bad = i;
-            break;
-        }
-        if (!allow_nul && u.size && memchr(u.buf, 0, u.size)) {
-            status = 1;
-            bad = i;
-            break;
-        }
-        off[i + 1] = off[i] + (int64_t)u.size;
-    }
-    NpyString_release_allocator(alloc);
-    Py_END_ALLOW_THREADS
+    int status = scan_T(arr, allow_nul, off + 1, &bad); /* lengths, then their running sum */
+    for (npy_intp i = 0; i < N && !status; i++) off[i + 1] += off[i];
     if (status) {
         Py_DECREF(offs);
         return Py_BuildValue("inOO", status, (Py_ssize_t)bad, Py_None, Py_None);
