@@ -51,7 +51,6 @@ def _time(fn: Callable[[], Any], repeat: int) -> tuple[float, Any]:
     times, out = [], None
     for _ in range(repeat):
         out = None
-        gc.collect()
         gc.disable()
         try:
             t0 = time.perf_counter()
@@ -68,7 +67,6 @@ def _time_alternating(fa: Callable[[], Any], fb: Callable[[], Any], repeat: int)
     for _ in range(repeat):
         for fn, times in ((fa, ta), (fb, tb)):
             os.sync()
-            gc.collect()
             gc.disable()
             try:
                 t0 = time.perf_counter()
@@ -81,7 +79,6 @@ def _time_alternating(fa: Callable[[], Any], fb: Callable[[], Any], repeat: int)
 
 def _cpu(fn: Callable[[], Any]) -> float:
     """Process CPU seconds per wall second while running fn (all threads)."""
-    gc.collect()
     gc.disable()
     try:
         c0, t0 = time.process_time(), time.perf_counter()
