@@ -264,6 +264,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {layout:26} {reader:34} {rate:8.2f} M/s {'' if ratio is None else f'{ratio:6.1f}x'} {note}",
               file=sys.stderr, flush=True)
 
+    def zarr_peer_row(label: str, store: Path, t_ours: float) -> None:
+        """xarray's engine="zarr" on the same store (values checked), as a ratio to ours."""
+        t_z, ref = _time(lambda: xr.open_dataset(store, engine="zarr", consolidated=False)["s"].values, args.repeat)
+        assert list(ref) == strings
+        del ref
+        add(label, "xarray engine=zarr", N / t_z / 1e6, t_z / t_ours, "")
+
     def ours_rows(label: str, store: Path, width: int | None) -> float:
         def ours() -> np.ndarray:
             return xr.open_dataset(store, engine="zstrings")["s"].values
@@ -340,38 +347,20 @@ def main(argv: list[str] | None = None) -> int:
                 label = f"Zarr v3 vlen-utf8 ({comp_name})"
                 store = tmpd / f"v3_{comp_name}.zarr"
                 write_zarr_v3(store, strings, compressor)
-                t_ours = ours_rows(label, store, None)
-
-                def zarr_engine(store: Path = store) -> np.ndarray:
-                    return xr.open_dataset(store, engine="zarr", consolidated=False)["s"].values
-
-                t_z, ref = _time(zarr_engine, args.repeat)
-                assert list(ref) == strings
-                del ref
-                add(label, "xarray engine=zarr", N / t_z / 1e6, t_z / t_ours, "")
+                zarr_peer_row(label, store, ours_rows(label, store, None))
 
             label = "Zarr v3 vlen-utf8 sharded"  # zstd, inner chunks of 10,000 in shards of 100,000
             store = tmpd / "v3_sharded.zarr"
             xr.Dataset({"s": ("x", np.array(strings, dtype=object))}).to_zarr(
                 store, zarr_format=3, consolidated=False,
                 encoding={"s": {"chunks": (min(N, 10_000),), "shards": (min(N, 100_000),)}})
-            t_ours = ours_rows(label, store, None)
-            t_z, ref = _time(lambda store=store: xr.open_dataset(store, engine="zarr", consolidated=False)["s"].values,
-                             args.repeat)
-            assert list(ref) == strings
-            del ref
-            add(label, "xarray engine=zarr", N / t_z / 1e6, t_z / t_ours, "")
+            zarr_peer_row(label, store, ours_rows(label, store, None))
 
             label = "Zarr v2 vlen-utf8 (blosc)"  # |O: what xarray's to_zarr(zarr_format=2) writes for str
             store = tmpd / "v2_vlen.zarr"
             xr.Dataset({"s": ("x", np.array(strings, dtype=object))}).to_zarr(
                 store, zarr_format=2, encoding={"s": {"chunks": (min(len(strings), 100_000),)}}, consolidated=False)
-            t_ours = ours_rows(label, store, None)
-            t_z, ref = _time(lambda store=store: xr.open_dataset(store, engine="zarr", consolidated=False)["s"].values,
-                             args.repeat)
-            assert list(ref) == strings
-            del ref
-            add(label, "xarray engine=zarr", N / t_z / 1e6, t_z / t_ours, "")
+            zarr_peer_row(label, store, ours_rows(label, store, None))
 
             # the other v3 layouts, written by our encoder; zarr-python reads none of them, so its
             # vlen-utf8 read of the same strings is the reference
