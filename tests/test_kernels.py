@@ -522,6 +522,29 @@ def test_reader_v2_vlen_invalid_utf8_is_an_error_on_both_paths(tmp_path):
     (path / "s" / "0").write_bytes(good[:-2] + b"\xff\xfe")
     kind, err, _ = same(lambda: xr.open_dataset(path, engine="zstrings")["s"].values)
     assert kind == "error" and err[0] == "ChunkError" and "s/0" in err[1] and "element 1" in err[1], err
+    # utf8_errors applies to variable-length chunks too: "replace" as for fixed-width strings
+    kind, got, _ = same(lambda: xr.open_dataset(path, engine="zstrings", utf8_errors="replace")["s"].values.tolist())
+    assert kind == "ok" and got == ["ok", "\ufffd\ufffd"]
+
+
+@needs_ext
+@pytest.mark.parametrize("layout", ["vlen-utf8", "zarrs.vlen", "arrow"])
+def test_reader_v3_invalid_utf8_follows_utf8_errors(tmp_path, layout):
+    """A corrupt value in a v3 variable-length chunk: an error by default, U+FFFD with "replace",
+    the same on both paths."""
+    from xr_zstrings.writer_v3 import to_zarr_v3
+
+    path = tmp_path / "bad.zarr"
+    to_zarr_v3(xr.Dataset({"s": ("x", np.array(["ok", "xy"], dtype=object))}), path, layout=layout,
+               compressors=[], consolidated=False)
+    chunk = path / "s" / "c" / "0"
+    data = chunk.read_bytes()
+    i = data.rindex(b"xy")
+    chunk.write_bytes(data[:i] + b"\xff\xfe" + data[i + 2 :])
+    kind, err, _ = same(lambda: xr.open_dataset(path, engine="zstrings")["s"].values.tolist())
+    assert kind == "error" and "c/0" in err[1], err
+    kind, got, _ = same(lambda: xr.open_dataset(path, engine="zstrings", utf8_errors="replace")["s"].values.tolist())
+    assert kind == "ok" and got == ["ok", "\ufffd\ufffd"]
 
 
 @needs_ext

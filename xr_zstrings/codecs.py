@@ -282,8 +282,9 @@ class SafeVLen(Codec):
     Encoding is numcodecs'.
     """
 
-    def __init__(self, codec_id: str) -> None:
+    def __init__(self, codec_id: str, utf8_errors: str = "strict") -> None:
         self.codec_id = codec_id
+        self.utf8_errors = utf8_errors  # the reader's policy for invalid UTF-8 in vlen-utf8 items
         self._nc = numcodecs.get_codec({"id": codec_id})
 
     def encode(self, buf: Any) -> Any:
@@ -294,7 +295,7 @@ class SafeVLen(Codec):
 
         if self.codec_id == "vlen-bytes":
             return decode_vlen_utf8_to_numpy(buf, kind="bytes", string_dtype="O", utf8_errors="strict")
-        return decode_vlen_utf8_to_numpy(buf, kind="str", string_dtype="O", utf8_errors="strict")
+        return decode_vlen_utf8_to_numpy(buf, kind="str", string_dtype="O", utf8_errors=self.utf8_errors)
 
     def get_config(self) -> dict[str, Any]:
         return {"id": self.codec_id}
@@ -383,11 +384,13 @@ def build_pipeline(
     string_kind: str | None = None,
     where: str = "",
     chunk_shape: Sequence[int] | None = None,
+    utf8_errors: str = "strict",
 ) -> ChunkPipeline:
     """Instantiate the codecs named in ``.zarray``; an unknown id is an ``UnsupportedError`` now, not at read time.
 
     ``chunk_shape`` (the ``.zarray`` chunks) lets decoding refuse any chunk that decompresses to
     more than ``prod(chunk_shape) * itemsize`` bytes; without it the limit is ``max_chunk_bytes()``.
+    ``utf8_errors`` is the policy of the ``vlen-utf8`` filter for invalid UTF-8.
     """
 
     def make(cfg: Mapping[str, Any]) -> Codec:
@@ -400,7 +403,7 @@ def build_pipeline(
         if cfg["id"] == "shuffle":
             return HDF5Shuffle(_shuffle_size(cfg, dtype, string_kind, where))
         if cfg["id"] in ("vlen-utf8", "vlen-bytes"):
-            return SafeVLen(cfg["id"])
+            return SafeVLen(cfg["id"], utf8_errors)
         try:
             return numcodecs.get_codec(cfg)
         except Exception as e:  # noqa: BLE001 - numcodecs raises anything for a bad config

@@ -300,7 +300,10 @@ def _executor() -> ThreadPoolExecutor:
 class ChunkedArray:
     """Reads rectangular regions of one stored array in its storage dtype (no string decoding)."""
 
-    def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...]) -> None:
+    def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...],
+                 utf8_errors: str = "strict") -> None:
+        """``utf8_errors``: the policy for invalid UTF-8 in variable-length string chunks (v2
+        vlen-utf8, every v3 layout); fixed-width decoding takes its policy per call."""
         self.store = zstore
         self.meta = meta
         self.shape = logical_shape  # may exceed meta.shape along unlimited dimensions
@@ -313,13 +316,14 @@ class ChunkedArray:
             self.pipeline_v3 = V3Pipeline.from_metadata(
                 list(meta.codecs), data_type=meta.data_type, dtype=meta.dtype, chunk_shape=meta.chunks,
                 fill_value=meta.fill_value, where=zstore.where(_key(meta.path, "zarr.json")),
+                utf8_errors=utf8_errors,
             )
             self.parallel = True
         else:
             where = zstore.where(_key(meta.path, ".zarray"))
             self.pipeline: ChunkPipeline = build_pipeline(
                 meta.compressor, meta.filters, dtype=meta.dtype, string_kind=meta.string_kind, where=where,
-                chunk_shape=self.chunk_shape,
+                chunk_shape=self.chunk_shape, utf8_errors=utf8_errors,
             )
             self.parallel = self.pipeline.compressor is not None or meta.dtype.kind == "O"
         self.vlen = meta.dtype.kind == "O"
@@ -589,8 +593,8 @@ class ChunkedArray:
             vlen.vlen_into(p.ab.to_vlen(u8, n, ctx), view, sel, utf8_errors=p.ab.utf8_errors, what=ctx)
 
     def _vlen_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None) -> None:
-        """A v2 vlen-utf8 chunk: decompress, then the kernels walk it into ``view`` (strict UTF-8,
-        as numcodecs decodes it)."""
+        """A v2 vlen-utf8 chunk: decompress, then the kernels walk it into ``view`` (the pipeline's
+        utf8_errors policy, as its SafeVLen filter decodes it)."""
         from . import vlen
 
         meta, p = self.meta, self.pipeline
@@ -598,8 +602,8 @@ class ChunkedArray:
         try:
             buf = raw if p.compressor is None else bounded_decode(
                 p.compressor, raw, limit=p.limit, expected=p.expected, scratch=True)
-            vlen.decode_vlen_utf8_into(buf, view, sel, math.prod(self.chunk_shape), utf8_errors="strict",
-                                       what="")
+            vlen.decode_vlen_utf8_into(buf, view, sel, math.prod(self.chunk_shape),
+                                       utf8_errors=p.filters[0].utf8_errors, what="")
         except Exception as e:  # noqa: BLE001 - the same ChunkError as _decode_chunk's
             raise ChunkError(
                 f"Cannot decode chunk {where}: {type(e).__name__}: {e}. Expected data compressed with "
@@ -919,7 +923,7 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     logical = tuple(max(d.size, n) if d.unlimited else n for d, n in zip(dims, meta.shape, strict=False))
     if meta.scalar:
         logical = (1,)
-    raw = ChunkedArray(tree.store, meta, logical)
+    raw = ChunkedArray(tree.store, meta, logical, utf8_errors=options.utf8_errors)
     attrs = dict(meta.attrs)
     encoding: dict[str, Any] = {
         "chunks": None if meta.scalar else meta.chunks,
