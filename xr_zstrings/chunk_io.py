@@ -99,3 +99,36 @@ def _dask_writer(zstore: ZStore, a: _Array) -> Any:
                              data, dtype=np.int64, chunks=((1,),), name=name)
     return da.map_blocks(write, data, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
                          name=name)
+
+
+def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str) -> list[tuple[str, bytes]]:
+    """Write the chunks of planned arrays (numpy on threads, dask in one parallel compute) and
+    return their ``.zarray``/``.zattrs`` items, for the caller to write after the chunks."""
+    import warnings
+
+    from .errors import StringTruncationWarning
+    from .nczarr_json import _dumps
+    from .write_plan import _array_zattrs, _is_dask, _what, _zarray
+
+    lazy: list[tuple[_Array, Any]] = []
+    for a in arrays:
+        if _is_dask(a.data):
+            lazy.append((a, _dask_writer(zstore, a)))
+        else:
+            _write_numpy(zstore, a, np.asarray(a.data))
+    if lazy:
+        import dask
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", StringTruncationWarning)
+            counts = dask.compute(*[x.sum() for _, x in lazy])
+        for (a, _), n in zip(lazy, counts, strict=True):
+            if int(n):
+                warnings.warn(StringTruncationWarning(
+                    f"{_what(a.group, a.name)}: {int(n)} value(s) longer than {a.maxstrlen or a.shape[-1]} "
+                    "bytes were cut at a character boundary (on_overflow='truncate')"), stacklevel=4)
+    items: list[tuple[str, bytes]] = []
+    for a in arrays:
+        items.append((f"{a.key}/.zarray", _dumps(_zarray(a))))
+        items.append((f"{a.key}/.zattrs", _dumps(_array_zattrs(a, fmt))))  # type: ignore[arg-type]
+    return items

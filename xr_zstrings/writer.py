@@ -22,20 +22,18 @@ from __future__ import annotations
 
 import os
 import uuid
-import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import xarray as xr
 
 from . import strings
 from .append import _append
-from .chunk_io import _dask_writer, _write_numpy
+from .chunk_io import write_arrays
 from .codecs import build_pipeline
 from .dimensions import _ancestors, _resolve_dimensions
-from .errors import StringTruncationWarning, UnsupportedError, ZStringsError
+from .errors import UnsupportedError, ZStringsError
 from .metadata import NC_FILL_VALUES
 from .nczarr_json import _dumps
 from .store import ZStore, open_store, parse_nczarr_url
@@ -43,7 +41,6 @@ from .write_plan import (
     NETCDF_C_CODECS,
     Format,
     _Array,
-    _array_zattrs,
     _group_zattrs,
     _is_dask,
     _Options,
@@ -51,7 +48,6 @@ from .write_plan import (
     _string_array,
     _string_like,
     _what,
-    _zarray,
 )
 
 __all__ = [
@@ -256,31 +252,9 @@ def _write_all(
     declared: Mapping[str, Mapping[str, list[Any]]],
     opts: _Options,
 ) -> None:
-    # 1. chunks (numpy arrays on threads, dask arrays in one parallel compute)
-    lazy: list[tuple[_Array, Any]] = []
-    for arrays in plans.values():
-        for a in arrays:
-            if _is_dask(a.data):
-                lazy.append((a, _dask_writer(zstore, a)))
-            else:
-                _write_numpy(zstore, a, np.asarray(a.data))
-    if lazy:
-        import dask
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", StringTruncationWarning)
-            counts = dask.compute(*[x.sum() for _, x in lazy])
-        for (a, _), n in zip(lazy, counts, strict=True):
-            if int(n):
-                warnings.warn(StringTruncationWarning(
-                    f"{_what(a.group, a.name)}: {int(n)} value(s) longer than {a.maxstrlen or a.shape[-1]} "
-                    "bytes were cut at a character boundary (on_overflow='truncate')"), stacklevel=3)
-    # 2. array and subgroup metadata, 3. the root group last: until then the store is not a dataset
-    items: list[tuple[str, bytes]] = []
-    for arrays in plans.values():
-        for a in arrays:
-            items.append((f"{a.key}/.zarray", _dumps(_zarray(a))))
-            items.append((f"{a.key}/.zattrs", _dumps(_array_zattrs(a, opts.fmt))))
+    # 1. chunks, 2. array and subgroup metadata, 3. the root group last: until then the store is
+    # not a dataset
+    items = write_arrays(zstore, [a for arrays in plans.values() for a in arrays], opts.fmt)
     children = {p: [c.rsplit("/", 1)[1] for c in groups if c != "/" and (c.rsplit("/", 1)[0] or "/") == p]
                 for p in groups}
     root_items: list[tuple[str, bytes]] = []
