@@ -541,3 +541,99 @@ def test_prepare_for_zarr_to_zarr_netCDF4_mode_zarr(tmp_path):
     finally:
         nc.close()
     xr.testing.assert_identical(xr.open_dataset(path, engine="zstrings"), ds)
+
+
+def test_mode_a_adds_variables_zstrings_to_netCDF4(tmp_path):
+    """mode='a' without append_dim (xarray's to_zarr(mode='a')): new variables on existing and new
+    dimensions, in the root and a subgroup, coordinates sent again left alone, group attributes
+    updated; netcdf-c reads the result, existing values unchanged."""
+    path = tmp_path / "add.zarr"
+    first = xr.Dataset({"names": ("x", np.array(MULTI, dtype=T)), "v": ("x", np.arange(6.0))},
+                       coords={"x": np.arange(6)}, attrs={"title": "first"})
+    sub = xr.Dataset({"w": ("x", np.arange(6, dtype="i4"))})
+    to_nczarr(xr.DataTree.from_dict({"/": first, "/sub": sub}), path, unlimited_dims=["x"])
+    more = xr.Dataset(
+        {"codes": ("x", np.array([f"c{i}é" for i in range(6)], dtype=T), {"units": "1"}),
+         "chars": ("x", np.array(["a", "bb", "", "é", "z", "q"], dtype=T), {},
+                   {"nc_type": "NC_CHAR", "char_dim_name": "nc4"}),
+         "grid": (("x", "band"), np.ones((6, 3), "f4"), {}, {"_FillValue": -1.0})},
+        coords={"x": np.arange(6), "band": np.array(["r", "g", "b"], dtype=T)},
+        attrs={"history": "added"})
+    to_nczarr(xr.DataTree.from_dict({"/": more, "/sub": xr.Dataset({"u": ("x", np.arange(6.0) * 2)})}),
+              path, mode="a")
+    view = netcdf4_view(nc_url(path))
+    root = view["/"]
+    assert root["dims"] == {"x": (6, True), "band": (3, False), "nc4": (2, False)}
+    assert root["vars"]["names"]["values"] == MULTI  # untouched
+    assert root["vars"]["codes"]["values"] == [f"c{i}é" for i in range(6)]
+    assert root["vars"]["chars"]["values"] == ["a", "bb", "", "é", "z", "q"]
+    assert root["vars"]["band"]["values"] == ["r", "g", "b"]
+    assert root["vars"]["grid"]["dims"] == ("x", "band")
+    assert root["attrs"]["title"] == "first" and root["attrs"]["history"] == "added"
+    assert view["/sub"]["vars"]["u"]["values"] == (np.arange(6.0) * 2).tolist()
+    assert view["/sub"]["vars"]["u"]["dims"] == ("x",)  # the root's x, referenced from the subgroup
+    back = xr.open_datatree(path, engine="zstrings")
+    assert back["codes"].values.tolist() == [f"c{i}é" for i in range(6)]
+    assert back["sub/u"].values.tolist() == (np.arange(6.0) * 2).tolist()
+    # a variable the store holds with other values is refused, nothing written
+    before = sorted(p.name for p in path.iterdir())
+    changed = xr.Dataset({"v": ("x", np.arange(6.0) + 1), "new": ("x", np.zeros(6))})
+    with pytest.raises(ZStringsError, match="already holds it"):
+        to_nczarr(changed, path, mode="a")
+    assert sorted(p.name for p in path.iterdir()) == before
+    # a dimension of another size than the store's is a DimensionError
+    from xr_zstrings import DimensionError
+
+    with pytest.raises(DimensionError, match="'x'"):
+        to_nczarr(xr.Dataset({"z": ("x", np.zeros(4))}), path, mode="a")
+    # and a group the store lacks
+    with pytest.raises(ZStringsError, match="Cannot add group"):
+        to_nczarr({"/": xr.Dataset(), "/other": xr.Dataset({"q": ("y", [1])})}, path, mode="a")
+
+
+@pytest.mark.parametrize("mode", ["nczarr", "zarr"])
+def test_mode_a_adds_variables_to_a_netcdf_c_store(tmp_path, mode):
+    """A store netcdf-c wrote (NCZarr, or pure Zarr v2): variables added with mode='a' are read by
+    netcdf-c beside everything it wrote, which stays as it was (attributes with their types)."""
+    path = tmp_path / "nc.zarr"
+    if mode == "nczarr":
+        write_netcdf_strings(path, mode)
+    else:  # netcdf-c cannot read back its own pure-Zarr NC_CHAR holding "é" (format notes): none here
+        nc = netCDF4.Dataset(nc_url(path, mode), "w")
+        nc.createDimension("x", 5)
+        nc.title = "pure zarr"
+        v = nc.createVariable("names", str, ("x",))
+        v[:] = np.array(["a", "héllo", "中文字", "😀x", ""], dtype=object)
+        nc.createVariable("counts", "i8", ("x",))[:] = np.arange(5)
+        nc.close()
+    before = netcdf4_view(nc_url(path, mode))
+    add = xr.Dataset({"extra": ("x", np.array(["uno", "dós", "", "四", "five"], dtype=T)),
+                      "level": ("lev", np.arange(3, dtype="i2"))})
+    to_nczarr(add, path, mode="a")
+    after = netcdf4_view(nc_url(path, mode))
+    assert after["/"]["vars"]["extra"]["values"] == ["uno", "dós", "", "四", "five"]
+    assert after["/"]["vars"]["level"]["values"] == [0, 1, 2]
+    for g, gv in before.items():
+        assert after[g]["attrs"] == gv["attrs"]
+        for name, var in gv["vars"].items():
+            assert after[g]["vars"][name] == var, (g, name)
+    if mode == "nczarr":
+        assert after["/"]["dims"]["lev"] == (3, False)
+    back = xr.open_dataset(path, engine="zstrings")
+    assert back["extra"].values.tolist() == ["uno", "dós", "", "四", "five"]
+
+
+def test_mode_a_refuses_older_nczarr_layouts(tmp_path):
+    """Stores in netcdf-c 4.9.1-4.9.2's layout (metadata in .zgroup/.zarray) are not extended: the
+    error names the layout and the way out, and nothing is written."""
+    import shutil
+    from pathlib import Path
+
+    golden = Path(__file__).parent / "golden" / "netcdf-c-4.9.1_netCDF4-1.6.3"
+    src = next(p for p in sorted(golden.iterdir()) if p.suffix == ".zarr" and p.is_dir())
+    path = tmp_path / "old.zarr"
+    shutil.copytree(src, path)
+    files = sorted(str(p.relative_to(path)) for p in path.rglob("*"))
+    with pytest.raises(ZStringsError, match=r"4\.9\.1-4\.9\.2.*convert"):
+        to_nczarr(xr.Dataset({"new": ("q", [1, 2])}), path, mode="a")
+    assert sorted(str(p.relative_to(path)) for p in path.rglob("*")) == files

@@ -1,13 +1,17 @@
-"""Append along an unlimited dimension of an existing NCZarr 2 (or Zarr v2) store.
+"""Change an existing NCZarr 2 (or Zarr v2) store: append along an unlimited dimension, or add
+variables.
 
-New values are planned like a fresh write but with the stored encoding, written chunk by chunk (a
-partial last chunk is read, completed and rewritten), then the metadata grows: arrays first, the
-root group last.
+Appended values are planned like a fresh write but with the stored encoding, written chunk by chunk
+(a partial last chunk is read, completed and rewritten), then the metadata grows: arrays first, the
+root group last.  Added variables are planned like a fresh write against the dimensions the store
+already declares; their chunks and metadata come first, the groups' ``_nczarr_group`` (new arrays
+and dimensions) last, the root last of all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 import xarray as xr
@@ -154,3 +158,97 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
     group_updates.sort(key=lambda kv: kv[0] == ".zattrs")  # the root last
     for item in group_updates:
         zstore.set_many([item])
+
+
+def _same_stored(zstore: ZStore, meta: Any, a: _Array) -> bool:
+    """Whether a planned array holds exactly what the store holds (a coordinate sent again)."""
+    from .reader import ChunkedArray
+
+    shape = meta.shape or (1,)
+    new = np.asarray(a.data.compute() if _is_dask(a.data) else a.data).reshape(tuple(a.shape) or (1,))
+    if tuple(new.shape) != tuple(shape):
+        return False
+    stored = ChunkedArray(zstore, meta, shape).read(tuple(slice(0, n) for n in shape))
+    if stored.dtype.kind == "S" and new.dtype.kind == "S":  # widths may differ: compare the values
+        return bool(np.array_equal(stored.astype(object), new.astype(object)))
+    if stored.dtype != new.dtype:
+        return False
+    return bool(np.array_equal(stored, new, equal_nan=stored.dtype.kind in "fc"))
+
+
+def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Options) -> None:
+    """``mode="a"`` without ``append_dim``: write the variables the store does not hold yet.
+
+    As xarray's ``to_zarr(mode="a")``: new variables go into existing groups, on dimensions the
+    groups (or their ancestors) declare (same size) or on new ones; group attributes are updated.
+    A variable the store already holds is left alone when its values are the same (a coordinate
+    sent again) and refused otherwise.
+    """
+    from .chunk_io import write_arrays
+    from .dimensions import _resolve_dimensions
+    from .metadata import parse_json
+    from .reader import open_tree
+    from .write_plan import _plan_group
+
+    tree = open_tree(zstore)
+    nczarr = tree.root.is_nczarr
+    if nczarr and not tree.root.generation.startswith("nczarr-2 (.zattrs"):
+        raise ZStringsError(
+            f"Cannot add variables to {zstore.display}: it is {tree.root.generation}; only stores in "
+            "netcdf-c 4.9.3+/4.10's layout (metadata in .zattrs, as to_nczarr writes) can be extended. "
+            "Convert it first: xr_zstrings.convert or zstrings convert."
+        )
+    fmt = "nczarr" if nczarr else "zarr2"
+    one = _Options(fmt=fmt, on_overflow=opts.on_overflow, maxstrlen=opts.maxstrlen,
+                   default_maxstrlen=opts.default_maxstrlen, compressor=opts.compressor,
+                   strict_codecs=opts.strict_codecs)
+    plans: dict[str, list[_Array]] = {}
+    group_attrs: dict[str, dict[str, object]] = {}
+    unlimited: dict[str, set[str]] = {}
+    for gpath, ds in groups.items():
+        if gpath not in tree.groups:
+            raise ZStringsError(
+                f"Cannot add group {gpath!r} to {zstore.display}: mode='a' adds variables to the groups "
+                f"it has ({sorted(tree.groups)}). Write new groups with mode='w'."
+            )
+        unlimited[gpath] = set(ds.encoding.get("unlimited_dims") or ())
+        arrays, group_attrs[gpath] = _plan_group(gpath, ds, one, unlimited[gpath])
+        plans[gpath] = []
+        for a in arrays:
+            meta = tree.arrays.get(f"{gpath.rstrip('/')}/{a.name}")
+            if meta is None:
+                plans[gpath].append(a)
+            elif not _same_stored(zstore, meta, a):
+                raise ZStringsError(
+                    f"Cannot add {_what(gpath, a.name)}: {zstore.display} already holds it with other "
+                    "values or shape. mode='a' adds new variables (and leaves identical ones alone); "
+                    "use append_dim=<unlimited dimension> to extend it, or mode='w' to rewrite the store."
+                )
+    existing = {g: {d.name: [d.size, bool(d.unlimited)] for d in meta.dimensions.values()}
+                for g, meta in tree.groups.items()}
+    declared = _resolve_dimensions(plans, unlimited, existing) if nczarr else {}
+    for arrays in plans.values():
+        for a in arrays:
+            a.pipeline = build_pipeline(a.compressor, a.filters or (), dtype=a.dtype,
+                                        string_kind={"string": "string", "char": "char"}.get(a.kind),
+                                        where=_what(a.group, a.name))
+    items = write_arrays(zstore, [a for arrays in plans.values() for a in arrays], fmt)
+    # the groups: new arrays and dimensions in _nczarr_group, attributes updated (root last)
+    from .nczarr_json import _attrs_json
+
+    for gpath in sorted(plans, key=lambda p: p == "/"):
+        key = ".zattrs" if gpath == "/" else f"{gpath.strip('/')}/.zattrs"
+        za = parse_json(zstore.get_bytes(key) or b"{}", where=zstore.where(key))
+        values, types = _attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
+        za.update(values)
+        if nczarr:
+            za.setdefault("_nczarr_attr", {}).setdefault("types", {}).update(types)
+            info = za.setdefault("_nczarr_group", {})
+            dims = info.setdefault("dimensions", {})
+            for name, (size, unl) in declared.get(gpath, {}).items():
+                if name not in dims:
+                    dims[name] = {"size": size, "unlimited": 1} if unl else size
+            info["arrays"] = [*info.get("arrays", []), *[a.name for a in plans[gpath]]]
+        items.append((key, _dumps(za)))
+    zstore.set_many(items[:-1])
+    zstore.set_many(items[-1:])

@@ -27,15 +27,19 @@ def _ref(group: str, name: str) -> str:
 
 
 def _resolve_dimensions(
-    groups: dict[str, list[_Array]], unlimited: Mapping[str, set[str]]
+    groups: dict[str, list[_Array]], unlimited: Mapping[str, set[str]],
+    existing: Mapping[str, Mapping[str, list[Any]]] | None = None,
 ) -> dict[str, dict[str, list[Any]]]:
     """Declare each dimension in the group where it belongs and give every array its references.
 
     A variable's dimension is the nearest declaration of that name in its group or an ancestor when the
     sizes agree (netCDF's scoping); otherwise it is declared in the variable's own group (shadowing).
     ``encoding["dimension_references"]`` from a store we read is honoured when it is consistent.
+    ``existing``: the dimensions a store already declares per group (``[size, unlimited]``), when
+    variables are added to it.
     """
-    declared: dict[str, dict[str, list[Any]]] = {g: {} for g in groups}
+    declared: dict[str, dict[str, list[Any]]] = {g: {k: list(v) for k, v in (existing or {}).get(g, {}).items()}
+                                                 for g in {*groups, *(existing or {})}}
     for g in sorted(groups, key=lambda p: (p.count("/") if p != "/" else 0, p)):
         for a in groups[g]:
             refs = []

@@ -29,7 +29,7 @@ from typing import Any, Literal
 import xarray as xr
 
 from . import strings
-from .append import _append
+from .append import _add_variables, _append
 from .chunk_io import write_arrays
 from .codecs import build_pipeline
 from .dimensions import _ancestors, _resolve_dimensions
@@ -199,7 +199,9 @@ def to_nczarr(
 
     ``mode``: ``"w-"`` (default) refuses a non-empty target, ``"w"`` replaces it, ``"a"`` appends
     along ``append_dim``, which must be unlimited in the store (``unlimited_dims=[...]`` or
-    ``ds.encoding["unlimited_dims"]`` when first written). ``format="zarr2"`` writes pure Zarr v2
+    ``ds.encoding["unlimited_dims"]`` when first written), or without ``append_dim`` adds the
+    variables the store does not hold yet (identical ones, such as coordinates sent again, are
+    left alone; different ones are refused) and updates group attributes. ``format="zarr2"`` writes pure Zarr v2
     (``_ARRAY_DIMENSIONS`` only, no ``_nczarr_*`` metadata) that netcdf-c reads with ``mode=zarr``.
     ``compressor`` is the default for variables whose encoding names none (e.g. ``{"id": "zstd",
     "level": 3}``); codecs netcdf-c cannot read are refused unless ``netcdf_c_codecs_only=False``.
@@ -217,10 +219,11 @@ def to_nczarr(
                     default_maxstrlen=default_maxstrlen, compressor=compressor,
                     strict_codecs=netcdf_c_codecs_only)
     if mode == "a":
-        if append_dim is None:
-            raise ZStringsError("mode='a' needs append_dim=<name of an unlimited dimension> to append along.")
         zstore = _open_for_write(target, "a", storage_options)
-        _append(zstore, groups, append_dim, opts)
+        if append_dim is None:
+            _add_variables(zstore, groups, opts)
+        else:
+            _append(zstore, groups, append_dim, opts)
         return
     if append_dim is not None:
         raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
