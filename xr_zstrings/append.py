@@ -17,12 +17,22 @@ import numpy as np
 import xarray as xr
 from xarray import conventions
 
-from .chunk_io import _write_numpy
+from .chunk_io import _write_numpy, attach_pipelines, write_arrays
 from .codecs import build_pipeline
+from .dimensions import _resolve_dimensions
 from .errors import DimensionError, ZStringsError
-from .nczarr_json import _dumps
+from .nczarr_json import _attrs_json, _dumps
 from .store import ZStore
-from .write_plan import _Array, _is_dask, _numeric_array, _Options, _string_array, _string_like, _what
+from .write_plan import (
+    _Array,
+    _is_dask,
+    _numeric_array,
+    _Options,
+    _plan_group,
+    _string_array,
+    _string_like,
+    _what,
+)
 
 
 def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, opts: _Options) -> None:
@@ -184,11 +194,8 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     A variable the store already holds is left alone when its values are the same (a coordinate
     sent again) and refused otherwise.
     """
-    from .chunk_io import write_arrays
-    from .dimensions import _resolve_dimensions
     from .metadata import parse_json
     from .reader import open_tree
-    from .write_plan import _plan_group
 
     tree = open_tree(zstore)
     nczarr = tree.root.is_nczarr
@@ -227,15 +234,10 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     existing = {g: {d.name: [d.size, bool(d.unlimited)] for d in meta.dimensions.values()}
                 for g, meta in tree.groups.items()}
     declared = _resolve_dimensions(plans, unlimited, existing) if nczarr else {}
-    for arrays in plans.values():
-        for a in arrays:
-            a.pipeline = build_pipeline(a.compressor, a.filters or (), dtype=a.dtype,
-                                        string_kind={"string": "string", "char": "char"}.get(a.kind),
-                                        where=_what(a.group, a.name))
-    items = write_arrays(zstore, [a for arrays in plans.values() for a in arrays], fmt)
+    new_arrays = [a for arrays in plans.values() for a in arrays]
+    attach_pipelines(new_arrays)
+    items = write_arrays(zstore, new_arrays, fmt)
     # the groups: new arrays and dimensions in _nczarr_group, attributes updated (root last)
-    from .nczarr_json import _attrs_json
-
     for gpath in sorted(plans, key=lambda p: p == "/"):
         key = ".zattrs" if gpath == "/" else f"{gpath.strip('/')}/.zattrs"
         za = parse_json(zstore.get_bytes(key) or b"{}", where=zstore.where(key))

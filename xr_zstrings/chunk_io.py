@@ -10,6 +10,7 @@ import math
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -99,6 +100,18 @@ def _dask_writer(zstore: ZStore, a: _Array) -> Any:
                              data, dtype=np.int64, chunks=((1,),), name=name)
     return da.map_blocks(write, data, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
                          name=name)
+
+
+def attach_pipelines(arrays: Iterable[_Array]) -> None:
+    """Build each planned array's codec pipeline (before the store is touched: a codec error
+    leaves the target as it was)."""
+    from .codecs import build_pipeline
+    from .write_plan import _what
+
+    for a in arrays:
+        a.pipeline = build_pipeline(a.compressor, a.filters or (), dtype=a.dtype,
+                                    string_kind={"string": "string", "char": "char"}.get(a.kind),
+                                    where=_what(a.group, a.name))
 
 
 def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str) -> list[tuple[str, bytes]]:

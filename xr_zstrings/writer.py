@@ -30,8 +30,7 @@ import xarray as xr
 
 from . import strings
 from .append import _add_variables, _append
-from .chunk_io import write_arrays
-from .codecs import build_pipeline
+from .chunk_io import attach_pipelines, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
 from .errors import UnsupportedError, ZStringsError
 from .metadata import NC_FILL_VALUES
@@ -47,7 +46,6 @@ from .write_plan import (
     _plan_group,
     _string_array,
     _string_like,
-    _what,
 )
 
 __all__ = [
@@ -235,11 +233,7 @@ def to_nczarr(
         unl[path] = set(ds.encoding.get("unlimited_dims") or ()) | extra_unlimited
         plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
     declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
-    for arrays in plans.values():
-        for a in arrays:
-            a.pipeline = build_pipeline(a.compressor, a.filters or (), dtype=a.dtype,
-                                        string_kind={"string": "string", "char": "char"}.get(a.kind),
-                                        where=_what(a.group, a.name))
+    attach_pipelines(a for arrays in plans.values() for a in arrays)
     zstore = _open_for_write(target, mode, storage_options)
     try:
         _write_all(zstore, groups, plans, gattrs, declared, opts)
