@@ -637,3 +637,29 @@ def test_mode_a_refuses_older_nczarr_layouts(tmp_path):
     with pytest.raises(ZStringsError, match=r"4\.9\.1-4\.9\.2.*convert"):
         to_nczarr(xr.Dataset({"new": ("q", [1, 2])}), path, mode="a")
     assert sorted(str(p.relative_to(path)) for p in path.rglob("*")) == files
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_missing_strings_become_the_fill_value_zstrings_to_netCDF4(tmp_path, chunked):
+    """None/NaN in a string variable: written as its string _FillValue (engine='netcdf4' masks them
+    back to NaN, as for a file xarray wrote), refused with the fix named when it has none."""
+    values = np.array(["a", None, "cé", np.nan, ""], dtype=object)
+    ds = xr.Dataset({"s": ("x", values), "c": ("x", values.copy(), {}, {"nc_type": "NC_CHAR"})})
+    if chunked:
+        ds = ds.chunk({"x": 2})
+    counted = r"dask block of it\): 1 missing value\(s\)" if chunked else r"'/s': 2 missing value\(s\)"
+    with pytest.raises(ZStringsError, match=counted + r".*element \[1\].*_FillValue"):
+        to_nczarr(ds, tmp_path / "none.zarr")
+    assert not (tmp_path / "none.zarr" / ".zgroup").exists()
+    ds["s"].encoding["_FillValue"] = "N/A"
+    ds["c"].encoding["_FillValue"] = "-"
+    path = tmp_path / "fill.zarr"
+    to_nczarr(ds, path)
+    ref = netcdf4_view(nc_url(path))["/"]["vars"]
+    assert ref["s"]["values"] == ["a", "N/A", "cé", "N/A", ""]
+    assert ref["s"]["attrs"]["_FillValue"] == "N/A"
+    assert ref["c"]["values"] == ["a", "-", "cé", "-", ""]
+    masked = xr.open_dataset(nc_url(path), engine="netcdf4")["s"].values.tolist()
+    assert masked[0] == "a" and masked[2] == "cé" and all(v != v for v in (masked[1], masked[3]))
+    assert xr.open_dataset(path, engine="zstrings")["s"].values.tolist() == ["a", "N/A", "cé", "N/A", ""]
+    assert values[1] is None  # the caller's array is not changed

@@ -8,11 +8,13 @@ or NC_CHAR ``>S1`` (via ``strings``), everything else CF-encoded to numbers; ``_
 from __future__ import annotations
 
 import math
+import uuid
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 from xarray import conventions
 
@@ -327,6 +329,8 @@ def _string_array(
         def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
             return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]
 
+    if kind != "bytes":
+        encoder = _with_missing(encoder, None if fill_text is None else str(fill_text), what)
     encode_block = None
     fill_len = 0 if fill_text is None or want_char else len(str(fill_text).encode("utf-8"))
     if want_char:
@@ -344,6 +348,10 @@ def _string_array(
                 stored = stored.astype(f"S{fill_len}")  # the fill value must fit the width too
                 width = fill_len
     else:
+        if kind != "bytes":  # missing values become the fill value (or are refused) first
+            data = data.map_blocks(_missing_as, None if fill_text is None else str(fill_text),
+                                   f"{what} (a dask block of it)", dtype=data.dtype,
+                                   name=f"zstrings-fill-{uuid.uuid4().hex}")
         if kind != "bytes" and (width is None or on_overflow == "widen"):
             longest = int(data.map_blocks(_utf8_longest, dtype=np.int64,
                                           chunks=tuple((1,) * len(c) for c in data.chunks) or ((1,),)).max().compute()) \
@@ -404,6 +412,56 @@ def _string_array(
         compressor=None, filters=None, attrs=attrs, kind="string", data=stored,
         encode_block=encode_block, maxstrlen=width,
     )
+
+
+def _missing(values: np.ndarray) -> np.ndarray | None:
+    """Where an object (or NA-aware StringDType) array of str holds a missing value (None, NaN,
+    NA), or None when it cannot hold one."""
+    if values.dtype.kind == "T" and getattr(values.dtype, "na_object", None) is not None:
+        values = values.astype(object)
+    if values.dtype.kind != "O":
+        return None
+    return np.asarray(pd.isnull(values), dtype=bool)
+
+
+def _missing_as(values: Any, fill: str | None, what: str) -> np.ndarray:
+    """Missing values replaced by the string fill value (the CF way), or, without one, a
+    ZStringsError naming the count, the first one and the fix.  Arrays without any: unchanged."""
+    arr = np.asarray(values)
+    missing = _missing(arr)
+    if missing is None or not missing.any():
+        return arr
+    if fill is None:
+        i = int(np.flatnonzero(missing.reshape(-1))[0])
+        raise ZStringsError(
+            f"{what}: {int(missing.sum())} missing value(s) (None/NaN), e.g. element "
+            f"{strings._index(i, arr.shape)}. A netCDF string has no missing value but the fill "
+            "value: set encoding['_FillValue'] to a string (e.g. '' or 'N/A') to write them as "
+            "that string (engine='netcdf4' masks it back to NaN), or fill them first."
+        )
+    out = arr.astype(object)  # a copy: the caller's data stay as they are
+    out[missing] = fill
+    return out
+
+
+def _with_missing(
+    encoder: Callable[[np.ndarray, int | None, str], np.ndarray], fill: str | None, what: str
+) -> Callable[[np.ndarray, int | None, str], np.ndarray]:
+    """An encoder that writes missing values as the string ``_FillValue`` (or names the fix).
+
+    Values are encoded first; only when that fails are they searched for missing ones (no cost
+    for data without any)."""
+
+    def encode(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+        try:
+            return encoder(values, w, policy)
+        except ZStringsError:
+            filled = _missing_as(values, fill, what)
+            if filled is np.asarray(values):
+                raise  # no missing value: the encoder's own error
+            return encoder(filled, w, policy)
+
+    return encode
 
 
 def _pad_chars(stored: np.ndarray, width: int) -> np.ndarray:
