@@ -8,7 +8,6 @@ or NC_CHAR ``>S1`` (via ``strings``), everything else CF-encoded to numbers; ``_
 from __future__ import annotations
 
 import math
-import uuid
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -223,15 +222,26 @@ def _pick_chunks(
 # ---------------------------------------------------------------------------------------------
 
 
-def _utf8_longest(block: np.ndarray) -> np.ndarray:
+def _str_lengths(block: np.ndarray, fill: str | None, what: str) -> np.ndarray:
+    """UTF-8 lengths of a block of str, missing values counted as the fill value (or refused)."""
+    try:
+        return strings.utf8_lengths(block)
+    except ZStringsError:
+        filled = _missing_as(block, fill, what)
+        if filled is np.asarray(block):
+            raise
+        return strings.utf8_lengths(filled)
+
+
+def _utf8_longest(block: np.ndarray, fill: str | None, what: str) -> np.ndarray:
     """The longest UTF-8 encoding in a block of str (for widths of dask-backed variables)."""
-    lengths = strings.utf8_lengths(block)
+    lengths = _str_lengths(block, fill, what)
     n = int(lengths.max()) if lengths.size else 0
     return np.full((1,) * max(np.ndim(block), 1), n, np.int64)
 
 
-def _over_count(block: np.ndarray, width: int) -> int:
-    return int((strings.utf8_lengths(block) > width).sum())
+def _over_count(block: np.ndarray, width: int, fill: str | None, what: str) -> int:
+    return int((_str_lengths(block, fill, what) > width).sum())
 
 
 @dataclass
@@ -330,7 +340,9 @@ def _string_array(
             return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]
 
     if kind != "bytes":
-        encoder = _with_missing(encoder, None if fill_text is None else str(fill_text), what)
+        # missing values: as the string fill value, or refused (dask: counted per block)
+        encoder = _with_missing(encoder, None if fill_text is None else str(fill_text),
+                                f"{what} (a dask block of it)" if dask else what)
     encode_block = None
     fill_len = 0 if fill_text is None or want_char else len(str(fill_text).encode("utf-8"))
     if want_char:
@@ -348,12 +360,10 @@ def _string_array(
                 stored = stored.astype(f"S{fill_len}")  # the fill value must fit the width too
                 width = fill_len
     else:
-        if kind != "bytes":  # missing values become the fill value (or are refused) first
-            data = data.map_blocks(_missing_as, None if fill_text is None else str(fill_text),
-                                   f"{what} (a dask block of it)", dtype=data.dtype,
-                                   name=f"zstrings-fill-{uuid.uuid4().hex}")
+        fill = None if fill_text is None else str(fill_text)
+        block_what = f"{what} (a dask block of it)"
         if kind != "bytes" and (width is None or on_overflow == "widen"):
-            longest = int(data.map_blocks(_utf8_longest, dtype=np.int64,
+            longest = int(data.map_blocks(_utf8_longest, fill, block_what, dtype=np.int64,
                                           chunks=tuple((1,) * len(c) for c in data.chunks) or ((1,),)).max().compute()) \
                 if data.size else 0
             width = max(longest, width or 0, fill_len, 1)
@@ -363,7 +373,7 @@ def _string_array(
         policy = "truncate" if on_overflow == "truncate" else "error"
 
         def encode_block(block: np.ndarray) -> tuple[np.ndarray, int]:
-            cut = _over_count(block, fixed_width) if policy == "truncate" and kind != "bytes" else 0
+            cut = _over_count(block, fixed_width, fill, block_what) if policy == "truncate" and kind != "bytes" else 0
             return encoder(np.asarray(block), fixed_width, policy), cut
 
         stored = data
