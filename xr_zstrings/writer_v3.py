@@ -29,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import xarray as xr
 
 from .codecs_v3 import V3Pipeline
@@ -65,6 +66,14 @@ def _check_objects(values: np.ndarray, kind: str, name: Hashable) -> None:
     """Every element of an object array is a str (kind 'str') or bytes ('bytes'), or raise."""
     typ = str if kind == "str" else bytes
     if not all(isinstance(v, typ) for v in values.reshape(-1).tolist()):
+        missing = pd.isnull(values)
+        if missing.any():
+            i = int(np.flatnonzero(np.asarray(missing).reshape(-1))[0])
+            raise ZStringsError(
+                f"Variable {name!r} holds {int(missing.sum())} missing value(s) (None/NaN), e.g. element "
+                f"{i}: a variable-length string array has none. Fill them first (e.g. "
+                f"ds[{name!r}].fillna('')), or write NCZarr with to_nczarr and a string _FillValue."
+            )
         raise ZStringsError(
             f"Variable {name!r} holds objects that are neither all str nor all bytes; "
             "convert it (e.g. .astype(str)) before writing."
