@@ -224,13 +224,7 @@ def _pick_chunks(
 
 def _str_lengths(block: np.ndarray, fill: str | None, what: str) -> np.ndarray:
     """UTF-8 lengths of a block of str, missing values counted as the fill value (or refused)."""
-    try:
-        return strings.utf8_lengths(block)
-    except ZStringsError:
-        filled = _missing_as(block, fill, what)
-        if filled is np.asarray(block):
-            raise
-        return strings.utf8_lengths(filled)
+    return _filling_missing(strings.utf8_lengths, block, fill, what)
 
 
 def _utf8_longest(block: np.ndarray, fill: str | None, what: str) -> np.ndarray:
@@ -339,10 +333,10 @@ def _string_array(
         def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
             return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]
 
-    if kind != "bytes":
-        # missing values: as the string fill value, or refused (dask: counted per block)
-        encoder = _with_missing(encoder, None if fill_text is None else str(fill_text),
-                                f"{what} (a dask block of it)" if dask else what)
+    fill = None if fill_text is None else str(fill_text)
+    block_what = f"{what} (a dask block of it)" if dask else what  # dask: counted per block
+    if kind != "bytes":  # missing values: as the string fill value, or refused
+        encoder = _with_missing(encoder, fill, block_what)
     encode_block = None
     fill_len = 0 if fill_text is None or want_char else len(str(fill_text).encode("utf-8"))
     if want_char:
@@ -360,8 +354,6 @@ def _string_array(
                 stored = stored.astype(f"S{fill_len}")  # the fill value must fit the width too
                 width = fill_len
     else:
-        fill = None if fill_text is None else str(fill_text)
-        block_what = f"{what} (a dask block of it)"
         if kind != "bytes" and (width is None or on_overflow == "widen"):
             longest = int(data.map_blocks(_utf8_longest, fill, block_what, dtype=np.int64,
                                           chunks=tuple((1,) * len(c) for c in data.chunks) or ((1,),)).max().compute()) \
@@ -454,22 +446,27 @@ def _missing_as(values: Any, fill: str | None, what: str) -> np.ndarray:
     return out
 
 
+def _filling_missing(fn: Callable[[np.ndarray], Any], values: Any, fill: str | None, what: str) -> Any:
+    """``fn(values)``; when it fails and the values hold missing ones, ``fn`` of the values with
+    them as the string fill value (or the error naming the fix).  Values are searched only after
+    a failure: no cost for data without missing values."""
+    arr = np.asarray(values)
+    try:
+        return fn(arr)
+    except ZStringsError:
+        filled = _missing_as(arr, fill, what)
+        if filled is arr:
+            raise  # no missing value: fn's own error
+        return fn(filled)
+
+
 def _with_missing(
     encoder: Callable[[np.ndarray, int | None, str], np.ndarray], fill: str | None, what: str
 ) -> Callable[[np.ndarray, int | None, str], np.ndarray]:
-    """An encoder that writes missing values as the string ``_FillValue`` (or names the fix).
-
-    Values are encoded first; only when that fails are they searched for missing ones (no cost
-    for data without any)."""
+    """An encoder that writes missing values as the string ``_FillValue`` (or names the fix)."""
 
     def encode(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
-        try:
-            return encoder(values, w, policy)
-        except ZStringsError:
-            filled = _missing_as(values, fill, what)
-            if filled is np.asarray(values):
-                raise  # no missing value: the encoder's own error
-            return encoder(filled, w, policy)
+        return _filling_missing(lambda v: encoder(v, w, policy), values, fill, what)
 
     return encode
 
