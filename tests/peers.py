@@ -40,9 +40,22 @@ def _plain(value: Any) -> Any:
 NC_BOOKKEEPING = {"_nczarr_maxstrlen", "_nczarr_default_maxstrlen", "_Encoding"}
 
 
+def xarray_netcdf4_dims(url: str) -> dict[str, dict[str, tuple[str, ...]]]:
+    """Per group, each variable's dims as xarray's engine="netcdf4" returns them (it decides
+    which NC_CHAR variables get their characters joined)."""
+    groups = xr.open_groups(url, engine="netcdf4", decode_cf=True, mask_and_scale=False, decode_times=False)
+    try:
+        return {p: {str(k): tuple(map(str, v.dims)) for k, v in g.variables.items()} for p, g in groups.items()}
+    finally:
+        for g in groups.values():
+            g.close()
+
+
 def netcdf4_view(url: str, *, chartostring: bool = True) -> dict[str, Any]:
-    """What netcdf-c (via netCDF4, read-only) sees: per group, dims and variables."""
+    """What netcdf-c (via netCDF4, read-only) sees: per group, dims and variables; NC_CHAR
+    variables joined into strings where xarray's engine="netcdf4" joins them."""
     out: dict[str, Any] = {}
+    joined = xarray_netcdf4_dims(url) if chartostring else {}
     ds = netCDF4.Dataset(url, "r")
     try:
 
@@ -54,12 +67,19 @@ def netcdf4_view(url: str, *, chartostring: bool = True) -> dict[str, Any]:
                 "vars": {},
             }
             for v in g.variables.values():
-                data = v[...]
                 dims = v.dimensions
-                if v.dtype == np.dtype("S1") and chartostring and dims:
-                    if np.asarray(data).dtype.kind == "S":  # netCDF4 joins by itself with _Encoding
+                xdims = joined.get(path, {}).get(v.name, dims)
+                join = v.dtype == np.dtype("S1") and chartostring and dims and len(xdims) < len(dims)
+                if v.dtype == np.dtype("S1") and not join:
+                    v.set_auto_chartostring(False)  # netCDF4 joins by itself with _Encoding
+                data = v[...]
+                if join:
+                    if np.asarray(data).dtype.kind == "S":
                         data = netCDF4.chartostring(np.asarray(data), encoding="utf-8")
                     dims = dims[:-1]
+                elif v.dtype == np.dtype("S1") and chartostring and "_Encoding" in v.ncattrs():
+                    # separate characters: xarray decodes each with _Encoding
+                    data = np.char.decode(np.asarray(data), v.getncattr("_Encoding"))
                 gv["vars"][v.name] = {
                     "dims": tuple(dims),
                     "values": _plain(np.asarray(data)),

@@ -421,10 +421,10 @@ def test_decode_char_array_basic():
     assert S.decode_char_array(raw).tolist() == ["ab", "é", "xyz", ""]
 
 
-def test_decode_char_array_split_char_and_first_nul():
+def test_decode_char_array_split_char_and_embedded_nul():
     raw = chars([b"a\xc3\xa9\xc3", b"a\x00bc"], 4)
-    assert S.decode_char_array(raw).tolist() == ["aé", "a"]
-    assert S.decode_char_array(raw, utf8_errors="replace").tolist() == ["aé\ufffd", "a"]
+    assert S.decode_char_array(raw).tolist() == ["aé", "a\x00bc"]
+    assert S.decode_char_array(raw, utf8_errors="replace").tolist() == ["aé\ufffd", "a\x00bc"]
     with pytest.raises(StringDecodeError):
         S.decode_char_array(raw, utf8_errors="strict")
 
@@ -451,8 +451,8 @@ def test_decode_char_array_old_nczarr_u1():
 
 @pytest.mark.parametrize("encoding", ["latin-1", "latin1", "ISO-8859-1"])
 def test_decode_char_array_latin1(encoding):
-    raw = chars([b"caf\xe9", b"\xff\x00\xe9x"], 4)
-    assert S.decode_char_array(raw, encoding=encoding).tolist() == ["café", "ÿ"]
+    raw = chars([b"caf\xe9", b"\xff\x00\xe9x", b"\xe9\x00\x00\x00"], 4)
+    assert S.decode_char_array(raw, encoding=encoding).tolist() == ["café", "ÿ\x00éx", "é"]
 
 
 def test_decode_char_array_ascii_and_other_codecs():
@@ -462,7 +462,7 @@ def test_decode_char_array_ascii_and_other_codecs():
     assert S.decode_char_array(
         chars([b"a\xe9"], 2), encoding="ascii", utf8_errors="replace"
     ).tolist() == ["a\ufffd"]
-    assert S.decode_char_array(chars([b"\x80x\x00y"], 4), encoding="cp1252").tolist() == ["€x"]
+    assert S.decode_char_array(chars([b"\x80x\x00y"], 4), encoding="cp1252").tolist() == ["€x\x00y"]
     with pytest.raises(ZStringsError, match="codec"):
         S.decode_char_array(chars([b"a"], 1), encoding="no-such-codec")
 
@@ -542,11 +542,17 @@ def test_char_latin1_matches_netcdf4():
     assert S.encode_char_array(["ab", "xyz"], 3).tolist() == peer_chars.tolist()
 
 
-def test_first_nul_differs_from_netcdf4_python_on_purpose():
-    # netCDF4.chartostring keeps bytes after an embedded NUL; netcdf-c (and we) stop there
-    raw = chars([b"a\x00b"], 3)
-    assert netCDF4.chartostring(raw, encoding="utf-8").tolist() == ["a\x00b"]
-    assert S.decode_char_array(raw).tolist() == ["a"]
+@pytest.mark.parametrize("encoding", ["utf-8", "ascii", "latin-1", "cp1252"])
+@pytest.mark.parametrize("kernels", [True, False], ids=["kernels", "numpy"])
+def test_char_embedded_nul_as_netcdf4_chartostring(encoding, kernels, monkeypatch):
+    # NC_CHAR: only trailing NULs end a value (netCDF4.chartostring, xarray's concat_characters);
+    # embedded NULs are data, unlike NC_STRING which ends at its first NUL
+    if not kernels:
+        monkeypatch.setenv("XR_ZSTRINGS_NO_EXT", "1")
+    raw = chars([b"a\x00b\x00", b"\x00\x00ab", b"abc\x00", b"\x00\x00\x00\x00", b"a\x00\x00z"], 4)
+    peer = netCDF4.chartostring(raw, encoding=encoding).tolist()
+    assert S.decode_char_array(raw, encoding=encoding).tolist() == peer
+    assert peer[0] == "a\x00b"  # the peer's behaviour this pins
 
 
 # ----------------------------------------------------------------------------- purity

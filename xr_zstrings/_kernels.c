@@ -410,8 +410,22 @@ changed:
 }
 
 /* ------------------------------------------------------------------------------------------
- * fixed width: fixed_to_T(buf, width, out, sel, policy) -> intp array of bad positions
+ * fixed width: fixed_to_T(buf, width, out, sel, policy[, trailing]) -> intp array of bad positions
+ * A value ends at its first NUL (NC_STRING, netcdf-c); with trailing=1 only trailing NULs are
+ * stripped and embedded ones kept (NC_CHAR joined as netCDF4/xarray join it).
  * ---------------------------------------------------------------------------------------- */
+
+/* bytes of a row without its trailing NULs; whether any kept byte is >= 0x80 */
+static Py_ssize_t
+row_rstrip_nul(const uint8_t *p, Py_ssize_t n, int *non_ascii)
+{
+    Py_ssize_t L = n;
+    while (L > 0 && p[L - 1] == 0) L--;
+    int na = 0;
+    for (Py_ssize_t j = 0; j < L; j++) na |= p[j] >> 7;
+    *non_ascii = na;
+    return L;
+}
 
 static PyObject *
 fixed_to_T(PyObject *self, PyObject *args)
@@ -419,8 +433,8 @@ fixed_to_T(PyObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t width;
     PyObject *out_obj, *sel_obj;
-    int policy;
-    if (!PyArg_ParseTuple(args, "y*nOOi", &view, &width, &out_obj, &sel_obj, &policy)) return NULL;
+    int policy, trailing = 0;
+    if (!PyArg_ParseTuple(args, "y*nOOi|p", &view, &width, &out_obj, &sel_obj, &policy, &trailing)) return NULL;
     PyObject *result = NULL;
     int64_t *start = NULL;
     int32_t *len = NULL;
@@ -446,8 +460,10 @@ fixed_to_T(PyObject *self, PyObject *args)
     for (npy_intp i = 0; i < n_src; i++) {
         const uint8_t *p = data + i * width;
         int non_ascii;
-        Py_ssize_t L = row_first_nul(p, width, &non_ascii);
+        Py_ssize_t L = trailing ? row_rstrip_nul(p, width, &non_ascii) : row_first_nul(p, width, &non_ascii);
         Py_ssize_t keep = non_ascii ? keep_len(p, L, policy) : L;
+        if (trailing && keep < L) /* a cut character dropped: NULs before it are padding too */
+            while (keep > 0 && p[keep - 1] == 0) keep--;
         len[i] = (int32_t)keep;
         if (keep < 0) n_bad++;
     }
@@ -1399,7 +1415,7 @@ static PyMethodDef methods[] = {
     {"pack_at", pack_at, METH_VARARGS,
      "pack_at(out, positions, values): set out's C-order positions (None: all) to UTF-8 bytes"},
     {"fixed_to_T", fixed_to_T, METH_VARARGS,
-     "fixed_to_T(buf, width, out, sel, policy) -> intp array of bad output positions"},
+     "fixed_to_T(buf, width, out, sel, policy, trailing=False) -> intp array of bad output positions"},
     {"offsets_to_T", offsets_to_T, METH_VARARGS,
      "offsets_to_T(data, offsets, out, sel, policy) -> intp array of bad output positions"},
     {"vlen_utf8_to_T", vlen_utf8_to_T, METH_VARARGS,

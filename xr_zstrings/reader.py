@@ -530,7 +530,8 @@ class ChunkedArray:
                 return
             buf = self._chunk_bytes(raw, key, chunks)
             width = chunks[-1] if char else meta.dtype.itemsize
-            strings.decode_fixed_into(buf, width, view, sel, policy, what, index_of(dst))
+            # NC_CHAR keeps embedded NULs (only trailing ones end it); NC_STRING ends at the first
+            strings.decode_fixed_into(buf, width, view, sel, policy, what, index_of(dst), trailing=char)
 
         self._run(plan, place, True)
         return out
@@ -666,7 +667,7 @@ class LazyArray:
         what: str = "",
     ) -> None:
         self.raw = raw
-        self.decode = decode  # "numeric", "fixed", "char", "char-raw", "unicode", "vlen", "vlen-bytes"
+        self.decode = decode  # "numeric", "fixed", "char", "char-sep", "char-raw", "unicode", "vlen", ...
         self.options = options
         self.text_encoding = encoding
         self.what = what
@@ -674,12 +675,12 @@ class LazyArray:
         if decode == "char" and shape:
             shape = shape[:-1]
         self.shape: tuple[int, ...] = tuple(shape)
-        if decode in ("fixed", "char", "unicode", "vlen", "text"):
+        if decode in ("fixed", "char", "char-sep", "unicode", "vlen", "text"):
             self.dtype = strings.resolve_string_dtype(options.string_dtype)
             if self.dtype.kind == "U":
                 # fixed width: the stored width bounds the characters (vlen: only known after reading)
                 meta = raw.meta
-                width = {"fixed": meta.dtype.itemsize, "unicode": meta.dtype.itemsize // 4,
+                width = {"fixed": meta.dtype.itemsize, "unicode": meta.dtype.itemsize // 4, "char-sep": 1,
                          "char": raw.shape[-1] if raw.shape else 1}.get(decode)
                 self.dtype = np.dtype(f"U{max(width or 1, 1)}")
                 self._fixed_u = width is not None
@@ -802,10 +803,13 @@ class LazyArray:
                 raw, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
                 string_dtype=o.string_dtype, what=self.what,
             )
+        if self.decode == "char-sep":  # each character its own value
+            return strings.decode_char_array(
+                self._char_raw(raw)[..., None], encoding=self.text_encoding, utf8_errors=o.utf8_errors,
+                string_dtype=o.string_dtype, what=self.what,
+            )
         if self.decode == "char-raw":
-            if raw.dtype.kind == "U":  # old NCZarr NC_CHAR: one byte per <U1 element
-                return np.char.encode(raw, "latin-1").astype("S1")
-            return raw.astype("S1")
+            return self._char_raw(raw)
         if self.decode == "unicode":
             return strings.decode_utf32(raw, string_dtype=o.string_dtype)
         if self.decode == "vlen":
@@ -815,6 +819,12 @@ class LazyArray:
         if self.decode == "vlen-bytes":
             return raw
         return raw.astype(self.dtype, copy=False)
+
+    @staticmethod
+    def _char_raw(raw: np.ndarray) -> np.ndarray:
+        if raw.dtype.kind == "U":  # old NCZarr NC_CHAR: one byte per <U1 element
+            return np.char.encode(raw, "latin-1").astype("S1")
+        return raw.astype("S1")
 
 
 # ---------------------------------------------------------------------------------------
@@ -887,11 +897,20 @@ def group_contents(
     variables: dict[str, VariableSpec] = {}
     sizes: dict[str, tuple[int, str]] = {}
     unlimited: set[str] = {d.name for d in group.dimensions.values() if d.unlimited}
+    resolved: dict[str, list[Dimension]] = {}
+    for name in arrays:
+        try:
+            resolved[name] = _resolve_dims(tree, tree.arrays[_join(path, name)])
+        except ZStringsError:
+            if name not in drop:
+                raise
+            resolved[name] = []  # a dropped variable's broken dimensions do not block the group
+    joinable = _char_dims_joinable(tree, path, arrays, resolved)
     for name in arrays:
         if name in drop:
             continue
         meta = tree.arrays[_join(path, name)]
-        dims = _resolve_dims(tree, meta)
+        dims = resolved[name]
         for d in dims:
             size = d.size
             prev = sizes.get(d.name)
@@ -905,7 +924,8 @@ def group_contents(
             sizes[d.name] = (size, name)
             if d.unlimited:
                 unlimited.add(d.name)
-        variables[name] = _variable(tree, meta, dims, options)
+        join = bool(dims) and dims[-1].name in joinable
+        variables[name] = _variable(tree, meta, dims, options, join_chars=join)
     attrs = dict(group.attrs)
     encoding: dict[str, Any] = {
         "source": tree.store.display,
@@ -919,7 +939,23 @@ def group_contents(
     )
 
 
-def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: ReadOptions) -> VariableSpec:
+def _char_dims_joinable(tree: TreeMeta, path: str, arrays: list[str],
+                        resolved: Mapping[str, list[Dimension]]) -> set[str]:
+    """The dimensions an NC_CHAR variable's characters may be joined along, as xarray decides it
+    (``xarray.conventions.decode_cf_variables``' ``stackable``): no variable is named after the
+    dimension and every variable using it (dropped ones too) is NC_CHAR with it as last dimension.
+    Elsewhere engine="netcdf4" returns the separate characters, and so do we."""
+    users: dict[str, list[tuple[bool, bool]]] = {}
+    for name in arrays:
+        meta = tree.arrays[_join(path, name)]
+        names = [d.name for d in resolved.get(name, [])]
+        for i, d in enumerate(names):
+            users.setdefault(d, []).append((meta.string_kind == "char", i == len(names) - 1))
+    return {d for d, us in users.items() if d not in arrays and all(c and last for c, last in us)}
+
+
+def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: ReadOptions,
+              join_chars: bool = True) -> VariableSpec:
     logical = tuple(max(d.size, n) if d.unlimited else n for d, n in zip(dims, meta.shape, strict=False))
     if meta.scalar:
         logical = (1,)
@@ -963,13 +999,17 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
                         char_dim_width=meta.shape[-1] if meta.shape and not meta.scalar else 1)
         if stored_encoding is not None:
             encoding["_Encoding"] = text_encoding
-        if options.concat_characters and dims:
+        if options.concat_characters and dims and join_chars:
             decode = "char"
             encoding["char_dim_name"] = dim_names[-1]
             dim_names = dim_names[:-1]
             encoding["preferred_chunks"].pop(dims[-1].name, None)
         elif options.concat_characters and meta.scalar:
             decode = "char"
+        elif options.concat_characters and stored_encoding is not None:
+            # characters not joined (see _char_dims_joinable): engine="netcdf4" decodes each
+            # one with _Encoding; so do we, with the utf8_errors policy
+            decode = "char-sep"
         else:
             decode = "char-raw"
             if stored_encoding is not None:  # as stored: xarray's own CF decoding may use it

@@ -307,6 +307,19 @@ def _first_nul_lengths(u8: np.ndarray) -> np.ndarray:
     return L
 
 
+def _rstrip_lengths(u8: np.ndarray) -> np.ndarray:
+    """Bytes of each row without its trailing NULs (NC_CHAR: embedded NULs are kept)."""
+    N, n = u8.shape
+    nz = u8 != 0
+    last = n - 1 - nz[:, ::-1].argmax(axis=1)
+    return np.where(nz.any(axis=1), last + 1, 0)
+
+
+def _value_lengths(u8: np.ndarray, trailing: bool) -> np.ndarray:
+    """Each row's value length: before the first NUL, or (``trailing``) without trailing NULs."""
+    return _rstrip_lengths(u8) if trailing else _first_nul_lengths(u8)
+
+
 def _incomplete_tail(u8: np.ndarray, L: np.ndarray) -> np.ndarray:
     """Per row, the length (0-3) of an incomplete-but-so-far-valid UTF-8 sequence ending at L.
 
@@ -411,28 +424,30 @@ def _invalid_rows(flat: np.ndarray, u8: np.ndarray, *, first_only: bool = False)
     return np.concatenate(bad) if bad else np.zeros(0, np.intp)
 
 
-def _decode_flat_utf8(flat: np.ndarray, n: int, policy: str, what: str, shape: tuple) -> np.ndarray:
-    """Decode a 1-D contiguous |Sn array to StringDType with netcdf-c first-NUL semantics."""
+def _decode_flat_utf8(flat: np.ndarray, n: int, policy: str, what: str, shape: tuple,
+                      trailing: bool = False) -> np.ndarray:
+    """Decode a 1-D contiguous |Sn array to StringDType: a value ends at its first NUL (netcdf-c's
+    NC_STRING), or with ``trailing`` only trailing NULs are stripped (NC_CHAR, as netCDF4/xarray)."""
     N = flat.size
     if N == 0 or n == 0:
         return _empty_T(N)
     if kernels() is not None:
         out = np.empty(N, _T)
-        decode_fixed_into(flat, n, out, None, policy, what, lambda k: _index(k, shape))
+        decode_fixed_into(flat, n, out, None, policy, what, lambda k: _index(k, shape), trailing=trailing)
         return out
     u8 = flat.view(np.uint8).reshape(N, n)
     # Fast path: numpy's S->T cast strips trailing NULs, which equals the first-NUL rule when
     # no row has a NUL followed by more bytes; UTF-8 validity is checked separately (ASCII
     # max-byte test, else pyarrow) because the cast itself does not check it.
-    if not _has_embedded_nul(u8) and _invalid_rows(flat, u8, first_only=True).size == 0:
+    if (trailing or not _has_embedded_nul(u8)) and _invalid_rows(flat, u8, first_only=True).size == 0:
         return flat.astype(_T)
-    return _decode_slow(u8, policy, what, shape)
+    return _decode_slow(u8, policy, what, shape, trailing)
 
 
-def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple) -> np.ndarray:
-    """Cut every row at its first NUL (and a trailing partial char for "drop"), then validate."""
+def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple, trailing: bool = False) -> np.ndarray:
+    """Cut every row at its end (see _value_lengths; and a trailing partial char for "drop"), then validate."""
     N, n = u8.shape
-    L = _first_nul_lengths(u8)
+    L = _value_lengths(u8, trailing)
     if policy == "drop":
         L = L - _incomplete_tail(u8, L)
     canon = u8.copy()
@@ -453,18 +468,21 @@ def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple) -> np.nda
     return out
 
 
-def _fixed_row_value(row: bytes, policy: str) -> tuple[bytes, bytes]:
-    """(value before its first NUL, the same with a cut trailing character dropped under "drop")."""
-    b = row.split(b"\x00", 1)[0]
+def _fixed_row_value(row: bytes, policy: str, trailing: bool = False) -> tuple[bytes, bytes]:
+    """(value before its first NUL, or without trailing NULs; the same with a cut trailing
+    character dropped under "drop")."""
+    b = row.rstrip(b"\x00") if trailing else row.split(b"\x00", 1)[0]
     if policy != "drop" or not b:
         return b, b
     u8 = np.frombuffer(b, np.uint8).reshape(1, -1)
     cut = int(_incomplete_tail(u8, np.array([len(b)]))[0])
-    return b, b[: len(b) - cut]
+    kept = b[: len(b) - cut]
+    return b, kept.rstrip(b"\x00") if trailing and cut else kept
 
 
 def decode_fixed_into(
-    buf: Any, n: int, out: np.ndarray, sel: np.ndarray | None, policy: str, what: str, index: Any
+    buf: Any, n: int, out: np.ndarray, sel: np.ndarray | None, policy: str, what: str, index: Any,
+    trailing: bool = False,
 ) -> None:
     """Compiled path: decode fixed-width rows of ``buf`` (``n`` bytes each) into StringDType ``out``.
 
@@ -473,14 +491,14 @@ def decode_fixed_into(
     raise or become U+FFFD exactly as the numpy fallback (``_decode_flat_utf8``) does.
     """
     K = kernels()
-    bad = K.fixed_to_T(buf, n, out, sel, _POLICY_CODE[policy])
+    bad = K.fixed_to_T(buf, n, out, sel, _POLICY_CODE[policy], trailing)
     if not bad.size:
         return
     rows = memoryview(buf).cast("B")
     fixed = []
     for k in bad.tolist():
         r = int(sel[k]) if sel is not None else k
-        b, kept = _fixed_row_value(bytes(rows[r * n : (r + 1) * n]), policy)
+        b, kept = _fixed_row_value(bytes(rows[r * n : (r + 1) * n]), policy, trailing)
         if policy != "replace":
             try:
                 kept.decode("utf-8")
@@ -783,9 +801,10 @@ def decode_char_array(
 ) -> np.ndarray:
     """Join an NC_CHAR array ``(..., nchar)`` along its last axis and decode it to strings ``(...)``.
 
-    Like netCDF4.chartostring / xarray's concat_characters, but a value ends at its first NUL
-    (netcdf-c semantics) and decoding follows ``encoding`` (the ``_Encoding`` attribute) with
-    the ``utf8_errors`` policy ("drop" forgives only a cut UTF-8 character at the end).
+    As xarray's concat_characters (numpy's ``S`` view): only trailing NULs end a value, embedded
+    ones are kept (``b"abc\\0def"`` is ``"abc\\x00def"``, as netcdf-c stores and xarray returns it);
+    decoding follows ``encoding`` (the ``_Encoding`` attribute) with the ``utf8_errors`` policy
+    ("drop" forgives only a cut UTF-8 character at the end).
     """
     policy = check_utf8_errors(utf8_errors)
     target = resolve_string_dtype(string_dtype)
@@ -798,27 +817,21 @@ def decode_char_array(
     mat = u8.reshape(N, n)
     flat = mat.view(f"S{n}").reshape(N)
     if enc == "utf-8":
-        out = _decode_flat_utf8(flat, n, policy, what, shape)
+        out = _decode_flat_utf8(flat, n, policy, what, shape, trailing=True)
     elif enc in ("ascii", "iso8859-1"):
-        if _has_embedded_nul(mat):
-            L = _first_nul_lengths(mat)
-            mat = mat.copy()
-            mat[np.arange(n)[None, :] >= L[:, None]] = 0
         if enc == "ascii" and int(mat.max()) >= 0x80:
-            out = _decode_codec(mat.view(f"S{n}").reshape(N), enc, policy, what, shape)
+            out = _decode_codec(flat, enc, policy, what, shape)
         else:
-            # ASCII/latin-1: byte value == code point, so build UTF-32 directly (vectorised)
+            # ASCII/latin-1: byte value == code point, so build UTF-32 directly (vectorised);
+            # numpy's U strips trailing NUL code points only, as the S view does
             out = mat.astype("<u4").view(f"<U{n}").reshape(N).astype(_T)
     else:
-        L = _first_nul_lengths(mat)
-        mat = mat.copy()
-        mat[np.arange(n)[None, :] >= L[:, None]] = 0
-        out = _decode_codec(mat.view(f"S{n}").reshape(N), enc, policy, what, shape)
+        out = _decode_codec(flat, enc, policy, what, shape)
     return convert_string_dtype(out.reshape(shape), target)
 
 
 def _decode_codec(flat: np.ndarray, enc: str, policy: str, what: str, shape: tuple) -> np.ndarray:
-    """Per-value Python decode for non-UTF-8 encodings (values already cut at the first NUL)."""
+    """Per-value Python decode for non-UTF-8 encodings (``tolist`` strips trailing NULs only)."""
     vals = []
     for i, b in enumerate(flat.tolist()):
         try:

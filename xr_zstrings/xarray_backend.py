@@ -88,6 +88,13 @@ def _to_dataset(
     drop = {drop_variables} if isinstance(drop_variables, str) else set(drop_variables or ())
     contents = group_contents(tree, path, options=options, drop_variables=drop)
     store = ZStringsDataStore(contents, tree.store)
+    if decoders.get("concat_characters") is True:
+        # the reader decided which NC_CHAR variables are joined (as engine="netcdf4" decides it
+        # over all variables, dropped ones included); xarray must not join the rest again now
+        # that drop_variables has removed some users of their character dimension
+        keep = {n: False for n, v in contents.variables.items() if v.data.decode in ("char-raw", "char-sep")}
+        if keep:
+            decoders = {**decoders, "concat_characters": keep}
     ds = StoreBackendEntrypoint().open_dataset(store, drop_variables=None, **decoders)
     ds.encoding["zstrings_requests"] = tree.store.requests  # what opening cost (object storage)
     return ds
