@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -69,11 +70,13 @@ class ReadOptions:
     string_dtype: Any = "T"
     utf8_errors: strings.Utf8Errors = "drop"
     concat_characters: bool = True
+    decode_threads: int | None = None  # None: $ZSTRINGS_DECODE_THREADS or min(8, CPUs); 1: no pool
 
     def __post_init__(self) -> None:
         # reject bad options when the store is opened, not when data are first read
         strings.resolve_string_dtype(self.string_dtype)
         strings.check_utf8_errors(self.utf8_errors)
+        object.__setattr__(self, "decode_threads", check_decode_threads(self.decode_threads))
 
 
 @dataclass
@@ -285,25 +288,73 @@ def _open_tree_v3(tree: TreeMeta, root_json: Any) -> TreeMeta:
 # Lazy arrays
 # ---------------------------------------------------------------------------------------
 
-# chunks are decoded on threads when there are enough of them; numcodecs releases the GIL
-_THREADS = max(1, min(8, os.cpu_count() or 1))
-_pool: ThreadPoolExecutor | None = None
+# chunks are decoded on threads when there are enough of them; numcodecs and the kernels release
+# the GIL. One pool per thread count and process: a pool's threads do not exist in a child made by
+# fork (multiprocessing's default on Linux, DataLoader workers, gunicorn), so the child starts
+# afresh (os.register_at_fork, and the pid check for forks that bypass Python's fork hooks).
+DECODE_THREADS_ENV = "ZSTRINGS_DECODE_THREADS"
+_DEFAULT_THREADS = max(1, min(8, os.cpu_count() or 1))
+_pools: dict[int, ThreadPoolExecutor] = {}
+_pools_pid = os.getpid()
+_pools_lock = threading.Lock()
 
 
-def _executor() -> ThreadPoolExecutor:
-    global _pool
-    if _pool is None:
-        _pool = ThreadPoolExecutor(_THREADS, thread_name_prefix="zstrings-decode")
-    return _pool
+def _reset_pools_after_fork() -> None:
+    global _pools, _pools_pid, _pools_lock
+    _pools, _pools_pid, _pools_lock = {}, os.getpid(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_pools_after_fork)
+
+
+def check_decode_threads(value: Any, *, source: str = "decode_threads") -> int | None:
+    """``value`` as a thread count (an int >= 1) or None (the default); else a clear error."""
+    if value is None:
+        return None
+    try:
+        n = int(value)
+        ok = n >= 1 and (not isinstance(value, float) or n == value) and not isinstance(value, bool)
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ZStringsError(
+            f"Invalid {source}. Got {value!r}, expected a whole number >= 1 (1 decodes on the calling "
+            "thread, no pool)."
+        )
+    return n
+
+
+def decode_threads(requested: int | None = None) -> int:
+    """The number of decode threads a read uses: ``requested`` (the ``decode_threads`` keyword),
+    else the ``ZSTRINGS_DECODE_THREADS`` environment variable, else min(8, CPUs)."""
+    if requested is not None:
+        return requested
+    env = os.environ.get(DECODE_THREADS_ENV, "").strip()
+    if env:
+        return check_decode_threads(env, source=f"environment variable {DECODE_THREADS_ENV}") or 1
+    return _DEFAULT_THREADS
+
+
+def _executor(threads: int) -> ThreadPoolExecutor:
+    if os.getpid() != _pools_pid:  # forked without Python's hooks (os.register_at_fork)
+        _reset_pools_after_fork()
+    with _pools_lock:
+        pool = _pools.get(threads)
+        if pool is None:
+            pool = _pools[threads] = ThreadPoolExecutor(threads, thread_name_prefix="zstrings-decode")
+        return pool
 
 
 class ChunkedArray:
     """Reads rectangular regions of one stored array in its storage dtype (no string decoding)."""
 
     def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...],
-                 utf8_errors: str = "strict") -> None:
+                 utf8_errors: str = "strict", threads: int | None = None) -> None:
         """``utf8_errors``: the policy for invalid UTF-8 in variable-length string chunks (v2
-        vlen-utf8, every v3 layout); fixed-width decoding takes its policy per call."""
+        vlen-utf8, every v3 layout); fixed-width decoding takes its policy per call.
+        ``threads``: decode threads (None: ``decode_threads()``'s default, 1: no pool)."""
+        self.threads = threads
         self.store = zstore
         self.meta = meta
         self.shape = logical_shape  # may exceed meta.shape along unlimited dimensions
@@ -390,8 +441,9 @@ class ChunkedArray:
                 fn(k, raw, src, dst)
                 del raw
 
-        if parallel and len(groups) > 1:
-            list(_executor().map(task, groups))
+        threads = decode_threads(self.threads)
+        if parallel and len(groups) > 1 and threads > 1:
+            list(_executor(threads).map(task, groups))
         else:
             for g in groups:
                 task(g)
@@ -959,7 +1011,7 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     logical = tuple(max(d.size, n) if d.unlimited else n for d, n in zip(dims, meta.shape, strict=False))
     if meta.scalar:
         logical = (1,)
-    raw = ChunkedArray(tree.store, meta, logical, utf8_errors=options.utf8_errors)
+    raw = ChunkedArray(tree.store, meta, logical, utf8_errors=options.utf8_errors, threads=options.decode_threads)
     attrs = dict(meta.attrs)
     encoding: dict[str, Any] = {
         "chunks": None if meta.scalar else meta.chunks,

@@ -69,11 +69,13 @@ class ZStringsDataStore(AbstractDataStore):
             close()
 
 
-def _options(string_dtype: Any, utf8_errors: str, concat_characters: bool | None) -> ReadOptions:
+def _options(string_dtype: Any, utf8_errors: str, concat_characters: bool | None,
+             decode_threads: int | None = None) -> ReadOptions:
     return ReadOptions(
         string_dtype=string_dtype,
         utf8_errors=utf8_errors,  # type: ignore[arg-type]
         concat_characters=True if concat_characters is None else bool(concat_characters),
+        decode_threads=decode_threads,
     )
 
 
@@ -105,7 +107,8 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
 
     Extra keyword arguments: ``string_dtype`` ("T" numpy StringDType (default), "O" object, "U"
     fixed width), ``utf8_errors`` ("drop" (default) drops a character that netcdf-c cut in half,
-    "replace", "strict"), ``storage_options`` for the store layer.
+    "replace", "strict"), ``storage_options`` for the store layer, ``decode_threads`` (threads that
+    decode chunks; default ``$ZSTRINGS_DECODE_THREADS`` or min(8, CPUs); 1 decodes on the caller).
     """
 
     description = "NCZarr / Zarr v2 stores with strings decoded to str (xr_zstrings)"
@@ -123,6 +126,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         "string_dtype",
         "utf8_errors",
         "storage_options",
+        "decode_threads",
     )
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
@@ -143,12 +147,14 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         string_dtype: Any = "T",
         utf8_errors: str = "drop",
         storage_options: dict[str, Any] | None = None,
+        decode_threads: int | None = None,
     ) -> xr.Dataset:
+        options = _options(string_dtype, utf8_errors, concat_characters, decode_threads)  # checked first
         tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
         return _to_dataset(
             tree,
             group or "/",
-            options=_options(string_dtype, utf8_errors, concat_characters),
+            options=options,
             drop_variables=drop_variables,
             decoders=_decoders(mask_and_scale, decode_times, concat_characters, decode_coords,
                                use_cftime, decode_timedelta),
@@ -163,15 +169,16 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         string_dtype: Any = "T",
         utf8_errors: str = "drop",
         storage_options: dict[str, Any] | None = None,
+        decode_threads: int | None = None,
         **decoders: Any,
     ) -> dict[str, xr.Dataset]:
         """Every group below ``group`` as its own Dataset, keyed by path relative to it."""
-        tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
-        root = "/" + (group or "").strip("/") if (group or "").strip("/") else "/"
         if decoders.pop("decode_cf", True) is False:
             decoders.update(mask_and_scale=False, decode_times=False, concat_characters=False,
                             decode_coords=False, decode_timedelta=False)
-        options = _options(string_dtype, utf8_errors, decoders.get("concat_characters", True))
+        options = _options(string_dtype, utf8_errors, decoders.get("concat_characters", True), decode_threads)
+        tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
+        root = "/" + (group or "").strip("/") if (group or "").strip("/") else "/"
         decoders = _decoders(**{k: decoders.get(k, v) for k, v in _DECODER_DEFAULTS.items()})
         out: dict[str, xr.Dataset] = {}
         for path in sorted(tree.groups, key=lambda p: (p.count("/"), p)):
