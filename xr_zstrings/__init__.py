@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from .errors import (
     ChunkError,
+    CodecDroppedWarning,
     DimensionError,
     MetadataError,
     StoreNotFoundError,
@@ -21,7 +22,7 @@ from .errors import (
 __version__ = "0.1.0"
 
 # the writer imports xarray: load it on first use so the pure core stays light
-_WRITER_NAMES = ("to_nczarr", "convert", "prepare_for_zarr")
+_WRITER_NAMES = ("to_nczarr", "convert", "prepare_for_zarr", "for_zarr")
 
 
 def __getattr__(name: str) -> object:
@@ -37,6 +38,7 @@ def __getattr__(name: str) -> object:
 
 __all__ = [
     "ChunkError",
+    "CodecDroppedWarning",
     "DimensionError",
     "MetadataError",
     "StoreNotFoundError",
@@ -47,6 +49,7 @@ __all__ = [
     "ZStringsError",
     "__version__",
     "convert",
+    "for_zarr",
     "prepare_for_zarr",
     "to_nczarr",
 ]

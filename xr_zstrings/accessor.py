@@ -35,6 +35,21 @@ class ZStringsAccessor:
         return prepare_for_zarr(self._obj, **kwargs)
 
 
+    def for_zarr(self, zarr_format: int) -> xr.Dataset | xr.DataTree:
+        """A copy whose codecs are in ``zarr_format``'s vocabulary; see ``zarr_encoding.for_zarr``."""
+        from .zarr_encoding import for_zarr
+
+        return for_zarr(self._obj, zarr_format)
+
+    def to_zarr(self, store: Any = None, *, zarr_format: int | None = None, **kwargs: Any) -> Any:
+        """``.to_zarr(store, zarr_format=..., **kwargs)`` with the codecs converted for that format
+        first (``engine="zstrings"`` gives them in the default format's vocabulary; see ``zarr_encoding``)."""
+        from .zarr_encoding import default_zarr_format, for_zarr
+
+        fmt = default_zarr_format() if zarr_format is None else zarr_format
+        return for_zarr(self._obj, fmt).to_zarr(store, zarr_format=fmt, **kwargs)
+
+
 def _register() -> None:
     import warnings
 

@@ -571,11 +571,16 @@ def _netcdf_c_codecs(groups: dict[str, Any], choice: str | None, readable: froze
     own, with what netcdf-c cannot read (vlen filters, gzip, lz4, ...) replaced by zlib."""
     replaced: set[str] = set()
     for ds in groups.values():
-        for var in ds.variables.values():
+        for vname, var in ds.variables.items():
             enc = var.encoding
-            comps = enc.pop("compressors", None)
-            if "compressor" not in enc and comps:
-                enc["compressor"] = comps[0] if isinstance(comps, list | tuple) else comps
+            if "compressor" not in enc and "compressors" in enc:
+                # either vocabulary (v2 numcodecs or v3 codec objects, see zarr_encoding) in v2 terms
+                from .zarr_encoding import v2_configs
+
+                comp0, filters0 = v2_configs(enc, where=f"variable {vname!r}")
+                enc["compressor"] = comp0[0] if isinstance(comp0, list) else comp0
+                enc["filters"] = filters0 if "filters" in enc else enc.get("zstrings_filters")
+            enc.pop("compressors", None)
             comp = enc.get("compressor")
             if isinstance(comp, str):
                 comp = {"id": comp}

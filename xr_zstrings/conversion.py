@@ -17,6 +17,7 @@ import xarray as xr
 
 from .errors import ZStringsError
 from .writer import Mode, _string_like, to_nczarr
+from .zarr_encoding import v2_configs
 
 __all__ = ["convert", "write_netcdf4", "RAW_DECODERS"]
 
@@ -116,11 +117,16 @@ def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
     else:
         dtype = var.dtype
     kw: dict[str, Any] = {}
-    comp = enc.get("compressor") or {}
+    comp, filters = (enc.get("compressor"), enc.get("filters")) if "compressor" in enc else v2_configs(
+        enc, where=f"variable {name!r}")
+    comp = comp.get_config() if hasattr(comp, "get_config") else (comp or {})
+    filters = [f.get_config() if hasattr(f, "get_config") else dict(f) for f in filters or []]
+    if not filters and "filters" not in enc:
+        filters = list(enc.get("zstrings_filters") or [])
     if isinstance(comp, Mapping) and comp.get("id") in ("zlib", "zstd", "bz2"):
         kw["compression"] = {"bz2": "bzip2"}.get(comp["id"], comp["id"])
         kw["complevel"] = int(comp.get("level", 4))
-        kw["shuffle"] = any(f.get("id") == "shuffle" for f in enc.get("filters") or [])
+        kw["shuffle"] = any(f.get("id") == "shuffle" for f in filters)
     chunks = enc.get("chunks")
     if chunks and var.ndim and len(chunks) == var.ndim:
         # netCDF4 refuses a chunk longer than a fixed dimension (Zarr allows it): clamp

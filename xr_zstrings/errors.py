@@ -8,6 +8,7 @@ from __future__ import annotations
 
 __all__ = [
     "ChunkError",
+    "CodecDroppedWarning",
     "DimensionError",
     "MetadataError",
     "StoreConnectionError",
@@ -63,3 +64,7 @@ class StoreConnectionError(ZStringsError, ConnectionError):
 
 class StringTruncationWarning(UserWarning):
     """Strings were cut (at a character boundary) because the user chose to truncate."""
+
+
+class CodecDroppedWarning(UserWarning):
+    """A codec of the source has no equivalent in the Zarr format being written and was left out."""

@@ -40,6 +40,7 @@ from .metadata import (
     parse_group,
 )
 from .store import ZStore
+from .zarr_encoding import store_codecs_encoding, v3_codecs_encoding
 
 __all__ = [
     "ReadOptions",
@@ -1023,17 +1024,26 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
 
         # xarray stores a v3 array's CF _FillValue attribute encoded (base64 bytes of the value)
         attrs["_FillValue"] = decode_xarray_fill_attr(attrs["_FillValue"], meta, store=tree.store.display)
+    where = f"variable {meta.path!r} of {tree.store.display}"
+    # compressors/filters as the codec objects xarray's to_zarr takes (zarr_encoding explains the
+    # vocabulary); the store's own JSON stays under zstrings_* keys, which xarray's writers ignore
     if v3:
+        text = meta.string_kind is not None
+        if meta.sharded:
+            encoding["chunks"] = meta.inner_chunks
         encoding.update(zarr_format=3, zarr_data_type=meta.data_type, codecs=[dict(c) for c in meta.codecs],
                         layout=raw.pipeline_v3.layout)
+        encoding.update(v3_codecs_encoding(meta.codecs, shards=meta.shards, text=text, where=where))
     else:
         encoding.update(
             zarr_dtype=meta.dtype_str,
-            compressor=None if meta.compressor is None else dict(meta.compressor),
-            filters=[dict(f) for f in meta.filters] or None,
+            zstrings_compressor=None if meta.compressor is None else dict(meta.compressor),
+            zstrings_filters=[dict(f) for f in meta.filters] or None,
             order=meta.order,
             dimension_separator=meta.dimension_separator,
         )
+        encoding.update(store_codecs_encoding(meta.compressor, meta.filters, dtype=meta.dtype,
+                                              string_kind=meta.string_kind, where=where))
         if meta.dimension_references is not None:
             encoding["dimension_references"] = list(meta.dimension_references)
     dim_names = tuple(d.name for d in dims)

@@ -22,6 +22,7 @@ from .codecs import ChunkPipeline
 from .errors import DimensionError, UnsupportedError, ZStringsError
 from .metadata import NC_FILL_VALUES
 from .nczarr_json import _attrs_json, _plain
+from .zarr_encoding import v2_configs
 
 Format = Literal["nczarr", "zarr2"]
 
@@ -133,15 +134,18 @@ def _codecs_from_encoding(
     comp: dict[str, Any] | None = None
     filters: list[dict[str, Any]] = []
     if "compressors" in enc and "compressor" not in enc:
-        # xarray with zarr-python 3 records a tuple of compressors (zarr v2 holds at most one)
-        comps = enc.get("compressors") or ()
-        comps = [comps] if not isinstance(comps, list | tuple) else list(comps)
-        if len(comps) > 1:
+        # xarray with zarr-python 3 records a tuple of compressors (zarr v2 holds at most one);
+        # engine="zstrings" and engine="zarr" on a v3 store give v3 codec objects: in v2 terms here
+        comp0, filters0 = v2_configs(enc, where=where)
+        if isinstance(comp0, list):
             raise UnsupportedError(
-                f"Cannot write {where} with {len(comps)} compressors: Zarr v2 (and netcdf-c) hold one. "
+                f"Cannot write {where} with {len(comp0)} compressors: Zarr v2 (and netcdf-c) hold one. "
                 "Keep one in encoding['compressors'] (or set encoding['compressor'])."
             )
-        enc = {**enc, "compressor": comps[0] if comps else None}
+        # text read by engine="zstrings" has no 'filters' (xarray's vlen strings take none): the
+        # store's own (netcdf-c's shuffle of the fixed-width bytes) are kept for NCZarr
+        enc = {**enc, "compressor": comp0,
+               "filters": filters0 if "filters" in enc else enc.get("zstrings_filters")}
     if "compressor" in enc or enc.get("filters"):
         comp = _codec_config(enc.get("compressor"), where=where) or None
         filters = [_codec_config(f, where=where) for f in (enc.get("filters") or [])]

@@ -47,6 +47,7 @@ from .write_plan import (
     _string_array,
     _string_like,
 )
+from .zarr_encoding import for_zarr
 
 __all__ = [
     "NC_FILL_VALUES",
@@ -314,12 +315,13 @@ def prepare_for_zarr(
         attrs = dict(var.attrs)
         attrs["_nczarr_maxstrlen"] = a.maxstrlen
         new = xr.Variable(var.dims, data, attrs)
-        new.encoding = {"chunks": var.encoding.get("chunks")} if var.encoding.get("chunks") else {}
+        new.encoding = {k: var.encoding[k] for k in ("chunks", "compressors") if var.encoding.get(k)}
         if name in ds.indexes:
             out = out.assign_coords({name: new})
         else:
             out[name] = new
-    return out
+    # engine="zstrings" gives codecs for the default (v3) format; netcdf-c reads Zarr v2 only
+    return for_zarr(out, 2)
 
 
 from . import accessor as _accessor  # noqa: E402,F401  (registers the .zstrings accessor)
