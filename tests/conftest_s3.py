@@ -18,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import moto.server  # noqa: F401 - the test extra installs moto[server]; a missing one fails the run
+import obstore
 import pytest
-
-pytest.importorskip("moto.server", reason="the S3 tests need moto[server] (the test extra)")
-obstore = pytest.importorskip("obstore", reason="object storage needs obstore")
 
 KEY, SECRET, REGION = "testing", "testing", "us-east-1"
 

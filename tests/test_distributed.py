@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import dask.array as da
+import distributed
 import netCDF4
 import numpy as np
 import pytest
@@ -15,9 +17,6 @@ from peers import nc_url
 
 from xr_zstrings.store import open_store
 from xr_zstrings.writer import to_nczarr
-
-distributed = pytest.importorskip("distributed")
-da = pytest.importorskip("dask.array")
 
 
 @pytest.fixture(scope="session")

@@ -17,8 +17,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import xarray as xr
+import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from zarr.codecs import BytesCodec
 
 from xr_zstrings.errors import DimensionError, MetadataError, UnsupportedError
 from xr_zstrings.metadata import parse_json
@@ -29,9 +32,6 @@ from xr_zstrings.metadata_v3 import (
     normalize_data_type,
     parse_node_v3,
 )
-
-zarr = pytest.importorskip("zarr")
-from zarr.codecs import BytesCodec
 
 STORE = "/data/v3.zarr"
 
@@ -302,7 +302,6 @@ def test_nested_consolidated_form_is_folded_in():
 # ---------------------------------------------------------------------------------------
 
 def test_xarray_to_zarr_v3_consolidated_with_string_coordinates(tmp_path):
-    xr = pytest.importorskip("xarray")
     ds = xr.Dataset(
         {"t": (("station", "time"), np.arange(6.0).reshape(2, 3), {"units": "K"})},
         coords={
@@ -337,7 +336,6 @@ def test_xarray_to_zarr_v3_consolidated_with_string_coordinates(tmp_path):
 
 
 def test_xarray_fill_value_attribute_decodes_as_xarray_does(tmp_path):
-    xr = pytest.importorskip("xarray")
     ds = xr.Dataset({
         "f": ("x", np.array([1.0, np.nan], dtype="float32"), {"_FillValue": np.float32(-9.5)}),
         "d": ("x", np.array([1.0, 2.0]), {"_FillValue": np.nan}),

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import warnings
 
+import netCDF4
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -19,8 +20,6 @@ from xr_zstrings.errors import (
     StringTruncationWarning,
     ZStringsError,
 )
-
-netCDF4 = pytest.importorskip("netCDF4")
 
 T = np.dtypes.StringDType()
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

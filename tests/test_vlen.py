@@ -8,6 +8,7 @@ import struct
 import subprocess
 import sys
 
+import numcodecs
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -16,8 +17,6 @@ from hypothesis import strategies as st
 
 from xr_zstrings import vlen as V
 from xr_zstrings.errors import ChunkError, StringDecodeError, UnsupportedError, ZStringsError
-
-numcodecs = pytest.importorskip("numcodecs")
 
 T = np.dtypes.StringDType()
 GOLDEN = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden_chunks")

@@ -396,8 +396,10 @@ def _python_invalid_rows(flat: np.ndarray, rows: np.ndarray) -> np.ndarray:
 def _invalid_rows(flat: np.ndarray, u8: np.ndarray, *, first_only: bool = False) -> np.ndarray:
     """Indices of rows whose bytes (padding included) are not valid UTF-8.
 
-    Needed because numpy's S->StringDType cast copies bytes WITHOUT validating them (numpy
-    2.4): invalid input would give a StringDType array that fails later, far from the cause.
+    Needed because numpy 2.4's S->StringDType cast copies bytes WITHOUT validating them (invalid
+    input would give a StringDType array that fails later, far from the cause) and numpy 2.5's
+    raises a bare TypeError naming no value: finding the rows first gives the same
+    StringDecodeError (or U+FFFD under "replace") on both.
     Only call on rows that contain no byte after their first NUL (canonical rows).
     """
     N, n = u8.shape
@@ -454,7 +456,7 @@ def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple, trailing:
     canon[np.arange(n)[None, :] >= L[:, None]] = 0
     canon_s = canon.view(f"S{n}").reshape(N)
     bad = _invalid_rows(canon_s, canon, first_only=policy != "replace")
-    out = canon_s.astype(_T)
+    fixed: list[str] = []
     if bad.size:
         if policy != "replace":
             i = int(bad[0])
@@ -464,6 +466,11 @@ def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple, trailing:
             except UnicodeDecodeError as e:
                 raise _decode_error(what, _index(i, shape), b, e, policy) from None
         fixed = [b.decode("utf-8", "replace") for b in canon_s[bad].tolist()]
+        # blank the invalid rows before the cast: numpy 2.5's S->T cast raises a bare TypeError on
+        # invalid UTF-8 (numpy 2.4 copied the bytes unchecked); both then get the same U+FFFD values
+        canon_s[bad] = b""
+    out = canon_s.astype(_T)
+    if bad.size:
         out[bad] = np.array(fixed, dtype=_T)
     return out
 

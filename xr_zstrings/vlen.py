@@ -714,8 +714,9 @@ def _spans_to_T(
         b1 = min(n, b0 + block)
         mat = win[np.minimum(rel[b0:b1], hi - lo)]
         mat &= tri[eff[b0:b1]]
-        # numpy's S->T cast copies bytes WITHOUT validating UTF-8, so validate here: the padded
-        # rows are each valid iff their concatenation is valid and no row starts mid-character.
+        # numpy 2.4's S->T cast copies bytes WITHOUT validating UTF-8 (2.5's raises a bare
+        # TypeError), so validate here: the padded rows are each valid iff their concatenation
+        # is valid and no row starts mid-character.
         if _utf8_valid(mat) and not ((mat[:, 0] & 0xC0) == 0x80).any():
             out[b0:b1] = mat.view(sdt).reshape(-1)
         else:
