@@ -106,12 +106,12 @@ def _nbytes(values: np.ndarray) -> int:
     return values.nbytes
 
 
-def write_nczarr(path: Path, strings: list[str], compression: str | None) -> str:
+def write_nczarr(path: Path, strings: list[str], compression: str | None, fill: str | None = None) -> str:
     url = f"file://{path}#mode=nczarr,file"
     ds = netCDF4.Dataset(url, "w")
     ds.createDimension("x", len(strings))
     kw = {"compression": compression, "complevel": 3} if compression else {}
-    v = ds.createVariable("s", str, ("x",), chunksizes=(min(len(strings), 100_000),), **kw)
+    v = ds.createVariable("s", str, ("x",), chunksizes=(min(len(strings), 100_000),), fill_value=fill, **kw)
     v.setncattr("_nczarr_maxstrlen", 48)
     v[:] = np.array(strings, dtype=object)
     ds.close()
@@ -333,6 +333,27 @@ def main(argv: list[str] | None = None) -> int:
                         add(label, f"xr_zstrings (string_dtype={sd!r})", N / t_o / 1e6, t_eng / t_o,
                             f"peak {peak / _nbytes(got):.2f}x result")
                         del got
+
+            # a string _FillValue: every 10th value is the fill, read back missing (masked)
+            label = "NCZarr |S48 _FillValue (raw)"
+            store = tmpd / "nc_fill.zarr"
+            filled = [("N/A" if i % 10 == 0 else v) for i, v in enumerate(strings)]
+            url = write_nczarr(store, filled, None, fill="N/A")
+
+            def masked(store: Path = store) -> np.ndarray:
+                return xr.open_dataset(store, engine="zstrings")["s"].values
+
+            t_m, got = _time(masked, args.repeat)
+            assert got.dtype.na_object is np.nan and int(np.isnan(got).sum()) == (N + 9) // 10
+            del got
+            add(label, "xr_zstrings (masked, StringDType NA)", N / t_m / 1e6, None, "")
+            t_u, _ = _time(lambda store=store: xr.open_dataset(
+                store, engine="zstrings", mask_and_scale=False)["s"].values, args.repeat)
+            add(label, "xr_zstrings mask_and_scale=False", N / t_u / 1e6, None,
+                f"masking costs {t_m / t_u:.2f}x time")
+            t_eng, ref = _time(lambda url=url: xr.open_dataset(url, engine="netcdf4")["s"].values, args.repeat)
+            del ref
+            add(label, "xarray engine=netcdf4 (masked, object)", N / t_eng / 1e6, t_eng / t_m, "")
 
             label = "NCZarr NC_CHAR x48 (raw)"
             store = tmpd / "nc_char.zarr"

@@ -24,9 +24,15 @@ def test_netcdf_c_string_fill_value_is_plain_text(tmp_path, fill):
         s[0] = "a"
     with netCDF4.Dataset(nc_url(path), "r") as nc:
         expected = nc["s"][:].tolist()
-    got = xr.open_dataset(path, engine="zstrings")
+    got = xr.open_dataset(path, engine="zstrings", mask_and_scale=False)
     assert got["s"].values.tolist() == expected == ["a", fill, fill, fill]
     assert got["s"].encoding["_FillValue"] == fill
+    # masked (the default) as engine="netcdf4" masks it, in a StringDType with NaN as its NA
+    ref = xr.open_dataset(nc_url(path), engine="netcdf4")["s"].values.tolist()
+    got = xr.open_dataset(path, engine="zstrings")["s"]
+    assert got.dtype == np.dtypes.StringDType(na_object=np.nan)
+    assert [v if v == v else "<NA>" for v in got.values.tolist()] == [
+        v if v == v else "<NA>" for v in ref] == ["a", "<NA>", "<NA>", "<NA>"]
 
 
 @pytest.fixture(scope="module")

@@ -66,12 +66,14 @@ _ROOT_EXTRA = (".nczarr", ".nczgroup", ".nczattr", ".nczattrs", "zarr.json")
 
 @dataclass(frozen=True)
 class ReadOptions:
-    """How strings come back: output dtype, UTF-8 policy, NC_CHAR joining."""
+    """How strings come back: output dtype, UTF-8 policy, NC_CHAR joining, masking of a string
+    ``_FillValue`` (xarray's ``mask_and_scale``)."""
 
     string_dtype: Any = "T"
     utf8_errors: strings.Utf8Errors = "drop"
     concat_characters: bool = True
     decode_threads: int | None = None  # None: $ZSTRINGS_DECODE_THREADS or min(8, CPUs); 1: no pool
+    mask_and_scale: bool = True
 
     def __post_init__(self) -> None:
         # reject bad options when the store is opened, not when data are first read
@@ -351,13 +353,16 @@ class ChunkedArray:
     """Reads rectangular regions of one stored array in its storage dtype (no string decoding)."""
 
     def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...],
-                 utf8_errors: str = "strict", threads: int | None = None) -> None:
+                 utf8_errors: str = "strict", threads: int | None = None, null_fill: bool = False) -> None:
         """``utf8_errors``: the policy for invalid UTF-8 in variable-length string chunks (v2
         vlen-utf8, every v3 layout); fixed-width decoding takes its policy per call.
-        ``threads``: decode threads (None: ``decode_threads()``'s default, 1: no pool)."""
+        ``threads``: decode threads (None: ``decode_threads()``'s default, 1: no pool).
+        ``null_fill``: a ``|O`` array's ``fill_value: null`` gives None, as zarr-python 2 reads it
+        (else ``""``/``b""``)."""
         self.threads = threads
         self.store = zstore
         self.meta = meta
+        self.null_fill = null_fill and meta.dtype.kind == "O" and meta.fill_value is None
         self.shape = logical_shape  # may exceed meta.shape along unlimited dimensions
         self.stored_shape = meta.shape or (1,)  # scalars: netCDF stores shape [1]
         self.chunk_shape = meta.chunks or (1,)
@@ -387,6 +392,8 @@ class ChunkedArray:
         fv = self.meta.fill_value
         if fv is None:
             if self.meta.dtype.kind == "O":
+                if self.null_fill:
+                    return None
                 return "" if self.meta.string_kind == "vlen" else b""
             return np.zeros((), self.meta.dtype)[()]
         return fv
@@ -508,7 +515,7 @@ class ChunkedArray:
             )
         return mv
 
-    def can_read_into(self, decode: str, text_encoding: str) -> bool:
+    def can_read_into(self, decode: str, text_encoding: str, null_chunks: bool = False) -> bool:
         """Whether ``read_into`` can decode this array's chunks straight into a StringDType result."""
         meta = self.meta
         if strings.kernels() is None:
@@ -523,7 +530,7 @@ class ChunkedArray:
             p = getattr(self, "pipeline", None)
             return (p is not None and not self.v3 and meta.dtype.kind == "O" and len(p.filters) == 1
                     and isinstance(p.filters[0], SafeVLen) and p.filters[0].codec_id == "vlen-utf8"
-                    and isinstance(self._fill(), str))
+                    and (isinstance(self._fill(), str) or (null_chunks and self._fill() is None)))
         if decode == "text":
             p = getattr(self, "pipeline_v3", None)
             if p is not None and p.sharded:  # inner chunks in a plain layout, no nested shards
@@ -533,14 +540,18 @@ class ChunkedArray:
                     and isinstance(self._fill(), str))
         return False
 
-    def read_into(self, region: tuple[slice, ...], decode: str, policy: str, what: str) -> np.ndarray:
+    def read_into(self, region: tuple[slice, ...], decode: str, policy: str, what: str,
+                  dtype: np.dtype | None = None, null_chunks: bool = False) -> np.ndarray:
         """``region`` decoded straight into a StringDType array, one chunk at a time on the pool.
 
         No storage-dtype copy of the region is assembled: each chunk's decompressed bytes are
         decoded by the compiled kernels into its slot of the result (see ``can_read_into``).
+        ``dtype``: the StringDType of the result (one with an NA object for masked variables);
+        ``null_chunks``: never-written chunks are NA (a ``fill_value: null`` ``|O`` array).
         """
         meta = self.meta
-        T = np.dtypes.StringDType()
+        T = np.dtypes.StringDType() if dtype is None else dtype
+        null_chunks = null_chunks and self._fill() is None
         char = decode == "char"
         lead = region[:-1] if char else region
         out_shape = tuple(s.stop - s.start for s in lead)
@@ -552,11 +563,12 @@ class ChunkedArray:
             plan = [(k, src[:-1], dst[:-1]) for k, src, dst in plan]
         chunks = self.chunk_shape
         lead_chunks = chunks[:-1] if char else chunks
-        fill_value = str(self._fill_T(decode, policy, what))
+        fill_value = "" if null_chunks else str(self._fill_T(decode, policy, what))
         if fill:
-            out[...] = fill_value
+            out[...] = getattr(T, "na_object", "") if null_chunks else fill_value
         if not plan:
             return out
+        unwritten: list[tuple] = []  # (null_chunks) boxes set to NA after the threads are done
 
         def index_of(dst: tuple) -> Any:
             starts = [d.start for d in dst]
@@ -571,6 +583,9 @@ class ChunkedArray:
 
         def place(key: str, raw: bytes | None, src: tuple, dst: tuple) -> None:
             view = out[dst + (Ellipsis,)]  # a view even when dst is () (0-d result)
+            if raw is None and null_chunks:
+                unwritten.append(dst)
+                return
             if raw is None:  # (not view[...] = fill: this runs on threads, see _kernels.pack_at)
                 strings.kernels().pack_at(view, None, [fill_value.encode("utf-8")])
                 return
@@ -587,6 +602,8 @@ class ChunkedArray:
             strings.decode_fixed_into(buf, width, view, sel, policy, what, index_of(dst), trailing=char)
 
         self._run(plan, place, True)
+        for dst in unwritten:
+            out[dst + (Ellipsis,)] = T.na_object
         return out
 
     def _fill_T(self, decode: str, policy: str, what: str) -> Any:
@@ -718,12 +735,18 @@ class LazyArray:
         options: ReadOptions,
         encoding: str = "utf-8",
         what: str = "",
+        missing: str | None = None,
+        null_chunks: bool = False,
     ) -> None:
+        """``missing``: a string value read as missing (a masked string ``_FillValue``);
+        ``null_chunks``: never-written chunks are missing (Zarr v2 ``|O`` with ``fill_value: null``)."""
         self.raw = raw
         self.decode = decode  # "numeric", "fixed", "char", "char-sep", "char-raw", "unicode", "vlen", ...
         self.options = options
         self.text_encoding = encoding
         self.what = what
+        self.missing = missing
+        self.null_chunks = null_chunks
         shape = raw.shape if not raw.meta.scalar else ()
         if decode == "char" and shape:
             shape = shape[:-1]
@@ -737,14 +760,18 @@ class LazyArray:
                          "char": raw.shape[-1] if raw.shape else 1}.get(decode)
                 self.dtype = np.dtype(f"U{max(width or 1, 1)}")
                 self._fixed_u = width is not None
+            if missing is not None or null_chunks:
+                self.dtype = strings.missing_string_dtype(options.string_dtype)
+                self._fixed_u = False
         elif decode == "vlen-bytes":
             self.dtype = np.dtype(object)
         else:
             self.dtype = raw.meta.dtype.newbyteorder("=") if raw.meta.dtype.kind in "biuf" else raw.meta.dtype
         # strings are decoded chunk by chunk straight into a StringDType result (compiled kernels);
         # object and U results are converted from it (faster than their numpy decode paths)
-        self._direct = (self.dtype.kind in "OU" or self.dtype == np.dtypes.StringDType()) and (
-            not raw.meta.scalar and raw.can_read_into(decode, encoding))
+        self._masked = missing is not None or null_chunks
+        self._direct = (self.dtype.kind in "OU" or self.dtype == np.dtypes.StringDType() or self._masked) and (
+            not raw.meta.scalar and raw.can_read_into(decode, encoding, null_chunks))
 
     @property
     def ndim(self) -> int:
@@ -764,7 +791,7 @@ class LazyArray:
             raw = self.raw.read((slice(0, 1),))
             if self.decode == "char":
                 raw = raw.reshape(1, 1)
-            return self._convert(raw).reshape(())
+            return self._mask(self._convert(raw)).reshape(())
         chunks = self.raw.chunk_shape
         axes: list[list[tuple[slice, Any, Any]]] = []  # per axis: (read range, local take, output slot)
         squeeze: list[int] = []
@@ -831,13 +858,42 @@ class LazyArray:
 
     def _read_region(self, region: tuple[slice, ...]) -> np.ndarray:
         if self._direct and strings.kernels() is not None:
-            t = self.raw.read_into(region, self.decode, self.options.utf8_errors, self.what)
+            t = self.raw.read_into(region, self.decode, self.options.utf8_errors, self.what,
+                                   dtype=self._na_T() if self._masked else None, null_chunks=self.null_chunks)
+            if self._masked:
+                return self._mask(t)
             if self.dtype.kind == "T":
                 return t
             if getattr(self, "_fixed_u", False):
                 return t.astype(self.dtype)  # never truncates: the stored width bounds the characters
             return strings.convert_string_dtype(t, self.dtype.kind)
-        return self._convert(self.raw.read(region))
+        raw = self.raw.read(region)
+        nulls = None
+        if self.null_chunks and raw.dtype.kind == "O":
+            nulls = np.equal(raw, None)  # never-written chunks (ChunkedArray fills them with None)
+            raw[nulls] = ""
+        return self._mask(self._convert(raw), nulls)
+
+    def _mask(self, arr: np.ndarray, nulls: np.ndarray | None = None) -> np.ndarray:
+        """Missing values into a decoded string array: elements equal to the masked fill string
+        (and ``nulls``) become NA (StringDType, compared there: fast) or NaN (object results)."""
+        if not self._masked:
+            return arr
+        T = self._na_T()
+        if arr.dtype.kind in "TU" and arr.dtype != T:
+            arr = arr.astype(T)
+        hit = nulls
+        if self.missing is not None:
+            hit = arr == self.missing if hit is None else (arr == self.missing) | hit
+        if hit is not None and hit.any():
+            if not arr.flags.writeable:
+                arr = arr.copy()
+            arr[hit] = getattr(arr.dtype, "na_object", np.nan)
+        return arr if arr.dtype == self.dtype else arr.astype(self.dtype)
+
+    def _na_T(self) -> np.dtype:
+        """The StringDType (with an NA object) a masked variable is decoded into."""
+        return self.dtype if self.dtype.kind == "T" else strings.NA_T
 
     def _convert(self, raw: np.ndarray) -> np.ndarray:
         out = self._decode(raw)
@@ -1012,7 +1068,10 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     logical = tuple(max(d.size, n) if d.unlimited else n for d, n in zip(dims, meta.shape, strict=False))
     if meta.scalar:
         logical = (1,)
-    raw = ChunkedArray(tree.store, meta, logical, utf8_errors=options.utf8_errors, threads=options.decode_threads)
+    # a |O array's fill_value null: never-written chunks are missing, as zarr-python 2 reads them
+    null_fill = meta.generation == "zarr-v2" and meta.dtype.kind == "O" and meta.fill_value is None
+    raw = ChunkedArray(tree.store, meta, logical, utf8_errors=options.utf8_errors, threads=options.decode_threads,
+                       null_fill=null_fill)
     attrs = dict(meta.attrs)
     encoding: dict[str, Any] = {
         "chunks": None if meta.scalar else meta.chunks,
@@ -1082,9 +1141,16 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         decode = "text" if v3 else "vlen"  # v3 chunks decode straight to StringDType
     elif kind == "vlen-bytes":
         decode = "vlen-bytes"
+    missing = None
     if kind in ("string", "char", "unicode", "vlen") and "_FillValue" in attrs:
-        # a string fill value would make xarray mask matching strings as NaN; keep it for writers
+        # xarray would mask a string fill value into an object array; we mask it ourselves (below)
+        # into a StringDType with an NA object, and keep the fill in encoding, as engine="netcdf4"
         encoding["_FillValue"] = attrs.pop("_FillValue")
+        fv = encoding["_FillValue"]
+        if options.mask_and_scale and kind != "char" and isinstance(fv, str):
+            # (NC_CHAR: engine="netcdf4" compares the joined strings with a one-character fill,
+            # which a joined value never equals; we do not mask either)
+            missing = fv
     netcdf_c = tree.root.nc_properties is not None
     # (Zarr v3: xarray writes _FillValue as an attribute and does not mask with fill_value)
     if (kind is None and meta.generation == "zarr-v2" and not netcdf_c and meta.fill_value is not None
@@ -1092,7 +1158,8 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         # pure Zarr: the .zarray fill value is the missing-value marker, as xarray's zarr engine reads
         # it; not for netcdf-c's mode=zarr stores, whose default fill is no mask (as engine="netcdf4")
         attrs["_FillValue"] = meta.fill_value
-    data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what)
+    data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what,
+                     missing=missing, null_chunks=null_fill and decode == "vlen")
     # xarray keeps StringDType only when encoding["dtype"] says so (else it casts to object), and
     # turns object arrays into fixed-width U when encoding["dtype"] is str: say what we return.
     if data.dtype.kind == "T":

@@ -41,6 +41,8 @@ __all__ = [
     "encode_char_array",
     "decode_objects",
     "convert_string_dtype",
+    "missing_string_dtype",
+    "NA_T",
     "kernels",
     "decode_fixed_into",
 ]
@@ -53,6 +55,10 @@ _T = np.dtypes.StringDType()
 _T_STRICT = np.dtypes.StringDType(coerce=False)  # refuses non-str objects instead of str()-ing them
 _OBJ = np.dtype(object)
 _U = np.dtype("U")
+# the missing-value dtype: numpy's StringDType with NaN as its NA, which is what pandas' "str"
+# dtype (na_value NaN) and xarray's index adapter give back, what engine="netcdf4" puts in object
+# arrays, and what xarray's isnull() detects with np.isnan (docs/format-notes.md, "Missing values")
+NA_T = np.dtypes.StringDType(na_object=np.nan)
 
 _UTF8_ERRORS = ("drop", "replace", "strict")
 _ON_OVERFLOW = ("error", "truncate", "widen")
@@ -134,6 +140,19 @@ def resolve_string_dtype(kind: Any = "T") -> np.dtype:
     )
 
 
+def missing_string_dtype(string_dtype: Any = "T") -> np.dtype:
+    """The result dtype of a string variable that can hold missing values.
+
+    StringDType gets an NA object (``NA_T`` unless the given StringDType has one); object stays
+    object (missing = NaN); fixed-width ``U`` cannot hold a missing value and becomes object, as
+    engine="netcdf4" returns masked strings.
+    """
+    target = resolve_string_dtype(string_dtype)
+    if target.kind == "T":
+        return target if hasattr(target, "na_object") else NA_T
+    return _OBJ
+
+
 def convert_string_dtype(arr: Any, string_dtype: Any = "T") -> np.ndarray:
     """Convert any array of str (StringDType, object of str, or U) to the requested kind.
 
@@ -157,7 +176,7 @@ def convert_string_dtype(arr: Any, string_dtype: Any = "T") -> np.ndarray:
         return arr if arr.dtype == target else arr.astype(target)
     if target.kind == "O":
         K = kernels()
-        if K is not None and k == "T" and getattr(arr.dtype, "na_object", None) is None:
+        if K is not None and k == "T" and not hasattr(arr.dtype, "na_object"):
             return K.T_to_objects(np.ascontiguousarray(arr))  # astype(object), ASCII fast path
         return arr.astype(_OBJ)
     # U: fixed width = longest value in code points (at least 1)

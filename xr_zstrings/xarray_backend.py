@@ -70,12 +70,13 @@ class ZStringsDataStore(AbstractDataStore):
 
 
 def _options(string_dtype: Any, utf8_errors: str, concat_characters: bool | None,
-             decode_threads: int | None = None) -> ReadOptions:
+             decode_threads: int | None = None, mask_and_scale: bool | None = True) -> ReadOptions:
     return ReadOptions(
         string_dtype=string_dtype,
         utf8_errors=utf8_errors,  # type: ignore[arg-type]
         concat_characters=True if concat_characters is None else bool(concat_characters),
         decode_threads=decode_threads,
+        mask_and_scale=True if mask_and_scale is None else bool(mask_and_scale),
     )
 
 
@@ -149,7 +150,8 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         storage_options: dict[str, Any] | None = None,
         decode_threads: int | None = None,
     ) -> xr.Dataset:
-        options = _options(string_dtype, utf8_errors, concat_characters, decode_threads)  # checked first
+        # checked first
+        options = _options(string_dtype, utf8_errors, concat_characters, decode_threads, mask_and_scale)
         tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
         return _to_dataset(
             tree,
@@ -176,7 +178,8 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         if decoders.pop("decode_cf", True) is False:
             decoders.update(mask_and_scale=False, decode_times=False, concat_characters=False,
                             decode_coords=False, decode_timedelta=False)
-        options = _options(string_dtype, utf8_errors, decoders.get("concat_characters", True), decode_threads)
+        options = _options(string_dtype, utf8_errors, decoders.get("concat_characters", True), decode_threads,
+                           decoders.get("mask_and_scale", True))
         tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
         root = "/" + (group or "").strip("/") if (group or "").strip("/") else "/"
         decoders = _decoders(**{k: decoders.get(k, v) for k, v in _DECODER_DEFAULTS.items()})
