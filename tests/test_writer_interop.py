@@ -397,8 +397,14 @@ def test_mode_w_dash_never_overwrites_and_w_replaces(tmp_path):
     assert not (path / "s").exists()
 
 
-def test_interrupted_write_is_detected_by_netCDF4_and_zstrings(tmp_path, monkeypatch):
-    from xr_zstrings import chunk_io
+@pytest.mark.parametrize("kind", ["directory", "store"])
+def test_interrupted_write_is_detected_by_netCDF4_and_zstrings(tmp_path, monkeypatch, kind):
+    """A write that fails part-way: a directory target was never created (the write went to a
+    sibling that is removed); a zarr-python Store target holds the placeholder root .zgroup that
+    engine="zstrings" and netcdf-c both refuse (netcdf-c without crashing)."""
+    import zarr
+
+    from xr_zstrings import IncompleteStoreError, chunk_io
 
     path = tmp_path / "i.zarr"
     ds = xr.Dataset({"s": ("x", np.array([f"v{i}" for i in range(100)], dtype=T)),
@@ -413,18 +419,24 @@ def test_interrupted_write_is_detected_by_netCDF4_and_zstrings(tmp_path, monkeyp
             raise OSError("disk full")
         return real(*args, **kwargs)
 
+    target = path if kind == "directory" else zarr.storage.LocalStore(path)
     monkeypatch.setattr(chunk_io, "_encode_chunk", failing)
     with pytest.raises(OSError, match="disk full"):
-        to_nczarr(ds, path)
+        to_nczarr(ds, target)
     monkeypatch.undo()
-    assert any(path.rglob("*")) and not (path / ".zgroup").exists()
-    with pytest.raises(ZStringsError):
-        xr.open_dataset(path, engine="zstrings")
-    with pytest.raises(OSError):
-        netCDF4.Dataset(nc_url(path), "r")
-    with pytest.raises(ZStringsError, match="not empty"):
-        to_nczarr(ds, path)  # w- refuses the leftovers
-    to_nczarr(ds, path, mode="w")
+    if kind == "directory":
+        assert list(tmp_path.iterdir()) == []
+        with pytest.raises(FileNotFoundError):
+            xr.open_dataset(path, engine="zstrings")
+    else:
+        assert (path / "s" / "0").exists() and b"incomplete" in (path / ".zgroup").read_bytes()
+        with pytest.raises(IncompleteStoreError, match="incomplete"):
+            xr.open_dataset(path, engine="zstrings")
+        with pytest.raises(OSError):
+            netCDF4.Dataset(nc_url(path), "r")
+        with pytest.raises(ZStringsError, match="not empty"):
+            to_nczarr(ds, zarr.storage.LocalStore(path))  # w- refuses the leftovers
+    to_nczarr(ds, target, mode="w")
     xr.testing.assert_identical(xr.open_dataset(path, engine="zstrings"), ds)
 
 

@@ -254,14 +254,18 @@ def test_writer_matches_xarray_metadata_and_values_2d_and_edges(tmp_path, layout
         assert got[name].values.tolist() == ds[name].values.tolist()
 
 
-def test_interrupted_v3_write_leaves_strings_with_missing_chunks(tmp_path, monkeypatch):
-    """The string array's zarr.json is written before its chunks (as xarray/zarr-python do): a
-    write that fails part-way reads back as strings, missing chunks as the fill value "", never
-    as the uint8 stand-in xarray wrote for it."""
-    from xr_zstrings import codecs_v3
+@pytest.mark.parametrize("kind", ["directory", "store"])
+def test_failed_v3_write_is_refused_never_a_stand_in(tmp_path, monkeypatch, kind):
+    """A write that fails part-way (here: the 3rd string chunk) leaves nothing a reader opens: a
+    directory target does not exist (the write went to a sibling that is removed), a zarr-python
+    Store holds the placeholder root that engine="zstrings" and zarr-python refuse -- never
+    xarray's uint8 stand-in or strings with missing chunks."""
+    import zarr
+
+    from xr_zstrings import IncompleteStoreError, codecs_v3
 
     values = np.array([f"v{i}é" for i in range(10)], dtype=object)
-    ds = xr.Dataset({"s": ("x", values)})
+    ds = xr.Dataset({"s": ("x", values), "n": ("x", np.arange(10))})
     ds["s"].encoding["chunks"] = (2,)
     real = codecs_v3.V3Pipeline.encode
     calls = []
@@ -273,11 +277,17 @@ def test_interrupted_v3_write_leaves_strings_with_missing_chunks(tmp_path, monke
         return real(self, arr, **kw)
 
     monkeypatch.setattr(codecs_v3.V3Pipeline, "encode", failing)
-    path = tmp_path / "i.zarr"
+    target = tmp_path / "i.zarr" if kind == "directory" else zarr.storage.LocalStore(tmp_path / "s.zarr")
     with pytest.raises(OSError, match="disk full"):
-        to_zarr_v3(ds, path, layout="arrow", consolidated=False)
+        to_zarr_v3(ds, target, layout="arrow", consolidated=False)
     monkeypatch.setattr(codecs_v3.V3Pipeline, "encode", real)
-    got = xr.open_dataset(path, engine="zstrings")["s"].values
-    assert got.dtype.kind == "T"
-    assert all(g in (v, "") for g, v in zip(got.tolist(), values.tolist(), strict=True))
-    assert "" in got.tolist()
+    if kind == "directory":
+        assert list(tmp_path.iterdir()) == []
+        with pytest.raises(FileNotFoundError):
+            xr.open_dataset(tmp_path / "i.zarr", engine="zstrings")
+        return
+    with pytest.raises(IncompleteStoreError, match="incomplete"):
+        xr.open_dataset(tmp_path / "s.zarr", engine="zstrings")
+    with pytest.raises(Exception):  # noqa: B017 - zarr-python's own error for an unknown node type
+        zarr.open_group(tmp_path / "s.zarr", mode="r")
+    assert not (tmp_path / "s.zarr" / "s" / "zarr.json").exists()

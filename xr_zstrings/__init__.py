@@ -9,7 +9,9 @@ from __future__ import annotations
 from .errors import (
     ChunkError,
     CodecDroppedWarning,
+    ConcurrentWriteError,
     DimensionError,
+    IncompleteStoreError,
     MetadataError,
     StoreNotFoundError,
     StringDecodeError,
@@ -39,7 +41,9 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "ChunkError",
     "CodecDroppedWarning",
+    "ConcurrentWriteError",
     "DimensionError",
+    "IncompleteStoreError",
     "MetadataError",
     "StoreNotFoundError",
     "StringDecodeError",

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import xarray as xr
 
+from .atomic import local_commit
 from .errors import ZStringsError
 from .writer import Mode, _string_like, to_nczarr
 from .zarr_encoding import v2_configs
@@ -44,13 +46,16 @@ def convert(
     src = os.fspath(source)
     dst = os.fspath(target)
     if dst.lower().endswith((".nc", ".nc4", ".cdf")):
-        if os.path.exists(dst):
-            if mode == "w-":
-                raise ZStringsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
-            os.unlink(dst)
+        if mode not in ("w-", "w"):
+            raise ZStringsError(f"Invalid mode={mode!r} for a netCDF-4 target: expected 'w-' or 'w'.")
+        if mode == "w-" and os.path.exists(dst):
+            raise ZStringsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
         groups = xr.open_groups(src, engine="zstrings", **RAW_DECODERS, **kwargs)
         try:
-            write_netcdf4(groups, dst)
+            # written beside the target and renamed over it: never a half-written .nc at dst
+            with local_commit(Path(dst), mode=mode, display=dst) as tmp:
+                assert tmp is not None
+                write_netcdf4(groups, os.fspath(tmp))
         finally:
             for ds in groups.values():
                 ds.close()

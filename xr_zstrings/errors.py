@@ -9,7 +9,9 @@ from __future__ import annotations
 __all__ = [
     "ChunkError",
     "CodecDroppedWarning",
+    "ConcurrentWriteError",
     "DimensionError",
+    "IncompleteStoreError",
     "MetadataError",
     "StoreConnectionError",
     "StoreNotFoundError",
@@ -28,6 +30,14 @@ class ZStringsError(ValueError):
 
 class MetadataError(ZStringsError):
     """Metadata JSON that is missing, malformed or inconsistent."""
+
+
+class IncompleteStoreError(MetadataError):
+    """A store whose write did not finish (interrupted, killed, or still running elsewhere)."""
+
+
+class ConcurrentWriteError(ZStringsError):
+    """Another process holds the target's writer lock for longer than the lock timeout."""
 
 
 class DimensionError(MetadataError):

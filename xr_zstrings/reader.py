@@ -21,7 +21,9 @@ import numpy as np
 
 from . import strings
 from .codecs import ChunkPipeline, SafeVLen, bounded_decode, build_pipeline
+from .atomic import INCOMPLETE_MARKER
 from .errors import (
+    IncompleteStoreError,
     ChunkError,
     DimensionError,
     MetadataError,
@@ -125,6 +127,13 @@ def open_tree(zstore: ZStore) -> TreeMeta:
     root_names = _GROUP_OBJECTS + _ROOT_EXTRA + ((".zmetadata",) if zstore.remote else ())
     root_objs = dict(zip(root_names, zstore.get_json_many([_key("/", o) for o in root_names]), strict=True))
     zmetadata = root_objs.pop(".zmetadata", None)
+    for o in (".zgroup", "zarr.json"):
+        if isinstance(root_objs[o], dict) and INCOMPLETE_MARKER in root_objs[o]:
+            raise IncompleteStoreError(
+                f"Store {zstore.display} is incomplete: its root {o!r} is the placeholder a writer puts "
+                "first and replaces last, so a write is still running or was interrupted. Wait for it, "
+                "or write the store again (mode='w')."
+            )
     if zmetadata is not None and root_objs[".zgroup"] is not None:
         zstore.use_consolidated(zmetadata)
     if root_objs[".zgroup"] is None and root_objs[".nczgroup"] is None:
@@ -135,9 +144,9 @@ def open_tree(zstore: ZStore) -> TreeMeta:
                 f"{zstore.display} is a single Zarr array, not a group: expected .zgroup at the root."
             )
         if zstore.list_dir(""):
-            raise MetadataError(
-                f"Store {zstore.display} is incomplete: it has data but no root '.zgroup' (an "
-                "interrupted write?). Rewrite it (to_nczarr(..., mode='w'))."
+            raise IncompleteStoreError(
+                f"Store {zstore.display} is incomplete: it has data but no root '.zgroup' or "
+                "'zarr.json' (an interrupted write?). Rewrite it (to_nczarr(..., mode='w'))."
             )
         raise StoreNotFoundError(
             f"No Zarr group at {zstore.display}: key '.zgroup' is missing. Expected an NCZarr or Zarr v2 "

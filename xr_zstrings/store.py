@@ -154,6 +154,9 @@ class ZStore:
         self.requests = 0
         self._lock = threading.Lock()
         self._consolidated: dict[str, Any] | None = None
+        self._before_write: Any = None  # called once before the first write (see before_first_write)
+        self.claimed = False
+        self.root_zgroup: bytes | None = None
 
     def __repr__(self) -> str:
         return f"ZStore({self.display!r})"
@@ -162,6 +165,7 @@ class ZStore:
         state = self.__dict__.copy()
         state.pop("_lock", None)
         state["requests"] = 0  # a copy (e.g. on a dask worker) counts its own requests
+        state["_before_write"] = None  # the writer's process claims the root, never a worker
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -279,9 +283,18 @@ class ZStore:
             return sorted(set(sync(run())))
 
     # --- writes (used by the writer) ------------------------------------------------------
+    def before_first_write(self, fn: Any) -> None:
+        """Run ``fn()`` once, just before this store's first write (a writer's placeholder claim)."""
+        self._before_write = fn
+
     def set_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         """Write several objects concurrently."""
         from zarr.core.buffer import cpu
+
+        if self._before_write is not None:
+            fn, self._before_write = self._before_write, None
+            fn()
+            self.claimed = True
 
         async def run() -> None:
             sem = asyncio.Semaphore(_MAX_CONCURRENCY)

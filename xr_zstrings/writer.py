@@ -20,22 +20,27 @@ form), ``dimensions``, ``chunk_io``, ``nczarr_json`` and ``append``.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import xarray as xr
 
 from . import strings
+from zarr.core.sync import sync
+from zarr.storage import LocalStore, ZipStore
+
 from .append import _add_variables, _append
+from .atomic import incomplete_v2_group, local_commit
 from .chunk_io import attach_pipelines, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
 from .errors import UnsupportedError, ZStringsError
 from .metadata import NC_FILL_VALUES
 from .nczarr_json import _dumps
-from .store import ZStore, open_store, parse_nczarr_url
+from .store import ZStore, _mapped_errors, open_store, parse_nczarr_url
 from .write_plan import (
     NETCDF_C_CODECS,
     Format,
@@ -116,39 +121,107 @@ def _is_zip_target(target: Any) -> Path | None:
     return None
 
 
-def _open_for_write(target: Any, mode: Mode, storage_options: Mapping[str, Any] | None = None) -> ZStore:
-    """Open the target; enforce ``w-`` (refuse anything already there) and clear it for ``w``."""
+def _check_mode(mode: str) -> None:
     if mode not in ("w-", "w", "a"):
         raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite), 'w' "
                             "(overwrite) or 'a' (append along an unlimited dimension).")
-    zip_path = _is_zip_target(target)
-    if zip_path is not None:
-        if mode == "a":
-            raise UnsupportedError(f"Cannot append to zip store {target}: zip files cannot be changed in place; "
-                                   "write a directory store, append there, then zip it.")
-        if zip_path.exists():
-            if mode == "w-":
-                raise ZStringsError(f"Cannot write to {target}: the file exists and mode='w-' never overwrites. "
-                                    "Pass mode='w' to replace it.")
-            zip_path.unlink()
-        zip_path.parent.mkdir(parents=True, exist_ok=True)
-        return open_store(target, mode="w")
-    so = dict(storage_options) if storage_options else None
-    zstore = open_store(target, mode="r" if mode == "a" and so is None else ("a" if mode == "a" else "w"),
-                        storage_options=so)
-    if mode == "a":
-        return zstore if not zstore.store.read_only else _reopen_rw(target)
-    existing = zstore.list_dir("")
-    if existing:
-        if mode == "w-":
-            raise ZStringsError(
-                f"Cannot write to {zstore.display}: it is not empty (found {sorted(existing)[:5]}) and "
-                "mode='w-' never overwrites. Pass mode='w' to replace it, or mode='a' with append_dim to append."
-            )
-        from zarr.core.sync import sync
 
-        sync(zstore.store.delete_dir(zstore.prefix))
-    return zstore
+
+def _local_dir(target: Any) -> Path | None:
+    """The directory a local path / file:// URL target names (not a zip, not object storage)."""
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str) or _is_zip_target(target) is not None:
+        return None
+    parsed = parse_nczarr_url(target)
+    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
+        return None
+    return Path(parsed.path).expanduser()
+
+
+@contextlib.contextmanager
+def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | None = None
+                  ) -> Iterator[ZStore]:
+    """The store a write goes into, committed when the block ends without error.
+
+    Local directories and zip files: a sibling written beside the target and swapped in
+    (``atomic.local_commit``); ``mode="a"`` gets a hard-link clone of the store. Other targets
+    (object storage, zarr-python Stores): the target itself, with the placeholder root ``.zgroup``
+    written first so that every state before the last write is refused (``_claim_v2``).
+    """
+    _check_mode(mode)
+    display = str(target)
+    zip_path = _is_zip_target(target)
+    if zip_path is not None and mode == "a":
+        raise UnsupportedError(f"Cannot append to zip store {target}: zip files cannot be changed in place; "
+                               "write a directory store, append there, then zip it.")
+    local = zip_path if zip_path is not None else _local_dir(target)
+    if local is not None:
+        if storage_options:
+            open_store(os.fspath(target), mode="r", storage_options=dict(storage_options))  # its message
+        modes = parse_nczarr_url(os.fspath(target)).modes
+        if mode == "a" and not (local / ".zgroup").is_file() and not (local / ".nczarr").is_file():
+            open_store(os.fspath(target), mode="r")  # a clear "no store" error
+        with local_commit(local, mode=mode, display=display, zip_file=zip_path is not None) as tmp:
+            if tmp is None:  # cannot hard-link here: change the store in place, root metadata last
+                zstore = ZStore(LocalStore(local, read_only=False), display=display, modes=modes)
+                _claim_v2(zstore, "a")
+            elif zip_path is not None:
+                zstore = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display,
+                                modes=modes)
+            else:
+                zstore = ZStore(LocalStore(tmp, read_only=False), display=display, modes=modes)
+            try:
+                yield zstore
+            finally:
+                _close(zstore)
+        return
+    so = dict(storage_options) if storage_options else None
+    zstore = open_store(target, mode="a" if mode == "a" else "w", storage_options=so)
+    if zstore.store.read_only:
+        zstore = _reopen_rw(target)
+    _claim_v2(zstore, mode)
+    try:
+        yield zstore
+    finally:
+        _close(zstore)
+
+
+def _claim_v2(zstore: ZStore, mode: Mode) -> None:
+    """Where the store cannot be swapped: before the first write, replace the root ``.zgroup`` by a
+    placeholder every reader refuses (netcdf-c says "NCZarr error" instead of crashing on a root
+    ``.zattrs`` without ``.zgroup``); the writer puts the real one back as its last write. For
+    ``mode="w"`` the old objects are then removed (root metadata first); ``mode="w-"`` refuses a
+    non-empty target and claims the root with a create-only write where the store offers one."""
+    from zarr.core.buffer import cpu
+
+    placeholder = incomplete_v2_group()
+    if mode == "a":
+        original = zstore.get_bytes(".zgroup")
+
+        def claim() -> None:
+            zstore.set_many([(".zgroup", placeholder)])
+
+        zstore.before_first_write(claim)
+        zstore.root_zgroup = original
+        return
+    existing = zstore.list_dir("")
+    if existing and mode == "w-":
+        raise ZStringsError(
+            f"Cannot write to {zstore.display}: it is not empty (found {sorted(existing)[:5]}) and "
+            "mode='w-' never overwrites. Pass mode='w' to replace it, or mode='a' with append_dim to append."
+        )
+    if mode == "w-" and type(zstore.store).__name__ == "ObjectStore":
+        with _mapped_errors(f"Could not write to {zstore.display}"):
+            sync(zstore.store.set_if_not_exists(zstore.full_key(".zgroup"), cpu.Buffer.from_bytes(placeholder)))
+        if zstore.get_bytes(".zgroup") != placeholder:
+            raise ZStringsError(f"Cannot write to {zstore.display}: another writer created it first (mode='w-').")
+        return
+    zstore.set_many([(".zgroup", placeholder)])
+    if existing:
+        from .writer_v3 import _clear_except
+
+        _clear_except(zstore, ".zgroup")
 
 
 def _reopen_rw(target: Any) -> ZStore:
@@ -217,12 +290,14 @@ def to_nczarr(
     opts = _Options(fmt=format, on_overflow=on_overflow, maxstrlen=maxstrlen,
                     default_maxstrlen=default_maxstrlen, compressor=compressor,
                     strict_codecs=netcdf_c_codecs_only)
+    _check_mode(mode)
     if mode == "a":
-        zstore = _open_for_write(target, "a", storage_options)
-        if append_dim is None:
-            _add_variables(zstore, groups, opts)
-        else:
-            _append(zstore, groups, append_dim, opts)
+        with _write_target(target, "a", storage_options) as zstore:
+            if append_dim is None:
+                _add_variables(zstore, groups, opts)
+            else:
+                _append(zstore, groups, append_dim, opts)
+            _restore_root(zstore)
         return
     if append_dim is not None:
         raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
@@ -235,11 +310,15 @@ def to_nczarr(
         plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
     declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
     attach_pipelines(a for arrays in plans.values() for a in arrays)
-    zstore = _open_for_write(target, mode, storage_options)
-    try:
+    with _write_target(target, mode, storage_options) as zstore:
         _write_all(zstore, groups, plans, gattrs, declared, opts)
-    finally:
-        _close(zstore)
+
+
+def _restore_root(zstore: ZStore) -> None:
+    """After an in-place change: the real root ``.zgroup`` replaces the placeholder (last write)."""
+    original = getattr(zstore, "root_zgroup", None)
+    if original is not None and zstore.claimed:
+        zstore.set_many([(".zgroup", original)])
 
 
 def _write_all(

@@ -26,12 +26,15 @@ import math
 import os
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 import xarray as xr
+from zarr.storage import WrapperStore
 
+from .atomic import incomplete_v3_root, local_commit
 from .codecs_v3 import V3Pipeline
 from .errors import ZStringsError
 from .store import ZStore, open_store, parse_nczarr_url
@@ -189,17 +192,14 @@ def _chunk_items(
 
 
 def _write_text_array(
-    zs: ZStore, path: str, values: np.ndarray, packed: VlenChunk, kind: str, layout: str, keep_codecs: bool,
-    **layout_kw: Any,
+    zs: ZStore, meta_store: _MetadataLast, path: str, values: np.ndarray, packed: VlenChunk, kind: str,
+    layout: str, keep_codecs: bool, **layout_kw: Any,
 ) -> dict[str, Any]:
-    """Write one string/bytes array in ``layout``: its zarr.json (xarray's, written for the
-    stand-in, now with the layout's data type and codecs), then its chunks (encoded on threads).
-
-    Metadata first, as xarray and zarr-python write arrays: an interrupted write leaves chunks
-    missing (read as the fill value ""), never a uint8 stand-in in place of the strings.
-    """
+    """Write one string/bytes array in ``layout``: its chunks (encoded on threads), and its zarr.json
+    (xarray's, held back by ``meta_store``, now with the layout's data type and codecs) into
+    ``meta_store``, which writes it to the store only after every chunk of every array."""
     key = f"{path}/zarr.json"
-    meta = json.loads(zs.get_bytes(key) or b"{}")
+    meta = json.loads(meta_store.meta[zs.full_key(key)])
     chunks = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
     data_type, codecs = _layout_metadata(layout, kind, **layout_kw)
     if keep_codecs:  # zarr-python's own default compressors (what its vlen-utf8 arrays get)
@@ -210,14 +210,145 @@ def _write_text_array(
                                     fill_value=fill, where=zs.where(key))
     meta.update(data_type=data_type, codecs=codecs, fill_value="")
     _delete_chunks(zs, path)
-    zs.set_many([(key, json.dumps(meta, indent=2).encode())])
     jobs = _chunk_items(path, values, packed, kind, chunks, pipe)
     per_chunk = max(1, math.prod(chunks) * 32)
     batch = max(1, _BATCH_BYTES // per_chunk)
     with ThreadPoolExecutor(_THREADS) as pool:
         while part := list(itertools.islice(jobs, batch)):
             zs.set_many(list(pool.map(lambda job: job(), part)))
+    meta_store.meta[zs.full_key(key)] = json.dumps(meta, indent=2).encode()
     return meta
+
+
+def _is_meta_key(key: str) -> bool:
+    return key == "zarr.json" or key.endswith("/zarr.json")
+
+
+class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
+    """The store xarray writes through: chunks go to the real store, every ``zarr.json`` stays in
+    memory until ``flush`` writes them after all chunks, the root last.
+
+    So the real store never holds xarray's uint8 stand-ins, and until the root's zarr.json is
+    written (the last object) no reader opens it. ``hidden`` keys (our placeholder root) read as
+    absent. zarr-python has no option to defer metadata, hence this wrapper.
+    """
+
+    def __init__(self, store: Any, hidden: frozenset[str] = frozenset()) -> None:
+        super().__init__(store)
+        self.meta: dict[str, bytes] = {}
+        self.hidden = hidden
+
+    def _with_store(self, store: Any) -> _MetadataLast:
+        out = type(self)(store, self.hidden)
+        out.meta = self.meta
+        return out
+
+    async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+        if _is_meta_key(key):
+            raw = self.meta.get(key)
+            if raw is None:
+                if key in self.hidden:
+                    return None
+                return await self._store.get(key, prototype, byte_range)
+            return prototype.buffer.from_bytes(raw)
+        return await self._store.get(key, prototype, byte_range)
+
+    async def exists(self, key: str) -> bool:
+        if _is_meta_key(key) and (key in self.meta or key in self.hidden):
+            return key in self.meta
+        return bool(await self._store.exists(key))
+
+    async def set(self, key: str, value: Any) -> None:
+        if _is_meta_key(key):
+            self.meta[key] = value.to_bytes()
+        else:
+            await self._store.set(key, value)
+
+    async def set_if_not_exists(self, key: str, value: Any) -> None:
+        if _is_meta_key(key):
+            self.meta.setdefault(key, value.to_bytes())
+        else:
+            await self._store.set_if_not_exists(key, value)
+
+    async def _set_many(self, values: Any) -> None:
+        for k, v in values:
+            await self.set(k, v)
+
+    async def delete(self, key: str) -> None:
+        if _is_meta_key(key):
+            self.meta.pop(key, None)
+        elif self._store.supports_deletes:
+            await self._store.delete(key)
+
+    async def delete_dir(self, prefix: str) -> None:
+        # the target was emptied before (or is a fresh directory): only our own view is cleared
+        lead = prefix.rstrip("/") + "/" if prefix else ""
+        for k in [k for k in self.meta if k.startswith(lead) or k == prefix.rstrip("/") + "/zarr.json"]:
+            del self.meta[k]
+
+    async def list_dir(self, prefix: str) -> Any:
+        lead = prefix.rstrip("/") + "/" if prefix else ""
+        seen: set[str] = set()
+        for k in self.meta:
+            if k.startswith(lead):
+                seen.add(k[len(lead):].split("/", 1)[0])
+        async for name in self._store.list_dir(prefix):
+            if (lead + name) not in self.hidden:
+                seen.add(name)
+        for name in sorted(seen):
+            yield name
+
+    async def list_prefix(self, prefix: str) -> Any:
+        seen = {k for k in self.meta if k.startswith(prefix)}
+        async for k in self._store.list_prefix(prefix):
+            if not _is_meta_key(k) or k not in self.hidden:
+                seen.add(k)
+        for k in sorted(seen):
+            yield k
+
+    async def list(self) -> Any:
+        async for k in self.list_prefix(""):
+            yield k
+
+    def flush(self, zs: ZStore, root_key: str, consolidated: bool, others: bool = False) -> None:
+        """Write the held metadata: arrays, then groups (deepest first), then the root."""
+        def depth(k: str) -> int:
+            return k.count("/")
+
+        lead = zs.full_key("").rstrip("/")
+        # zarr-python's implicit parents above the store's prefix are not part of this store
+        self.meta = {k: v for k, v in self.meta.items() if not lead or k.startswith(lead + "/")}
+        arrays, groups = [], []
+        for k, raw in self.meta.items():
+            if k == root_key:
+                continue
+            (arrays if json.loads(raw).get("node_type") == "array" else groups).append(k)
+        rel = functools.partial(_relative, zs)
+        zs.set_many([(rel(k), self.meta[k]) for k in arrays])
+        for k in sorted(groups, key=depth, reverse=True):
+            zs.set_many([(rel(k), self.meta[k])])
+        root = json.loads(self.meta.get(root_key) or b"{}")
+        if consolidated:
+            root = _consolidated_root(zs, root, {rel(k): json.loads(v) for k, v in self.meta.items()}, others)
+        zs.set_many([(rel(root_key), json.dumps(root, indent=2).encode())])
+
+
+def _relative(zs: ZStore, full: str) -> str:
+    lead = zs.full_key("").rstrip("/")
+    return full[len(lead):].lstrip("/") if lead else full
+
+
+def _local_target(target: Any) -> tuple[Path, bool] | None:
+    """(path, is_zip) when ``target`` is a local directory or zip path/URL, else None."""
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str):
+        return None
+    parsed = parse_nczarr_url(target)
+    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
+        return None
+    p = Path(parsed.path).expanduser()
+    return p, ("zip" in parsed.modes or (p.suffix.lower() == ".zip" and not p.is_dir()))
 
 
 def to_zarr_v3(
@@ -242,43 +373,116 @@ def to_zarr_v3(
     default (zstd) as zarr-python itself would write it and leaves the other layouts
     uncompressed, ``[]`` writes no compressor; ``index_*``/``data_codecs`` configure
     ``zarrs.vlen``. Lone surrogates and other values UTF-8 cannot hold raise ``ZStringsError``.
-    ``target`` may be ``s3://bucket/key`` (or netcdf-c's S3 URL forms) with ``storage_options``.
+    ``target`` is a directory, a ``.zip`` path, ``s3://bucket/key`` (or netcdf-c's S3 URL forms,
+    with ``storage_options``) or a zarr-python Store. Every chunk is written before any metadata
+    and the root ``zarr.json`` last; a local directory or zip is written beside the target and
+    swapped in whole (``mode="w"`` keeps the old store until then): see docs/reliability.md.
     """
     if layout not in LAYOUTS:
         raise ZStringsError(f"Unknown layout {layout!r}: expected one of {LAYOUTS}.")
+    if mode not in ("w-", "w"):
+        raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite) or 'w' (overwrite).")
     kw: dict[str, Any] = dict(layout=layout, index_data_type=index_data_type, index_location=index_location,
                               index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
-    if isinstance(target, str | os.PathLike):
-        parsed = parse_nczarr_url(os.fspath(target))
-        if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
-            # object storage: the same obstore-backed store the reader uses, for xarray and for us
-            target = open_store(os.fspath(target), mode="w",
-                                storage_options=dict(storage_options) if storage_options else None)
     if isinstance(ds, xr.DataTree):
         base = (group or "").strip("/")
-        for i, node in enumerate(ds.subtree):
-            sub = "/".join(p for p in (base, node.path.strip("/")) if p) or None
-            _write_dataset(node.to_dataset(inherit=False), target, mode=mode if i == 0 else "a",
-                           group=sub, **kw)
+        nodes = [("/".join(p for p in (base, node.path.strip("/")) if p) or None, node.to_dataset(inherit=False))
+                 for node in ds.subtree]
     elif isinstance(ds, xr.Dataset):
-        _write_dataset(ds, target, mode=mode, group=group, **kw)
+        nodes = [(group, ds)]
     else:
         raise ZStringsError(f"Cannot write {type(ds).__name__}: expected an xarray Dataset or DataTree.")
-    if consolidated:
-        zs = open_store(target, mode="a") if not isinstance(target, ZStore) else target
-        _consolidate(zs)
+    # every value is checked and packed before the target is touched
+    prepared = [(g, *_prepare(d)) for g, d in nodes]
+    local = _local_target(target)
+    display = str(target)
+    if local is not None:
+        from zarr.storage import LocalStore, ZipStore
+        from zarr.core.sync import sync
+
+        path, is_zip = local
+        with local_commit(path, mode=mode if group is None or not path.exists() else "a", display=display,
+                          zip_file=is_zip) as tmp:
+            if tmp is None:  # no hard links here: write into the target itself, metadata last
+                zs = open_store(os.fspath(target), mode="a")
+            elif is_zip:
+                zs = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display)
+            else:
+                zs = ZStore(LocalStore(tmp, read_only=False), display=display)
+            if group is not None and mode == "w-" and zs.list_dir(group.strip("/")):
+                raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
+                                    "overwrites. Pass mode='w' to replace it.")
+            try:
+                _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
+            finally:
+                if is_zip and tmp is not None:
+                    zs.store.close()
+        return
+    if isinstance(target, str | os.PathLike):
+        zs = open_store(os.fspath(target), mode="w",
+                        storage_options=dict(storage_options) if storage_options else None)
+    else:
+        zs = open_store(target, mode="w")
+    if group is None:
+        _claim_v3(zs, mode)
+    _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
 
 
-def _write_dataset(ds: xr.Dataset, target: Any, *, layout: str, index_data_type: str, index_location: str,
-                   index_codecs: Sequence[Mapping[str, Any]] | None,
-                   data_codecs: Sequence[Mapping[str, Any]] | None,
-                   compressors: Sequence[Mapping[str, Any]] | None, mode: str, group: str | None) -> None:
-    """One Dataset (one group): xarray writes everything but the strings' chunks, then we do.
+def _claim_v3(zs: ZStore, mode: str) -> None:
+    """On a store that cannot swap: put the placeholder root zarr.json first (refused by every
+    reader until the real one replaces it), then remove what an older store left (``mode="w"``).
+    ``mode="w-"`` claims the root with a create-only write where the store offers one."""
+    from zarr.core.buffer import cpu
+    from zarr.core.sync import sync
 
-    Each string/bytes variable goes to xarray as a zero-cost uint8 stand-in of its shape (all
-    fill value, so no chunk is written), so its zarr.json gets xarray's attributes, dimension
-    names and chunk grid; ``_write_text_array`` then writes the real chunks and data type.
-    """
+    existing = zs.list_dir("")
+    if existing and mode == "w-":
+        raise ZStringsError(f"Cannot write to {zs.display}: it is not empty (found {sorted(existing)[:5]}) and "
+                            "mode='w-' never overwrites. Pass mode='w' to replace it.")
+    placeholder = incomplete_v3_root()
+    if mode == "w-":
+        with _mapped_store_errors(zs):
+            sync(zs.store.set_if_not_exists(zs.full_key("zarr.json"), cpu.Buffer.from_bytes(placeholder)))
+        if zs.get_bytes("zarr.json") != placeholder:
+            raise ZStringsError(f"Cannot write to {zs.display}: another writer created it first (mode='w-').")
+        return
+    zs.set_many([("zarr.json", placeholder)])
+    _clear_except(zs, "zarr.json")
+
+
+def _mapped_store_errors(zs: ZStore) -> Any:
+    from .store import _mapped_errors
+
+    return _mapped_errors(f"Could not write to {zs.display}")
+
+
+def _clear_except(zs: ZStore, keep: str) -> None:
+    """Delete every object of the store but ``keep``: root metadata first, then everything else."""
+    from zarr.core.sync import sync
+
+    if not zs.store.supports_deletes:
+        return
+    lead = zs.full_key("").rstrip("/")
+
+    async def run() -> None:
+        keys = [k async for k in zs.store.list_prefix(lead) if not lead or k.startswith(lead + "/")]
+        rel = [k[len(lead):].lstrip("/") if lead else k for k in keys]
+        first = [k for k, r in zip(keys, rel, strict=True) if r in (".zgroup", ".zattrs", ".zmetadata", "zarr.json")]
+        for k in sorted(first, key=lambda k: not k.endswith(".zattrs")):  # .zattrs before .zgroup
+            if k != zs.full_key(keep):
+                await zs.store.delete(k)
+        for k in keys:
+            if k not in first and k != zs.full_key(keep):
+                await zs.store.delete(k)
+
+    with _mapped_store_errors(zs):
+        sync(run())
+
+
+def _prepare(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, tuple[str, np.ndarray, VlenChunk]]]:
+    """The Dataset xarray writes (each string/bytes variable as a zero-cost uint8 stand-in of its
+    shape: all fill value, so no chunk is written, but its zarr.json gets xarray's attributes,
+    dimension names and chunk grid) and the packed text values we write ourselves."""
     texts: dict[Hashable, tuple[str, np.ndarray, VlenChunk]] = {}
     prepared = ds.copy()
     for name, var in ds.variables.items():
@@ -294,40 +498,55 @@ def _write_dataset(ds: xr.Dataset, target: Any, *, layout: str, index_data_type:
         prepared[name].encoding = {k: v for k, v in var.encoding.items() if k in ("chunks",)}
         prepared[name].encoding["write_empty_chunks"] = False
         prepared[name].attrs.pop("_FillValue", None)
-    if isinstance(target, ZStore):
-        zs = target
+    return prepared, texts
+
+
+def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, consolidated: bool,
+                 kw: Mapping[str, Any]) -> None:
+    """xarray writes each node through ``_MetadataLast`` (chunks of numbers, metadata held back),
+    we write the text chunks, then every zarr.json, the root last."""
+    root_key = zs.full_key("zarr.json")
+    meta_store = _MetadataLast(zs.store, hidden=frozenset({root_key}) if not into_group else frozenset())
+    layout = kw["layout"]
+    lkw = dict(index_data_type=kw["index_data_type"], index_location=kw["index_location"],
+               index_codecs=kw["index_codecs"], data_codecs=kw["data_codecs"],
+               compressors=kw["compressors"] or ())
+    for i, (group, ds, texts) in enumerate(prepared):
         where = "/".join(p for p in (zs.prefix, (group or "").strip("/")) if p) or None
-        prepared.to_zarr(zs.store, mode=mode, zarr_format=3, consolidated=False, group=where)
-    else:
-        target = os.fspath(target) if isinstance(target, os.PathLike) else target
-        prepared.to_zarr(target, mode=mode, zarr_format=3, consolidated=False, group=group)
-        zs = open_store(target, mode="a")
-    prefix = (group or "").strip("/")
-    kw = dict(index_data_type=index_data_type, index_location=index_location,
-              index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors or ())
-    for name, (kind, values, packed) in texts.items():
-        keep = layout == "vlen-utf8" and compressors is None and kind == "str"
-        _write_text_array(zs, f"{prefix}/{name}".strip("/"), values, packed, kind, layout, keep, **kw)
+        ds.to_zarr(meta_store, mode=("w" if not into_group else "a") if i == 0 else "a", zarr_format=3,
+                   consolidated=False, group=where)
+        prefix = (group or "").strip("/")
+        for name, (kind, values, packed) in texts.items():
+            keep = layout == "vlen-utf8" and kw["compressors"] is None and kind == "str"
+            _write_text_array(zs, meta_store, f"{prefix}/{name}".strip("/"), values, packed, kind, layout,
+                              keep, **lkw)
+    if into_group and consolidated and root_key not in meta_store.meta:
+        raw = zs.get_bytes("zarr.json")
+        if raw is not None:
+            meta_store.meta[root_key] = raw
+    meta_store.flush(zs, root_key, consolidated, others=into_group)
 
 
-def _consolidate(zs: ZStore) -> None:
-    """Inline consolidated metadata as zarr-python writes it, without zarr-python parsing our arrays."""
+def _consolidated_root(zs: ZStore, root: dict[str, Any], nodes: Mapping[str, Any], others: bool) -> dict[str, Any]:
+    """The root zarr.json with inline consolidated metadata as zarr-python writes it, built from
+    the nodes just written plus (for a write into a group) the ones the store already had."""
     from zarr.core.sync import sync
 
     async def listing() -> list[str]:
         return [k async for k in zs.store.list_prefix(zs.full_key(""))]
 
-    keys = [k for k in sync(listing()) if k.endswith("zarr.json")]
     entries: dict[str, Any] = {}
-    rel_keys = [k[len(zs.full_key("")):].lstrip("/") if zs.prefix else k for k in keys]
-    for rel, obj in zip(rel_keys, zs.get_json_many(rel_keys), strict=True):
-        if rel == "zarr.json" or obj is None:
+    found: dict[str, Any] = {}
+    if others:  # a write into one group: the rest of the store is listed too
+        keys = [_relative(zs, k) for k in sync(listing()) if k.endswith("zarr.json")]
+        keys = [k for k in keys if k not in nodes and k != "zarr.json"]
+        found = dict(zip(keys, zs.get_json_many(keys), strict=True))
+    for rel, obj in {**found, **nodes}.items():
+        if rel == "zarr.json" or not isinstance(obj, dict):
             continue
         child = rel[: -len("/zarr.json")]
         if obj.get("node_type") == "group":
             obj = {**obj, "consolidated_metadata": {"kind": "inline", "must_understand": False, "metadata": {}}}
         entries[child] = obj
-    root = json.loads(zs.get_bytes("zarr.json") or b"{}")
-    root["consolidated_metadata"] = {"kind": "inline", "must_understand": False,
-                                     "metadata": dict(sorted(entries.items()))}
-    zs.set_many([("zarr.json", json.dumps(root, indent=2).encode())])
+    return {**root, "consolidated_metadata": {"kind": "inline", "must_understand": False,
+                                              "metadata": dict(sorted(entries.items()))}}
