@@ -687,3 +687,110 @@ def test_kernels_fuzz_malformed_inputs(data, offs, odt, width, n_expected, polic
             K.utf8_scan(v)
     with contextlib.suppress(*errors):
         K.pack_at(out, None if s is None else s.astype(np.intp), [data] if s is None else [data] * len(s))
+
+
+# --------------------------------------------------------------------------------------------
+# every change a utf8_errors policy makes is warned about, the same way on both paths
+# --------------------------------------------------------------------------------------------
+
+
+def _cut_store(tmp_path: Any, layout: str) -> tuple[Any, str]:
+    """A store of 12 values in 3 chunks of 4 whose values 'xy' (one per chunk, elements 1, 5, 9) are
+    overwritten in place by b'x\\xc3' -- a character cut in half, as netcdf-c's byte truncation
+    leaves it -- and the name the warning gives the first one."""
+    import zarr
+
+    vals = np.array(["ok", "xy", "é", "ab"] * 3, dtype=object)
+    path = tmp_path / f"{layout}.zarr"
+    if layout in ("nczarr", "nc_char"):
+        from xr_zstrings.writer import to_nczarr
+
+        ds = xr.Dataset({"s": ("x", vals)})
+        ds["s"].encoding["chunks"] = (4,)
+        if layout == "nc_char":
+            ds["s"].encoding["dtype"] = np.dtype("S1")
+        to_nczarr(ds, path)
+        first = "value [1]"
+    elif layout == "zarr-v2-vlen":
+        g = zarr.open_group(path, mode="w", zarr_format=2)
+        a = g.create_array("s", shape=vals.shape, chunks=(4,), dtype=str, compressors=None, fill_value="")
+        a[:] = vals
+        a.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+        first = "chunk "
+    elif layout == "sharded":
+        g = zarr.open_group(path, mode="w", zarr_format=3)
+        a = g.create_array("s", shape=vals.shape, chunks=(2,), shards=(4,), dtype=str, compressors=None,
+                           fill_value="", dimension_names=["x"])
+        a[:] = vals
+        first = "chunk "
+    else:
+        from xr_zstrings.writer_v3 import to_zarr_v3
+
+        ds = xr.Dataset({"s": ("x", vals)})
+        ds["s"].encoding["chunks"] = (4,)
+        to_zarr_v3(ds, path, layout=layout, compressors=[], consolidated=False)  # type: ignore[arg-type]
+        first = "chunk "
+    n = 0
+    for f in sorted((path / "s").rglob("*")):
+        if f.is_file() and not f.name.startswith((".z", "zarr.json")):
+            data = f.read_bytes()
+            if b"xy" in data:
+                f.write_bytes(data.replace(b"xy", b"x\xc3"))
+                n += data.count(b"xy")
+    assert n == 3
+    return path, first
+
+
+@needs_ext
+@pytest.mark.parametrize("layout", ["nczarr", "nc_char", "zarr-v2-vlen", "vlen-utf8", "zarrs.vlen", "arrow",
+                                    "sharded"])
+def test_policy_changes_warn_with_count_and_first_value(tmp_path, layout):
+    """utf8_errors="drop" (the default) drops the cut character and says so: one
+    StringDecodeWarning per read, with the count over all chunks and the first value; "replace"
+    likewise; "strict" raises. Values, errors and warnings are the same without the kernels."""
+    path, first = _cut_store(tmp_path, layout)
+    expect = ["ok", "x", "é", "ab"] * 3
+    kind, got, warned = same(lambda: xr.open_dataset(path, engine="zstrings")["s"].values.tolist())
+    assert kind == "ok" and got == expect
+    assert len(warned) == 1 and warned[0].startswith("StringDecodeWarning"), warned
+    assert "utf8_errors='drop' removed an incomplete UTF-8 character from the end of 3 value(s)" in warned[0]
+    assert f"the first is {first}" in warned[0] and "stored b'x\\xc3', read as 'x'" in warned[0], warned[0]
+    if first == "chunk ":  # variable-length: the chunk and the element in it
+        assert any(f"{c}, element 1:" in warned[0] for c in ("'s/0'", "'s/c/0'", "'s/c/0', inner chunk (0,)")), warned[0]
+    assert "variable '/s'" in warned[0]
+    kind, got, warned = same(lambda: xr.open_dataset(path, engine="zstrings", utf8_errors="replace")["s"].values.tolist())
+    assert kind == "ok" and got == ["ok", "x\ufffd", "é", "ab"] * 3
+    assert len(warned) == 1 and "utf8_errors='replace' put U+FFFD for invalid UTF-8 into 3 value(s)" in warned[0]
+    assert f"the first is {first}" in warned[0]
+    kind, err, warned = same(lambda: xr.open_dataset(path, engine="zstrings", utf8_errors="strict")["s"].values)
+    assert kind == "error" and err[0] in ("StringDecodeError", "ChunkError") and not warned
+    # a selection warns about what it read only: values 8..11 hold one cut value
+    kind, got, warned = same(lambda: xr.open_dataset(path, engine="zstrings")["s"][8:].values.tolist())
+    assert got == expect[8:] and len(warned) == 1 and "end of 1 value(s)" in warned[0]
+    # selecting valid values: fixed-width layouts decode the selected values only (no warning); a
+    # variable-length chunk is decoded whole (an invalid value anywhere in it is an error), so the
+    # changes in chunks 0 and 1 are reported (of a shard, the inner chunks read: 4..5)
+    kind, got, warned = same(lambda: xr.open_dataset(path, engine="zstrings")["s"][2:5].values.tolist())
+    assert got == expect[2:5]
+    if first == "chunk ":
+        n = 1 if layout == "sharded" else 2
+        assert len(warned) == 1 and f"end of {n} value(s)" in warned[0]
+    else:
+        assert warned == []
+
+
+@needs_ext
+def test_policy_changes_on_dask_blocks_and_direct_calls(tmp_path):
+    """With dask each block read warns about its own values; the public decoders warn per call."""
+    path, _ = _cut_store(tmp_path, "nczarr")
+    from xr_zstrings import StringDecodeWarning
+
+    with pytest.warns(StringDecodeWarning) as rec:
+        got = xr.open_dataset(path, engine="zstrings", chunks={})["s"].values.tolist()
+    assert got == ["ok", "x", "é", "ab"] * 3
+    msgs = [str(w.message) for w in rec if "utf8_errors" in str(w.message)]
+    assert len(msgs) == 3 and all("end of 1 value(s)" in m for m in msgs)
+    for fn in (lambda: S.decode_fixed_utf8(np.array([b"a\xc3", b"b", b"\xe2\x82"]), what="v"),
+               lambda: V.decode_vlen_utf8_to_numpy(struct.pack("<II", 1, 2) + b"a\xc3", utf8_errors="drop", what="c")):
+        kind, _, warned = same(fn)
+        assert kind == "ok" and len(warned) == 1 and "removed an incomplete UTF-8 character" in warned[0]

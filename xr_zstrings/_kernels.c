@@ -11,7 +11,9 @@
  * numcodecs vlen-utf8 chunks (vlen_utf8_from_offsets); T_to_objects is astype(object).
  *
  * Policies: 0 "strict", 1 "drop" (an incomplete-but-valid-so-far UTF-8 sequence at the very end
- * of a value is dropped, anything else invalid is bad), 2 "replace".  The kernels never build
+ * of a value is dropped, anything else invalid is bad), 2 "replace".  Under "drop" the decoders
+ * also report how many output values were shortened and the first one's position (an optional
+ * int64 `stats` array), so the Python layer can warn: nothing changes without a word.  The kernels never build
  * error messages or replacement strings: they return the positions of bad values and the Python
  * layer (xr_zstrings.strings / vlen) handles those exactly as its pure-Python fallback does, so
  * both paths give identical results and identical errors.
@@ -409,6 +411,85 @@ changed:
     return NULL;
 }
 
+
+/* ------------------------------------------------------------------------------------------
+ * drop accounting: which values lost an incomplete trailing character under "drop"
+ * ---------------------------------------------------------------------------------------- */
+
+/* remember that source value i was shortened (the flag table is allocated on the first drop, so
+ * valid data never pays for it); -1 when out of memory. Safe without the GIL. */
+static inline int
+mark_drop(uint8_t **dropped, npy_intp n_src, npy_intp i)
+{
+    if (!*dropped) {
+        *dropped = (uint8_t *)PyMem_RawCalloc((size_t)(n_src ? n_src : 1), 1);
+        if (!*dropped) return -1;
+    }
+    (*dropped)[i] = 1;
+    return 0;
+}
+
+/* stats: None, or a writeable C-contiguous int64 array of >= 2 (6 for the source counts) */
+static int
+check_stats(PyObject *obj)
+{
+    if (obj == Py_None) return 0;
+    if (!PyArray_Check(obj) || PyArray_TYPE((PyArrayObject *)obj) != NPY_INT64 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj) || !PyArray_ISWRITEABLE((PyArrayObject *)obj) ||
+        PyArray_SIZE((PyArrayObject *)obj) < 2) {
+        PyErr_SetString(PyExc_TypeError, "stats must be None or a writeable contiguous int64 array of 2 or 6");
+        return -1;
+    }
+    return 0;
+}
+
+/* stats[0] = output values (in out's C order) that lost a trailing character under "drop",
+ * stats[1] = the first one's position (-1: none); when stats has 6 elements, the same over every
+ * source value whether selected or not (a variable-length chunk is decoded whole): stats[2:4] for
+ * drops, stats[4:6] for bad values (source indices).  The output and the sources are walked only
+ * when something was dropped or bad. */
+static void
+fill_stats(PyObject *stats_obj, npy_intp size, const uint8_t *dropped, const int64_t *sel, npy_intp n_src,
+           const int32_t *len, npy_intp n_bad)
+{
+    if (stats_obj == Py_None) return;
+    int64_t *st = (int64_t *)PyArray_DATA((PyArrayObject *)stats_obj);
+    int64_t count = 0, first = -1;
+    if (dropped) {
+        for (npy_intp k = 0; k < size; k++) {
+            npy_intp src = sel ? (npy_intp)sel[k] : k;
+            if (src >= 0 && src < n_src && dropped[src]) {
+                if (first < 0) first = k;
+                count++;
+            }
+        }
+    }
+    st[0] = count;
+    st[1] = first;
+    if (PyArray_SIZE((PyArrayObject *)stats_obj) < 6) return;
+    int64_t dcount = 0, dfirst = -1, bfirst = -1;
+    if (dropped) {
+        for (npy_intp i = 0; i < n_src; i++) {
+            if (dropped[i]) {
+                if (dfirst < 0) dfirst = i;
+                dcount++;
+            }
+        }
+    }
+    if (n_bad) {
+        for (npy_intp i = 0; i < n_src; i++) {
+            if (len[i] < 0) {
+                bfirst = i;
+                break;
+            }
+        }
+    }
+    st[2] = dcount;
+    st[3] = dfirst;
+    st[4] = n_bad;
+    st[5] = bfirst;
+}
+
 /* ------------------------------------------------------------------------------------------
  * fixed width: fixed_to_T(buf, width, out, sel, policy[, trailing]) -> intp array of bad positions
  * A value ends at its first NUL (NC_STRING, netcdf-c); with trailing=1 only trailing NULs are
@@ -432,15 +513,17 @@ fixed_to_T(PyObject *self, PyObject *args)
 {
     Py_buffer view;
     Py_ssize_t width;
-    PyObject *out_obj, *sel_obj;
+    PyObject *out_obj, *sel_obj, *stats_obj = Py_None;
     int policy, trailing = 0;
-    if (!PyArg_ParseTuple(args, "y*nOOi|p", &view, &width, &out_obj, &sel_obj, &policy, &trailing)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*nOOi|pO", &view, &width, &out_obj, &sel_obj, &policy, &trailing, &stats_obj))
+        return NULL;
     PyObject *result = NULL;
     int64_t *start = NULL;
     int32_t *len = NULL;
+    uint8_t *dropped = NULL;
     PyArrayObject *out;
     const int64_t *sel;
-    if (check_out(out_obj, &out) < 0) goto finish;
+    if (check_out(out_obj, &out) < 0 || check_stats(stats_obj) < 0) goto finish;
     if (width <= 0 || view.len % width != 0 || width > INT32_MAX) {
         PyErr_SetString(PyExc_ValueError, "buffer size is not a multiple of a positive width");
         goto finish;
@@ -461,21 +544,30 @@ fixed_to_T(PyObject *self, PyObject *args)
         const uint8_t *p = data + i * width;
         int non_ascii;
         Py_ssize_t L = trailing ? row_rstrip_nul(p, width, &non_ascii) : row_first_nul(p, width, &non_ascii);
-        Py_ssize_t keep = non_ascii ? keep_len(p, L, policy) : L;
+        Py_ssize_t keep = L;
+        if (non_ascii) {
+            keep = keep_len(p, L, policy);
+            if (keep >= 0 && keep < L && mark_drop(&dropped, n_src, i) < 0) {
+                failed = -3;
+                break;
+            }
+        }
         if (trailing && keep < L) /* a cut character dropped: NULs before it are padding too */
             while (keep > 0 && p[keep - 1] == 0) keep--;
         len[i] = (int32_t)keep;
         if (keep < 0) n_bad++;
     }
     spans sp = {data, NULL, width, len, n_src};
-    if (size) failed = pack_all(out, &sp, sel);
+    if (size && !failed) failed = pack_all(out, &sp, sel);
     Py_END_ALLOW_THREADS
     if (failed) {
         pack_error(failed);
         goto finish;
     }
     result = bad_positions(out, len, sel, n_src, n_bad, policy != POLICY_REPLACE);
+    if (result) fill_stats(stats_obj, size, dropped, sel, n_src, len, n_bad);
 finish:
+    PyMem_RawFree(dropped);
     PyMem_RawFree(start);
     PyMem_RawFree(len);
     PyBuffer_Release(&view);
@@ -490,15 +582,16 @@ static PyObject *
 offsets_to_T(PyObject *self, PyObject *args)
 {
     Py_buffer view;
-    PyObject *off_obj, *out_obj, *sel_obj;
+    PyObject *off_obj, *out_obj, *sel_obj, *stats_obj = Py_None;
     int policy;
-    if (!PyArg_ParseTuple(args, "y*OOOi", &view, &off_obj, &out_obj, &sel_obj, &policy)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*OOOi|O", &view, &off_obj, &out_obj, &sel_obj, &policy, &stats_obj)) return NULL;
     PyObject *result = NULL;
     int64_t *start = NULL;
     int32_t *len = NULL;
+    uint8_t *dropped = NULL;
     PyArrayObject *out, *off;
     const int64_t *sel;
-    if (check_out(out_obj, &out) < 0) goto finish;
+    if (check_out(out_obj, &out) < 0 || check_stats(stats_obj) < 0) goto finish;
     if (!PyArray_Check(off_obj) || PyArray_NDIM((PyArrayObject *)off_obj) != 1 ||
         !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || !PyArray_ISALIGNED((PyArrayObject *)off_obj) ||
         PyArray_DIM((PyArrayObject *)off_obj, 0) < 1) {
@@ -561,6 +654,10 @@ offsets_to_T(PyObject *self, PyObject *args)
         for (npy_intp i = 0; i < n_src; i++) {
             const uint8_t *p = data + start[i];
             Py_ssize_t keep = span_non_ascii(p, len[i], data + dlen) ? keep_len(p, len[i], policy) : len[i];
+            if (keep >= 0 && keep < len[i] && mark_drop(&dropped, n_src, i) < 0) {
+                err = 3;
+                break;
+            }
             len[i] = (int32_t)keep;
             if (keep < 0) n_bad++;
         }
@@ -588,7 +685,9 @@ offsets_to_T(PyObject *self, PyObject *args)
         goto finish;
     }
     result = bad_positions(out, len, sel, n_src, n_bad, policy != POLICY_REPLACE);
+    if (result) fill_stats(stats_obj, size, dropped, sel, n_src, len, n_bad);
 finish:
+    PyMem_RawFree(dropped);
     PyMem_RawFree(start);
     PyMem_RawFree(len);
     PyBuffer_Release(&view);
@@ -613,17 +712,19 @@ vlen_utf8_to_T(PyObject *self, PyObject *args)
     Py_buffer view;
     Py_ssize_t n_expected;
     int allow_trailing, policy;
-    PyObject *out_obj, *sel_obj;
-    if (!PyArg_ParseTuple(args, "y*npOOi", &view, &n_expected, &allow_trailing, &out_obj, &sel_obj, &policy))
+    PyObject *out_obj, *sel_obj, *stats_obj = Py_None;
+    if (!PyArg_ParseTuple(args, "y*npOOi|O", &view, &n_expected, &allow_trailing, &out_obj, &sel_obj, &policy,
+                          &stats_obj))
         return NULL;
     PyObject *result = NULL;
     int64_t *start = NULL;
     int32_t *len = NULL;
+    uint8_t *dropped = NULL;
     PyArrayObject *out;
     const int64_t *sel;
     const uint8_t *a = (const uint8_t *)view.buf;
     int64_t B = (int64_t)view.len;
-    if (check_out(out_obj, &out) < 0) goto finish;
+    if (check_out(out_obj, &out) < 0 || check_stats(stats_obj) < 0) goto finish;
     if (B < 4) goto malformed;
     int64_t n = rd_u32le(a);
     if ((n_expected >= 0 && n != n_expected) || n > (B - 4) / 4) goto malformed;
@@ -666,6 +767,10 @@ vlen_utf8_to_T(PyObject *self, PyObject *args)
         for (int64_t i = 0; i < n; i++) {
             const uint8_t *v = a + start[i];
             Py_ssize_t keep = span_non_ascii(v, len[i], a + B) ? keep_len(v, len[i], policy) : len[i];
+            if (keep >= 0 && keep < len[i] && mark_drop(&dropped, (npy_intp)n, (npy_intp)i) < 0) {
+                err = 3;
+                break;
+            }
             len[i] = (int32_t)keep;
             if (keep < 0) n_bad++;
         }
@@ -686,10 +791,12 @@ vlen_utf8_to_T(PyObject *self, PyObject *args)
         goto finish;
     }
     result = bad_positions(out, len, sel, (npy_intp)n, n_bad, policy != POLICY_REPLACE);
+    if (result) fill_stats(stats_obj, size, dropped, sel, (npy_intp)n, len, n_bad);
     goto finish;
 malformed:
     result = Py_NewRef(Py_None);
 finish:
+    PyMem_RawFree(dropped);
     PyMem_RawFree(start);
     PyMem_RawFree(len);
     PyBuffer_Release(&view);
@@ -1415,11 +1522,12 @@ static PyMethodDef methods[] = {
     {"pack_at", pack_at, METH_VARARGS,
      "pack_at(out, positions, values): set out's C-order positions (None: all) to UTF-8 bytes"},
     {"fixed_to_T", fixed_to_T, METH_VARARGS,
-     "fixed_to_T(buf, width, out, sel, policy, trailing=False) -> intp array of bad output positions"},
+     "fixed_to_T(buf, width, out, sel, policy, trailing=False, stats=None) -> intp array of bad output "
+     "positions; stats[:2] = (values shortened under drop, first position)"},
     {"offsets_to_T", offsets_to_T, METH_VARARGS,
-     "offsets_to_T(data, offsets, out, sel, policy) -> intp array of bad output positions"},
+     "offsets_to_T(data, offsets, out, sel, policy, stats=None) -> bad output positions (stats as fixed_to_T)"},
     {"vlen_utf8_to_T", vlen_utf8_to_T, METH_VARARGS,
-     "vlen_utf8_to_T(buf, n_expected, allow_trailing, out, sel, policy) -> bad positions or None"},
+     "vlen_utf8_to_T(buf, n_expected, allow_trailing, out, sel, policy, stats=None) -> bad positions or None"},
     {"utf8_scan", utf8_scan, METH_VARARGS, "utf8_scan(values, allow_nul=False) -> (status, index, int64 lengths)"},
     {"fill_fixed_bounded", fill_fixed_bounded, METH_VARARGS,
      "fill_fixed_bounded(values, width, out, zeroed=False) -> (status, index, n_over, longest)"},

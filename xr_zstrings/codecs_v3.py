@@ -724,7 +724,10 @@ class _ShardingAB:
                 )
         return idx
 
-    def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> np.ndarray:
+    def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str,
+               region: tuple[slice, ...] | None = None) -> np.ndarray:
+        """The shard's values; with ``region`` only the inner chunks it touches are decoded (the
+        rest is the fill value), as the compiled read path does."""
         if tuple(shape) != self.shard_shape:
             raise ChunkError(f"{ctx}: a shard has shape {list(self.shard_shape)}, asked to decode {list(shape)}")
         idx = self.read_index(u8, ctx)
@@ -738,7 +741,9 @@ class _ShardingAB:
         out = np.empty(self.shard_shape, self.dtype)
         for j, sl in enumerate(self.slices):
             o, n = int(idx[j, 0]), int(idx[j, 1])
-            if o == _MAX_U64 and n == _MAX_U64:
+            untouched = region is not None and any(
+                r.start >= b.stop or r.stop <= b.start for r, b in zip(region, sl, strict=True))
+            if (o == _MAX_U64 and n == _MAX_U64) or untouched:
                 out[sl] = self.fill_value
             else:
                 out[sl] = self.inner.decode(u8[o:o + n], _ctx=f"{ctx}, inner chunk {tuple(int(c) for c in np.unravel_index(j, self.cps))}")
@@ -973,17 +978,21 @@ class V3Pipeline:
         return u8
 
     def decode(self, raw: Any, chunk_shape: tuple[int, ...] | None = None, *, key: Any = None,
-               _ctx: str | None = None) -> np.ndarray:
+               _ctx: str | None = None, region: tuple[slice, ...] | None = None) -> np.ndarray:
         """Stored chunk bytes -> the full chunk (C order, ``chunk_shape``, dtype ``self.dtype``).
 
-        ``key`` (e.g. the store key "c/0/1") only enriches error messages.
+        ``key`` (e.g. the store key "c/0/1") only enriches error messages.  ``region``: the part
+        of the chunk that will be used; a shard then decodes only the inner chunks it touches.
         """
         shape = self.chunk_shape if chunk_shape is None else tuple(int(s) for s in chunk_shape)
         ctx = _ctx or self._ctx(key)
         with self.decode_errors(ctx):
             shapes = self._shapes(shape)
             u8 = self._bytes_decode(raw, ctx)
-            arr = self.ab.decode(u8, shapes[-1], ctx)
+            if self.sharded and not self.aa and region is not None:
+                arr = self.ab.decode(u8, shapes[-1], ctx, region=region)
+            else:
+                arr = self.ab.decode(u8, shapes[-1], ctx)
             for step, s in zip(reversed(self.aa), reversed(shapes[:-1]), strict=True):
                 arr = step.decode(arr, s)
             if arr.dtype != self.dtype:

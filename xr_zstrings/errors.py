@@ -17,6 +17,7 @@ __all__ = [
     "StoreNotFoundError",
     "StorePermissionError",
     "StringDecodeError",
+    "StringDecodeWarning",
     "StringOverflowError",
     "StringTruncationWarning",
     "UnsupportedError",
@@ -78,3 +79,8 @@ class StringTruncationWarning(UserWarning):
 
 class CodecDroppedWarning(UserWarning):
     """A codec of the source has no equivalent in the Zarr format being written and was left out."""
+
+
+class StringDecodeWarning(UserWarning):
+    """A ``utf8_errors`` policy changed values while reading ("drop" shortened them, "replace" put
+    U+FFFD in them); the message gives the count, the first value and how to read the bytes."""

@@ -450,13 +450,15 @@ class ChunkedArray:
         """
         step = self._group_size()
         groups = [plan[b0 : b0 + step] for b0 in range(0, len(plan), step)]
+        changes = strings.active_changes()  # the read's policy report, shared with the workers
 
         def task(group: list[tuple[str, tuple, tuple]]) -> None:
-            raws = self.store.get_many([k for k, _, _ in group])
-            for (k, src, dst), i in zip(group, range(len(raws)), strict=True):
-                raw, raws[i] = raws[i], None  # drop each chunk's bytes once decoded
-                fn(k, raw, src, dst)
-                del raw
+            with strings.reporting(changes):
+                raws = self.store.get_many([k for k, _, _ in group])
+                for (k, src, dst), i in zip(group, range(len(raws)), strict=True):
+                    raw, raws[i] = raws[i], None  # drop each chunk's bytes once decoded
+                    fn(k, raw, src, dst)
+                    del raw
 
         threads = decode_threads(self.threads)
         if parallel and len(groups) > 1 and threads > 1:
@@ -483,7 +485,8 @@ class ChunkedArray:
             if raw is None:
                 out[dst] = self._fill()  # a chunk never written reads as the fill value
             else:
-                out[dst] = self._decode_chunk(raw, key, chunks)[src]
+                with strings.in_chunk(self.store.where(key)):
+                    out[dst] = self._decode_chunk(raw, key, chunks, region=src)[src]
 
         self._run(plan, place, self.parallel and len(plan) > 2)
         return out
@@ -599,11 +602,12 @@ class ChunkedArray:
                 strings.kernels().pack_at(view, None, [fill_value.encode("utf-8")])
                 return
             sel = self._sel(src, lead_chunks, meta.order)
-            if decode == "text":
-                self._text_into(raw, key, view, sel, src)
-                return
-            if decode == "vlen":
-                self._vlen_into(raw, key, view, sel)
+            if decode in ("text", "vlen"):
+                with strings.in_chunk(self.store.where(key)):
+                    if decode == "text":
+                        self._text_into(raw, key, view, sel, src)
+                    else:
+                        self._vlen_into(raw, key, view, sel)
                 return
             buf = self._chunk_bytes(raw, key, chunks)
             width = chunks[-1] if char else meta.dtype.itemsize
@@ -690,12 +694,13 @@ class ChunkedArray:
                 f"{meta.compressor!r} and filters {list(meta.filters)!r}."
             ) from None
 
-    def _decode_chunk(self, raw: bytes, key: str, chunks: tuple[int, ...]) -> np.ndarray:
+    def _decode_chunk(self, raw: bytes, key: str, chunks: tuple[int, ...],
+                      region: tuple[slice, ...] | None = None) -> np.ndarray:
         meta = self.meta
         n = math.prod(chunks)
         if self.v3:
             try:
-                arr = self.pipeline_v3.decode(raw, meta.chunks)
+                arr = self.pipeline_v3.decode(raw, meta.chunks, region=region)
             except ZStringsError as e:
                 raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
             except Exception as e:
@@ -793,6 +798,11 @@ class LazyArray:
         grouped into runs of adjacent chunks, so ``[::10**9]`` or ``[[0, -1]]`` on a huge array reads
         a few chunks, not the span between them.
         """
+        # every value a utf8_errors policy changes in this read is counted: one warning at the end
+        with strings.policy_scope(self.what, stacklevel=5):
+            return self._getitem(key)
+
+    def _getitem(self, key: tuple[Any, ...]) -> np.ndarray:
         if not isinstance(key, tuple):
             key = (key,)
         key = key + (slice(None),) * (self.ndim - len(key))

@@ -15,15 +15,19 @@ Output string dtype ("string_dtype"):
 from __future__ import annotations
 
 import codecs
+import contextlib
 import os
 import re
+import threading
 import warnings
+from collections.abc import Iterator
 from typing import Any, Literal
 
 import numpy as np
 
 from .errors import (
     StringDecodeError,
+    StringDecodeWarning,
     StringOverflowError,
     StringTruncationWarning,
     ZStringsError,
@@ -282,6 +286,123 @@ def _empty_T(shape: tuple[int, ...]) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------------------------
+# policy reports: every value a utf8_errors policy changes is counted and warned about
+# --------------------------------------------------------------------------------------------
+
+
+class PolicyChanges:
+    """What a ``utf8_errors`` policy changed during one read: per kind ("drop" / "replace") the
+    number of values and the first one (by position).  Thread-safe: chunks decode on threads."""
+
+    def __init__(self, what: str = "") -> None:
+        self.what = what
+        self._lock = threading.Lock()
+        self.counts: dict[str, int] = {}
+        self.first: dict[str, tuple[Any, str, bytes, str]] = {}
+
+    def add(self, kind: str, count: int, where: str, before: bytes, after: str) -> None:
+        """``count`` values changed by ``kind``; ``where``/``before``/``after`` describe one of them."""
+        if count <= 0:
+            return
+        key = (tuple(int(x) for x in re.findall(r"\d+", where)), where)
+        with self._lock:
+            self.counts[kind] = self.counts.get(kind, 0) + int(count)
+            old = self.first.get(kind)
+            if old is None or key < old[0]:
+                self.first[kind] = (key, where, before, after)
+
+    def warn(self, stacklevel: int = 3) -> None:
+        """One StringDecodeWarning per kind of change (nothing when nothing changed)."""
+        for kind in ("drop", "replace"):
+            n = self.counts.get(kind, 0)
+            if not n:
+                continue
+            _, where, before, after = self.first[kind]
+            if kind == "drop":
+                what_happened = (
+                    f"utf8_errors='drop' removed an incomplete UTF-8 character from the end of {n} "
+                    "value(s) (what netcdf-c's byte truncation leaves)"
+                )
+            else:
+                what_happened = f"utf8_errors='replace' put U+FFFD for invalid UTF-8 into {n} value(s)"
+            warnings.warn(
+                StringDecodeWarning(
+                    f"{_ctx(self.what)}{what_happened}; the first is {where}: stored {before!r}, read "
+                    f"as {after!r}. Pass utf8_errors='strict' to raise instead, or "
+                    "string_dtype='bytes' to read the stored bytes."
+                ),
+                stacklevel=stacklevel,
+            )
+
+
+_active = threading.local()
+
+
+def active_changes() -> PolicyChanges | None:
+    """The PolicyChanges the current thread reports into (None: report by warning at once)."""
+    return getattr(_active, "changes", None)
+
+
+@contextlib.contextmanager
+def reporting(changes: PolicyChanges | None) -> Iterator[PolicyChanges | None]:
+    """Make this thread report policy changes into ``changes`` (a read's worker threads use the
+    caller's); None leaves the thread as it is."""
+    if changes is None:
+        yield active_changes()
+        return
+    prev = active_changes()
+    _active.changes = changes
+    try:
+        yield changes
+    finally:
+        _active.changes = prev
+
+
+@contextlib.contextmanager
+def policy_scope(what: str = "", stacklevel: int = 4) -> Iterator[PolicyChanges]:
+    """Collect the policy changes of one public call and warn once at its end; inside an outer
+    scope (a whole read), report into that one instead."""
+    outer = active_changes()
+    if outer is not None:
+        yield outer
+        return
+    changes = PolicyChanges(what)
+    _active.changes = changes
+    try:
+        yield changes
+    finally:
+        _active.changes = None
+    changes.warn(stacklevel=stacklevel)
+
+
+def current_chunk() -> str:
+    """The chunk this thread is decoding (set by the reader), for naming variable-length values."""
+    return getattr(_active, "chunk", "")
+
+
+@contextlib.contextmanager
+def in_chunk(label: str) -> Iterator[None]:
+    """Name the chunk being decoded in this thread (``current_chunk``) while the block runs."""
+    prev = current_chunk()
+    _active.chunk = label
+    try:
+        yield
+    finally:
+        _active.chunk = prev
+
+
+def report_change(kind: str, count: int, where: str, before: bytes, after: str) -> None:
+    """Record that a policy changed ``count`` values (into the active scope, else warn now)."""
+    changes = active_changes()
+    if changes is None:
+        changes = PolicyChanges()
+        changes.add(kind, count, where, before, after)
+        changes.warn(stacklevel=4)
+    else:
+        changes.add(kind, count, where, before, after)
+
+
+# --------------------------------------------------------------------------------------------
 # fixed-width UTF-8 (NC_STRING as |Sn)
 # --------------------------------------------------------------------------------------------
 
@@ -468,9 +589,11 @@ def _decode_flat_utf8(flat: np.ndarray, n: int, policy: str, what: str, shape: t
 def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple, trailing: bool = False) -> np.ndarray:
     """Cut every row at its end (see _value_lengths; and a trailing partial char for "drop"), then validate."""
     N, n = u8.shape
-    L = _value_lengths(u8, trailing)
+    L0 = L = _value_lengths(u8, trailing)
+    tail = None
     if policy == "drop":
-        L = L - _incomplete_tail(u8, L)
+        tail = _incomplete_tail(u8, L0)
+        L = L0 - tail
     canon = u8.copy()
     canon[np.arange(n)[None, :] >= L[:, None]] = 0
     canon_s = canon.view(f"S{n}").reshape(N)
@@ -485,12 +608,20 @@ def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple, trailing:
             except UnicodeDecodeError as e:
                 raise _decode_error(what, _index(i, shape), b, e, policy) from None
         fixed = [b.decode("utf-8", "replace") for b in canon_s[bad].tolist()]
+        first_bad = canon_s[int(bad[0])].tobytes()[: int(L[int(bad[0])])]
         # blank the invalid rows before the cast: numpy 2.5's S->T cast raises a bare TypeError on
         # invalid UTF-8 (numpy 2.4 copied the bytes unchecked); both then get the same U+FFFD values
         canon_s[bad] = b""
     out = canon_s.astype(_T)
     if bad.size:
         out[bad] = np.array(fixed, dtype=_T)
+        i = int(bad[0])
+        report_change("replace", bad.size, f"value {_index(i, shape)}", first_bad, fixed[0])
+    if tail is not None:
+        dropped = np.flatnonzero(tail > 0)
+        if dropped.size:
+            i = int(dropped[0])
+            report_change("drop", dropped.size, f"value {_index(i, shape)}", u8[i, : L0[i]].tobytes(), str(out[i]))
     return out
 
 
@@ -517,10 +648,18 @@ def decode_fixed_into(
     raise or become U+FFFD exactly as the numpy fallback (``_decode_flat_utf8``) does.
     """
     K = kernels()
-    bad = K.fixed_to_T(buf, n, out, sel, _POLICY_CODE[policy], trailing)
-    if not bad.size:
+    stats = np.zeros(2, np.int64) if policy == "drop" else None
+    bad = K.fixed_to_T(buf, n, out, sel, _POLICY_CODE[policy], trailing, stats)
+    if not bad.size and (stats is None or not stats[0]):
         return
     rows = memoryview(buf).cast("B")
+    if stats is not None and stats[0]:
+        k = int(stats[1])
+        r = int(sel[k]) if sel is not None else k
+        b, kept = _fixed_row_value(bytes(rows[r * n : (r + 1) * n]), policy, trailing)
+        report_change("drop", int(stats[0]), f"value {index(k)}", b, kept.decode("utf-8", "replace"))
+    if not bad.size:
+        return
     fixed = []
     for k in bad.tolist():
         r = int(sel[k]) if sel is not None else k
@@ -532,8 +671,11 @@ def decode_fixed_into(
                 raise _decode_error(what, index(k), kept, e, policy) from None
             raise StringDecodeError(f"{_ctx(what)}value {index(k)} is not valid UTF-8: {b!r}")
         fixed.append(b.decode("utf-8", "replace").encode("utf-8"))
+        if len(fixed) == 1:
+            first = (f"value {index(k)}", b)
     # (not out[...] = ...: chunks decode on threads, see _kernels.pack_at)
     K.pack_at(out, np.ascontiguousarray(bad, dtype=np.intp), fixed)
+    report_change("replace", len(fixed), first[0], first[1], fixed[0].decode("utf-8"))
 
 
 def decode_fixed_utf8(
@@ -554,7 +696,8 @@ def decode_fixed_utf8(
     policy = check_utf8_errors(utf8_errors)
     target = resolve_string_dtype(string_dtype)
     flat, shape, n = _as_fixed_bytes(raw, what)
-    out = _decode_flat_utf8(flat, n, policy, what, shape)
+    with policy_scope(what):
+        out = _decode_flat_utf8(flat, n, policy, what, shape)
     return convert_string_dtype(out.reshape(shape), target)
 
 
@@ -842,6 +985,14 @@ def decode_char_array(
         return convert_string_dtype(_empty_T(shape), target)
     mat = u8.reshape(N, n)
     flat = mat.view(f"S{n}").reshape(N)
+    with policy_scope(what):
+        out = _decode_char_flat(mat, flat, enc, n, N, policy, what, shape)
+    return convert_string_dtype(out.reshape(shape), target)
+
+
+def _decode_char_flat(
+    mat: np.ndarray, flat: np.ndarray, enc: str, n: int, N: int, policy: str, what: str, shape: tuple
+) -> np.ndarray:
     if enc == "utf-8":
         out = _decode_flat_utf8(flat, n, policy, what, shape, trailing=True)
     elif enc in ("ascii", "iso8859-1"):
@@ -853,12 +1004,13 @@ def decode_char_array(
             out = mat.astype("<u4").view(f"<U{n}").reshape(N).astype(_T)
     else:
         out = _decode_codec(flat, enc, policy, what, shape)
-    return convert_string_dtype(out.reshape(shape), target)
+    return out
 
 
 def _decode_codec(flat: np.ndarray, enc: str, policy: str, what: str, shape: tuple) -> np.ndarray:
     """Per-value Python decode for non-UTF-8 encodings (``tolist`` strips trailing NULs only)."""
-    vals = []
+    vals: list[str] = []
+    replaced: list[tuple[int, bytes]] = []
     for i, b in enumerate(flat.tolist()):
         try:
             vals.append(b.decode(enc))
@@ -870,6 +1022,10 @@ def _decode_codec(flat: np.ndarray, enc: str, policy: str, what: str, shape: tup
                     "utf8_errors='replace' to turn undecodable bytes into U+FFFD"
                 ) from None
             vals.append(b.decode(enc, "replace"))
+            replaced.append((i, b))
+    if replaced:
+        i, b = replaced[0]
+        report_change("replace", len(replaced), f"value {_index(i, shape)} ({enc})", b, vals[i])
     return np.array(vals, dtype=_T) if vals else _empty_T(0)
 
 

@@ -26,6 +26,7 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
 from .errors import ChunkError, StringDecodeError, UnsupportedError, ZStringsError
+from .strings import current_chunk, policy_scope, report_change
 
 __all__ = [
     "VlenChunk",
@@ -172,15 +173,39 @@ def _kernels() -> Any:
 _POLICY_CODE = {"strict": 0, "drop": 1, "replace": 2}
 
 
-def _fix_bad(bad: np.ndarray, out: np.ndarray, sel: np.ndarray | None, span: Any, policy: str, what: str) -> None:
-    """Values the kernel rejected: raise (strict/drop) or U+FFFD them (replace), as _decode_one does."""
-    vals = []
-    for k in bad.tolist():
-        i = int(sel[k]) if sel is not None else k
-        a, s, ln = span(i)
-        vals.append(_decode_one(a, s, ln, policy, what, i).encode("utf-8"))  # raises unless "replace"
-    # (not out[...] = ...: chunks decode on threads, see _kernels.pack_at)
-    _kernels().pack_at(out, np.ascontiguousarray(bad, dtype=np.intp), vals)
+def _where(i: int, what: str) -> str:
+    """Names value ``i`` of a chunk: the chunk first (so the first value sorts first), then ``what``."""
+    chunk = current_chunk()  # set by the reader: the same name on the compiled and fallback paths
+    if chunk:  # (what then names the array's metadata, but may add the inner chunk of a shard)
+        parts = [f"chunk {chunk}", what[what.index("inner chunk") :] if "inner chunk" in what else ""]
+    else:
+        parts = [what]
+    parts = [p for p in parts if p]
+    return f"{', '.join(parts) or 'the chunk'}, element {i}"
+
+
+def _after_kernel(stats: np.ndarray, bad: np.ndarray, out: np.ndarray, sel: np.ndarray | None, span: Any,
+                  policy: str, what: str) -> None:
+    """Finish a kernel decode of one variable-length chunk as the fallback does: the chunk is decoded
+    whole, so an invalid value anywhere in it raises (strict/drop), and every value of it the policy
+    changed is reported, selected or not; selected bad values are replaced (replace)."""
+    n_drop, first_drop, n_bad, first_bad = (int(x) for x in stats[2:6])
+    if n_bad and policy != "replace":
+        a, s, ln = span(first_bad)
+        _decode_one(a, s, ln, policy, what, first_bad)  # raises StringDecodeError with the details
+    if bad.size:
+        vals = [_decode_one(*span(int(sel[k]) if sel is not None else k), policy, what, 0, report=False).encode("utf-8")
+                for k in bad.tolist()]
+        # (not out[...] = ...: chunks decode on threads, see _kernels.pack_at)
+        _kernels().pack_at(out, np.ascontiguousarray(bad, dtype=np.intp), vals)
+    if n_bad:  # (replace)
+        a, s, ln = span(first_bad)
+        b = bytes(a[s : s + ln])
+        report_change("replace", n_bad, _where(first_bad, what), b, b.decode("utf-8", "replace"))
+    if n_drop:
+        a, s, ln = span(first_drop)
+        b = bytes(a[s : s + ln])
+        report_change("drop", n_drop, _where(first_drop, what), b, b.decode("utf-8", "ignore"))
 
 
 def vlen_into(
@@ -201,9 +226,12 @@ def vlen_into(
     if not off.flags.aligned:  # (the kernel reads the offsets as aligned integers)
         off = np.array(off, dtype=np.int64, order="C")
     data = chunk.data if chunk.data.flags.c_contiguous else np.ascontiguousarray(chunk.data)
-    bad = K.offsets_to_T(data, off, out, sel, _POLICY_CODE[utf8_errors])
-    if bad.size:
-        _fix_bad(bad, out, sel, lambda i: (data, int(off[i]), int(off[i + 1]) - int(off[i])), utf8_errors, what)
+    stats = np.zeros(6, np.int64)
+    bad = K.offsets_to_T(data, off, out, sel, _POLICY_CODE[utf8_errors], stats)
+    if bad.size or stats[2] or stats[4]:
+        with policy_scope(what):
+            _after_kernel(stats, bad, out, sel, lambda i: (data, int(off[i]), int(off[i + 1]) - int(off[i])),
+                          utf8_errors, what)
     return True
 
 
@@ -228,14 +256,17 @@ def decode_vlen_utf8_into(
         return False
     _check_policy(utf8_errors)
     a = _as_u8(buf, what)
+    stats = np.zeros(6, np.int64)
     bad = K.vlen_utf8_to_T(a, -1 if n_expected is None else int(n_expected), bool(allow_trailing), out, sel,
-                           _POLICY_CODE[utf8_errors])
+                           _POLICY_CODE[utf8_errors], stats)
     if bad is None:  # malformed: the Python walk names the problem
         _walk_vlen_headers(a, what, n_expected, allow_trailing)
         raise ChunkError(f"{_ctx(what)}malformed vlen-utf8 chunk")  # pragma: no cover
-    if bad.size:
+    if bad.size or stats[2] or stats[4]:
         _, _, pos = _walk_vlen_headers(a, what, n_expected, allow_trailing)
-        _fix_bad(bad, out, sel, lambda i: (a, int(pos[i]) + 4, int(pos[i + 1]) - int(pos[i]) - 4), utf8_errors, what)
+        with policy_scope(what):
+            _after_kernel(stats, bad, out, sel, lambda i: (a, int(pos[i]) + 4, int(pos[i + 1]) - int(pos[i]) - 4),
+                          utf8_errors, what)
     return True
 
 
@@ -376,6 +407,18 @@ def decode_vlen_utf8_chunk(
     return VlenChunk(offsets, data)
 
 
+def _scoped(fn: Any) -> Any:
+    """Warn once per call about the values a utf8_errors policy changed (see strings.policy_scope)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with policy_scope(kwargs.get("what", ""), stacklevel=5):
+            return fn(*args, **kwargs)
+
+    return wrapper
+
+
+@_scoped
 def decode_vlen_utf8_to_numpy(
     buf: Any,
     n_expected: int | None = None,
@@ -659,16 +702,23 @@ def _utf8_valid(u8: np.ndarray) -> bool:
     return True
 
 
-def _decode_one(a: np.ndarray, s: int, ln: int, policy: str, what: str, i: int) -> str:
+def _decode_one(a: np.ndarray, s: int, ln: int, policy: str, what: str, i: int, report: bool = True) -> str:
+    """One value under ``policy``; a change the policy makes is reported (see strings.report_change)."""
     b = a[s : s + ln].tobytes()
     try:
         return b.decode("utf-8")
     except UnicodeDecodeError as e:
         if policy == "replace":
-            return b.decode("utf-8", "replace")
+            v = b.decode("utf-8", "replace")
+            if report:
+                report_change("replace", 1, _where(i, what), b, v)
+            return v
         if policy == "drop" and e.reason == "unexpected end of data" and e.end == len(b):
             try:
-                return b[: e.start].decode("utf-8")
+                v = b[: e.start].decode("utf-8")
+                if report:
+                    report_change("drop", 1, _where(i, what), b, v)
+                return v
             except UnicodeDecodeError as e2:
                 e = e2
         excerpt = b[max(0, e.start - 8) : e.start + 8]
@@ -794,6 +844,7 @@ def vlen_to_arrow(chunk: VlenChunk, *, kind: Kind = "str", large: bool = False, 
     return arr
 
 
+@_scoped
 def vlen_to_numpy(
     chunk: VlenChunk,
     *,
