@@ -18,6 +18,7 @@ import pytest
 import xarray as xr
 import zarr
 
+from xr_zstrings import UnsupportedError
 from xr_zstrings.sample import sample_path
 from xr_zstrings.writer import prepare_for_zarr, to_nczarr
 from xr_zstrings.zarr_encoding import for_zarr
@@ -117,3 +118,358 @@ def test_for_zarr_round_trips_between_vocabularies():
         {"name": "numcodecs.zlib", "configuration": {"level": 4}},
     ]
     assert v3["filters"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Sources: every kind of store engine="zstrings" reads
+# ---------------------------------------------------------------------------------------------
+
+GOLDEN = Path(__file__).resolve().parent / "golden"
+_GEN_IDS = {
+    "netcdf-c-4.9.0_netCDF4-1.6.2": "nc490",
+    "netcdf-c-4.9.1_netCDF4-1.6.3": "nc491",
+    "netcdf-c-4.9.3-development_netCDF4-1.6.5": "nc493dev-1.6.5",
+    "netcdf-c-4.9.3-development_netCDF4-1.7.1.post1": "nc493dev-1.7.1",
+    "netcdf-c-4.9.4-development_netCDF4-1.7.2": "nc494dev",
+    "nczarr-1.0-doc": "nczarr1doc",
+}
+
+
+def _golden_sources() -> dict[str, Path]:
+    out = {}
+    for gen, short in _GEN_IDS.items():
+        for store in sorted((GOLDEN / gen).glob("*.zarr")):
+            out[f"{short}-{store.stem}"] = store
+    return out
+
+
+def _make_golden_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_golden", GOLDEN / "make_golden.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+LIVE = ("strings", "chars", "numeric", "attrs", "groups", "purezarr")
+NAMES = np.array(["Zürich", "東京", "São Paulo", "", "Oslo"], dtype=np.dtypes.StringDType())
+
+
+def _peer_dataset() -> xr.Dataset:
+    """What xarray/zarr-python users store: a string index, 2-D strings, numbers with CF attributes."""
+    return xr.Dataset(
+        {
+            "label": (("station", "k"), np.array([[s, s.upper()] for s in NAMES.tolist()],
+                                                 dtype=np.dtypes.StringDType())),
+            "temp": (("time", "station"), np.arange(15, dtype="f4").reshape(3, 5) / 4,
+                     {"units": "degC", "long_name": "température"}),
+            "count": ("station", np.arange(5, dtype="i8"), {"flag_values": np.array([0, 1], "i8")}),
+        },
+        coords={"station": NAMES, "time": np.array([0, 1, 2], "i4")},
+        attrs={"title": "peer store", "version": 3},
+    )
+
+
+def _write_peer(kind: str, path: Path) -> None:
+    import numcodecs
+    from zarr.codecs import GzipCodec, ZstdCodec
+
+    from xr_zstrings.writer_v3 import to_zarr_v3
+
+    ds = _peer_dataset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        if kind == "zarr2-xarray":  # zarr-python's default v2 compressor, vlen-utf8 strings
+            ds.to_zarr(path, zarr_format=2)
+        elif kind == "zarr2-compressors":
+            enc = {"temp": {"compressors": (numcodecs.Zlib(level=5),), "filters": (numcodecs.Shuffle(4),)},
+                   "count": {"compressors": (numcodecs.Blosc(cname="lz4", clevel=3, shuffle=2),)},
+                   "label": {"compressors": (numcodecs.Zstd(level=2),)}}
+            ds.to_zarr(path, zarr_format=2, encoding=enc)
+        elif kind == "zarr3-vlen-utf8":
+            ds.to_zarr(path, zarr_format=3)
+        elif kind == "zarr3-compressed":
+            enc = {"temp": {"compressors": (GzipCodec(level=3),)},
+                   "label": {"compressors": (ZstdCodec(level=5),)}}
+            ds.to_zarr(path, zarr_format=3, encoding=enc)
+        elif kind == "zarr3-sharded":
+            enc = {v: {"chunks": (1,) * (ds[v].ndim - 1) + (2,), "shards": (1,) * (ds[v].ndim - 1) + (4,)}
+                   for v in ("label", "temp", "count")}
+            ds.to_zarr(path, zarr_format=3, encoding=enc)
+        elif kind == "zarr3-fixed_length_utf32":
+            g = zarr.open_group(path, mode="w", zarr_format=3)
+            a = g.create_array("name", shape=(5,), dtype="<U9", chunks=(2,), dimension_names=["station"])
+            a[:] = np.array(NAMES.tolist(), dtype="<U9")
+            b = g.create_array("t", shape=(5,), dtype="f8", chunks=(5,), dimension_names=["station"])
+            b[:] = np.arange(5.0)
+        elif kind == "zarr3-null_terminated_bytes":
+            g = zarr.open_group(path, mode="w", zarr_format=3)
+            a = g.create_array("code", shape=(4,), dtype="S3", chunks=(3,), dimension_names=["x"])
+            a[:] = np.array([b"ab", b"xyz", b"", b"q"])
+        elif kind.startswith("zarr3-") and kind[6:] in ("zarrs.vlen", "arrow", "arrow-large"):
+            to_zarr_v3(ds, path, layout=kind[6:])
+        else:
+            raise AssertionError(kind)
+
+
+PEERS = ("zarr2-xarray", "zarr2-compressors", "zarr3-vlen-utf8", "zarr3-compressed", "zarr3-sharded",
+         "zarr3-fixed_length_utf32", "zarr3-null_terminated_bytes", "zarr3-zarrs.vlen", "zarr3-arrow",
+         "zarr3-arrow-large")
+SOURCES = [*_golden_sources(), *(f"nc4101-{n}" for n in LIVE), *PEERS]
+
+
+@pytest.fixture(scope="module")
+def source_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("sources")
+
+
+def _source(sid: str, base: Path) -> Path:
+    """The store for a source id (golden as stored; live netcdf-c and peers written once)."""
+    golden = _golden_sources()
+    if sid in golden:
+        return golden[sid]
+    path = base / f"{sid}.zarr"
+    if path.exists():
+        return path
+    if sid == "nc4101-tree":
+        _write_netcdf_tree(path)
+    elif sid.startswith("nc4101-"):
+        mg = _make_golden_module()
+        name = sid.split("-", 1)[1]
+        writer, mode, features = mg.STORES[name]
+        nc = netCDF4.Dataset(mg.url_for(str(path), mode), "w", format="NETCDF4")
+        try:
+            writer(nc, set(features))  # every optional feature: zlib+shuffle, unlimited, scalars, ...
+        finally:
+            nc.close()
+    else:
+        _write_peer(sid, path)
+    return path
+
+
+def _write_netcdf_tree(path: Path) -> None:
+    """netcdf-c 4.10.1 (netCDF4) NCZarr with nested groups a DataTree holds (no shadowed dimension):
+    an unlimited dimension, zlib+shuffle, NC_STRING and NC_CHAR in subgroups, inherited dimensions."""
+    nc = netCDF4.Dataset(_url(path, "nczarr"), "w", format="NETCDF4")
+    try:
+        nc.title = "tree"
+        nc.createDimension("time", None)
+        nc.createDimension("station", 3)
+        t = nc.createVariable("time", "f8", ("time",))
+        t.units = "days since 2000-01-01"
+        t[:] = [0.0, 1.0]
+        st = nc.createVariable("station", str, ("station",))
+        st[:] = np.array(["Zürich", "東京", "Oslo"], dtype=object)
+        obs = nc.createGroup("obs")
+        obs.note = "nested"
+        temp = obs.createVariable("temp", "f4", ("time", "station"), zlib=True, complevel=2, shuffle=True,
+                                  fill_value=np.float32(-1e30))
+        temp.units = "K"
+        temp[:] = np.arange(6, dtype="f4").reshape(2, 3)
+        obs.createDimension("nchar", 4)
+        code = obs.createVariable("code", "S1", ("station", "nchar"))
+        code._Encoding = "utf-8"
+        code[:] = np.array(["ab", "é", "wxyz"])  # netCDF4 encodes with _Encoding into the char dimension
+        deep = obs.createGroup("deep")
+        deep.createDimension("k", 2)
+        name = deep.createVariable("name", str, ("k",))
+        name[:] = np.array(["π", ""], dtype=object)
+        cnt = deep.createVariable("count", "i4", ("k", "station"), zlib=True, complevel=1)
+        cnt[:] = np.arange(6, dtype="i4").reshape(2, 3)
+    finally:
+        nc.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Writers and readers
+# ---------------------------------------------------------------------------------------------
+
+
+def _open_any(src: Path, tree: bool, zarr_format: int | None = None):
+    ctx = zarr.config.set({"default_zarr_format": zarr_format}) if zarr_format else _nullcontext()
+    with ctx:
+        return xr.open_datatree(src, engine="zstrings") if tree else _open(src)
+
+
+class _nullcontext:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _url(path: Path, mode: str) -> str:
+    return f"file://{path.resolve()}#mode={mode},file"
+
+
+def _to_zarr_unchanged(obj, out: Path, fmt: int) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # zarr-python: numcodecs.* not in the v3 spec
+        obj.to_zarr(out, zarr_format=fmt)
+
+
+# writer id -> (zarr format to open with (None: zarr's default), write function, file suffix, readers)
+WRITERS = {
+    "to_zarr(v2)": (2, lambda o, p: _to_zarr_unchanged(o, p, 2), ".zarr", ("zstrings", "zarr")),
+    "zstrings.to_zarr(v2)": (None, lambda o, p: o.zstrings.to_zarr(p, zarr_format=2), ".zarr",
+                             ("zstrings", "zarr")),
+    "to_zarr(v3)": (None, lambda o, p: _to_zarr_unchanged(o, p, 3), ".zarr", ("zstrings", "zarr")),
+    "to_netcdf(netcdf4)": (None, lambda o, p: o.to_netcdf(p, engine="netcdf4"), ".nc", ("netcdf4", "h5netcdf")),
+    "to_netcdf(h5netcdf)": (None, lambda o, p: o.to_netcdf(p, engine="h5netcdf"), ".nc", ("h5netcdf", "netcdf4")),
+    "to_nczarr": (None, lambda o, p: to_nczarr(o, p), ".zarr", ("zstrings", "netcdf4")),
+    "to_zarr_v3": (None, lambda o, p: _to_zarr_v3(o, p), ".zarr", ("zstrings", "zarr")),
+}
+
+
+def _to_zarr_v3(obj, out: Path) -> None:
+    from xr_zstrings.writer_v3 import to_zarr_v3
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        to_zarr_v3(obj, out)
+
+
+def _read(out: Path, reader: str, writer: str, tree: bool):
+    kw = {}
+    target: str | Path = out
+    if reader == "netcdf4" and out.suffix == ".zarr":  # netcdf-c itself, on the NCZarr store we wrote
+        target = _url(out, "nczarr")
+    if reader == "zarr":
+        kw["consolidated"] = None
+    if tree:
+        return xr.open_datatree(target, engine=reader, **kw)
+    return xr.open_dataset(target, engine=reader, **kw)
+
+
+def _plain(v):
+    if isinstance(v, np.ndarray):
+        return [_plain(x) for x in v.tolist()] if v.ndim else _plain(v.item())
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    if isinstance(v, np.generic):
+        return _plain(v.item())
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "surrogateescape")
+    if isinstance(v, float) and np.isnan(v):
+        return "NaN"
+    return v
+
+
+def _values(var: xr.Variable):
+    vals = var.values
+    if vals.dtype.kind in "OTUS":
+        return [_plain(x) for x in np.asarray(vals, dtype=object).reshape(-1).tolist()], vals.shape
+    if vals.dtype.kind == "f":
+        return np.where(np.isnan(vals), np.inf * 0 if False else -1.2345e-300, vals), vals.shape
+    return vals, vals.shape
+
+
+# netcdf-c shows its NC_STRING width attributes to netCDF4 (engine="zstrings" keeps them in encoding)
+_NETCDF_C_SPECIAL = ("_nczarr_maxstrlen", "_nczarr_default_maxstrlen")
+
+
+def _without_special(ds: xr.Dataset) -> xr.Dataset:
+    ds = ds.copy()
+    ds.attrs = {k: v for k, v in ds.attrs.items() if k not in _NETCDF_C_SPECIAL}
+    for var in ds.variables.values():
+        var.attrs = {k: v for k, v in var.attrs.items() if k not in _NETCDF_C_SPECIAL}
+    return ds
+
+
+def assert_same_dataset(back: xr.Dataset, src: xr.Dataset, where: str) -> None:
+    """Same variables, dims, coordinates (and which are indexes), values and attributes."""
+    assert dict(back.sizes) == dict(src.sizes), where
+    assert sorted(map(str, back.variables)) == sorted(map(str, src.variables)), where
+    assert sorted(map(str, back.coords)) == sorted(map(str, src.coords)), where
+    assert sorted(map(str, back.indexes)) == sorted(map(str, src.indexes)), where
+    assert {k: _plain(v) for k, v in back.attrs.items()} == {k: _plain(v) for k, v in src.attrs.items()}, where
+    for name, var in src.variables.items():
+        got = back.variables[name]
+        assert got.dims == var.dims, (where, name)
+        g, s = _values(got), _values(var)
+        assert g[1] == s[1], (where, name)
+        if isinstance(s[0], list):
+            assert g[0] == s[0], (where, name)
+        else:
+            np.testing.assert_array_equal(g[0], s[0], err_msg=f"{where}: {name}")
+        assert {k: _plain(v) for k, v in got.attrs.items()} == {k: _plain(v) for k, v in var.attrs.items()}, (
+            where, name)
+
+
+def assert_same(back, src, where: str) -> None:
+    if isinstance(src, xr.DataTree):
+        assert sorted(n.path for n in back.subtree) == sorted(n.path for n in src.subtree), where
+        for node in src.subtree:
+            assert_same_dataset(back[node.path].to_dataset(inherit=False), node.to_dataset(inherit=False),
+                                f"{where} group {node.path}")
+    else:
+        assert_same_dataset(back, src, where)
+
+
+# ---------------------------------------------------------------------------------------------
+# The matrix
+# ---------------------------------------------------------------------------------------------
+
+_CASES = [(s, w, r) for s in SOURCES for w, (_, _, _, readers) in WRITERS.items() for r in ("zstrings", *readers)
+          if r != "zstrings" or WRITERS[w][2] == ".zarr"]
+_CASES = list(dict.fromkeys(_CASES))
+_written: dict[tuple[str, str, bool], tuple[object, Path]] = {}
+
+
+def _write(sid: str, writer: str, base: Path, tree: bool):
+    key = (sid, writer, tree)
+    if key not in _written:
+        src = _source(sid, base)
+        fmt, write, suffix, _ = WRITERS[writer]
+        obj = _open_any(src, tree, fmt).load()
+        out = base / f"{sid}.{len(_written)}{suffix}"
+        write(obj, out)
+        _written[key] = (obj, out)
+    return _written[key]
+
+
+@pytest.mark.parametrize(("sid", "writer", "reader"), _CASES, ids=[f"{s} -> {w} -> {r}" for s, w, r in _CASES])
+def test_dataset_writer_reader(sid, writer, reader, source_dir):
+    try:
+        obj, out = _write(sid, writer, source_dir, tree=False)
+    except UnsupportedError as e:
+        if writer == "to_nczarr" and "netcdf-c 4.10 cannot read it" in str(e):
+            pytest.skip(f"netcdf-c cannot read this source's codec, so to_nczarr refuses it: {e}")
+        raise
+    with _read(out, reader, writer, tree=False) as back:
+        back = back.load()
+        if reader == "netcdf4" and out.suffix == ".zarr":
+            back = _without_special(back)
+        assert_same(back, obj, f"{sid} -> {writer} -> {reader}")
+
+
+def test_to_nczarr_refuses_a_codec_netcdf_c_cannot_read(source_dir, tmp_path):
+    ds = _open(_source("zarr3-compressed", source_dir))
+    with pytest.raises(UnsupportedError, match="codec 'gzip': netcdf-c 4.10 cannot read it"):
+        to_nczarr(ds, tmp_path / "a.zarr")
+    to_nczarr(ds, tmp_path / "a.zarr", netcdf_c_codecs_only=False, mode="w")
+    assert json.loads((tmp_path / "a.zarr" / "temp" / ".zarray").read_text())["compressor"] == {
+        "id": "gzip", "level": 3}
+    assert_same(_open(tmp_path / "a.zarr").load(), ds.load(), "zarr3-compressed -> to_nczarr(any codec)")
+
+
+def _tree_sources() -> list[str]:
+    golden = [sid for sid in _golden_sources() if sid.endswith("-purezarr") and not sid.startswith("nc490")]
+    return ["nc4101-tree", "nc4101-purezarr", *golden]
+
+
+_TREE_CASES = [(s, w, r) for s in _tree_sources() for w, (_, _, suffix, readers) in WRITERS.items()
+               for r in dict.fromkeys(("zstrings", *readers)) if r != "zstrings" or suffix == ".zarr"]
+
+
+@pytest.mark.parametrize(("sid", "writer", "reader"), _TREE_CASES,
+                         ids=[f"{s} (tree) -> {w} -> {r}" for s, w, r in _TREE_CASES])
+def test_datatree_writer_reader(sid, writer, reader, source_dir):
+    obj, out = _write(sid, writer, source_dir, tree=True)
+    assert len(list(obj.subtree)) > 1
+    back = _read(out, reader, writer, tree=True).load()
+    if reader == "netcdf4" and out.suffix == ".zarr":
+        back = back.map_over_datasets(_without_special)
+    assert_same(back, obj, f"{sid} (tree) -> {writer} -> {reader}")
