@@ -15,10 +15,13 @@ from typing import Any
 
 import netCDF4
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 import zarr
 from peers import nc_url
+
+from xr_zstrings import ZStringsError, to_nczarr
 
 NA_T = np.dtypes.StringDType(na_object=np.nan)
 GOLDEN_V2 = Path(__file__).parent / "golden_missing" / "zarr-python-2.18"
@@ -36,7 +39,7 @@ def missing(values: Any) -> list[Any]:
     """A comparable list: every missing value (NaN, None, StringDType NA) as None."""
     out = []
     for v in np.asarray(values, dtype=object).tolist():
-        out.append(None if v is None or (isinstance(v, float) and v != v) else v)
+        out.append(None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v)
     return out
 
 
@@ -199,3 +202,49 @@ def test_zarr_v3_fill_values_read_as_zarr_python(tmp_path, fill, dtype, kernels)
     want = [v.decode() if isinstance(v, bytes) else v for v in peer]
     assert got.values.tolist() == want == ["a", "bc"] + [fill] * 4
     assert got.dtype == np.dtypes.StringDType()
+
+
+# ------------------------------------------------------------------------- writers: to_nczarr
+
+
+@pytest.mark.parametrize("na", [np.nan, None, pd.NA], ids=["nan", "None", "pd.NA"])
+@pytest.mark.parametrize("chunked", [False, True])
+@pytest.mark.parametrize("nc_type", ["NC_STRING", "NC_CHAR"])
+def test_to_nczarr_writes_stringdtype_na_as_the_fill_value(tmp_path, na, chunked, nc_type):
+    """Row "to_nczarr": StringDType NA (any NA object) is written as the string _FillValue, which
+    netcdf-c stores and engine='netcdf4' masks back; without a fill it is refused with the fix."""
+    values = np.array(["a", na, "cé", na], dtype=np.dtypes.StringDType(na_object=na))
+    ds = xr.Dataset({"s": ("x", values)})
+    ds["s"].encoding["nc_type"] = nc_type
+    if chunked:
+        ds = ds.chunk(x=2)
+    with pytest.raises(ZStringsError, match=r"missing value\(s\).*element \[1\].*_FillValue"):
+        to_nczarr(ds, tmp_path / "nofill.zarr")
+    assert not (tmp_path / "nofill.zarr" / ".zgroup").exists()
+    fill = "N/A" if nc_type == "NC_STRING" else "-"
+    ds["s"].encoding["_FillValue"] = fill
+    path = tmp_path / "fill.zarr"
+    to_nczarr(ds, path)
+    with netCDF4.Dataset(nc_url(path), "r") as nc:
+        raw = nc["s"][:]
+        if raw.dtype.kind == "S":  # NC_CHAR without netCDF4's own joining (it joins with _Encoding)
+            raw = netCDF4.chartostring(raw, encoding="utf-8")
+        raw = raw.tolist()
+    assert raw == ["a", fill, "cé", fill]
+    if nc_type == "NC_STRING":
+        ref = xr.open_dataset(nc_url(path), engine="netcdf4")["s"]
+        got = xr.open_dataset(path, engine="zstrings")["s"]
+        assert missing(got.values) == missing(ref.values) == ["a", None, "cé", None]
+    assert missing(values) == ["a", None, "cé", None]  # the caller's array is not changed
+
+
+def test_masked_nczarr_round_trips_through_to_nczarr(tmp_path):
+    """netcdf-c store -> engine='zstrings' (masked) -> to_nczarr: netcdf-c reads what it wrote."""
+    src = tmp_path / "src.zarr"
+    _netcdf_c_strings(src, "N/A")
+    ds = xr.open_dataset(src, engine="zstrings")[["s"]]
+    assert ds["s"].isnull().any()
+    to_nczarr(ds, tmp_path / "out.zarr")
+    with netCDF4.Dataset(nc_url(src), "r") as a, netCDF4.Dataset(nc_url(tmp_path / "out.zarr"), "r") as b:
+        assert b["s"][:].tolist() == a["s"][:].tolist()
+        assert b["s"].getncattr("_FillValue") == a["s"].getncattr("_FillValue") == "N/A"

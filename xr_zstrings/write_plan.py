@@ -423,11 +423,19 @@ def _string_array(
 def _missing(values: np.ndarray) -> np.ndarray | None:
     """Where an object (or NA-aware StringDType) array of str holds a missing value (None, NaN,
     NA), or None when it cannot hold one."""
-    if values.dtype.kind == "T" and getattr(values.dtype, "na_object", None) is not None:
+    if _na_aware(values):
+        na = values.dtype.na_object
+        if na is not None and pd.isna(na):  # NaN-like NA (np.nan, pd.NA): no object copy
+            return np.asarray(np.isnan(values), dtype=bool)
         values = values.astype(object)
     if values.dtype.kind != "O":
         return None
     return np.asarray(pd.isnull(values), dtype=bool)
+
+
+def _na_aware(values: np.ndarray) -> bool:
+    """A StringDType array with an NA object (it may hold missing values; NA-free ones cannot)."""
+    return values.dtype.kind == "T" and hasattr(values.dtype, "na_object")
 
 
 def _missing_as(values: Any, fill: str | None, what: str) -> np.ndarray:
@@ -445,7 +453,7 @@ def _missing_as(values: Any, fill: str | None, what: str) -> np.ndarray:
             "value: set encoding['_FillValue'] to a string (e.g. '' or 'N/A') to write them as "
             "that string (engine='netcdf4' masks it back to NaN), or fill them first."
         )
-    out = arr.astype(object)  # a copy: the caller's data stay as they are
+    out = arr.copy() if arr.dtype.kind == "T" else arr.astype(object)  # the caller's data stay as they are
     out[missing] = fill
     return out
 
@@ -455,6 +463,8 @@ def _filling_missing(fn: Callable[[np.ndarray], Any], values: Any, fill: str | N
     them as the string fill value (or the error naming the fix).  Values are searched only after
     a failure: no cost for data without missing values."""
     arr = np.asarray(values)
+    if _na_aware(arr):  # NA reaches no encoder: numpy's casts and our kernels refuse it
+        return fn(_missing_as(arr, fill, what))
     try:
         return fn(arr)
     except ZStringsError:
