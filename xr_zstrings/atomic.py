@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import ConcurrentWriteError, ZStringsError
+from .store import refuse_links
 
 __all__ = ["INCOMPLETE_MARKER", "incomplete_v2_group", "incomplete_v3_root", "local_commit", "target_lock"]
 
@@ -247,6 +248,7 @@ def local_commit(target: Path, *, mode: str, display: str, zip_file: bool = Fals
         tmp = _sibling(target, "tmp", ".zip" if zip_file else "")
         try:
             if mode == "a":
+                refuse_links(target, display)  # never written through, and a clone cannot hold them
                 if not _link_tree(target, tmp):
                     _remove(tmp)
                     yield None

@@ -391,10 +391,11 @@ def _cmd_dump(args: argparse.Namespace) -> int:
 
 
 def _convert_helpers() -> tuple[dict[str, Any], Callable[[Any, str], None]]:
-    """The undecoded open options and the netCDF-4 writer behind ``conversion.convert``."""
-    from .conversion import RAW_DECODERS, write_netcdf4
+    """The undecoded open options and the netCDF-4 writer behind ``conversion.convert`` (a
+    temporary file that replaces the target when complete)."""
+    from .conversion import RAW_DECODERS, write_netcdf4_file
 
-    return dict(RAW_DECODERS), write_netcdf4
+    return dict(RAW_DECODERS), write_netcdf4_file
 
 
 def _target_format(dst: str, requested: str | None) -> str:
@@ -537,14 +538,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             mode = "w" if args.overwrite else "w-"
             if fmt == "netcdf4":
                 _clamp_chunks(counted)
-                if os.path.exists(dst):
-                    os.unlink(dst)
-                try:
-                    write_netcdf4(counted, dst)
-                except BaseException:
-                    if os.path.exists(dst):  # never leave a half-written file behind
-                        os.unlink(dst)
-                    raise
+                write_netcdf4(counted, dst)  # never a half-written file; the old one until done
             elif fmt in ("nczarr", "zarr2"):
                 _netcdf_c_codecs(counted, args.compressor, writer.NETCDF_C_CODECS, quiet=args.quiet)
                 writer.to_nczarr(counted, dst, mode=mode, format=fmt, maxstrlen=args.maxstrlen,
@@ -780,6 +774,44 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
     return out
 
 
+def _name_findings(tree: Any) -> list[Finding]:
+    """Group, variable and dimension names netcdf-c cannot open (the rules the writers apply)."""
+    import json
+
+    from .metadata import netcdf_c_name_problem
+
+    mode = "zarr" if tree.root.generation == "zarr-v2" else "nczarr"
+    out: list[Finding] = []
+    seen: set[tuple[str, str, str]] = set()
+    names: list[tuple[str, str, str]] = []  # (group, what, name)
+    for path, group in tree.groups.items():
+        if path != "/":
+            names.append((path.rsplit("/", 1)[0] or "/", "group", path.rsplit("/", 1)[1]))
+        names += [(path, "dimension", d) for d in group.dimensions]
+    for path, meta in tree.arrays.items():
+        parent = path.rsplit("/", 1)[0] or "/"
+        names.append((parent, "variable", meta.name))
+        names += [(parent, "dimension", str(d)) for d in meta.array_dimensions or ()]
+    # netcdf-c's JSON parser keeps \uXXXX escapes as text: a non-ASCII name that a writer escaped
+    # (zarr-python and xarray do) comes out as 'u00e9' (or crashes netcdf-c when long)
+    raw = b""
+    if any("\\u" in json.dumps(n) for _, _, n in names):
+        keys = [f"{p.strip('/')}/{o}".lstrip("/") for p in [*tree.groups, *tree.arrays]
+                for o in (".zattrs", ".zgroup", ".zarray")]
+        raw = b"\0".join(b for b in tree.store.get_many(keys) if b)
+    for where, what, name in names:
+        rule = netcdf_c_name_problem(name, mode=mode, role=what)
+        if rule is None and "\\u" in json.dumps(name) and json.dumps(name)[1:-1].encode() in raw:
+            rule = (r"the metadata spells it with \u escapes, which netcdf-c reads as text "
+                    f"({json.dumps(name)[1:-1]!r}: the name is not found, a long one crashes it)")
+        if rule is not None and (what, where, name) not in seen:
+            seen.add((what, where, name))
+            out.append(Finding(where, f"{what} name {name!r}: {rule}",
+                               "rename it (xr.open_dataset(..., engine='zstrings').rename({old: new})) and "
+                               "rewrite with to_nczarr"))
+    return out
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from .errors import ZStringsError
     from .writer import NETCDF_C_CODECS
@@ -790,9 +822,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if tree.root.generation == "zarr-v3":
         findings.append(Finding("/", "Zarr v3 store: netcdf-c 4.10 does not open it ('NetCDF: Unknown file "
                                 "format')", f"zstrings convert {target} {_suggest_dst(target)}"))
+    else:
+        findings += _name_findings(tree)
     print(f"check {tree.store.display}: {_describe_layout(tree)}")
     for f in findings:
-        print(f"PROBLEM /: {f.problem}")
+        print(f"PROBLEM {f.where}: {f.problem}")
         print(f"    fix: {f.fix}")
     for path in sorted(tree.arrays):
         meta = tree.arrays[path]

@@ -1,8 +1,8 @@
-"""Whole-file conversion: a netCDF-4 file <-> an NCZarr (or Zarr v2) store.
+"""Whole-file conversion: a netCDF-4 file or a store <-> an NCZarr (or Zarr v2) store.
 
 ``convert(src, dst)`` picks the direction from the target: a ``.nc`` target is written with netCDF4
 itself (NC_STRING strings, NC_CHAR kept as chars, groups and shadowed dimensions kept); any other
-target is written with :func:`xr_zstrings.writer.to_nczarr`. netCDF4 is an optional dependency
+target is written with :func:`xr_zstrings.writer.to_nczarr`, from a netCDF file or from any store. netCDF4 is an optional dependency
 (``pip install 'xr_zstrings[netcdf]'``).
 """
 
@@ -18,15 +18,25 @@ import xarray as xr
 
 from .atomic import local_commit
 from .errors import ZStringsError
+from .write_plan import check_names
 from .writer import Mode, _string_like, to_nczarr
 from .zarr_encoding import v2_configs
 
-__all__ = ["convert", "write_netcdf4", "RAW_DECODERS"]
+__all__ = ["convert", "is_netcdf_file", "write_netcdf4", "write_netcdf4_file", "RAW_DECODERS"]
 
 
 # values are copied undecoded, so fill values, packing and times stay exactly as stored
 RAW_DECODERS: dict[str, Any] = {"mask_and_scale": False, "decode_times": False, "concat_characters": False,
                         "decode_coords": False, "decode_timedelta": False}
+
+
+def is_netcdf_file(path: str) -> bool:
+    """A local netCDF-3 or netCDF-4 (HDF5) file, recognised by its magic bytes."""
+    if "://" in path or not os.path.isfile(os.path.expanduser(path)):
+        return False
+    with open(os.path.expanduser(path), "rb") as f:
+        head = f.read(8)
+    return head.startswith((b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n"))
 
 
 def convert(
@@ -36,15 +46,21 @@ def convert(
     mode: Mode = "w-",
     **kwargs: Any,
 ) -> None:
-    """Convert a whole file: netCDF-4 (``.nc``) -> NCZarr store, or NCZarr/Zarr store -> ``.nc``.
+    """Convert a whole file or store: netCDF-4 (``.nc``) or any store ``engine="zstrings"`` reads ->
+    NCZarr store, or such a store -> ``.nc``.
 
     The direction follows the target: a ``.nc``/``.nc4`` target is written with netCDF4 (NC_STRING
-    strings, NC_CHAR kept as chars, groups kept, shadowed dimensions allowed); anything else is written
-    with ``to_nczarr`` (``kwargs`` go there). Values are copied undecoded (``decode_cf=False``) so
+    strings, NC_CHAR kept as chars, groups kept, shadowed dimensions allowed), to a temporary file
+    beside it that replaces the target only when complete (a failed conversion leaves no file and
+    the old one, with ``mode="w"``, untouched); anything else is written with ``to_nczarr``
+    (``kwargs`` go there). The source is a netCDF file when its first bytes say so, else a store
+    (as the ``zstrings convert`` command). Values are copied undecoded (``decode_cf=False``) so
     fill values, packing and times stay exactly as stored.
     """
     src = os.fspath(source)
     dst = os.fspath(target)
+    if os.path.abspath(src) == os.path.abspath(dst):
+        raise ZStringsError(f"Cannot convert {src} onto itself; choose another target.")
     if dst.lower().endswith((".nc", ".nc4", ".cdf")):
         if mode not in ("w-", "w"):
             raise ZStringsError(f"Invalid mode={mode!r} for a netCDF-4 target: expected 'w-' or 'w'.")
@@ -52,27 +68,37 @@ def convert(
             raise ZStringsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
         groups = xr.open_groups(src, engine="zstrings", **RAW_DECODERS, **kwargs)
         try:
-            # written beside the target and renamed over it: never a half-written .nc at dst
-            with local_commit(Path(dst), mode=mode, display=dst) as tmp:
-                assert tmp is not None
-                write_netcdf4(groups, os.fspath(tmp))
+            write_netcdf4_file(groups, dst, mode=mode)
         finally:
             for ds in groups.values():
                 ds.close()
         return
-    try:
-        groups = xr.open_groups(src, engine="netcdf4", **RAW_DECODERS)
-    except (ImportError, ValueError) as e:
-        if "netcdf4" in str(e).lower() and "engine" in str(e).lower():
-            raise ZStringsError(
-                f"Reading {src} needs the netCDF4 package: pip install 'xr_zstrings[netcdf]'."
-            ) from None
-        raise
+    if is_netcdf_file(src):
+        try:
+            groups = xr.open_groups(src, engine="netcdf4", **RAW_DECODERS)
+        except (ImportError, ValueError) as e:
+            if "netcdf4" in str(e).lower() and "engine" in str(e).lower():
+                raise ZStringsError(
+                    f"Reading {src} needs the netCDF4 package: pip install 'xr_zstrings[netcdf]'."
+                ) from None
+            raise
+    else:
+        groups = xr.open_groups(src, engine="zstrings", **RAW_DECODERS)
     try:
         to_nczarr(groups, dst, mode=mode, **kwargs)
     finally:
         for ds in groups.values():
             ds.close()
+
+
+def write_netcdf4_file(groups: Mapping[str, xr.Dataset], dst: str, mode: str = "w") -> None:
+    """``write_netcdf4`` after checking every name, to a file beside ``dst`` renamed over it only
+    when complete: a failure (bad name, full disk, interrupt) leaves no partial file and ``dst``
+    as it was."""
+    check_names(groups, netcdf_c="nczarr", target=dst)
+    with local_commit(Path(dst), mode=mode, display=dst) as tmp:
+        assert tmp is not None
+        write_netcdf4(groups, os.fspath(tmp))
 
 
 def write_netcdf4(groups: Mapping[str, xr.Dataset], dst: str) -> None:

@@ -31,6 +31,9 @@ __all__ = [
     "GroupMeta",
     "NodeObjects",
     "check_name",
+    "name_problem",
+    "netcdf_c_name_problem",
+    "METADATA_KEY_NAMES",
     "check_sizes",
     "decode_attributes",
     "parse_array",
@@ -207,6 +210,83 @@ def check_name(name: Any, *, where: str) -> str:
             "'.' or '..'. The metadata lists a child that cannot be a store key; fix the listing."
         )
     return name
+
+
+# Names a writer refuses (issue 15): what our reader or netcdf-c cannot open, found by writing
+# every odd name and reading it back with both (tests/test_names.py holds the table).
+#: object names the formats give a meaning to: a variable or group of that name is read as metadata
+METADATA_KEY_NAMES = frozenset({".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json", ".nczarr",
+                                ".nczgroup", ".nczvar", ".nczarray", ".nczattr", ".nczattrs"})
+#: netcdf-c's NC_MAX_NAME (bytes of UTF-8); longer names: 'Name contains illegal characters'
+NC_MAX_NAME = 256
+#: a variable or group name is a directory name: most file systems stop at 255 bytes
+_KEY_MAX_BYTES = 255
+_NC_FIRST_ASCII = re.compile(r"[A-Za-z0-9_]")
+_NC_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def name_problem(name: Any, *, key: bool = True, netcdf_c: str | None = "nczarr") -> str | None:
+    """Why a writer must refuse ``name``, or None when it is fine.
+
+    ``key``: the name becomes part of store keys (a variable or a group; a dimension does not).
+    ``netcdf_c``: the netcdf-c mode the store is meant for ("nczarr", "zarr": the NCZarr rules
+    for both) or None (Zarr v3, which netcdf-c 4.10 does not read); see ``netcdf_c_name_problem``.
+    """
+    if not isinstance(name, str) or not name:
+        return "a name must be a non-empty string"
+    if name.strip(".") == "":
+        return "a name of only periods is a relative path ('.', '..'), not a store key"
+    if "/" in name or "\\" in name:
+        return "a name cannot hold a path separator ('/', or '\\' on Windows)"
+    if "\x00" in name:
+        return "a name cannot hold NUL"
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "a name must be valid Unicode (it holds a lone surrogate, which UTF-8 cannot encode)"
+    if key and name in METADATA_KEY_NAMES:
+        return f"{name!r} is the name of a Zarr/NCZarr metadata object"
+    if key and ":" in name:
+        return "a name cannot hold ':' (a drive or stream separator on Windows: the key would not be a file there)"
+    if key and size > _KEY_MAX_BYTES:
+        return f"a name is a directory name, at most {_KEY_MAX_BYTES} bytes of UTF-8 (this one has {size})"
+    # writers apply netcdf-c's NCZarr rules to pure Zarr v2 too: stricter than mode=zarr needs for
+    # variables and dimensions, and a store netcdf-c reads in both modes (or converts to .nc)
+    return None if netcdf_c is None else netcdf_c_name_problem(name, mode="nczarr", role="any")
+
+
+def netcdf_c_name_problem(name: str, *, mode: str, role: str) -> str | None:
+    """What netcdf-c 4.10.1 (the netCDF4 wheel) does wrong with a store holding ``name``, or None.
+
+    mode="nczarr": its ``NC_check_name`` (libdispatch/dstring.c) refuses the whole store ('NetCDF:
+    Name contains illegal characters'), and it normalizes names to NFC (a name that is not NFC is
+    not found, or crashes it). mode="zarr" (pure Zarr v2): group names are checked the same way;
+    variable and dimension names are not, but variables whose name starts with '.' are skipped.
+    ``role``: "variable", "group" or "dimension". Found by writing each name of the table in
+    tests/test_names.py and opening the store with netCDF4.
+    """
+    if "/" in name:
+        return "netcdf-c reads '/' in a name as a group path"
+    if mode == "zarr" and role != "group":
+        if role == "variable" and name.startswith("."):
+            return "netcdf-c (mode=zarr) skips a variable whose name starts with '.': it would be missing"
+        return None
+    import unicodedata
+
+    if not (_NC_FIRST_ASCII.match(name) or ord(name[0]) > 0x7F):
+        return (f"netcdf-c refuses a name that starts with {name[0]!r} (a name starts with a letter, a digit, "
+                "'_' or a non-ASCII character)")
+    if _NC_CONTROL.search(name):
+        return "netcdf-c refuses a name with a control character (U+0000-U+001F, U+007F)"
+    if name[-1] in " \t\n\v\f\r":
+        return "netcdf-c refuses a name that ends in white space"
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size > NC_MAX_NAME:
+        return f"netcdf-c refuses a name longer than {NC_MAX_NAME} bytes of UTF-8 (this one has {size})"
+    if unicodedata.normalize("NFC", name) != name:
+        return ("netcdf-c normalizes names to Unicode NFC, so it would not find this one (or crash): "
+                f"use unicodedata.normalize('NFC', name) = {unicodedata.normalize('NFC', name)!r}")
+    return None
 
 
 # ---------------------------------------------------------------------------------------

@@ -47,6 +47,7 @@ __all__ = [
     "open_store",
     "parse_nczarr_url",
     "parse_s3_url",
+    "refuse_links",
 ]
 
 _METADATA_KEYS = (".zgroup", ".zarray", ".zattrs", "zarr.json", ".nczarr", ".nczgroup")
@@ -291,6 +292,9 @@ class ZStore:
         """Write several objects concurrently."""
         from zarr.core.buffer import cpu
 
+        items = list(items)
+        if isinstance(self.store, LocalStore):
+            self._confine([k for k, _ in items])
         if self._before_write is not None:
             fn, self._before_write = self._before_write, None
             fn()
@@ -308,6 +312,55 @@ class ZStore:
 
         with _mapped_errors(f"Could not write to {self.display}"):
             sync(run())
+
+
+    def _confine(self, keys: Sequence[str]) -> None:
+        """Refuse to write a key whose path leaves the store through a symbolic link (a linked
+        folder or file inside the target): the write would change files outside it. Written by
+        hand: zarr-python's LocalStore follows links, and the OS offers no portable "open beneath"."""
+        root = Path(self.store.root)
+        real_root = os.path.realpath(root)
+        inside = real_root.rstrip(os.sep) + os.sep
+        checked: dict[str, bool] = {}
+        for k in keys:
+            path = os.path.join(root, self.full_key(k))
+            parent = os.path.dirname(path)
+            ok = checked.get(parent)
+            if ok is None:
+                real = os.path.realpath(parent)
+                ok = checked[parent] = real == real_root or real.startswith(inside)
+            if ok and os.path.islink(path):
+                real = os.path.realpath(path)
+                ok = real.startswith(inside)
+            if not ok:
+                raise ZStringsError(
+                    f"Cannot write {self.where(k)}: the path goes through a symbolic link to "
+                    f"{os.path.realpath(path)!r}, outside the store {real_root!r}, and writing would change "
+                    "files there. Nothing outside the store is ever written; replace the link with a real "
+                    "folder (or copy the store with links resolved) and write again."
+                )
+
+
+def refuse_links(root: str | os.PathLike[str], display: str) -> None:
+    """Before a store is changed (appends, added variables or groups): refuse when it holds a
+    symbolic link. A link leading out of the store would have the write change files there, and the
+    hard-link copy appends are made on cannot hold one (see atomic.local_commit). Checked before
+    anything is written; ``ZStore.set_many`` also refuses each write whose path leaves the store."""
+    stack = [os.fspath(root)]
+    while stack:
+        with os.scandir(stack.pop()) as it:
+            for e in it:
+                if e.is_symlink():
+                    real = os.path.realpath(e.path)
+                    inside = real.startswith(os.path.realpath(root).rstrip(os.sep) + os.sep)
+                    raise ZStringsError(
+                        f"Cannot change {display} in place: {e.path!r} is a symbolic link to {real!r}"
+                        f"{'' if inside else ', outside the store'}. Writers never write through links "
+                        "(one leading out would change files there). Nothing was written. Replace the link "
+                        "with the folder or file it points to (cp -rL) and write again."
+                    )
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
 
 
 @contextlib.contextmanager

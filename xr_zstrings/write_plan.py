@@ -20,7 +20,7 @@ from xarray import conventions
 from . import __version__, strings
 from .codecs import ChunkPipeline
 from .errors import DimensionError, UnsupportedError, ZStringsError
-from .metadata import NC_FILL_VALUES
+from .metadata import NC_FILL_VALUES, name_problem
 from .nczarr_json import _attrs_json, _plain
 from .zarr_encoding import v2_configs
 
@@ -83,6 +83,37 @@ class _Array:
 
 def _what(group: str, name: Hashable) -> str:
     return f"variable {f'{group.rstrip(chr(47))}/{name}'!r}"
+
+
+def check_names(groups: Mapping[str, xr.Dataset], *, netcdf_c: str | None, target: Any) -> None:
+    """Refuse, before anything is written, every group, variable or dimension name that our
+    reader or netcdf-c (in mode ``netcdf_c``: "nczarr", "zarr"; None for Zarr v3) could not open,
+    naming each and the rule it breaks."""
+    bad: list[str] = []
+    for path, ds in groups.items():
+        gpath = "/" if path in ("/", "") else "/" + path.strip("/")
+        if gpath != "/":
+            for part in gpath.strip("/").split("/"):
+                rule = name_problem(part, key=True, netcdf_c=netcdf_c)
+                if rule is not None:
+                    bad.append(f"group {gpath!r}: {rule}")
+                    break
+        for name in ds.variables:
+            rule = name_problem(str(name), key=True, netcdf_c=netcdf_c)
+            if rule is not None:
+                bad.append(f"{_what(gpath, name)}: {rule}")
+        dims = {str(d) for d in ds.dims}
+        dims |= {str(v.encoding["char_dim_name"]) for v in ds.variables.values() if v.encoding.get("char_dim_name")}
+        for d in sorted(dims):
+            rule = name_problem(d, key=False, netcdf_c=netcdf_c)
+            if rule is not None:
+                bad.append(f"dimension {d!r} in group {gpath!r}: {rule}")
+    if bad:
+        shown = "; ".join(dict.fromkeys(bad[:10])) + (f"; and {len(bad) - 10} more" if len(bad) > 10 else "")
+        raise ZStringsError(
+            f"Cannot write to {target}: {shown}. Nothing was written. Rename them first, e.g. "
+            "ds.rename({old: new}) (dimensions too), or DataTree nodes with tree.rename(...)."
+        )
 
 
 def _is_dask(data: Any) -> bool:

@@ -51,6 +51,7 @@ from .write_plan import (
     _plan_group,
     _string_array,
     _string_like,
+    check_names,
 )
 from .zarr_encoding import for_zarr
 
@@ -105,6 +106,10 @@ def _as_groups(obj: Any) -> dict[str, xr.Dataset]:
             if part in (".", "..") or (path != "/" and not part):
                 raise ZStringsError(f"Invalid group path {path!r}: expected names without '.', '..' or '//'.")
     return dict(sorted(groups.items(), key=lambda kv: (kv[0].count("/") if kv[0] != "/" else 0, kv[0])))
+
+
+def _display(target: Any) -> str:
+    return os.fspath(target) if isinstance(target, str | os.PathLike) else repr(target)
 
 
 def _is_zip_target(target: Any) -> Path | None:
@@ -284,6 +289,7 @@ def to_nczarr(
                             "'zarr2' (pure Zarr v2 that netcdf-c reads with mode=zarr).")
     strings.check_on_overflow(on_overflow)
     groups = _as_groups(obj)
+    check_names(groups, netcdf_c="zarr" if format == "zarr2" else "nczarr", target=_display(target))
     root_ds = groups["/"]
     if default_maxstrlen is None and root_ds.encoding.get("default_maxstrlen") is not None:
         default_maxstrlen = int(root_ds.encoding["default_maxstrlen"])

@@ -40,6 +40,7 @@ from .errors import ZStringsError
 from .store import ZStore, open_store, parse_nczarr_url
 from .strings import kernels
 from .vlen import VlenChunk, values_to_vlen
+from .write_plan import check_names
 
 __all__ = ["to_zarr_v3", "LAYOUTS"]
 
@@ -382,6 +383,12 @@ def to_zarr_v3(
         raise ZStringsError(f"Unknown layout {layout!r}: expected one of {LAYOUTS}.")
     if mode not in ("w-", "w"):
         raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite) or 'w' (overwrite).")
+    if isinstance(ds, xr.DataTree | xr.Dataset):
+        base = "/" + (group or "").strip("/")
+        named = ({base: ds} if isinstance(ds, xr.Dataset) else
+                 {f"{base.rstrip('/')}/{n.path.strip('/')}": n.to_dataset(inherit=False) for n in ds.subtree})
+        check_names(named, netcdf_c=None, target=os.fspath(target) if isinstance(target, str | os.PathLike)
+                    else repr(target))
     kw: dict[str, Any] = dict(layout=layout, index_data_type=index_data_type, index_location=index_location,
                               index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
     if isinstance(ds, xr.DataTree):
