@@ -47,6 +47,7 @@ from .write_plan import (
     _Array,
     _group_zattrs,
     _is_dask,
+    _codecs_from_encoding,
     _Options,
     _plan_group,
     _string_array,
@@ -370,6 +371,7 @@ def prepare_for_zarr(
     *,
     maxstrlen: int | Mapping[str, int] | None = None,
     on_overflow: strings.OnOverflow = "error",
+    netcdf_c_codecs_only: bool = True,
 ) -> xr.Dataset:
     """A copy of ``ds`` whose string variables are NUL-padded UTF-8 ``|Sn`` bytes, for ``ds.to_zarr``.
 
@@ -378,6 +380,8 @@ def prepare_for_zarr(
     netcdf-c cannot read; open the result with ``netCDF4.Dataset(".../x.zarr#mode=zarr,file")`` or
     ``xr.open_dataset(path, engine="zstrings")`` (strings come back as ``str``). The width and the
     overflow policy are as in ``to_nczarr``. Dask-backed variables stay lazy when a width is given.
+    Codecs come out as Zarr v2 numcodecs objects; one netcdf-c cannot read (gzip, lz4, ...) raises
+    ``UnsupportedError`` unless ``netcdf_c_codecs_only=False``, as in ``to_nczarr``.
     """
     opts = _Options(fmt="zarr2", on_overflow=on_overflow, maxstrlen=maxstrlen, default_maxstrlen=None,
                     compressor=None, strict_codecs=False)
@@ -406,7 +410,11 @@ def prepare_for_zarr(
         else:
             out[name] = new
     # engine="zstrings" gives codecs for the default (v3) format; netcdf-c reads Zarr v2 only
-    return for_zarr(out, 2)
+    out = for_zarr(out, 2)
+    if netcdf_c_codecs_only:
+        for name, var in out.variables.items():
+            _codecs_from_encoding(var.encoding, None, where=f"variable {name!r}", strict=True)  # raises
+    return out
 
 
 from . import accessor as _accessor  # noqa: E402,F401  (registers the .zstrings accessor)
