@@ -91,9 +91,12 @@ from .vlen import (
     vlen_to_numpy,
 )
 
-__all__ = ["ZARRS_VLEN_NAMES", "V3Pipeline", "classify_data_type"]
+__all__ = ["ZARRS_OPTIONAL_NAMES", "ZARRS_VLEN_NAMES", "V3Pipeline", "classify_data_type"]
 
 ZARRS_VLEN_NAMES = ("zarrs.vlen", "https://codec.zarrs.dev/array_to_bytes/vlen")
+# zarrs' nullable-data codec; plain "optional" only with zarrs' configuration (mask_codecs), since
+# zarr-extensions also drafts an unrelated "optional" codec (per-chunk codec switching)
+ZARRS_OPTIONAL_NAMES = ("zarrs.optional", "https://codec.zarrs.dev/array_to_bytes/optional")
 _VLEN_NAMES = ("vlen-utf8", "vlen-bytes")
 _MAX_U64 = 2**64 - 1
 _STR_NAMES = {"string", "str", "utf8", "largestring", "largeutf8", "variablelengthutf8"}
@@ -586,6 +589,123 @@ class _ZarrsVlenAB:
         return _u8(join_zarrs_vlen(ib, db, self.index_location))
 
 
+class _PackbitsAB:
+    """The zarr-extensions ``packbits`` codec for ``bool`` data (zarrs' optional-codec masks).
+
+    Element ``i`` is bit ``i % 8`` (least significant first) of byte ``i // 8``, zero-padded to a
+    whole byte; ``padding_encoding`` "first_byte"/"last_byte" adds one byte holding the number of
+    padding bits. zarr-python has no packbits codec, hence this one (numpy's packbits does the bits).
+    """
+
+    layout = "numeric"
+
+    def __init__(self, cfg: dict, dtype: np.dtype, where: str):
+        if dtype != np.dtype(bool):
+            raise UnsupportedError(f"{_w(where)}: the packbits codec is read for bool data only, not {dtype}")
+        pad = cfg.get("padding_encoding", "none")
+        if pad not in ("none", "first_byte", "last_byte"):
+            raise MetadataError(
+                f"{_w(where)}: packbits padding_encoding={pad!r}; expected 'none', 'first_byte' or 'last_byte'"
+            )
+        if cfg.get("first_bit") not in (None, 0) or cfg.get("last_bit") not in (None, 0):
+            raise MetadataError(f"{_w(where)}: packbits first_bit/last_bit must be 0 (or absent) for bool")
+        self.pad = pad
+        self.dtype = dtype
+
+    def encoded_nbytes(self, shape: tuple[int, ...]) -> int | None:
+        return None if any(s < 0 for s in shape) else (math.prod(shape) + 7) // 8 + (self.pad != "none")
+
+    def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> np.ndarray:
+        n = math.prod(shape)
+        want = (n + 7) // 8 + (self.pad != "none")
+        if u8.size != want:
+            raise ChunkError(f"{ctx}: a packbits mask of {n} elements is {want} bytes, got {u8.size}")
+        bits = u8[1:] if self.pad == "first_byte" else u8[:-1] if self.pad == "last_byte" else u8
+        if self.pad != "none" and int(u8[0 if self.pad == "first_byte" else -1]) != (-n) % 8:
+            raise ChunkError(f"{ctx}: the packbits padding byte says {int(u8[0 if self.pad == 'first_byte' else -1])} "
+                             f"padding bits, expected {(-n) % 8} for {n} elements")
+        return np.unpackbits(bits, count=n, bitorder="little").astype(bool).reshape(shape)
+
+    def encode(self, arr: np.ndarray, ctx: str) -> np.ndarray:
+        a = np.ascontiguousarray(arr, dtype=bool).reshape(-1)
+        bits = np.packbits(a, bitorder="little")
+        pad = np.array([(-a.size) % 8], np.uint8)
+        if self.pad == "first_byte":
+            return np.concatenate([pad, bits])
+        return np.concatenate([bits, pad]) if self.pad == "last_byte" else bits
+
+
+class _OptionalAB:
+    """zarrs' ``zarrs.optional`` codec for its nullable ``optional`` data type (string and bytes).
+
+    A chunk is ``u64le mask_len, u64le data_len``, the validity mask (a bool array of the chunk's
+    shape, 1 = present) through ``mask_codecs``, then only the present values, in C order, as a
+    1-D array of the inner data type through ``data_codecs`` (nothing when none is present).
+    Missing elements decode to None in an object array. (zarrs 0.23 optional_codec.rs; the data
+    type is the zarr-extensions draft "optional"; see tests/golden_chunks/README.md.)
+    """
+
+    layout = "zarrs.optional"
+
+    def __init__(self, cfg: dict, *, data_type: Any, kind: str | None, dtype: np.dtype, shape: tuple[int, ...],
+                 utf8_errors: str, where: str):
+        if kind is None:
+            raise UnsupportedError(
+                f"{_w(where)}: zarrs.optional is read for string and bytes data; the inner data type "
+                f"is {data_type!r}"
+            )
+        for key in ("mask_codecs", "data_codecs"):
+            if not isinstance(cfg.get(key), list):
+                raise MetadataError(f"{_w(where)}: zarrs.optional configuration needs a list {key!r}, got {cfg.get(key)!r}")
+        self.kind, self.dtype, self.shape = kind, dtype, shape
+        self.mask = V3Pipeline.from_metadata(
+            cfg["mask_codecs"], data_type="bool", dtype=np.dtype(bool), chunk_shape=shape,
+            where=f"{_w(where)} zarrs.optional mask_codecs", _default_bytes=True)
+        n = math.prod(shape) if all(x >= 0 for x in shape) else 0
+        self.data = V3Pipeline.from_metadata(
+            cfg["data_codecs"], data_type=data_type, dtype=np.dtype(object), chunk_shape=(n,),
+            where=f"{_w(where)} zarrs.optional data_codecs", utf8_errors=utf8_errors)
+        self.inner_layout = self.data.layout
+        self.utf8_errors = utf8_errors
+
+    def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> np.ndarray:
+        if u8.size < 16:
+            raise ChunkError(f"{ctx}: a zarrs.optional chunk starts with two u64 lengths; got {u8.size} bytes")
+        mask_len, data_len = (int(x) for x in u8[:16].view("<u8"))
+        if 16 + mask_len + data_len != u8.size:
+            raise ChunkError(
+                f"{ctx}: zarrs.optional header says {mask_len} mask + {data_len} data bytes after the "
+                f"16-byte header, but the chunk is {u8.size} bytes"
+            )
+        mask = self.mask.decode(u8[16 : 16 + mask_len], shape, _ctx=f"{ctx} (zarrs.optional mask)")
+        mask = np.asarray(mask, dtype=bool)
+        out = np.full(shape, None, dtype=object)
+        n_valid = int(mask.sum())
+        if n_valid:
+            values = self.data.decode(u8[16 + mask_len :], (n_valid,), _ctx=f"{ctx} (zarrs.optional data)")
+            out[mask] = values.reshape(-1)
+        elif data_len:
+            raise ChunkError(f"{ctx}: zarrs.optional mask has no present value but {data_len} data bytes follow")
+        return out
+
+    def encode(self, arr: np.ndarray, ctx: str) -> np.ndarray:
+        a = np.asarray(arr, dtype=object)
+        valid = ~np.asarray(_isnull(a), dtype=bool)
+        mb = np.frombuffer(self.mask.encode(valid, _shape_check=False), np.uint8)
+        present = a[valid].reshape(-1)
+        db = np.frombuffer(self.data.encode(present, _shape_check=False), np.uint8) if present.size else \
+            np.zeros(0, np.uint8)
+        head = np.array([mb.size, db.size], "<u8").view(np.uint8)
+        return np.concatenate([head, mb, db])
+
+
+def _isnull(a: np.ndarray) -> np.ndarray:
+    """None, NaN (and pandas' NA) elements of an object array."""
+    flat = a.reshape(-1).tolist()
+    return np.fromiter((v is None or (isinstance(v, float) and v != v) or type(v).__name__ == "NAType"
+                        for v in flat), bool, len(flat)).reshape(a.shape)
+
+
 class _ZarrAB:
     """Any other array->bytes codec zarr-python registers (numeric data only)."""
 
@@ -845,7 +965,8 @@ class V3Pipeline:
                 aa.append(step)
                 cur_shape = step.out_shape(cur_shape)
                 continue
-            is_ab_name = name in ("bytes", "sharding_indexed", *_VLEN_NAMES, *ZARRS_VLEN_NAMES)
+            is_ab_name = name in ("bytes", "sharding_indexed", "packbits", *_VLEN_NAMES, *ZARRS_VLEN_NAMES,
+                                  *ZARRS_OPTIONAL_NAMES) or (name == "optional" and "mask_codecs" in cfg)
             if is_ab_name:
                 if ab is not None:
                     raise MetadataError(
@@ -933,6 +1054,11 @@ class V3Pipeline:
                     )
                 return _ArrowAB(kind, large, dtype, utf8_errors)
             return _BytesAB(cfg, dtype, where)
+        if name == "packbits":
+            return _PackbitsAB(cfg, dtype, where)
+        if name in ZARRS_OPTIONAL_NAMES or name == "optional":
+            return _OptionalAB(cfg, data_type=data_type, kind=kind, dtype=dtype, shape=shape,
+                               utf8_errors=utf8_errors, where=where)
         if name in _VLEN_NAMES:
             k = kind or ("bytes" if name == "vlen-bytes" else "str")
             if dtype.kind not in "OTUS":

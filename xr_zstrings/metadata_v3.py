@@ -134,6 +134,9 @@ class ArrayMetaV3:
     scalar: bool
     storage_transformers: tuple[Mapping[str, Any], ...] = ()
     generation: str = "zarr-v3"
+    #: zarrs' nullable ``optional`` data type wraps ``data_type`` (string or bytes): chunks decode to
+    #: an object array with None for missing elements; ``fill_value`` None means null (missing)
+    optional: bool = False
     extra_fields: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
@@ -358,14 +361,23 @@ def _parse_array(obj: Mapping[str, Any], *, path: str, where: str) -> ArrayMetaV
     extra = _extra_fields(obj, _ARRAY_KEYS, where=where, what="array")
     shape = _int_tuple(obj["shape"], where=where, what="shape", minimum=0)
     chunks = _regular_grid(obj["chunk_grid"], rank=len(shape), shape=shape, where=where)
-    data_type, config = normalize_data_type(obj["data_type"], where=where)
+    dt_json, optional = _unwrap_optional(obj["data_type"], where=where)
+    data_type, config = normalize_data_type(dt_json, where=where)
     dtype, string_kind = _dtype_for(data_type, config, where=where)
+    if optional:
+        if string_kind not in ("vlen", "vlen-bytes"):
+            raise UnsupportedError(
+                f"Unsupported data_type at {where}: zarrs' optional {data_type!r} is read for string "
+                "and bytes data only (missing values in a StringDType/object array). Open it with zarrs."
+            )
+        dtype = np.dtype(object)  # None marks a missing element
     check_sizes(shape, chunks, dtype.itemsize if dtype.kind not in "OT" else 16, where=where)
     encoding, separator = _chunk_key_encoding(obj["chunk_key_encoding"], where=where)
     codecs = _codecs(obj["codecs"], shape=shape, chunks=chunks, where=where)
     dims = _dimension_names(obj.get("dimension_names"), shape=shape, where=where)
     transformers = _storage_transformers(obj.get("storage_transformers"), where=where)
-    fill = _fill_value(obj["fill_value"], data_type, dtype, where=where)
+    fill = _optional_fill(obj["fill_value"], data_type, dtype, where=where) if optional else \
+        _fill_value(obj["fill_value"], data_type, dtype, where=where)
     return ArrayMetaV3(
         path=path,
         shape=shape,
@@ -384,7 +396,43 @@ def _parse_array(obj: Mapping[str, Any], *, path: str, where: str) -> ArrayMetaV
         storage_transformers=transformers,
         extra_fields=extra,
         raw=dict(obj),
+        optional=optional,
     )
+
+
+#: zarrs' nullable data type: the zarr-extensions draft "optional" and zarrs' "zarrs.optional"
+OPTIONAL_DATA_TYPES = ("optional", "zarrs.optional")
+
+
+def _unwrap_optional(value: Any, *, where: str) -> tuple[Any, bool]:
+    """(the inner data type JSON, True) for ``{"name": "optional", "configuration": {"name": ...,
+    "configuration": {...}}}``; (value, False) for every other data type."""
+    if not (isinstance(value, Mapping) and value.get("name") in OPTIONAL_DATA_TYPES):
+        return value, False
+    _, cfg = _named(value, where=where, what="data_type")
+    if not isinstance(cfg.get("name"), str):
+        raise MetadataError(
+            f"Invalid data_type {value.get('name')!r} at {where}: got {_short(value)}, expected the "
+            'inner data type in its configuration, e.g. {"name": "optional", "configuration": '
+            '{"name": "string", "configuration": {}}}. ' + _FIX
+        )
+    if cfg["name"] in OPTIONAL_DATA_TYPES:
+        raise UnsupportedError(f"Unsupported data_type at {where}: nested optional types are not read. "
+                               "Open the array with zarrs.")
+    return {"name": cfg["name"], "configuration": dict(cfg.get("configuration") or {})}, True
+
+
+def _optional_fill(value: Any, data_type: str, dtype: np.dtype, *, where: str) -> Any:
+    """An optional type's fill value: ``null`` (missing, None) or ``[inner fill value]``."""
+    if value is None:
+        return None
+    if not isinstance(value, list) or len(value) != 1 or value[0] is None:
+        raise MetadataError(
+            f"Invalid fill_value at {where}: got {_short(value)}, expected null or a one-element list "
+            f"holding a {data_type!r} fill value (zarr-extensions data-types/optional). {_FIX}"
+        )
+    inner = _fill_value(value[0], data_type, dtype, where=where)
+    return "" if inner is None else inner
 
 
 def _extra_fields(obj: Mapping[str, Any], known: frozenset[str], *, where: str, what: str) -> dict[str, Any]:

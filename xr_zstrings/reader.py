@@ -384,6 +384,13 @@ class ChunkedArray:
                 fill_value=meta.fill_value, where=zstore.where(_key(meta.path, "zarr.json")),
                 utf8_errors=utf8_errors,
             )
+            if getattr(meta, "optional", False) != (self.pipeline_v3.layout == "zarrs.optional"):
+                raise (UnsupportedError if meta.optional else MetadataError)(
+                    f"Array {zstore.where(_key(meta.path, 'zarr.json'))}: data type "
+                    f"{'optional' if meta.optional else meta.data_type!r} with the codec chain "
+                    f"{[c.get('name') for c in meta.codecs]}: zarrs' optional data type is read with "
+                    "the zarrs.optional codec as its array->bytes codec, and that codec only with it."
+                )
             self.parallel = True
         else:
             where = zstore.where(_key(meta.path, ".zarray"))
@@ -1089,6 +1096,8 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         logical = (1,)
     # a |O array's fill_value null: never-written chunks are missing, as zarr-python 2 reads them
     null_fill = meta.generation == "zarr-v2" and meta.dtype.kind == "O" and meta.fill_value is None
+    optional = getattr(meta, "optional", False)  # zarrs' nullable type: chunks hold None, fill may be null
+    null_fill = null_fill or optional
     raw = ChunkedArray(tree.store, meta, logical, utf8_errors=options.utf8_errors, threads=options.decode_threads,
                        null_fill=null_fill)
     attrs = dict(meta.attrs)
@@ -1178,7 +1187,7 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         # it; not for netcdf-c's mode=zarr stores, whose default fill is no mask (as engine="netcdf4")
         attrs["_FillValue"] = meta.fill_value
     data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what,
-                     missing=missing, null_chunks=null_fill and decode == "vlen")
+                     missing=missing, null_chunks=(null_fill and decode == "vlen") or (optional and decode == "text"))
     # xarray keeps StringDType only when encoding["dtype"] says so (else it casts to object), and
     # turns object arrays into fixed-width U when encoding["dtype"] is str: say what we return.
     if data.dtype.kind == "T":

@@ -29,6 +29,7 @@ import numcodecs
 import numpy as np
 
 from .errors import CodecDroppedWarning
+from .codecs_v3 import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
 
 __all__ = ["CodecDroppedWarning", "default_zarr_format", "for_zarr", "store_codecs_encoding", "v2_configs"]
 
@@ -274,7 +275,11 @@ _ARRAY_BYTES = ("bytes", "vlen-utf8", "vlen-bytes", "zarrs.vlen", "fixed_length_
 
 
 def _is_array_bytes(codec: Mapping[str, Any]) -> bool:
-    return str(codec.get("name")) in _ARRAY_BYTES
+    name = str(codec.get("name"))
+    cfg = codec.get("configuration") or {}
+    # zarrs' optional codec (also named "optional", told apart by its mask_codecs) is the serializer
+    return name in _ARRAY_BYTES or name in ZARRS_OPTIONAL_NAMES or name in ZARRS_VLEN_NAMES or (
+        name == "optional" and isinstance(cfg, Mapping) and "mask_codecs" in cfg)
 
 
 def for_zarr(obj: Any, zarr_format: int) -> Any:
