@@ -100,17 +100,20 @@ class S3Server:
         from moto import settings
         from moto.core.responses import ActionAuthenticatorMixin
 
-        iam = boto3.client("iam", endpoint_url=self.endpoint, region_name=REGION, aws_access_key_id=KEY,
-                           aws_secret_access_key=SECRET)
-        keys: dict[str, tuple[str, str]] = {}
-        allow_all = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
-        for user in ("admin", "stranger"):
-            with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
-                iam.create_user(UserName=user)
-            if user == "admin":
-                iam.put_user_policy(UserName=user, PolicyName="all", PolicyDocument=json.dumps(allow_all))
-            k = iam.create_access_key(UserName=user)["AccessKey"]
-            keys[user] = (k["AccessKeyId"], k["SecretAccessKey"])
+        # made once per process (IAM allows two access keys per user; the users are process-wide)
+        keys = _AUTH_KEYS
+        if not keys:
+            iam = boto3.client("iam", endpoint_url=self.endpoint, region_name=REGION, aws_access_key_id=KEY,
+                               aws_secret_access_key=SECRET)
+            allow_all = {"Version": "2012-10-17",
+                         "Statement": [{"Effect": "Allow", "Action": "*", "Resource": "*"}]}
+            for user in ("admin", "stranger"):
+                with contextlib.suppress(iam.exceptions.EntityAlreadyExistsException):
+                    iam.create_user(UserName=user)
+                if user == "admin":
+                    iam.put_user_policy(UserName=user, PolicyName="all", PolicyDocument=json.dumps(allow_all))
+                k = iam.create_access_key(UserName=user)["AccessKey"]
+                keys[user] = (k["AccessKeyId"], k["SecretAccessKey"])
         old = settings.INITIAL_NO_AUTH_ACTION_COUNT
         settings.INITIAL_NO_AUTH_ACTION_COUNT = 0
         ActionAuthenticatorMixin.request_count = 0
@@ -121,6 +124,7 @@ class S3Server:
 
 
 _SERVER: S3Server | None = None
+_AUTH_KEYS: dict[str, tuple[str, str]] = {}
 
 
 def start_server() -> S3Server:

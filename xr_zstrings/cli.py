@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -246,7 +247,25 @@ def _array_attrs(tree: Any, meta: Any) -> dict[str, Any]:
 
 
 def _render_group(tree: Any, path: str, pad: str) -> Iterator[str]:
-    arrays_here, groups_here = tree.children.get(path, ([], []))
+    """A group's lines and its subgroups', nested as ncdump nests them. Iterative (an explicit
+    stack, not recursion): a store may nest groups deeper than Python's recursion limit."""
+    stack: list[tuple[str, str] | str] = [(path, pad)]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+            continue
+        path, pad = item
+        yield from _group_body(tree, path, pad)
+        later: list[tuple[str, str] | str] = []
+        for g in tree.children.get(path, ([], []))[1]:
+            later += ["", f"{pad}group: {g} {{", (f"{path.rstrip('/')}/{g}", pad + "  "), f"{pad}  }} // group {g}"]
+        stack.extend(reversed(later))
+
+
+def _group_body(tree: Any, path: str, pad: str) -> Iterator[str]:
+    """One group's dimensions, variables and attributes (not its subgroups)."""
+    arrays_here = tree.children.get(path, ([], []))[0]
     metas = [tree.arrays[f"{path.rstrip('/')}/{a}"] for a in arrays_here]
     dims = _group_dimensions(tree, path, metas)
     if dims:
@@ -272,12 +291,6 @@ def _render_group(tree: Any, path: str, pad: str) -> Iterator[str]:
         yield f"{pad}// {'global' if path == '/' else 'group'} attributes:"
         for k, v in attrs.items():
             yield f"{pad}\t\t:{k} = {_cdl_attr(v)} ;"
-    for g in groups_here:
-        child = f"{path.rstrip('/')}/{g}"
-        yield ""
-        yield f"{pad}group: {g} {{"
-        yield from _render_group(tree, child, pad + "  ")
-        yield f"{pad}  }} // group {g}"
 
 
 def _store_name(target: str) -> str:
@@ -330,17 +343,43 @@ def _fmt_values(values: Any) -> list[str]:
     return out
 
 
-def _dump_variable(name: str, var: Any) -> Iterator[str]:
-    values = var.values
+#: values ``dump`` prints per variable unless ``--limit`` says otherwise (0: all)
+DUMP_LIMIT = 10_000
+
+
+def _first_values_box(shape: tuple[int, ...], limit: int) -> tuple[slice, ...]:
+    """The index box holding the first ``limit`` values in C order, whole rows where they fit:
+    the box reads at most ``limit`` values however large the shape claims to be."""
+    box: list[slice] = []
+    for i, n in enumerate(shape):
+        inner = math.prod(shape[i + 1 :])
+        if inner <= limit:
+            box.append(slice(0, min(n, max(1, limit // max(inner, 1)))))
+            box += [slice(0, m) for m in shape[i + 1 :]]
+            break
+        box.append(slice(0, min(n, 1)))
+    return tuple(box)
+
+
+def _dump_variable(name: str, var: Any, limit: int = 0) -> Iterator[str]:
+    shown = var
+    total = math.prod(var.shape)
+    if limit and total > limit:
+        shown = var[_first_values_box(var.shape, limit)]
+    values = shown.values
     items = _fmt_values(values)
+    more = total - len(items)
     if var.ndim <= 1:
-        yield f" {name} = {', '.join(items)} ;"
-        return
-    width = var.shape[-1] or 1
-    rows = [", ".join(items[i : i + width]) for i in range(0, len(items), width)]
-    yield f" {name} ="
-    for i, row in enumerate(rows):
-        yield f"  {row}{' ;' if i == len(rows) - 1 else ','}"
+        yield f" {name} = {', '.join(items)}{', ...' if more else ''} ;"
+    else:
+        width = shown.shape[-1] or 1
+        rows = [", ".join(items[i : i + width]) for i in range(0, len(items), width)]
+        yield f" {name} ="
+        for i, row in enumerate(rows):
+            yield f"  {row}{(', ...' if more else ' ;') if i == len(rows) - 1 else ','}"
+    if more:
+        yield (f" // {name}: the first {len(items):,} of {total:,} values (shape {list(var.shape)}); "
+               f"--limit N shows more, --limit 0 all")
 
 
 def _cmd_dump(args: argparse.Namespace) -> int:
@@ -351,6 +390,13 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     kw: dict[str, Any] = {"engine": "zstrings"}
     if args.raw:
         kw.update(mask_and_scale=False, decode_times=False, decode_timedelta=False)
+    if args.limit < 0:
+        raise UsageError(f"--limit {args.limit}: expected a number of values >= 0 (0: all).")
+    import inspect
+
+    if "create_default_indexes" in inspect.signature(xr.open_groups).parameters:
+        # no pandas index: xarray would load every dimension coordinate whole when opening
+        kw["create_default_indexes"] = False
     wanted = [v.strip() for v in args.variables.split(",") if v.strip()] if args.variables else None
     if args.group is not None:
         gpath = "/" + args.group.strip("/") if args.group.strip("/") else "/"
@@ -372,7 +418,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
         print("data:")
         for name in names:
             print()
-            for line in _dump_variable(str(name), ds[name].variable):
+            for line in _dump_variable(str(name), ds[name].variable, args.limit):
                 print(line)
         print()
     print("}")
@@ -698,8 +744,54 @@ def _longest_utf8(values: Any) -> tuple[int, int]:
     return int(lengths.max()), int(np.count_nonzero(lengths > _NC_DEFAULT_MAXSTRLEN))
 
 
-def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[str]) -> list[Finding]:
-    """Read one array completely and return what netcdf-c would fail on or truncate."""
+#: ``check`` reads arrays up to this size whole; larger ones chunk by chunk
+CHECK_WHOLE_BYTES = 32 << 20
+#: ``check`` reads at most this many chunks of one array (evenly spread, first and last included)
+#: unless ``--full``: a grid of 1e9 chunks is answered in seconds, and says it was sampled
+CHECK_SAMPLE_CHUNKS = 2_000
+#: a chunk larger than this (decoded) is reported, not read: netcdf-c reads a chunk whole, too
+CHECK_MAX_CHUNK_BYTES = 256 << 20
+
+
+def _check_regions(arr: Any, meta: Any, full: bool, sampled: list[str]) -> Iterator[tuple[slice, ...]]:
+    """Regions of ``meta`` for check to read, bounded in memory (one chunk, or ~32 MiB) and, unless
+    ``full``, in number (``CHECK_SAMPLE_CHUNKS`` chunks); chunks never written are skipped (they
+    read as the fill value). A sample is noted in ``sampled``."""
+    import numpy as np
+
+    shape, chunks = tuple(meta.shape), tuple(arr.chunk_shape)
+    itemsize = meta.dtype.itemsize if meta.dtype.kind not in "OT" else 16
+    if not shape or math.prod(shape) * itemsize <= CHECK_WHOLE_BYTES:
+        yield from _row_blocks(meta)
+        return
+    grid = tuple(-(-n // c) for n, c in zip(shape, chunks, strict=True))
+    total = math.prod(grid)
+    if full or total <= CHECK_SAMPLE_CHUNKS:
+        flat: Any = range(total)
+    else:
+        flat = np.unique(np.linspace(0, total - 1, CHECK_SAMPLE_CHUNKS).astype(np.int64)).tolist()
+        sampled.append(f"{len(flat):,} of {total:,} chunks")
+    batch: list[tuple[int, ...]] = []
+
+    def regions(ixs: list[tuple[int, ...]]) -> Iterator[tuple[slice, ...]]:
+        present = arr.store.get_many([arr._chunk_key(ix) for ix in ixs])
+        for ix, raw in zip(ixs, present, strict=True):
+            if raw is not None:
+                yield tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(ix, chunks, shape, strict=True))
+
+    for f in flat:
+        batch.append(tuple(int(i) for i in np.unravel_index(f, grid)))
+        if len(batch) == 256:
+            yield from regions(batch)
+            batch = []
+    if batch:
+        yield from regions(batch)
+
+
+def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[str], *, full_read: bool = False,
+                 sampled: list[str] | None = None) -> list[Finding]:
+    """Read one array (or, when it is huge, a sample of its chunks: noted in ``sampled``) and
+    return what netcdf-c would fail on or truncate."""
     from .reader import ChunkedArray
 
     where = meta.path
@@ -729,9 +821,16 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
                                "it ('NetCDF: Filter error: undefined filter encountered')",
                                f"{convert} --compressor zstd  (netcdf-c reads zlib, zstd, bz2 or blosc)"))
     arr = ChunkedArray(tree.store, meta, meta.shape)
+    itemsize = meta.dtype.itemsize if meta.dtype.kind not in "OT" else 16
+    chunk_bytes = math.prod(arr.chunk_shape) * max(itemsize, 1)
+    if meta.shape and chunk_bytes > CHECK_MAX_CHUNK_BYTES:
+        out.append(Finding(where, f"chunks of {chunk_bytes:,} bytes each ({list(arr.chunk_shape)} x "
+                           f"{meta.dtype.str}): too large to check, and netcdf-c reads a chunk whole",
+                           f"{convert}  (it writes chunks of ~4 MiB)"))
+        return out
     split = bad = longest = over = full = 0
     examples: list[str] = []
-    for region in _row_blocks(meta):
+    for region in _check_regions(arr, meta, full_read, sampled if sampled is not None else []):
         raw = arr.read(region) if region else arr.read(tuple(slice(0, n) for n in meta.shape))
         if not v3 and kind in ("string", "char"):
             if kind == "char":
@@ -828,21 +927,31 @@ def _cmd_check(args: argparse.Namespace) -> int:
     for f in findings:
         print(f"PROBLEM {f.where}: {f.problem}")
         print(f"    fix: {f.fix}")
+    n_sampled = 0
     for path in sorted(tree.arrays):
         meta = tree.arrays[path]
+        sampled: list[str] = []
         try:
-            found = _check_array(tree, meta, target, NETCDF_C_CODECS)
+            found = _check_array(tree, meta, target, NETCDF_C_CODECS, full_read=args.full, sampled=sampled)
         except ZStringsError as e:
             found = [Finding(path, f"cannot be read: {_one_line(e)}", "rewrite the variable from its source")]
         findings += found
-        print(f"{'PROBLEM' if found else 'ok':8}{path}")
+        n_sampled += bool(sampled)
+        note = f"  (sampled: read {sampled[0]}; --full reads all)" if sampled else ""
+        print(f"{'PROBLEM' if found else 'ok':8}{path}{note}")
         for f in found:
             print(f"    {f.problem}")
             print(f"    fix: {f.fix}")
     n = len(tree.arrays)
+    sample_note = (f" ({n_sampled} variable(s) checked on a sample of their chunks; --full reads every chunk)"
+                   if n_sampled else "")
     if findings:
-        print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.")
+        print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.{sample_note}")
         return PROBLEMS
+    if n_sampled:
+        print(f"{n} variable(s) read, no problems in what was read: netcdf-c reads this store as far as "
+              f"checked.{sample_note}")
+        return OK
     print(f"{n} variable(s) read, no problems: netcdf-c reads this store as it is.")
     return OK
 
@@ -922,6 +1031,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="only these variables (names, or /group/name paths)")
     p.add_argument("--group", "-g", default=None, help="only this group (e.g. /metadata)")
     p.add_argument("--raw", action="store_true", help="no CF decoding (fill values and times as stored)")
+    p.add_argument("--limit", type=int, default=DUMP_LIMIT, metavar="N",
+                   help=f"print the first N values of each variable and say how many more there are "
+                        f"(default {DUMP_LIMIT:,}; 0 prints all)")
     p.set_defaults(func=_cmd_dump)
 
     p = sub.add_parser("convert", help="netCDF-4 file <-> NCZarr / Zarr v2 <-> Zarr v3",
@@ -955,6 +1067,9 @@ def _parser() -> argparse.ArgumentParser:
                                    "split UTF-8, strings longer than maxstrlen) and how to fix it. Exit "
                                    "code 1 when problems are found.")
     p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
+    p.add_argument("--full", action="store_true",
+                   help=f"read every chunk (default: at most {CHECK_SAMPLE_CHUNKS:,} chunks of a variable, "
+                        "evenly spread, and say so)")
     p.set_defaults(func=_cmd_check)
     return parser
 
@@ -983,6 +1098,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.traceback:
             raise
         print(f"zstrings: error: {_one_line(e)}", file=sys.stderr)
+        return USAGE
+    except MemoryError as e:
+        if args.traceback:
+            raise
+        print(f"zstrings: error: out of memory ({_one_line(e) or 'MemoryError'}): the store's metadata claims "
+              "more data than this machine holds; select less (dump -v NAME --limit N).", file=sys.stderr)
         return USAGE
     except KeyboardInterrupt:  # pragma: no cover
         print("zstrings: interrupted", file=sys.stderr)

@@ -234,7 +234,7 @@ class ZStore:
             return []
         if type(self.store) is LocalStore and self.store._is_open:
             return self._get_many_local(keys)
-        with _mapped_errors(f"Could not read from {self.display}"):
+        with _mapped_errors(f"Could not read from {self.display}", self.probe):
             return sync(self._get_many(list(keys)))
 
     def _get_many_local(self, keys: Sequence[str]) -> list[bytes | None]:
@@ -280,8 +280,22 @@ class ZStore:
             self._count()
             return [x async for x in self.store.list_dir(prefix)]
 
-        with _mapped_errors(f"Could not list {self.where(path)}"):
+        with _mapped_errors(f"Could not list {self.where(path)}", self.probe):
             return sorted(set(sync(run())))
+
+    def probe(self) -> BaseException | None:
+        """For error messages: the typed error (or None) of one HEAD request on object storage,
+        whose failed LIST requests obstore reports untyped (see ``_store_error``)."""
+        obj = getattr(self.store, "store", None)  # zarr.storage.ObjectStore wraps an obstore store
+        if not self.remote or obj is None:
+            return None
+        import obstore
+
+        try:
+            obstore.head(obj, self.full_key(".zgroup"))
+        except Exception as e:  # noqa: BLE001 - returned for classification
+            return e
+        return None
 
     # --- writes (used by the writer) ------------------------------------------------------
     def before_first_write(self, fn: Any) -> None:
@@ -310,7 +324,7 @@ class ZStore:
 
             await asyncio.gather(*(one(k, v) for k, v in items))
 
-        with _mapped_errors(f"Could not write to {self.display}"):
+        with _mapped_errors(f"Could not write to {self.display}", self.probe):
             sync(run())
 
 
@@ -364,48 +378,64 @@ def refuse_links(root: str | os.PathLike[str], display: str) -> None:
 
 
 @contextlib.contextmanager
-def _mapped_errors(what: str) -> Iterator[None]:
+def _mapped_errors(what: str, probe: Any = None) -> Iterator[None]:
     """Re-raise a store library's exception as one of ours (``_store_error``); ours pass through."""
     try:
         yield
     except ZStringsError:
         raise
     except Exception as e:
-        err = _store_error(e, what)
+        err = _store_error(e, what, probe)
         if err is None:
             raise
         raise err from e
 
 
-def _store_error(e: BaseException, what: str) -> Exception | None:
-    """Map a store library's exception to our hierarchy with a message that says what to do."""
+#: what bounds a request to object storage (``storage_options`` keys, defaults in ``s3_store``)
+_RETRY_HELP = ("each request gives up after storage_options 'timeout' (default 30 s; connecting: "
+               "'connect_timeout', 5 s) and is retried up to 'max_retries' times (default 2) within "
+               "'retry_timeout' (default 10 s); see docs/cloud.md")
+
+
+def _store_error(e: BaseException, what: str, probe: Any = None) -> Exception | None:
+    """Map a store library's exception to our hierarchy by its type, with a message that says what
+    to do. obstore types GET/PUT/HEAD failures (``FileNotFoundError``, ``PermissionDeniedError``,
+    ``UnauthenticatedError``) but reports a failed LIST, and a server that does not answer, as
+    ``GenericError``: then ``probe()`` (a typed HEAD request on the same store) tells which it was."""
+    from obstore import exceptions as ox
+
     name = type(e).__name__
     text = str(e).split("\n", 1)[0][:400]
-    low = str(e).lower()
-    from_obstore = "obstore" in type(e).__module__
-    if from_obstore and "nosuchbucket" in low:
-        return StoreNotFoundError(
-            f"{what}: the bucket does not exist ({text}). Check the bucket name in the URL and the "
-            "endpoint_url in storage_options."
-        )
-    if (isinstance(e, PermissionError) or name in ("PermissionDeniedError", "UnauthenticatedError")
-            or (from_obstore and any(w in low for w in (
-                "403 forbidden", "accessdenied", "invalidaccesskeyid", "signaturedoesnotmatch")))):
+    listed = False  # a failed LIST whose bucket answers "not found": the bucket does not exist
+    if isinstance(e, ox.GenericError) and probe is not None:
+        found = probe()
+        listed = isinstance(found, FileNotFoundError | ox.NotFoundError)
+        if isinstance(found, PermissionError | ox.PermissionDeniedError | ox.UnauthenticatedError
+                      | FileNotFoundError | ox.NotFoundError):
+            e, name = found, type(found).__name__
+            text = f"{text} (then, asked for one object: {str(found).splitlines()[0][:200]})"
+    if isinstance(e, PermissionError | ox.PermissionDeniedError | ox.UnauthenticatedError):
         return StorePermissionError(
             f"{what}: permission denied ({name}: {text}). Check the credentials in storage_options "
             "(key/secret/token, or anon=True for a public bucket) or the AWS_* environment variables, "
             "and that they may read (and, for writing, write) this bucket and prefix."
         )
-    if isinstance(e, FileNotFoundError) or (from_obstore and "404 not found" in low):
-        return StoreNotFoundError(f"{what}: not found ({text}).")
-    if isinstance(e, ConnectionError | TimeoutError) or (from_obstore and any(w in low for w in (
-            "error sending request", "connection refused", "connect error", "timed out", "dns error"))):
-        return StoreConnectionError(
-            f"{what}: the object store did not answer ({name}: {text}). Check endpoint_url in "
-            "storage_options (or AWS_ENDPOINT_URL) and the network; timeouts and retries are set with "
-            "storage_options={'timeout': s, 'connect_timeout': s, 'max_retries': n}."
+    if listed:
+        return StoreNotFoundError(
+            f"{what}: the bucket does not exist ({text}). Check the bucket name in the URL and the "
+            "endpoint_url in storage_options."
         )
-    if isinstance(e, OSError | ValueError) or from_obstore:
+    if isinstance(e, FileNotFoundError | ox.NotFoundError):
+        return StoreNotFoundError(
+            f"{what}: not found ({name}: {text}). Check the bucket name in the URL (the bucket may not "
+            "exist) and the endpoint_url in storage_options."
+        )
+    if isinstance(e, ConnectionError | TimeoutError | ox.GenericError):
+        return StoreConnectionError(
+            f"{what}: the object store did not answer or failed ({name}: {text}). Check endpoint_url in "
+            f"storage_options (or AWS_ENDPOINT_URL) and the network; {_RETRY_HELP}."
+        )
+    if isinstance(e, OSError | ValueError | ox.BaseError):
         return ZStringsError(f"{what}: {name}: {text}")
     return None  # not a storage error: let it propagate unchanged
 

@@ -460,7 +460,7 @@ def _claim_v3(zs: ZStore, mode: str) -> None:
 def _mapped_store_errors(zs: ZStore) -> Any:
     from .store import _mapped_errors
 
-    return _mapped_errors(f"Could not write to {zs.display}")
+    return _mapped_errors(f"Could not write to {zs.display}", zs.probe)
 
 
 def _clear_except(zs: ZStore, keep: str) -> None:
