@@ -562,3 +562,60 @@ def test_netcdf_c_limits_on_xarray_v2_stores(tmp_path):
         assert "sc" not in nc.variables
         assert nc["v"].long_name != "température"
         assert isinstance(nc.getncattr("tags"), str)
+
+
+# ---------------------------------------------------------------------------------------------
+# Codecs keep their meaning through every Zarr writer
+# ---------------------------------------------------------------------------------------------
+
+
+def _v2_codecs(path: Path) -> tuple:
+    z = json.loads(path.read_text())
+    return z["compressor"], z["filters"]
+
+
+def _v3_codecs(path: Path) -> list:
+    return [c for c in json.loads(path.read_text())["codecs"] if c["name"] not in ("bytes", "vlen-utf8")]
+
+
+# source, variable, codecs as written to v2 (.zarray compressor, filters), as written to v3 (codecs)
+_CODEC_CASES = {
+    "nc4101-numeric": ("temp", ({"id": "zlib", "level": 1}, [{"id": "shuffle", "elementsize": 4}]),
+                       [{"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}},
+                        {"name": "numcodecs.zlib", "configuration": {"level": 1}}]),
+    "zarr2-compressors": ("count", ({"id": "blosc", "cname": "lz4", "clevel": 3, "shuffle": 2, "blocksize": 0},
+                                    None),
+                          [{"name": "blosc", "configuration": {"typesize": 8, "cname": "lz4", "clevel": 3,
+                                                               "shuffle": "bitshuffle", "blocksize": 0}}]),
+    "zarr3-compressed": ("temp", ({"id": "gzip", "level": 3}, None),
+                         [{"name": "gzip", "configuration": {"level": 3}}]),
+}
+
+
+@pytest.mark.parametrize("sid", list(_CODEC_CASES))
+def test_codecs_keep_their_meaning(sid, source_dir, tmp_path):
+    name, (v2_comp, v2_filters), v3 = _CODEC_CASES[sid]
+    ds = _open(_source(sid, source_dir))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ds.zstrings.to_zarr(tmp_path / "v3.zarr", zarr_format=3)
+        ds.zstrings.to_zarr(tmp_path / "v2.zarr", zarr_format=2)
+        # and back again: v3 -> v2 -> v3 gives the same chain
+        _open(tmp_path / "v2.zarr").to_zarr(tmp_path / "v3b.zarr", zarr_format=3)
+    assert _v3_codecs(tmp_path / "v3.zarr" / name / "zarr.json") == v3
+    assert _v3_codecs(tmp_path / "v3b.zarr" / name / "zarr.json") == v3
+    comp, filters = _v2_codecs(tmp_path / "v2.zarr" / name / ".zarray")
+    assert {k: v for k, v in comp.items() if k != "typesize"} == v2_comp
+    assert filters == v2_filters
+
+
+def test_numeric_codec_without_v3_equivalent_is_dropped_with_a_warning():
+    from xr_zstrings import CodecDroppedWarning
+
+    ds = xr.Dataset({"v": ("x", np.arange(4.0))})
+    ds["v"].encoding = {"compressors": (zarr.codecs.ZstdCodec(level=1),),
+                        "filters": (zarr.codecs.TransposeCodec(order=(0,)),)}
+    with pytest.warns(CodecDroppedWarning, match="transpose.*no Zarr v2"):
+        enc = for_zarr(ds, 2)["v"].encoding
+    assert [c.get_config() for c in enc["compressors"]] == [{"id": "zstd", "level": 1, "checksum": False}]
+    assert enc["filters"] is None
