@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,8 @@ import xarray as xr
 import zarr
 from peers import nc_url
 
-from xr_zstrings import ZStringsError, to_nczarr
+from xr_zstrings import MissingStringsWarning, ZStringsError, to_nczarr
+from xr_zstrings.writer_v3 import to_zarr_v3
 
 NA_T = np.dtypes.StringDType(na_object=np.nan)
 GOLDEN_V2 = Path(__file__).parent / "golden_missing" / "zarr-python-2.18"
@@ -248,3 +250,86 @@ def test_masked_nczarr_round_trips_through_to_nczarr(tmp_path):
     with netCDF4.Dataset(nc_url(src), "r") as a, netCDF4.Dataset(nc_url(tmp_path / "out.zarr"), "r") as b:
         assert b["s"][:].tolist() == a["s"][:].tolist()
         assert b["s"].getncattr("_FillValue") == a["s"].getncattr("_FillValue") == "N/A"
+
+
+# ------------------------------------------------------------------------ writers: to_zarr_v3
+
+
+def _with_missing(src: str) -> np.ndarray:
+    if src == "T":
+        return np.array(["a", np.nan, "cé", np.nan, "x"], dtype=NA_T)
+    return np.array(["a", np.nan, "cé", None, "x"], dtype=object)
+
+
+@pytest.mark.parametrize("layout", ["vlen-utf8", "zarrs.vlen", "arrow", "arrow-large"])
+@pytest.mark.parametrize("src", ["T", "O"])
+def test_to_zarr_v3_missing_with_a_fill_value_are_written_as_it(tmp_path, layout, src):
+    """Row "to_zarr_v3, string _FillValue": missing values are written as the fill string with a CF
+    ``_FillValue`` attribute; engine='zstrings' masks them back, zarr-python reads the string."""
+    ds = xr.Dataset({"s": ("x", _with_missing(src))})
+    ds["s"].encoding["_FillValue"] = "N/A"
+    path = tmp_path / "f.zarr"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MissingStringsWarning)
+        to_zarr_v3(ds, path, layout=layout)
+    got = xr.open_dataset(path, engine="zstrings")["s"]
+    assert got.dtype == NA_T and missing(got.values) == ["a", None, "cé", None, "x"]
+    assert got.encoding["_FillValue"] == "N/A"
+    assert xr.open_dataset(path, engine="zstrings", mask_and_scale=False)["s"].values.tolist() == [
+        "a", "N/A", "cé", "N/A", "x"]
+    if layout == "vlen-utf8":  # the layout zarr-python reads
+        arr = zarr.open_group(path, mode="r")["s"]
+        assert arr[:].tolist() == ["a", "N/A", "cé", "N/A", "x"] and arr.attrs["_FillValue"] == "N/A"
+        # xarray 2026.9 cannot decode a string _FillValue attribute of a v3 array (nor write one)
+        with pytest.raises(ValueError, match="Failed to decode fill_value"):
+            xr.open_dataset(path, engine="zarr")
+
+
+@pytest.mark.parametrize("layout", ["vlen-utf8", "zarrs.vlen", "arrow", "arrow-large"])
+@pytest.mark.parametrize("src", ["T", "O"])
+@pytest.mark.parametrize("chunked", [False, True])
+def test_to_zarr_v3_missing_without_a_fill_value_use_zarrs_optional(tmp_path, layout, src, chunked):
+    """Row "to_zarr_v3, no _FillValue": written in zarrs' nullable optional type around the layout
+    (warned, with the fix); engine='zstrings' reads them back missing; zarr-python and engine='zarr'
+    cannot open the array (unknown data type)."""
+    ds = xr.Dataset({"s": ("x", _with_missing(src)),
+                     "b": ("x", np.array([b"a", None, b"", b"\xff", None], dtype=object))})
+    if chunked:
+        ds = ds.chunk(x=2)
+    path = tmp_path / "o.zarr"
+    with pytest.warns(MissingStringsWarning, match=r"'s' holds 2 missing value\(s\).*_FillValue"):
+        to_zarr_v3(ds, path, layout=layout)
+    got = xr.open_dataset(path, engine="zstrings")
+    assert got["s"].dtype == NA_T and missing(got["s"].values) == ["a", None, "cé", None, "x"]
+    assert got["b"].values.tolist() == [b"a", None, b"", b"\xff", None]
+    meta = json.loads((path / "s" / "zarr.json").read_text())
+    assert meta["data_type"]["name"] == "zarrs.optional" and meta["fill_value"] is None
+    assert meta["codecs"][0]["name"] == "zarrs.optional"
+    assert got["s"].encoding["layout"] == "zarrs.optional"
+    with pytest.raises(ValueError, match="zarrs.optional"):
+        zarr.open_array(path / "s", mode="r")
+    with pytest.raises(ValueError, match="zarrs.optional"):
+        xr.open_dataset(path, engine="zarr")
+
+
+def test_to_zarr_v3_without_missing_values_is_unchanged(tmp_path):
+    """No missing value: no _FillValue attribute, no optional type; every reader opens it."""
+    ds = xr.Dataset({"s": ("x", np.array(["a", "b"], dtype=NA_T))})
+    ds["s"].encoding["_FillValue"] = "N/A"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", MissingStringsWarning)
+        to_zarr_v3(ds, tmp_path / "n.zarr")
+    assert "_FillValue" not in zarr.open_group(tmp_path / "n.zarr", mode="r")["s"].attrs
+    assert xr.open_dataset(tmp_path / "n.zarr", engine="zarr")["s"].values.tolist() == ["a", "b"]
+    assert xr.open_dataset(tmp_path / "n.zarr", engine="zstrings")["s"].values.tolist() == ["a", "b"]
+
+
+def test_masked_nczarr_round_trips_through_to_zarr_v3(tmp_path):
+    """netcdf-c store -> engine='zstrings' (masked, _FillValue in encoding) -> to_zarr_v3 -> masked again."""
+    src = tmp_path / "src.zarr"
+    _netcdf_c_strings(src, "N/A")
+    ds = xr.open_dataset(src, engine="zstrings")[["s"]]
+    to_zarr_v3(ds, tmp_path / "v3.zarr")
+    back = xr.open_dataset(tmp_path / "v3.zarr", engine="zstrings")["s"]
+    assert missing(back.values) == missing(ds["s"].values)
+    assert zarr.open_group(tmp_path / "v3.zarr", mode="r")["s"][:].tolist() == ["a", "é", "N/A", "b", "N/A", "N/A"]

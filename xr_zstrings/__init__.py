@@ -9,6 +9,7 @@ from __future__ import annotations
 from .errors import (
     ChunkError,
     CodecDroppedWarning,
+    MissingStringsWarning,
     ConcurrentWriteError,
     DimensionError,
     IncompleteStoreError,
@@ -42,6 +43,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "ChunkError",
     "CodecDroppedWarning",
+    "MissingStringsWarning",
     "ConcurrentWriteError",
     "DimensionError",
     "IncompleteStoreError",

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ChunkError",
     "CodecDroppedWarning",
+    "MissingStringsWarning",
     "ConcurrentWriteError",
     "DimensionError",
     "IncompleteStoreError",
@@ -84,3 +85,8 @@ class CodecDroppedWarning(UserWarning):
 class StringDecodeWarning(UserWarning):
     """A ``utf8_errors`` policy changed values while reading ("drop" shortened them, "replace" put
     U+FFFD in them); the message gives the count, the first value and how to read the bytes."""
+
+
+class MissingStringsWarning(UserWarning):
+    """Missing string values were written in zarrs' nullable ``optional`` type (no string
+    ``_FillValue`` was given): engine="zstrings" and zarrs read them, zarr-python cannot open the array."""

@@ -19,11 +19,13 @@ zarr-python refuses the last two layouts, so they are readable with ``engine="zs
 
 from __future__ import annotations
 
+import base64
 import functools
 import itertools
 import json
 import math
 import os
+import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -36,11 +38,11 @@ from zarr.storage import WrapperStore
 
 from .atomic import incomplete_v3_root, local_commit
 from .codecs_v3 import V3Pipeline
-from .errors import ZStringsError
+from .errors import MissingStringsWarning, ZStringsError
 from .store import ZStore, open_store, parse_nczarr_url
 from .strings import kernels
 from .vlen import VlenChunk, values_to_vlen
-from .write_plan import check_names
+from .write_plan import _missing, check_names
 
 __all__ = ["to_zarr_v3", "LAYOUTS"]
 
@@ -62,7 +64,8 @@ def _is_text(var: xr.Variable) -> str | None:
         return "bytes"
     if kind == "O":  # by the first value; _text_values checks them all
         flat = var.values.reshape(-1)
-        return "bytes" if flat.size and isinstance(flat[0], bytes) else "str"
+        first = next((v for v in flat.tolist() if isinstance(v, str | bytes)), None)  # missing values skipped
+        return "bytes" if isinstance(first, bytes) else "str"
     return None
 
 
@@ -153,20 +156,56 @@ def _text_values(var: xr.Variable, kind: str, name: Hashable) -> tuple[np.ndarra
     return values, values_to_vlen(flat, kind=kind, what=f"variable {name!r}")
 
 
+def _missing_values(var: xr.Variable, kind: str, name: Hashable) -> tuple[Any, tuple[str, Any] | None]:
+    """Missing values (None, NaN, StringDType NA) of a text variable, made writable: written as
+    its string ``_FillValue`` (encoding or attribute; engine="zstrings" masks it back) when it has
+    one, else in zarrs' nullable ``optional`` type (None marks them; warned: zarr-python cannot
+    read that type: then an object array with None, not a Variable, which would turn None into NaN).
+    ``(var, None)`` when there is none."""
+    if var.dtype.kind not in "OT":
+        return var, None
+    arr = np.asarray(var.values)
+    miss = _missing(arr)
+    if miss is None or not miss.any():
+        return var, None
+    fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
+    if isinstance(fill, np.str_ | np.bytes_):
+        fill = fill.item()
+    if kind == "str" and isinstance(fill, bytes):
+        fill = fill.decode("utf-8")
+    if isinstance(fill, str if kind == "str" else bytes):
+        out = arr.copy() if arr.dtype.kind == "T" else arr.astype(object)
+        out[miss] = fill
+        return var.copy(data=out), ("fill", fill)
+    out = arr.astype(object)
+    out[miss] = None
+    i = int(np.flatnonzero(miss.reshape(-1))[0])
+    warnings.warn(
+        f"Variable {name!r} holds {int(miss.sum())} missing value(s) (None/NaN/NA), e.g. element {i}: "
+        "written in zarrs' nullable 'optional' data type (engine='zstrings' and zarrs read them back "
+        "missing; zarr-python and engine='zarr' cannot open that array). Set "
+        f"ds[{name!r}].encoding['_FillValue'] to a string to write them as that string instead "
+        "(zarr-python then reads the string, engine='zstrings' masks it).",
+        MissingStringsWarning, stacklevel=5,
+    )
+    return out, ("optional", int(miss.sum()))
+
+
 def _chunk_items(
-    path: str, values: np.ndarray, packed: VlenChunk, kind: str, chunks: tuple[int, ...], pipe: V3Pipeline
+    path: str, values: np.ndarray, packed: VlenChunk | None, kind: str, chunks: tuple[int, ...], pipe: V3Pipeline,
+    pad: Any = "",
 ) -> Iterator[Callable[[], tuple[str, bytes]]]:
     """One job per chunk; each job encodes its chunk (edge chunks padded with the fill value).
 
     1-D variable-length layouts slice the packed offsets/data per chunk (no second pass over
     the values); other shapes pad each block as an array.
     """
-    fill: Any = "" if kind == "str" else b""
+    fill: Any = pad if pad != "" or kind == "str" else b""
     if values.ndim == 0:
         yield lambda: (f"{path}/c", pipe.encode(values.reshape(())))
         return
     grid = [math.ceil(n / c) if c else 0 for n, c in zip(values.shape, chunks, strict=True)]
-    if values.ndim == 1 and pipe.accepts_vlen:
+    if values.ndim == 1 and pipe.accepts_vlen and packed is not None:
         off = packed.offsets.astype(np.int64, copy=False)
         (c,), (n,) = chunks, values.shape
 
@@ -193,8 +232,8 @@ def _chunk_items(
 
 
 def _write_text_array(
-    zs: ZStore, meta_store: _MetadataLast, path: str, values: np.ndarray, packed: VlenChunk, kind: str,
-    layout: str, keep_codecs: bool, **layout_kw: Any,
+    zs: ZStore, meta_store: _MetadataLast, path: str, values: np.ndarray, packed: VlenChunk | None, kind: str,
+    layout: str, keep_codecs: bool, missing: tuple[str, Any] | None = None, **layout_kw: Any,
 ) -> dict[str, Any]:
     """Write one string/bytes array in ``layout``: its chunks (encoded on threads), and its zarr.json
     (xarray's, held back by ``meta_store``, now with the layout's data type and codecs) into
@@ -207,11 +246,28 @@ def _write_text_array(
         codecs = [codecs[0], *[c for c in meta.get("codecs", []) if c.get("name") != "bytes"]]
     fill: Any = "" if kind == "str" else b""
     dtype = np.dtypes.StringDType() if kind == "str" else np.dtype(object)
+    meta.update(data_type=data_type, codecs=codecs, fill_value="")
+    pad: Any = ""
+    if missing is not None and missing[0] == "optional":
+        # zarrs' nullable type around the layout: the layout's serializer holds the present values,
+        # a packbits mask says which are present; compressors stay outside (zarrs.optional codec)
+        inner = data_type if isinstance(data_type, dict) else {"name": data_type, "configuration": {}}
+        codecs = [{"name": "zarrs.optional", "configuration": {
+            "mask_codecs": [{"name": "packbits", "configuration": {"padding_encoding": "none"}}],
+            "data_codecs": [codecs[0]]}}, *codecs[1:]]
+        meta.update(data_type={"name": "zarrs.optional", "configuration": {
+            "name": inner["name"], "configuration": dict(inner.get("configuration") or {})}},
+            codecs=codecs, fill_value=None)
+        dtype, fill, pad = np.dtype(object), None, None
+    elif missing is not None:  # ("fill", the string _FillValue the missing values were written as)
+        attrs = meta.setdefault("attributes", {})
+        fv = missing[1]
+        # as xarray encodes a v3 string _FillValue attribute: text, base64 for bytes
+        attrs["_FillValue"] = fv if isinstance(fv, str) else base64.b64encode(fv).decode("ascii")
     pipe = V3Pipeline.from_metadata(codecs, data_type=data_type, dtype=dtype, chunk_shape=chunks,
                                     fill_value=fill, where=zs.where(key))
-    meta.update(data_type=data_type, codecs=codecs, fill_value="")
     _delete_chunks(zs, path)
-    jobs = _chunk_items(path, values, packed, kind, chunks, pipe)
+    jobs = _chunk_items(path, values, packed, kind, chunks, pipe, pad=pad)
     per_chunk = max(1, math.prod(chunks) * 32)
     batch = max(1, _BATCH_BYTES // per_chunk)
     with ThreadPoolExecutor(_THREADS) as pool:
@@ -490,7 +546,7 @@ def _prepare(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, tuple[str, np.n
     """The Dataset xarray writes (each string/bytes variable as a zero-cost uint8 stand-in of its
     shape: all fill value, so no chunk is written, but its zarr.json gets xarray's attributes,
     dimension names and chunk grid) and the packed text values we write ourselves."""
-    texts: dict[Hashable, tuple[str, np.ndarray, VlenChunk]] = {}
+    texts: dict[Hashable, tuple[str, np.ndarray, VlenChunk | None, tuple[str, Any] | None]] = {}
     prepared = ds.copy()
     for name, var in ds.variables.items():
         kind = _is_text(var)
@@ -499,7 +555,15 @@ def _prepare(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, tuple[str, np.n
             # filters, zarr_dtype, ...) that a v3 array cannot take
             prepared[name].encoding = {k: v for k, v in var.encoding.items() if k in _V3_KEEP}
             continue
-        texts[name] = (kind, *_text_values(var, kind, name))
+        filled, missing = _missing_values(var, kind, name)
+        if missing is not None and missing[0] == "optional":
+            # validate the present values (as packing does) before anything is written
+            present = np.where(np.equal(filled, None), "" if kind == "str" else b"", filled)
+            _text_values(xr.Variable(var.dims, present), kind, name)
+            texts[name] = (kind, filled, None, missing)
+        else:
+            var = filled
+            texts[name] = (kind, *_text_values(var, kind, name), missing)
         stand_in = np.broadcast_to(np.zeros((), np.uint8), var.shape)
         prepared[name] = prepared[name].copy(data=stand_in)
         prepared[name].encoding = {k: v for k, v in var.encoding.items() if k in ("chunks",)}
@@ -523,10 +587,10 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
         ds.to_zarr(meta_store, mode=("w" if not into_group else "a") if i == 0 else "a", zarr_format=3,
                    consolidated=False, group=where)
         prefix = (group or "").strip("/")
-        for name, (kind, values, packed) in texts.items():
+        for name, (kind, values, packed, missing) in texts.items():
             keep = layout == "vlen-utf8" and kw["compressors"] is None and kind == "str"
             _write_text_array(zs, meta_store, f"{prefix}/{name}".strip("/"), values, packed, kind, layout,
-                              keep, **lkw)
+                              keep, missing, **lkw)
     if into_group and consolidated and root_key not in meta_store.meta:
         raw = zs.get_bytes("zarr.json")
         if raw is not None:
