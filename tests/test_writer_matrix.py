@@ -21,7 +21,7 @@ import zarr
 from xr_zstrings import UnsupportedError
 from xr_zstrings.sample import sample_path
 from xr_zstrings.writer import prepare_for_zarr, to_nczarr
-from xr_zstrings.zarr_encoding import for_zarr
+from xr_zstrings.zarr_encoding import for_zarr, v2_configs
 
 
 def _open(path: str | Path, **kw) -> xr.Dataset:
@@ -441,6 +441,33 @@ def test_dataset_writer_reader(sid, writer, reader, source_dir):
         if reader == "netcdf4" and out.suffix == ".zarr":
             back = _without_special(back)
         assert_same(back, obj, f"{sid} -> {writer} -> {reader}")
+    if reader == "zarr" and writer != "to_zarr_v3":
+        _assert_codecs_kept(obj, out, 2 if "v2" in writer else 3, f"{sid} -> {writer}")
+
+
+_SERIALIZERS = ("bytes", "vlen-utf8", "vlen-bytes", "fixed_length_utf32", "null_terminated_bytes")
+
+
+def _assert_codecs_kept(src: xr.Dataset, out: Path, fmt: int, where: str) -> None:
+    """xarray's to_zarr wrote each variable with the source's compressors (by name and settings), or
+    with none where the source had none: never zarr-python's default in their place."""
+    expected = for_zarr(src, fmt)
+    for name in src.variables:
+        comps = expected[name].encoding.get("compressors") or ()
+        if fmt == 2:
+            import numcodecs
+
+            stored = json.loads((out / str(name) / ".zarray").read_text())["compressor"]
+            stored = None if stored is None else numcodecs.get_codec(stored).get_config()  # with defaults
+            want = comps[0].get_config() if comps else None
+            assert stored == want, (where, name)
+        else:
+            meta = json.loads((out / str(name) / "zarr.json").read_text())
+            chain = meta["codecs"]
+            if chain[0]["name"] == "sharding_indexed":
+                chain = chain[0]["configuration"]["codecs"]
+            stored = [c["name"] for c in chain if c["name"] not in _SERIALIZERS]
+            assert stored == [c.to_dict()["name"] for c in comps], (where, name)
 
 
 def test_to_nczarr_refuses_a_codec_netcdf_c_cannot_read(source_dir, tmp_path):
@@ -517,6 +544,12 @@ def test_prepare_for_zarr_v2(sid, reader, source_dir):
     if reader == "zstrings":
         back = _open(out).load()
         assert_same(back, src, where)
+        for name, var in src.variables.items():  # the source's compressor, or none: never zarr's default
+            comp, _ = v2_configs(var.encoding, where=name)
+            comp = comp[0] if isinstance(comp, list) else comp
+            want = None if comp is None else (comp if isinstance(comp, dict) else comp.get_config())["id"]
+            stored = json.loads((out / str(name) / ".zarray").read_text())["compressor"]
+            assert (stored or {}).get("id") == want, (where, name)
         return
     # netcdf-c itself (mode=zarr): every variable, strings as NC_STRING, compared with the source
     with xr.open_dataset(_url(out, "zarr"), engine="netcdf4") as back:

@@ -404,7 +404,10 @@ def prepare_for_zarr(
         attrs = dict(var.attrs)
         attrs["_nczarr_maxstrlen"] = a.maxstrlen
         new = xr.Variable(var.dims, data, attrs)
-        new.encoding = {k: var.encoding[k] for k in ("chunks", "compressors") if var.encoding.get(k)}
+        # compressors=None too: without the key zarr-python would pick its default compressor
+        new.encoding = {k: var.encoding[k] for k in ("chunks", "compressors") if k in var.encoding}
+        if new.encoding.get("chunks") is None:
+            new.encoding.pop("chunks", None)
         if name in ds.indexes:
             out = out.assign_coords({name: new})
         else:
