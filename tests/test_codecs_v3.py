@@ -145,7 +145,7 @@ def _strings(n, seed=0):
 
 
 def _vlen_bytes_dtype():
-    from zarr.core.dtype import VariableLengthBytes
+    from zarr.dtype import VariableLengthBytes
 
     return VariableLengthBytes()
 

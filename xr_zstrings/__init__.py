@@ -30,6 +30,10 @@ _WRITER_NAMES = ("to_nczarr", "convert", "prepare_for_zarr", "for_zarr")
 
 
 def __getattr__(name: str) -> object:
+    if name == "show_versions":
+        from .versions import show_versions
+
+        return show_versions
     if name == "convert":
         from .conversion import convert
 
@@ -59,5 +63,6 @@ __all__ = [
     "convert",
     "for_zarr",
     "prepare_for_zarr",
+    "show_versions",
     "to_nczarr",
 ]

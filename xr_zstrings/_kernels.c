@@ -989,13 +989,14 @@ scan_T(PyArrayObject *arr, int allow_nul, int64_t *L, npy_intp *bad)
 {
     npy_intp N = PyArray_SIZE(arr);
     const char *base = PyArray_BYTES(arr);
+    const npy_intp esz = PyArray_ITEMSIZE(arr); /* the packed string's size: numpy's, not ours */
     int status = 0;
     Py_BEGIN_ALLOW_THREADS
     npy_string_allocator *alloc = NpyString_acquire_allocator(
         (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
     for (npy_intp i = 0; i < N; i++) {
         npy_static_string u = {0, NULL};
-        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0) {
+        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + esz * i), &u) != 0) {
             status = 2;
             *bad = i;
             break;
@@ -1059,6 +1060,34 @@ utf8_scan(PyObject *self, PyObject *args)
     return Py_BuildValue("inN", status, (Py_ssize_t)bad, (PyObject *)lens);
 }
 
+/* Copy every value of a StringDType array to o at its offset (off: n+1 running sums of the
+ * lengths scan_T measured; GIL released).  1 when a value changed meanwhile, else 0.  Only
+ * memcpy while the allocator is held: numpy forbids Python C-API calls under it. */
+static int
+copy_T(PyArrayObject *arr, const int64_t *off, char *o)
+{
+    npy_intp N = PyArray_SIZE(arr);
+    const char *base = PyArray_BYTES(arr);
+    const npy_intp esz = PyArray_ITEMSIZE(arr);
+    const PyArray_StringDTypeObject *descr = (const PyArray_StringDTypeObject *)PyArray_DESCR(arr);
+    int changed = 0;
+    Py_BEGIN_ALLOW_THREADS
+    npy_string_allocator *alloc = NpyString_acquire_allocator(descr);
+    for (npy_intp i = 0; i < N; i++) {
+        npy_static_string u = {0, NULL};
+        /* re-check each length: the array may change while the GIL is released */
+        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + esz * i), &u) != 0 ||
+            (int64_t)u.size != off[i + 1] - off[i]) {
+            changed = 1;
+            break;
+        }
+        if (u.size) memcpy(o + off[i], u.buf, u.size);
+    }
+    NpyString_release_allocator(alloc);
+    Py_END_ALLOW_THREADS
+    return changed;
+}
+
 /* utf8_pack for a StringDType array: lengths first, then one exact-size copy (GIL released) */
 static PyObject *
 utf8_pack_T(PyArrayObject *arr, int allow_nul)
@@ -1068,8 +1097,6 @@ utf8_pack_T(PyArrayObject *arr, int allow_nul)
     PyArrayObject *offs = (PyArrayObject *)PyArray_SimpleNew(1, dims, NPY_INT64);
     if (!offs) return NULL;
     int64_t *off = (int64_t *)PyArray_DATA(offs);
-    const char *base = PyArray_BYTES(arr);
-    const PyArray_StringDTypeObject *descr = (const PyArray_StringDTypeObject *)PyArray_DESCR(arr);
     npy_intp bad = -1;
     off[0] = 0;
     int status = scan_T(arr, allow_nul, off + 1, &bad); /* lengths, then their running sum */
@@ -1083,22 +1110,7 @@ utf8_pack_T(PyArrayObject *arr, int allow_nul)
         Py_DECREF(offs);
         return NULL;
     }
-    char *o = PyBytes_AS_STRING(data);
-    int changed = 0;
-    Py_BEGIN_ALLOW_THREADS
-    npy_string_allocator *alloc = NpyString_acquire_allocator(descr);
-    for (npy_intp i = 0; i < N; i++) {
-        npy_static_string u = {0, NULL};
-        /* re-check each length: the array may change while the GIL is released */
-        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0 ||
-            (int64_t)u.size != off[i + 1] - off[i]) {
-            changed = 1;
-            break;
-        }
-        if (u.size) memcpy(o + off[i], u.buf, u.size);
-    }
-    NpyString_release_allocator(alloc);
-    Py_END_ALLOW_THREADS
+    int changed = copy_T(arr, off, PyBytes_AS_STRING(data));
     if (changed) {
         Py_DECREF(offs);
         Py_DECREF(data);
@@ -1164,12 +1176,13 @@ fill_fixed_bounded(PyObject *self, PyObject *args)
     }
     else {
         const char *base = PyArray_BYTES(arr);
+        const npy_intp esz = PyArray_ITEMSIZE(arr);
         Py_BEGIN_ALLOW_THREADS
         npy_string_allocator *alloc = NpyString_acquire_allocator(
             (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
         for (npy_intp i = 0; i < N; i++) {
             npy_static_string u = {0, NULL};
-            if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0) {
+            if (NpyString_load(alloc, (const npy_packed_static_string *)(base + esz * i), &u) != 0) {
                 status = 2;
                 bad = i;
                 break;
@@ -1215,23 +1228,43 @@ T_to_objects(PyObject *self, PyObject *arg)
         PyErr_SetString(PyExc_TypeError, "values must be a StringDType array");
         return NULL;
     }
-    PyArrayObject *res = (PyArrayObject *)PyArray_SimpleNew(PyArray_NDIM(arr), PyArray_DIMS(arr), NPY_OBJECT);
-    if (!res) return NULL;
+    /* the values are copied out first (scan_T + copy_T, under the allocator: memcpy only), then
+     * the str objects are made from the copy: numpy forbids Python C-API calls while a
+     * StringDType allocator is held (its lock could deadlock against the GIL) */
     npy_intp N = PyArray_SIZE(arr);
+    int64_t *off = (int64_t *)PyMem_RawMalloc(sizeof(int64_t) * (size_t)(N + 1));
+    if (!off) return PyErr_NoMemory();
+    npy_intp bad = -1;
+    off[0] = 0;
+    if (scan_T(arr, 1, off + 1, &bad) != 0) {
+        PyMem_RawFree(off);
+        PyErr_SetString(PyExc_ValueError, "values must not hold missing (NA) strings");
+        return NULL;
+    }
+    for (npy_intp i = 0; i < N; i++) off[i + 1] += off[i];
+    char *buf = (char *)PyMem_RawMalloc((size_t)(off[N] ? off[N] : 1));
+    if (!buf) {
+        PyMem_RawFree(off);
+        return PyErr_NoMemory();
+    }
+    if (copy_T(arr, off, buf)) {
+        PyMem_RawFree(off);
+        PyMem_RawFree(buf);
+        PyErr_SetString(PyExc_ValueError, "values changed during T_to_objects");
+        return NULL;
+    }
+    PyArrayObject *res = (PyArrayObject *)PyArray_SimpleNew(PyArray_NDIM(arr), PyArray_DIMS(arr), NPY_OBJECT);
+    if (!res) {
+        PyMem_RawFree(off);
+        PyMem_RawFree(buf);
+        return NULL;
+    }
     PyObject **o = (PyObject **)PyArray_DATA(res);
     for (npy_intp i = 0; i < N; i++) o[i] = NULL;
-    const char *base = PyArray_BYTES(arr);
-    npy_string_allocator *alloc = NpyString_acquire_allocator(
-        (const PyArray_StringDTypeObject *)PyArray_DESCR(arr));
     int failed = 0;
     for (npy_intp i = 0; i < N; i++) {
-        npy_static_string u = {0, NULL};
-        if (NpyString_load(alloc, (const npy_packed_static_string *)(base + 16 * i), &u) != 0) {
-            failed = 1;
-            break;
-        }
-        const uint8_t *b = (const uint8_t *)u.buf;
-        Py_ssize_t L = (Py_ssize_t)u.size;
+        const uint8_t *b = (const uint8_t *)buf + off[i];
+        Py_ssize_t L = (Py_ssize_t)(off[i + 1] - off[i]);
         PyObject *str;
         if (!span_non_ascii(b, L, b + L)) {
             str = PyUnicode_New(L, 127);
@@ -1241,14 +1274,14 @@ T_to_objects(PyObject *self, PyObject *arg)
             str = PyUnicode_DecodeUTF8((const char *)b, L, "strict");
         }
         if (!str) {
-            failed = 2;
+            failed = 1;
             break;
         }
         o[i] = str;
     }
-    NpyString_release_allocator(alloc);
+    PyMem_RawFree(off);
+    PyMem_RawFree(buf);
     if (failed) {
-        if (failed == 1) PyErr_SetString(PyExc_ValueError, "values must not hold missing (NA) strings");
         Py_DECREF(res); /* NULL slots are skipped by numpy's dealloc */
         return NULL;
     }
@@ -1257,7 +1290,7 @@ T_to_objects(PyObject *self, PyObject *arg)
 
 /*
  * utf8_pack(values, allow_nul=False) -> (status, index, offsets, data)
- *   An object (or StringDType) array of str -> UTF-8 of every value concatenated (bytes) + int64
+ *   An object (or StringDType) array of str -> UTF-8 of every value concatenated (bytes; a bytearray for objects) + int64
  *   offsets (n+1).  Objects: ONE pass (they are scattered over the heap: reading them twice costs
  *   more than writing the scratch copy).  status as utf8_scan; offsets/data are None unless 0.
  */
@@ -1277,7 +1310,8 @@ utf8_pack(PyObject *self, PyObject *args)
     if (!offs) return NULL;
     int64_t *off = (int64_t *)PyArray_DATA(offs);
     Py_ssize_t cap = (Py_ssize_t)N * 24 + 64;
-    PyObject *data = PyBytes_FromStringAndSize(NULL, cap);
+    /* a bytearray: PyByteArray_Resize is public API (bytes' resize is a private CPython call) */
+    PyObject *data = PyByteArray_FromStringAndSize(NULL, cap);
     if (!data) {
         Py_DECREF(offs);
         return NULL;
@@ -1297,13 +1331,14 @@ utf8_pack(PyObject *self, PyObject *args)
         Py_ssize_t room = PyUnicode_GET_LENGTH(s) * (PyUnicode_IS_ASCII(s) ? 1 : 4);
         if (pos + room > cap) {
             Py_ssize_t ncap = cap * 2 > pos + room ? cap * 2 : pos + room + 64;
-            if (_PyBytes_Resize(&data, ncap) < 0) {
+            if (PyByteArray_Resize(data, ncap) < 0) {
                 Py_DECREF(offs);
+                Py_DECREF(data);
                 return NULL;
             }
             cap = ncap;
         }
-        uint8_t *o = (uint8_t *)PyBytes_AS_STRING(data) + pos;
+        uint8_t *o = (uint8_t *)PyByteArray_AS_STRING(data) + pos;
         Py_ssize_t n = str_utf8_encode(s, o);
         if (n < 0) {
             status = 2;
@@ -1323,8 +1358,9 @@ utf8_pack(PyObject *self, PyObject *args)
         Py_DECREF(data);
         return Py_BuildValue("inOO", status, (Py_ssize_t)bad, Py_None, Py_None);
     }
-    if (_PyBytes_Resize(&data, pos) < 0) {
+    if (PyByteArray_Resize(data, pos) < 0) {
         Py_DECREF(offs);
+        Py_DECREF(data);
         return NULL;
     }
     return Py_BuildValue("inNN", status, (Py_ssize_t)bad, (PyObject *)offs, data);

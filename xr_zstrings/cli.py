@@ -1004,6 +1004,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog="Exit codes: 0 ok, 1 'check' found problems, 2 usage or input error.",
     )
     parser.add_argument("--traceback", action="store_true", help="show the full traceback on errors")
+    parser.add_argument("--version", action="store_true",
+                        help="print the versions of xr_zstrings and its stack, and whether the "
+                             "compiled kernels are in use, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("sample", help="show the built-in sample NCZarr store (the default)",
@@ -1081,6 +1084,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as e:  # --help (0) and usage errors (2): return, so callers get an int
         return int(e.code or 0) if not isinstance(e.code, str) else USAGE
+    if args.version:
+        from .versions import show_versions
+
+        show_versions()
+        return 0
     func: Callable[[argparse.Namespace], int] = getattr(args, "func", _cmd_sample)
 
     from .errors import ZStringsError

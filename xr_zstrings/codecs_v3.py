@@ -19,9 +19,9 @@ Codecs
   ``index_codecs``, ``2**64-1`` = empty inner chunk -> ``fill_value``; nested sharding works),
   and any other array->bytes codec zarr-python registers, for numeric data only.
 * bytes -> bytes: every codec zarr-python registers (``gzip``, ``zstd``, ``blosc``, ``crc32c``,
-  ``numcodecs.*``): zarr-python's own implementations are called (``_decode_sync`` /
-  ``_encode_sync`` when the codec has them, else its async ``_decode_single`` run with
-  ``zarr.core.sync.sync``).  No compressor is written here.
+  ``numcodecs.*``): zarr-python's own implementations are called, one chunk at a time, through
+  ``_zarr_compat.run_codec`` (the private sync fast path where the codec has one, else the public
+  ``Codec.decode``/``encode``).  No compressor is written here.
 
 The layout rule (strings and bytes)
 -----------------------------------
@@ -74,6 +74,7 @@ from typing import Any
 
 import numpy as np
 
+from . import _zarr_compat
 from .codecs import MAX_CHUNK_BYTES_ENV, bounded_decode, max_chunk_bytes
 from .errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from .vlen import (
@@ -214,17 +215,13 @@ class _Zarr:
         if not cls._loaded:
             import zarr.registry
             from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
-            from zarr.core.array_spec import ArrayConfig, ArraySpec
-            from zarr.core.buffer import default_buffer_prototype
-            from zarr.core.dtype import get_data_type_from_native_dtype
-            from zarr.core.sync import sync
+            from zarr.buffer import default_buffer_prototype
+            from zarr.dtype import parse_dtype
 
             cls.registry = zarr.registry
             cls.AA, cls.AB, cls.BB = ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
-            cls.ArraySpec, cls.ArrayConfig = ArraySpec, ArrayConfig
             cls.prototype = default_buffer_prototype()
-            cls.zdtype = get_data_type_from_native_dtype
-            cls.sync = sync
+            cls.zdtype = staticmethod(lambda dt: parse_dtype(dt, zarr_format=3))
             cls._loaded = True
         return cls
 
@@ -236,13 +233,7 @@ class _Zarr:
         except Exception:  # noqa: BLE001 - third-party codec errors become ChunkError/MetadataError
             zd = z.zdtype(np.dtype("uint8"))
         shape = shape if all(s >= 0 for s in shape) else (0,)
-        return z.ArraySpec(
-            shape=shape,
-            dtype=zd,
-            fill_value=zd.default_scalar(),
-            config=z.ArrayConfig(order="C", write_empty_chunks=True),
-            prototype=z.prototype,
-        )
+        return _zarr_compat.array_spec(shape, zd, zd.default_scalar(), z.prototype)
 
     @classmethod
     def codec_class(cls, name: str, where: str) -> type:
@@ -260,10 +251,7 @@ class _Zarr:
 
     @classmethod
     def run(cls, codec: Any, method: str, data: Any, spec: Any) -> Any:
-        sync_m = getattr(codec, f"_{method}_sync", None)
-        if sync_m is not None:
-            return sync_m(data, spec)
-        return cls.sync(getattr(codec, f"_{method}_single")(data, spec))
+        return _zarr_compat.run_codec(codec, method, data, spec)
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,11 +28,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import xarray as xr
-
-from . import strings
-from zarr.core.sync import sync
 from zarr.storage import LocalStore, ZipStore
 
+from . import strings
+from ._zarr_compat import sync
 from .append import _add_variables, _append
 from .atomic import incomplete_v2_group, local_commit
 from .chunk_io import attach_pipelines, write_arrays
@@ -199,7 +198,7 @@ def _claim_v2(zstore: ZStore, mode: Mode) -> None:
     ``.zattrs`` without ``.zgroup``); the writer puts the real one back as its last write. For
     ``mode="w"`` the old objects are then removed (root metadata first); ``mode="w-"`` refuses a
     non-empty target and claims the root with a create-only write where the store offers one."""
-    from zarr.core.buffer import cpu
+    from zarr.buffer import cpu
 
     placeholder = incomplete_v2_group()
     if mode == "a":

@@ -118,7 +118,7 @@ def _layout_metadata(
 
 
 def _delete_chunks(zs: ZStore, path: str) -> None:
-    from zarr.core.sync import sync
+    from ._zarr_compat import sync
 
     base = zs.full_key(path)
 
@@ -461,7 +461,7 @@ def to_zarr_v3(
     display = str(target)
     if local is not None:
         from zarr.storage import LocalStore, ZipStore
-        from zarr.core.sync import sync
+        from ._zarr_compat import sync
 
         path, is_zip = local
         with local_commit(path, mode=mode if group is None or not path.exists() else "a", display=display,
@@ -495,8 +495,8 @@ def _claim_v3(zs: ZStore, mode: str) -> None:
     """On a store that cannot swap: put the placeholder root zarr.json first (refused by every
     reader until the real one replaces it), then remove what an older store left (``mode="w"``).
     ``mode="w-"`` claims the root with a create-only write where the store offers one."""
-    from zarr.core.buffer import cpu
-    from zarr.core.sync import sync
+    from zarr.buffer import cpu
+    from ._zarr_compat import sync
 
     existing = zs.list_dir("")
     if existing and mode == "w-":
@@ -521,7 +521,7 @@ def _mapped_store_errors(zs: ZStore) -> Any:
 
 def _clear_except(zs: ZStore, keep: str) -> None:
     """Delete every object of the store but ``keep``: root metadata first, then everything else."""
-    from zarr.core.sync import sync
+    from ._zarr_compat import sync
 
     if not zs.store.supports_deletes:
         return
@@ -601,7 +601,7 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
 def _consolidated_root(zs: ZStore, root: dict[str, Any], nodes: Mapping[str, Any], others: bool) -> dict[str, Any]:
     """The root zarr.json with inline consolidated metadata as zarr-python writes it, built from
     the nodes just written plus (for a write into a group) the ones the store already had."""
-    from zarr.core.sync import sync
+    from ._zarr_compat import sync
 
     async def listing() -> list[str]:
         return [k async for k in zs.store.list_prefix(zs.full_key(""))]

@@ -1,0 +1,55 @@
+"""The minimum-versions job's constraints: every ``>=`` lower bound in pyproject.toml pinned exactly.
+
+Reads the build requirements, the runtime dependencies and the ``test`` extra.  With ``--check``
+it verifies instead that the active environment has exactly those versions installed (so a bound
+pip could not honour, or a package that slipped in at another version, fails the job).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import tomllib
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def lower_bounds() -> dict[str, str]:
+    meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    reqs = [*meta["build-system"]["requires"], *meta["project"]["dependencies"],
+            *meta["project"]["optional-dependencies"]["test"]]
+    out: dict[str, str] = {}
+    for r in reqs:
+        m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)(?:\[[^]]*\])?\s*>=\s*([0-9][^,;\s]*)\s*", r)
+        if not m:
+            sys.exit(f"lower_bounds: {r!r} has no single '>=' lower bound; give every requirement one")
+        name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
+        if name in out and out[name] != m.group(2):
+            sys.exit(f"lower_bounds: {name} has two lower bounds ({out[name]}, {m.group(2)})")
+        out[name] = m.group(2)
+    return out
+
+
+def main() -> int:
+    bounds = lower_bounds()
+    if "--check" not in sys.argv:
+        print("\n".join(f"{n}=={v}" for n, v in bounds.items()))
+        return 0
+    from packaging.version import Version  # installed with the test extra (pytest needs it)
+
+    bad = []
+    for n, v in bounds.items():
+        try:
+            got = version(n)
+        except PackageNotFoundError:
+            got = "not installed"
+        if got == "not installed" or Version(got) != Version(v):
+            bad.append(f"{n}: lower bound {v}, installed {got}")
+    print("\n".join(bad) if bad else f"all {len(bounds)} lower bounds installed exactly")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
