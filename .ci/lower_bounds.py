@@ -16,6 +16,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def _key(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v))
+
+
 def lower_bounds() -> dict[str, str]:
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     reqs = [*meta["build-system"]["requires"], *meta["project"]["dependencies"],
@@ -26,9 +30,9 @@ def lower_bounds() -> dict[str, str]:
         if not m:
             sys.exit(f"lower_bounds: {r!r} has no single '>=' lower bound; give every requirement one")
         name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
-        if name in out and out[name] != m.group(2):
-            sys.exit(f"lower_bounds: {name} has two lower bounds ({out[name]}, {m.group(2)})")
-        out[name] = m.group(2)
+        # a package bounded twice (numpy: build headers and runtime) gets the higher bound
+        if name not in out or _key(m.group(2)) > _key(out[name]):
+            out[name] = m.group(2)
     return out
 
 

@@ -719,7 +719,6 @@ def _cut_store(tmp_path: Any, layout: str) -> tuple[Any, str]:
     return path, first
 
 
-@needs_ext
 @pytest.mark.parametrize("layout", ["nczarr", "nc_char", "zarr-v2-vlen", "vlen-utf8", "zarrs.vlen", "arrow",
                                     "sharded"])
 def test_policy_changes_warn_with_count_and_first_value(tmp_path, layout):
@@ -757,7 +756,6 @@ def test_policy_changes_warn_with_count_and_first_value(tmp_path, layout):
         assert warned == []
 
 
-@needs_ext
 def test_policy_changes_on_dask_blocks_and_direct_calls(tmp_path):
     """With dask each block read warns about its own values; the public decoders warn per call."""
     path, _ = _cut_store(tmp_path, "nczarr")
