@@ -78,16 +78,16 @@ def run(writer: str, target: str, so: dict[str, Any] | None, src: str | None) ->
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 
-def _counting(kill_at: int | None) -> list[int]:
+def _counting(kill_at: int | None, kill_event: str | None = None) -> list[int]:
     """Count write operations (file opens for writing, renames, links, deletes, S3 PUT/DELETE);
-    SIGKILL this process at the ``kill_at``-th."""
+    SIGKILL this process at the ``kill_at``-th, or at the first audit event named ``kill_event``."""
     count = [0]
     lock = threading.Lock()
 
-    def hit() -> None:
+    def hit(event: str = "") -> None:
         with lock:
             count[0] += 1
-            if kill_at is not None and count[0] >= kill_at:
+            if (kill_at is not None and count[0] >= kill_at) or (kill_event is not None and event == kill_event):
                 os.kill(os.getpid(), signal.SIGKILL)
 
     def hook(event: str, args: tuple[Any, ...]) -> None:
@@ -96,8 +96,9 @@ def _counting(kill_at: int | None) -> list[int]:
             if (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
                     mode is None and isinstance(flags, int) and flags & _WRITE_FLAGS):
                 hit()
-        elif event in ("os.rename", "os.remove", "os.rmdir", "os.link", "shutil.rmtree", "os.truncate"):
-            hit()
+        elif event in ("os.rename", "os.remove", "os.rmdir", "os.link", "shutil.rmtree", "os.truncate",
+                       "xr_zstrings.exchange"):
+            hit(event)
 
     sys.addaudithook(hook)
     from zarr.storage import ObjectStore
@@ -136,7 +137,7 @@ def serve() -> None:
         if pid == 0:  # the writer
             os.close(r)
             os.dup2(2, 1)
-            count = _counting(cmd.get("kill_at"))
+            count = _counting(cmd.get("kill_at"), cmd.get("kill_event"))
             try:
                 run(cmd["writer"], cmd["target"], cmd.get("so"), cmd.get("src"))
                 msg = {"status": "ok", "events": count[0]}

@@ -86,3 +86,26 @@ def test_write_dask_dataset_to_s3_on_local_cluster(client: distributed.Client, s
         assert nc.title == "written by dask workers"
     back = xr.open_dataset(url, engine="zstrings", storage_options=s3.options())
     assert back["label"].values.tolist() == VALUES.tolist()
+
+
+def test_distributed_write_is_byte_identical_to_a_serial_write(client: distributed.Client,
+                                                               tmp_path: Path) -> None:
+    """Two worker processes writing the blocks of one local store give the same files, byte for
+    byte, as a serial write (the workers write into the sibling that is swapped in at the end)."""
+    import dask
+
+    labels = da.from_array(VALUES, chunks=50)
+    ds = xr.Dataset({"label": ("n", labels), "value": ("n", da.arange(VALUES.size, chunks=50) * 0.5)},
+                    attrs={"title": "one store, several writers"})
+    with distributed.get_task_stream(client) as ts:
+        to_nczarr(ds, tmp_path / "dist.zarr")
+    assert len({t["worker"] for t in ts.data}) == 2  # both worker processes wrote chunks
+    with dask.config.set(scheduler="synchronous"):
+        to_nczarr(ds, tmp_path / "serial.zarr")
+
+    def files(root: Path) -> dict[str, bytes]:
+        return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+    dist, serial = files(tmp_path / "dist.zarr"), files(tmp_path / "serial.zarr")
+    assert len(dist) > 40 and dist == serial
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dist.zarr", "serial.zarr"]

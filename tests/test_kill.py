@@ -201,7 +201,7 @@ def _same(got: Any, want: Any) -> bool:
     def norm(x: Any) -> Any:
         if isinstance(x, dict):
             return {k: norm(v) for k, v in x.items()}
-        if isinstance(x, list):
+        if isinstance(x, list | tuple):
             return [norm(v) for v in x]
         if isinstance(x, bytes):
             return x.decode()
@@ -328,3 +328,33 @@ def test_killed_writer_leaves_complete_or_refused(writer: str, kind: str, tmp_pa
         assert got == verdict or (verdict == "refused" and got == "refused"), (
             f"{where}: engine='zstrings' reads {verdict!r} but netcdf-c reads {got!r}")
     assert len(outcomes) == len(points) and outcomes
+
+
+def test_next_writer_cleans_up_after_a_killed_one(tmp_path: Path, forks: ForkServer) -> None:
+    """What a killed writer left beside the target (its temporary tree) is removed by the next
+    writer of that target, which holds the lock, so no other writer can still be using it."""
+    target = tmp_path / "t.zarr"
+    to_nczarr(dataset(1), target, unlimited_dims=["obs"])
+    # killed after it cloned the store and wrote the new version beside it, just before the swap
+    res = forks.run(writer="nczarr_append", target=str(target), kill_event="xr_zstrings.exchange")
+    assert res["status"] == "killed"
+    left = [q.name for q in tmp_path.iterdir() if q.name != "t.zarr"]
+    assert left and all(n.startswith(".t.zarr.zstrings-") for n in left)
+    assert _same(_ours(str(target), None), ("data", _plain(_strings_as_objects(dataset(1)))))
+    assert forks.run(writer="nczarr_append", target=str(target))["status"] == "ok"
+    assert [q.name for q in tmp_path.iterdir()] == ["t.zarr"]
+    assert _same(_ours(str(target), None), ("data", _plain(_strings_as_objects(appended()))))
+
+
+def test_a_store_renamed_aside_by_a_killed_swap_is_put_back(tmp_path: Path) -> None:
+    """Where two directories cannot be exchanged atomically the old store is renamed aside before
+    the new one moves in; a writer killed between the two renames leaves no store (refused), and
+    the next writer puts the old one back before it starts."""
+    target = tmp_path / "t.zarr"
+    to_nczarr(dataset(1), target, unlimited_dims=["obs"])
+    target.rename(tmp_path / ".t.zarr.zstrings-old-999-deadbeef")  # the state such a kill leaves
+    (tmp_path / ".t.zarr.zstrings-tmp-999-cafe").mkdir()
+    assert _ours(str(target), None)[0] == "refused"
+    to_nczarr(dataset(2), target, mode="a", append_dim="obs")
+    assert [q.name for q in tmp_path.iterdir()] == ["t.zarr"]
+    assert _same(_ours(str(target), None), ("data", _plain(_strings_as_objects(appended()))))

@@ -46,17 +46,20 @@ _MARKER_TEXT = ("a write by xr_zstrings started here and has not finished (or wa
 
 def incomplete_v2_group() -> bytes:
     """A root ``.zgroup`` that netcdf-c, zarr-python and our reader all refuse (``zarr_format`` is
-    not a number: netcdf-c answers "NCZarr error" instead of reading a half-written store)."""
+    not a number: netcdf-c answers "NCZarr error" instead of reading a half-written store). Each
+    is unique, so a writer can tell whether its own create-only write won."""
     import json
 
-    return json.dumps({"zarr_format": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT}).encode()
+    return json.dumps({"zarr_format": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT,
+                       "writer": f"{os.getpid()}-{uuid.uuid4().hex}"}).encode()
 
 
 def incomplete_v3_root() -> bytes:
     """A root ``zarr.json`` that zarr-python, xarray and our reader all refuse (unknown node type)."""
     import json
 
-    return json.dumps({"zarr_format": 3, "node_type": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT}).encode()
+    return json.dumps({"zarr_format": 3, "node_type": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT,
+                       "writer": f"{os.getpid()}-{uuid.uuid4().hex}"}).encode()
 
 
 def lock_timeout() -> float:
@@ -162,6 +165,7 @@ def _exchange(a: Path, b: Path) -> bool:
     libc = _libc()
     if libc is None:
         return False
+    sys.audit("xr_zstrings.exchange", str(a), str(b))  # lets tests stop a writer right here
     if sys.platform.startswith("linux"):
         fn = getattr(libc, "renameat2", None)
         if fn is None:
@@ -220,6 +224,16 @@ def _link_tree(src: Path, dst: Path) -> bool:
                 raise
         dirs[:] = [d for d in dirs if not os.path.islink(Path(root) / d)]
     return True
+
+
+def recover(target: Path, display: str) -> None:
+    """Clean up after killed writers of ``target`` now (under its lock), e.g. before checking that
+    a store to append to exists."""
+    target = Path(os.path.abspath(target))
+    if not target.parent.is_dir():
+        return
+    with target_lock(target, display):
+        _recover(target)
 
 
 def is_nonempty(target: Path) -> bool:

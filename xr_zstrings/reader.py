@@ -120,7 +120,26 @@ def _key(path: str, obj: str) -> str:
 
 
 def open_tree(zstore: ZStore) -> TreeMeta:
-    """Read all group and array metadata, concurrently, one tree level at a time."""
+    """Read all group and array metadata, concurrently, one tree level at a time.
+
+    A local store that a writer swaps in while it is read (an append in another process commits by
+    exchanging directories) is read again, so the metadata always comes from one version: the old
+    length or the new one, never the root of one and the arrays of the other.
+    """
+    for _ in range(10):
+        before = zstore.version_token()
+        try:
+            tree = _open_tree(zstore)
+        except ZStringsError:
+            if before is None or zstore.version_token() == before:
+                raise
+            continue
+        if before is None or zstore.version_token() == before:
+            return tree
+    return _open_tree(zstore)
+
+
+def _open_tree(zstore: ZStore) -> TreeMeta:
     tree = TreeMeta(store=zstore)
     # object storage: also ask for Zarr v2 consolidated metadata (same round trip); when present,
     # every other metadata object comes from it instead of one request each

@@ -179,6 +179,17 @@ class ZStore:
         with self._lock:
             self.requests += n
 
+    def version_token(self) -> tuple[int, int, int] | None:
+        """For a local directory store: what changes when a writer swaps a new version in (the
+        directory's device, inode and change time); None for other stores."""
+        if type(self.store) is not LocalStore:
+            return None
+        try:
+            st = os.stat(Path(self.store.root) / self.prefix if self.prefix else self.store.root)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_ctime_ns)
+
     def full_key(self, key: str) -> str:
         key = key.strip("/")
         return f"{self.prefix}/{key}" if self.prefix else key

@@ -33,7 +33,7 @@ from zarr.storage import LocalStore, ZipStore
 from . import strings
 from ._zarr_compat import sync
 from .append import _add_variables, _append
-from .atomic import incomplete_v2_group, local_commit
+from .atomic import incomplete_v2_group, local_commit, recover
 from .chunk_io import attach_pipelines, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
 from .errors import UnsupportedError, ZStringsError
@@ -165,8 +165,10 @@ def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | 
         if storage_options:
             open_store(os.fspath(target), mode="r", storage_options=dict(storage_options))  # its message
         modes = parse_nczarr_url(os.fspath(target)).modes
-        if mode == "a" and not (local / ".zgroup").is_file() and not (local / ".nczarr").is_file():
-            open_store(os.fspath(target), mode="r")  # a clear "no store" error
+        if mode == "a":
+            recover(local, display)  # a store a killed writer renamed aside is put back first
+            if not (local / ".zgroup").is_file() and not (local / ".nczarr").is_file():
+                open_store(os.fspath(target), mode="r")  # a clear "no store" error
         with local_commit(local, mode=mode, display=display, zip_file=zip_path is not None) as tmp:
             if tmp is None:  # cannot hard-link here: change the store in place, root metadata last
                 zstore = ZStore(LocalStore(local, read_only=False), display=display, modes=modes)
