@@ -160,11 +160,12 @@ def test_two_processes_overwriting_leave_one_whole_version(tmp_path: Path) -> No
         p.start()
     go.set()
     seen = set()
-    while any(p.is_alive() for p in procs):  # whatever a reader sees meanwhile is one whole version
+    while any(p.is_alive() for p in procs):  # whatever a reader reads meanwhile is one whole version
         try:
             tags = xr.open_dataset(path, engine="zstrings")["tag"].values.tolist()
-        except FileNotFoundError:
-            continue  # only where the platform cannot exchange two directories atomically
+        except (ZStringsError, OSError):
+            # a reader racing a replacement may be refused (documented); it never gets a mix
+            continue
         assert len(tags) == BATCH and len(set(tags)) == 1, tags
         seen.add(tags[0])
     for p in procs:
