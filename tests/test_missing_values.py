@@ -8,7 +8,6 @@ and the live zarr-python 3; Zarr v3 rows against the live zarr-python 3.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import warnings
 from pathlib import Path
@@ -196,7 +195,8 @@ def test_zarr_v3_fill_values_read_as_zarr_python(tmp_path, fill, dtype, kernels)
     path = tmp_path / "v3.zarr"
     g = zarr.open_group(path, mode="w", zarr_format=3)
     fv = fill.encode() if dtype == "S4" else fill
-    with pytest.warns(zarr.errors.UnstableSpecificationWarning) if dtype != str else contextlib.nullcontext():
+    with warnings.catch_warnings():  # zarr 3.1 calls <U/S "unstable" in v3 (3.4 no longer for <U)
+        warnings.simplefilter("ignore", zarr.errors.UnstableSpecificationWarning)
         a = g.create_array("s", shape=(6,), chunks=(2,), dtype=dtype, fill_value=fv, dimension_names=["x"])
     a[0:2] = np.array(["a", "bc"], dtype=dtype if dtype != str else object)
     peer = zarr.open_group(path, mode="r")["s"][:].tolist()
