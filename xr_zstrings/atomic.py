@@ -32,10 +32,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from zarr.storage import LocalStore
+
 from .errors import ConcurrentWriteError, ZStringsError
 from .store import refuse_links
 
-__all__ = ["INCOMPLETE_MARKER", "incomplete_v2_group", "incomplete_v3_root", "local_commit", "target_lock"]
+__all__ = ["INCOMPLETE_MARKER", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "local_commit", "target_lock"]
 
 # The key that marks a placeholder root object written first and replaced last on stores that cannot
 # swap (object storage, zarr-python Store objects); the reader refuses it with "incomplete".
@@ -234,6 +236,33 @@ def recover(target: Path, display: str) -> None:
         return
     with target_lock(target, display):
         _recover(target)
+
+
+class CloneStore(LocalStore):
+    """The store of a hard-link clone (see ``_link_tree``): a write gives its key a file of its own.
+
+    The clone's files share their data with the live store until the swap. zarr-python before 3.1.3
+    writes an existing key in place (``open("wb")``), which would change the live store mid-append
+    (a killed append would leave it torn); unlinking a shared file first keeps the old store intact
+    whatever zarr-python does. Written by hand: no zarr-python store is copy-on-write."""
+
+    def _unshare(self, key: str) -> None:
+        path = os.path.join(self.root, key)
+        try:
+            if os.lstat(path).st_nlink > 1:
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    async def set(self, key: str, value: Any) -> None:
+        self._unshare(key)
+        await super().set(key, value)
+
+    if hasattr(LocalStore, "set_sync"):  # zarr >= 3.2 writes through it without the event loop
+
+        def set_sync(self, key: str, value: Any) -> None:
+            self._unshare(key)
+            super().set_sync(key, value)  # type: ignore[misc]
 
 
 def is_nonempty(target: Path) -> bool:

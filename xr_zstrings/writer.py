@@ -33,7 +33,7 @@ from zarr.storage import LocalStore, ZipStore
 from . import strings
 from ._zarr_compat import sync
 from .append import _add_variables, _append
-from .atomic import incomplete_v2_group, local_commit, recover
+from .atomic import CloneStore, incomplete_v2_group, local_commit, recover
 from .chunk_io import attach_pipelines, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
 from .errors import UnsupportedError, ZStringsError
@@ -177,7 +177,7 @@ def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | 
                 zstore = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display,
                                 modes=modes)
             else:
-                zstore = ZStore(LocalStore(tmp, read_only=False), display=display, modes=modes)
+                zstore = ZStore(CloneStore(tmp, read_only=False), display=display, modes=modes)
             try:
                 yield zstore
             finally:

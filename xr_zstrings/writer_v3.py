@@ -36,7 +36,7 @@ import pandas as pd
 import xarray as xr
 from zarr.storage import WrapperStore
 
-from .atomic import incomplete_v3_root, local_commit
+from .atomic import CloneStore, incomplete_v3_root, local_commit
 from .codecs_v3 import V3Pipeline
 from .errors import MissingStringsWarning, ZStringsError
 from .store import ZStore, open_store, parse_nczarr_url
@@ -460,7 +460,7 @@ def to_zarr_v3(
     local = _local_target(target)
     display = str(target)
     if local is not None:
-        from zarr.storage import LocalStore, ZipStore
+        from zarr.storage import ZipStore
         from ._zarr_compat import sync
 
         path, is_zip = local
@@ -471,7 +471,7 @@ def to_zarr_v3(
             elif is_zip:
                 zs = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display)
             else:
-                zs = ZStore(LocalStore(tmp, read_only=False), display=display)
+                zs = ZStore(CloneStore(tmp, read_only=False), display=display)
             if group is not None and mode == "w-" and zs.list_dir(group.strip("/")):
                 raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
                                     "overwrites. Pass mode='w' to replace it.")
