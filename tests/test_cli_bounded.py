@@ -50,7 +50,7 @@ def _run(*argv: str) -> subprocess.CompletedProcess[str]:
 
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
-    env = {**os.environ, "ZSTRINGS_DECODE_THREADS": "2"}
+    env = {**os.environ, "XR_ZSTRINGS_DECODE_THREADS": "2"}
     return subprocess.run([sys.executable, "-m", "xr_zstrings.cli", *argv], capture_output=True, text=True,
                           timeout=TIMEOUT, preexec_fn=limit, env=env)
 

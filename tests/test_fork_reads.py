@@ -164,5 +164,5 @@ def test_bad_thread_count_is_refused_at_open(store: Path, bad: object) -> None:
 
 def test_bad_environment_variable_is_named(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(reader.DECODE_THREADS_ENV, "zero")
-    with xr.open_dataset(store, engine="zstrings") as ds, pytest.raises(ZStringsError, match="ZSTRINGS_DECODE_THREADS"):
+    with xr.open_dataset(store, engine="zstrings") as ds, pytest.raises(ZStringsError, match="XR_ZSTRINGS_DECODE_THREADS"):
         ds["name"].values  # noqa: B018 - the read is the test

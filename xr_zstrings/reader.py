@@ -74,7 +74,7 @@ class ReadOptions:
     string_dtype: Any = "T"
     utf8_errors: strings.Utf8Errors = "drop"
     concat_characters: bool = True
-    decode_threads: int | None = None  # None: $ZSTRINGS_DECODE_THREADS or min(8, CPUs); 1: no pool
+    decode_threads: int | None = None  # None: $XR_ZSTRINGS_DECODE_THREADS or min(8, CPUs); 1: no pool
     mask_and_scale: bool = True
 
     def __post_init__(self) -> None:
@@ -323,7 +323,7 @@ def _open_tree_v3(tree: TreeMeta, root_json: Any) -> TreeMeta:
 # the GIL. One pool per thread count and process: a pool's threads do not exist in a child made by
 # fork (multiprocessing's default on Linux, DataLoader workers, gunicorn), so the child starts
 # afresh (os.register_at_fork, and the pid check for forks that bypass Python's fork hooks).
-DECODE_THREADS_ENV = "ZSTRINGS_DECODE_THREADS"
+DECODE_THREADS_ENV = "XR_ZSTRINGS_DECODE_THREADS"
 _DEFAULT_THREADS = max(1, min(8, os.cpu_count() or 1))
 _pools: dict[int, ThreadPoolExecutor] = {}
 _pools_pid = os.getpid()
@@ -358,7 +358,7 @@ def check_decode_threads(value: Any, *, source: str = "decode_threads") -> int |
 
 def decode_threads(requested: int | None = None) -> int:
     """The number of decode threads a read uses: ``requested`` (the ``decode_threads`` keyword),
-    else the ``ZSTRINGS_DECODE_THREADS`` environment variable, else min(8, CPUs)."""
+    else the ``XR_ZSTRINGS_DECODE_THREADS`` environment variable, else min(8, CPUs)."""
     if requested is not None:
         return requested
     env = os.environ.get(DECODE_THREADS_ENV, "").strip()

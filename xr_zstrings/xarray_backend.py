@@ -109,7 +109,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
     Extra keyword arguments: ``string_dtype`` ("T" numpy StringDType (default), "O" object, "U"
     fixed width), ``utf8_errors`` ("drop" (default) drops a character that netcdf-c cut in half,
     "replace", "strict"), ``storage_options`` for the store layer, ``decode_threads`` (threads that
-    decode chunks; default ``$ZSTRINGS_DECODE_THREADS`` or min(8, CPUs); 1 decodes on the caller).
+    decode chunks; default ``$XR_ZSTRINGS_DECODE_THREADS`` or min(8, CPUs); 1 decodes on the caller).
     """
 
     description = "NCZarr / Zarr v2 stores with strings decoded to str (xr_zstrings)"
