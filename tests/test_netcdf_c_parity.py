@@ -3,14 +3,21 @@ ncgen from Debian's netcdf-bin), each compared with what the peer reads back fro
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
+import warnings
+import zipfile
+from typing import Any
 
 import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
-from peers import assert_same_as_netcdf4, nc_url, xarray_netcdf4_dims
+import zarr
+from peers import assert_same_as_netcdf4, nc_url, netcdf4_view, write_netcdf_strings, xarray_netcdf4_dims
+
+from xr_zstrings import MetadataError
 
 NCGEN = shutil.which("ncgen")
 needs_ncgen = pytest.mark.skipif(
@@ -96,3 +103,208 @@ def test_char_dimension_rule_counts_dropped_variables_as_xarray_does(tmp_path):
     peer = xr.open_dataset(nc_url(store), engine="netcdf4", drop_variables=["count", "utf8_shared"])
     ours = xr.open_dataset(store, engine="zstrings", drop_variables=["count", "utf8_shared"])
     assert {k: v.dims for k, v in ours.variables.items()} == {k: v.dims for k, v in peer.variables.items()}
+
+
+# ----------------------------------------------------------------------------- URL mode
+
+
+def _netcdf4_groups(url: str) -> dict[str, Any]:
+    """Per group: variable order, dims, dtype, unmasked values and attributes as netCDF4 reads them."""
+    out: dict[str, Any] = {}
+    ds = netCDF4.Dataset(url, "r")
+    try:
+
+        def walk(g: Any, path: str) -> None:
+            g.set_auto_mask(False)
+            out[path] = {
+                "vars": {
+                    v.name: (v.dimensions, v.dtype, v.isunlimited() if hasattr(v, "isunlimited") else None)
+                    for v in g.variables.values()
+                },
+                "unlimited": {d.name for d in g.dimensions.values() if d.isunlimited()},
+                "attrs": {k: g.getncattr(k) for k in g.ncattrs()},
+                "values": {v.name: v[...] for v in g.variables.values()
+                           if "nchar" not in v.dimensions},  # (zarr mode: NC_CHAR fails on a split é)
+            }
+            for name, sub in g.groups.items():
+                walk(sub, f"{path.rstrip('/')}/{name}")
+
+        walk(ds, "/")
+    finally:
+        ds.close()
+    return out
+
+
+@pytest.mark.parametrize("mode", ["zarr", "nczarr"])
+def test_url_mode_chooses_the_reading_as_netcdf_c(tmp_path, mode):
+    """#mode=zarr reads a store with NCZarr metadata as pure Zarr (netcdf-c: dimensions per group
+    from _ARRAY_DIMENSIONS, no unlimited dimension, variables in listing order); #mode=nczarr uses
+    the NCZarr metadata. Both compared with netCDF4 on the same URL."""
+    store = tmp_path / "s.zarr"
+    write_netcdf_strings(store)
+    url = nc_url(store, mode)
+    ref = _netcdf4_groups(url)
+    ours = xr.open_groups(url, engine="zstrings", mask_and_scale=False, decode_times=False)
+    assert set(ours) == set(ref)
+    for path, r in ref.items():
+        ds = ours[path]
+        # NC_CHAR and scalars differ on purpose in pure Zarr (docs/format-notes.md): netcdf-c's
+        # zarr mode returns NC_CHAR as 1-byte strings and scalars on a '_scalar_' dimension
+        plain = [n for n, (dims, _, _) in r["vars"].items() if "_scalar_" not in dims and "nchar" not in dims]
+        assert [n for n in ds.variables if n in plain] == plain, path  # same order
+        for name in plain:
+            assert ds[name].dims == r["vars"][name][0], (path, name)
+            want = r["values"][name]
+            got = ds[name].values
+            assert (got.tolist() if got.dtype.kind in "OTU" else got.tolist()) == (
+                np.asarray(want).tolist()), (path, name)
+        assert set(ds.encoding["unlimited_dims"]) == r["unlimited"], path
+        for k, v in r["attrs"].items():
+            assert np.asarray(ds.attrs[k]).tolist() == np.asarray(v).tolist(), (path, k)
+    if mode == "zarr":
+        assert ref["/"]["unlimited"] == set() and "x" in ref["/sub"]["vars"]["uses_root_x"][0]
+    else:
+        assert ref["/"]["unlimited"] == {"t"}
+
+
+def test_plain_path_keeps_auto_detection(tmp_path):
+    store = tmp_path / "s.zarr"
+    write_netcdf_strings(store)
+    plain = xr.open_dataset(store, engine="zstrings")
+    nczarr = xr.open_dataset(nc_url(store, "nczarr"), engine="zstrings")
+    pure = xr.open_dataset(nc_url(store, "zarr"), engine="zstrings")
+    assert list(plain.variables) == list(nczarr.variables) != list(pure.variables)
+    assert plain.encoding["unlimited_dims"] == {"t"} and pure.encoding["unlimited_dims"] == set()
+
+
+# ----------------------------------------------------------------------------- anonymous dims
+
+
+def test_repeated_anonymous_dimension_gets_distinct_names(tmp_path):
+    """netcdf-c names both axes of a 5x5 array without dimension names '_Anonymous_Dim_5'; xarray
+    cannot index that (isel returns shape ()). We name the repeat '_Anonymous_Dim_5_1'."""
+    store = tmp_path / "anon.zarr"
+    root = zarr.open_group(store, mode="w", zarr_format=2)
+    a = root.create_array("sq", shape=(5, 5), chunks=(5, 5), dtype="i4", fill_value=-1)
+    a[:] = np.arange(25).reshape(5, 5)
+    b = root.create_array("line", shape=(5,), chunks=(5,), dtype="i4", fill_value=-1)
+    b[:] = np.arange(5)
+    ref = netCDF4.Dataset(nc_url(store, "zarr"), "r")
+    try:
+        assert ref["sq"].dimensions == ("_Anonymous_Dim_5", "_Anonymous_Dim_5")  # the peer's names
+        ref_values = ref["sq"][:].tolist()
+        assert ref["line"].dimensions == ("_Anonymous_Dim_5",)
+    finally:
+        ref.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # xarray warns on duplicate dimension names
+        ds = xr.open_dataset(store, engine="zstrings")
+    assert ds["sq"].dims == ("_Anonymous_Dim_5", "_Anonymous_Dim_5_1")
+    assert ds["line"].dims == ("_Anonymous_Dim_5",)
+    assert ds["sq"].values.tolist() == ref_values
+    assert ds["sq"].isel(_Anonymous_Dim_5_1=0).values.tolist() == [r[0] for r in ref_values]
+    assert int(ds["sq"].sum()) == sum(map(sum, ref_values))
+
+
+# ----------------------------------------------------------------------------- missing root
+
+
+def _xarray_store(path, *, consolidated: bool) -> xr.Dataset:
+    ds = xr.Dataset(
+        {"s": ("x", np.array(["a", "bc", "déf"], dtype=object)), "n": (("x", "y"), np.arange(6).reshape(3, 2))},
+        attrs={"title": "t"},
+    )
+    ds.to_zarr(path, zarr_format=2, consolidated=consolidated)
+    ds.to_zarr(path, group="sub", zarr_format=2, consolidated=consolidated, mode="a")
+    return ds
+
+
+def _same(ours: xr.Dataset, peer: xr.Dataset) -> None:
+    assert set(ours.variables) == set(peer.variables)
+    for name in peer.variables:
+        assert ours[name].dims == peer[name].dims, name
+        assert ours[name].values.tolist() == peer[name].values.tolist(), name
+    assert ours.attrs == peer.attrs
+
+
+def test_foreign_zarr_without_root_zgroup_reads_with_a_warning(tmp_path):
+    store = tmp_path / "noroot.zarr"
+    _xarray_store(store, consolidated=False)
+    peer = {g: xr.open_dataset(store, engine="zarr", group=g, consolidated=False) for g in (None, "sub")}
+    (store / ".zgroup").unlink()
+    # the peers refuse it: netcdf-c 4.10.1 ("NCZarr error") and zarr-python's group open
+    with pytest.raises(OSError):
+        netCDF4.Dataset(nc_url(store, "zarr"), "r")
+    with pytest.raises(Exception):  # noqa: B017,PT011 - zarr-python's own GroupNotFoundError
+        zarr.open_group(store, mode="r", zarr_format=2)
+    with pytest.warns(UserWarning, match=r"no root '\.zgroup'.*implicit root group"):
+        ours = xr.open_dataset(store, engine="zstrings")
+    _same(ours, peer[None])
+    with pytest.warns(UserWarning, match="no root"):
+        _same(xr.open_dataset(store, engine="zstrings", group="sub"), peer["sub"])
+    # each array as zarr-python reads it
+    assert ours["n"].values.tolist() == zarr.open_array(store, path="n", mode="r")[:].tolist()
+
+
+def test_store_with_only_zmetadata_reads_as_xarray_zarr_engine(tmp_path):
+    """What xarray's engine="zarr" read from the store before its metadata objects were removed;
+    after, zarr-python 3.1.6 refuses it (no root .zgroup) and netcdf-c 4.10.1 shows it empty."""
+    store = tmp_path / "consolidated.zarr"
+    _xarray_store(store, consolidated=True)
+    peer = {g: xr.open_dataset(store, engine="zarr", consolidated=True, group=g).load() for g in (None, "sub")}
+    for f in [*store.rglob(".zgroup"), *store.rglob(".zarray"), *store.rglob(".zattrs")]:
+        f.unlink()
+    assert (store / ".zmetadata").is_file()
+    with pytest.raises(Exception):  # noqa: B017,PT011 - zarr-python's own GroupNotFoundError
+        xr.open_dataset(store, engine="zarr", consolidated=True)
+    with pytest.warns(UserWarning, match=r"no root '\.zgroup'.*'\.zmetadata'"):
+        ours = xr.open_dataset(store, engine="zstrings")
+    _same(ours, peer[None])
+    with pytest.warns(UserWarning, match="zmetadata"):
+        _same(xr.open_dataset(store, engine="zstrings", group="sub"), peer["sub"])
+    ref = netCDF4.Dataset(nc_url(store, "zarr"), "r")  # netcdf-c 4.10.1 sees an empty dataset
+    try:
+        assert list(ref.variables) == [] and list(ref.groups) == []
+    finally:
+        ref.close()
+
+
+def test_nczarr_store_without_its_root_is_still_refused(tmp_path):
+    store = tmp_path / "cut.zarr"
+    write_netcdf_strings(store)
+    (store / ".zgroup").unlink()
+    (store / ".zattrs").unlink()
+    with pytest.raises(MetadataError, match="interrupted write"):
+        xr.open_dataset(store, engine="zstrings")
+
+
+# ----------------------------------------------------------------------------- zip root
+
+
+def _zip_of(store, zpath, *, folder: str, extra_top: bool, top_first: bool) -> None:
+    with zipfile.ZipFile(zpath, "w") as zf:
+        if extra_top and top_first:
+            zf.writestr(".zgroup", json.dumps({"zarr_format": 2}))
+        for f in sorted(store.rglob("*")):
+            if f.is_file():
+                zf.write(f, f"{folder}/{f.relative_to(store).as_posix()}")
+        if extra_top and not top_first:
+            zf.writestr(".zgroup", json.dumps({"zarr_format": 2}))
+
+
+def test_zip_root_is_the_folder_of_the_first_entry_as_netcdf_c_chooses(tmp_path):
+    """netcdf-c's zip reader (libnczarr/zmap_zip.c, zipopen) takes the first segment of entry 0
+    as the dataset; zarr-python's ZipStore reads the top. A zip with both: entry 0 decides."""
+    store = tmp_path / "s.zarr"
+    write_netcdf_strings(store)
+    expected = netcdf4_view(nc_url(store))
+    z1 = tmp_path / "folder_first.zip"
+    _zip_of(store, z1, folder="s", extra_top=True, top_first=False)
+    with pytest.warns(UserWarning, match="folder of the zip's first entry"):
+        got = xr.open_dataset(z1, engine="zstrings")
+    assert set(got.variables) == set(expected["/"]["vars"])
+    z2 = tmp_path / "top_first.zip"
+    _zip_of(store, z2, folder="s", extra_top=True, top_first=True)
+    top = xr.open_dataset(z2, engine="zstrings")  # zarr-python's layout: the (empty) top group
+    peer = xr.open_dataset(zarr.storage.ZipStore(z2, mode="r"), engine="zarr", consolidated=False)
+    assert set(top.variables) == set(peer.variables) == set()

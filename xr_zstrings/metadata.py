@@ -437,7 +437,7 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
             what="_nczarr_default_maxstrlen",
             minimum=1,
         )
-    attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2")
+    attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2" or bool(attr_types))
     return GroupMeta(
         path=node.path,
         zarr_format=2,
@@ -702,7 +702,7 @@ def parse_array(
         _scalar(zarray.get("fill_value")), dtype, string_kind, where=zw,
         plain_text=netcdf_c or generation != "zarr-v2",
     )
-    attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2")
+    attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2" or bool(attr_types))
     return ArrayMeta(
         path=node.path,
         shape=shape,

@@ -59,11 +59,55 @@ __all__ = [
 #: netcdf-c names the dimensions it invents for arrays without any: ``_Anonymous_Dim_<len>``.
 ANONYMOUS_DIM = "_Anonymous_Dim_{}"
 
+
+def anonymous_dims(shape: tuple[int, ...], names: tuple[str | None, ...] | None = None) -> list[str]:
+    """netcdf-c's invented names for the unnamed axes of one array, made distinct within it.
+
+    netcdf-c gives a 5x5 array ``(_Anonymous_Dim_5, _Anonymous_Dim_5)``: one dimension used
+    twice, which xarray cannot index (``isel`` silently returns the wrong shape). The second and
+    later uses get ``_Anonymous_Dim_5_1``, ``_Anonymous_Dim_5_2``, ... (never a netcdf-c name).
+    """
+    names = names or (None,) * len(shape)
+    out: list[str] = []
+    for n, size in zip(names, shape, strict=True):
+        if n is not None:
+            out.append(n)
+            continue
+        base = ANONYMOUS_DIM.format(size)
+        k = sum(1 for o in out if o == base or o.startswith(base + "_"))
+        out.append(base if k == 0 else f"{base}_{k}")
+    return out
+
 _GROUP_OBJECTS = (".zgroup", ".zattrs")
 _GROUP_OBJECTS_V1 = (".nczgroup", ".nczattr", ".nczattrs")
 _ARRAY_OBJECTS = (".zarray", ".zattrs")
 _ARRAY_OBJECTS_V1 = (".nczvar", ".nczarray", ".nczattr", ".nczattrs")
 _ROOT_EXTRA = (".nczarr", ".nczgroup", ".nczattr", ".nczattrs", "zarr.json")
+# what netcdf-c's #mode=zarr ignores: NCZarr's structure (dimensions, listings, references); it
+# still types attributes by _nczarr_attr (netcdf-c 4.10.1 does, tests/test_netcdf_c_parity.py)
+_NCZARR_STRUCTURE = ("_nczarr_superblock", "_NCZARR_SUPERBLOCK", "_nczarr_group", "_NCZARR_GROUP",
+                     "_nczarr_array", "_NCZARR_ARRAY")
+_NCZARR_V1_STRUCTURE = (".nczarr", ".nczgroup", ".nczvar", ".nczarray")
+
+
+def _pure_zarr(objs: dict[str, Any], *, noxarray: bool) -> dict[str, Any]:
+    """A node's metadata objects as netcdf-c's ``#mode=zarr`` reads them: without NCZarr's
+    structure keys (and, with ``noxarray``, without ``_ARRAY_DIMENSIONS``)."""
+    out = dict(objs)
+    drop = _NCZARR_STRUCTURE + (("_ARRAY_DIMENSIONS",) if noxarray else ())
+    for name in (".zgroup", ".zarray", ".zattrs"):
+        obj = out.get(name)
+        if isinstance(obj, dict) and any(k in obj for k in drop):
+            out[name] = {k: v for k, v in obj.items() if k not in drop}
+    for name in _NCZARR_V1_STRUCTURE:
+        if name in out:
+            out[name] = None
+    return out
+
+
+def _has_nczarr_markers(obj: Any) -> bool:
+    """Whether a metadata object carries any NCZarr key (``_nczarr_*``/``_NCZARR_*``)."""
+    return isinstance(obj, dict) and any(str(k).lower().startswith("_nczarr") for k in obj)
 
 
 @dataclass(frozen=True)
@@ -162,15 +206,11 @@ def _open_tree(zstore: ZStore) -> TreeMeta:
             raise MetadataError(
                 f"{zstore.display} is a single Zarr array, not a group: expected .zgroup at the root."
             )
-        if zstore.list_dir(""):
-            raise IncompleteStoreError(
-                f"Store {zstore.display} is incomplete: it has data but no root '.zgroup' or "
-                "'zarr.json' (an interrupted write?). Rewrite it (to_nczarr(..., mode='w'))."
-            )
-        raise StoreNotFoundError(
-            f"No Zarr group at {zstore.display}: key '.zgroup' is missing. Expected an NCZarr or Zarr v2 "
-            "store (a directory with .zgroup); check the path."
-        )
+        root_objs = _missing_root(zstore, root_objs, zmetadata)
+    pure = zstore.read_mode == "zarr"
+    noxarray = pure and "noxarray" in zstore.modes
+    if pure:
+        root_objs = _pure_zarr(root_objs, noxarray=noxarray)
     v1 = root_objs[".nczarr"] is not None or root_objs[".nczgroup"] is not None
     root = parse_group(NodeObjects("/", root_objs), store=zstore.display)
     tree.groups["/"] = root
@@ -212,6 +252,8 @@ def _open_tree(zstore: ZStore) -> TreeMeta:
         for (p, kind, o), v in zip(wanted, values, strict=True):
             objs.setdefault(p, {})[o] = v
             kinds[p] = kind
+        if pure:
+            objs = {p: _pure_zarr(o, noxarray=noxarray) for p, o in objs.items()}
         next_level: list[str] = []
         for gpath in level:
             arrays_here: list[str] = []
@@ -254,6 +296,59 @@ def _open_tree(zstore: ZStore) -> TreeMeta:
                 next_level.append(cpath)
         level = next_level
     return tree
+
+
+def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> dict[str, Any]:
+    """A store without a root ``.zgroup``: read it when it is plainly Zarr (its consolidated
+    ``.zmetadata``, else arrays/groups below the root), with a warning naming what is missing;
+    refuse it when it carries NCZarr metadata (what an interrupted ``to_nczarr`` leaves)."""
+    import warnings
+
+    interrupted = IncompleteStoreError(
+        f"Store {zstore.display} is incomplete: it has NCZarr data but no root '.zgroup' (an "
+        "interrupted write?). Rewrite it (to_nczarr(..., mode='w'))."
+    )
+    if any(_has_nczarr_markers(v) for v in root_objs.values()):
+        raise interrupted
+    if zmetadata is None and not zstore.remote:  # (object storage asked for it already)
+        zmetadata = zstore.get_json_many([".zmetadata"])[0]
+    meta = zmetadata.get("metadata") if isinstance(zmetadata, dict) else None
+    if isinstance(meta, dict) and zstore.use_consolidated(zmetadata, force=True):
+        if any(_has_nczarr_markers(v) for v in meta.values()):
+            raise interrupted
+        warnings.warn(
+            f"{zstore.display} has no root '.zgroup' object; reading every group and array from its "
+            "consolidated '.zmetadata' (as zarr.open_consolidated and xarray's engine='zarr' do). "
+            "Write the missing objects (zarr.open_group(...) on a copy) to silence this.",
+            UserWarning, stacklevel=4,
+        )
+        objs = dict(root_objs)
+        objs[".zgroup"] = meta.get(".zgroup") or {"zarr_format": 2}
+        objs[".zattrs"] = meta.get(".zattrs", objs[".zattrs"])
+        return objs
+    names = [n for n in zstore.list_dir("") if not n.startswith(".")]
+    if not names:
+        raise StoreNotFoundError(
+            f"No Zarr group at {zstore.display}: key '.zgroup' is missing. Expected an NCZarr or Zarr v2 "
+            "store (a directory with .zgroup); check the path."
+        )
+    probes = [(n, o) for n in names for o in (".zarray", ".zgroup", ".zattrs")]
+    found = dict(zip(probes, zstore.get_json_many([f"{n}/{o}" for n, o in probes]), strict=True))
+    if any(_has_nczarr_markers(v) for v in found.values()):
+        raise interrupted
+    nodes = sorted({n for (n, o), v in found.items() if v is not None and o != ".zattrs"})
+    if not nodes:
+        raise IncompleteStoreError(
+            f"Store {zstore.display} is incomplete: it has data but no root '.zgroup' and no Zarr "
+            f"array or group below its root (found {names[:5]!r}). Rewrite it (to_nczarr(..., mode='w'))."
+        )
+    warnings.warn(
+        f"{zstore.display} has no root '.zgroup' object; reading the Zarr arrays and groups below its "
+        f"root ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''}) as an implicit root group. "
+        "Add the missing '.zgroup' ({\"zarr_format\": 2}) to silence this.",
+        UserWarning, stacklevel=4,
+    )
+    return {**root_objs, ".zgroup": {"zarr_format": 2}}
 
 
 def _open_tree_v3(tree: TreeMeta, root_json: Any) -> TreeMeta:
@@ -1014,9 +1109,8 @@ def _resolve_dims(tree: TreeMeta, meta: ArrayMeta) -> list[Dimension]:
     if meta.scalar:
         return []
     if meta.generation == "zarr-v3":
-        names = meta.dimension_names or (None,) * len(meta.shape)
-        return [Dimension(n if n is not None else ANONYMOUS_DIM.format(s), s)
-                for n, s in zip(names, meta.shape, strict=True)]
+        names = anonymous_dims(meta.shape, meta.dimension_names)
+        return [Dimension(n, s) for n, s in zip(names, meta.shape, strict=True)]
     if meta.dimension_references is not None:
         dims = [tree.dimension(r, where=where) for r in meta.dimension_references]
         for d, n in zip(dims, meta.shape, strict=True):
@@ -1029,7 +1123,7 @@ def _resolve_dims(tree: TreeMeta, meta: ArrayMeta) -> list[Dimension]:
         return dims
     if meta.array_dimensions is not None:
         return [Dimension(n, s) for n, s in zip(meta.array_dimensions, meta.shape, strict=True)]
-    return [Dimension(ANONYMOUS_DIM.format(s), s) for s in meta.shape]
+    return [Dimension(n, s) for n, s in zip(anonymous_dims(meta.shape), meta.shape, strict=True)]
 
 
 def group_contents(

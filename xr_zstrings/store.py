@@ -199,13 +199,23 @@ class ZStore:
         return f"{self.display} key {key.strip('/')!r}"
 
     # --- consolidated metadata (object storage) ---------------------------------------------
-    def use_consolidated(self, zmetadata: Any) -> bool:
+    @property
+    def read_mode(self) -> str:
+        """How the URL's netcdf-c mode asks for the store to be read: ``"zarr"`` (``#mode=zarr``:
+        pure Zarr, NCZarr metadata ignored as netcdf-c's zarr mode ignores it), ``"nczarr"``, or
+        ``"auto"`` (no mode: NCZarr metadata used where present)."""
+        if "nczarr" in self.modes:
+            return "nczarr"
+        return "zarr" if "zarr" in self.modes else "auto"
+
+    def use_consolidated(self, zmetadata: Any, *, force: bool = False) -> bool:
         """Serve Zarr v2 metadata keys from a ``.zmetadata`` object instead of the store.
 
-        Only on object storage, where every request costs a round trip; local stores keep reading
-        the real objects. Returns whether the consolidated metadata is used.
+        Only on object storage, where every request costs a round trip (or with ``force``: a
+        store whose metadata objects are missing); local stores keep reading the real objects.
+        Returns whether the consolidated metadata is used.
         """
-        if not self.remote or not isinstance(zmetadata, dict):
+        if not (self.remote or force) or not isinstance(zmetadata, dict):
             return False
         meta = zmetadata.get("metadata")
         if zmetadata.get("zarr_consolidated_format") != 1 or not isinstance(meta, dict):
@@ -836,6 +846,35 @@ class _RangeFile(io.RawIOBase):
         return n
 
 
+def _zip_root(first_entry: str | None, has_metadata: Any, tops: list[str], *, display: str) -> str:
+    """The key prefix of the dataset in a zip: netcdf-c's zip reader (libnczarr/zmap_zip.c,
+    ``zipopen``) takes the first path segment of the zip's entry 0 as the dataset; a zip whose
+    entry 0 is a top-level file is zarr-python's ZipStore layout (the dataset at the top).
+    ``has_metadata(prefix)`` says whether Zarr metadata is there. "" is the top."""
+    import warnings
+
+    seg = first_entry.split("/", 1)[0] if first_entry and "/" in first_entry else None
+    if seg and has_metadata(seg):
+        if has_metadata(""):
+            warnings.warn(
+                f"Zip store {display} holds Zarr metadata both at its top and in folder {seg!r}; "
+                f"reading {seg!r}, the folder of the zip's first entry, as netcdf-c does. Open the "
+                "zip with zarr.storage.ZipStore to read the top instead.",
+                UserWarning, stacklevel=4,
+            )
+        return seg
+    if has_metadata(""):
+        return ""
+    candidates = [t for t in tops if has_metadata(t)]
+    if len(candidates) == 1:
+        return candidates[0]
+    raise MetadataError(
+        f"No Zarr group at the root of zip store {display}: expected .zgroup/zarr.json at the top, "
+        f"in the folder of the zip's first entry, or in exactly one top-level folder; found folders "
+        f"{tops!r}."
+    )
+
+
 def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str]) -> ZStore:
     import zipfile
 
@@ -846,8 +885,10 @@ def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str])
         counter._count()
         size = int(obstore.head(obj, key)["size"])
         with zipfile.ZipFile(_RangeFile(obj, key, size, counter)) as zf:  # type: ignore[arg-type]
+            infos = zf.infolist()
+            first_entry = infos[0].filename if infos else None
             members = {i.filename: (i.header_offset, i.compress_type, i.compress_size, i.file_size)
-                       for i in zf.infolist() if not i.is_dir()}
+                       for i in infos if not i.is_dir()}
     except zipfile.BadZipFile as e:
         raise ZStringsError(f"Cannot open zip store {display}: {e}. Expected a readable .zip object.") from e
     except Exception as e:
@@ -860,18 +901,16 @@ def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str])
     store = _RemoteZip(obj, key, members, size)
     zs = ZStore(store, display=display, modes=modes, remote=True)
     zs.requests = counter.requests
-    if any(zs.get_many(list(_METADATA_KEYS))):
+
+    def has_metadata(prefix: str) -> bool:
+        return any(zs.get_many([f"{prefix}/{k}" if prefix else k for k in _METADATA_KEYS]))
+
+    root = _zip_root(first_entry, has_metadata, [n for n in zs.list_dir("") if n], display=display)
+    if not root:
         return zs
-    tops = [n for n in zs.list_dir("") if n]
-    candidates = [t for t in tops if any(zs.get_many([f"{t}/{k}" for k in _METADATA_KEYS]))]
-    if len(candidates) == 1:
-        out = ZStore(store, prefix=candidates[0], display=display, modes=modes, remote=True)
-        out.requests = zs.requests
-        return out
-    raise MetadataError(
-        f"No Zarr group at the root of zip store {display}: expected .zgroup/zarr.json at the top "
-        f"or in exactly one top-level folder, found folders {tops!r}."
-    )
+    out = ZStore(store, prefix=root, display=display, modes=modes, remote=True)
+    out.requests = zs.requests
+    return out
 
 
 def _open_zip(path: Path, *, display: str, modes: frozenset[str], read_only: bool) -> ZStore:
@@ -884,17 +923,21 @@ def _open_zip(path: Path, *, display: str, modes: frozenset[str], read_only: boo
     if not read_only:
         return ZStore(store, display=display, modes=modes)
     # netcdf-c's zip layout puts the dataset under a top-level folder named after the file.
+    import zipfile
+
     zs = ZStore(store, display=display, modes=modes)
-    if any(zs.get_many(list(_METADATA_KEYS))):
-        return zs
-    tops = [n for n in zs.list_dir("") if n]
-    candidates = [t for t in tops if any(ZStore(store, prefix=t).get_many(list(_METADATA_KEYS)))]
-    if len(candidates) == 1:
-        return ZStore(store, prefix=candidates[0], display=display, modes=modes)
-    raise MetadataError(
-        f"No Zarr group at the root of zip store {display}: expected .zgroup/zarr.json at the top "
-        f"or in exactly one top-level folder, found folders {tops!r}."
-    )
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+            first_entry = infos[0].filename if infos else None
+    except (zipfile.BadZipFile, OSError):
+        first_entry = None
+
+    def has_metadata(prefix: str) -> bool:
+        return any(ZStore(store, prefix=prefix).get_many(list(_METADATA_KEYS)))
+
+    root = _zip_root(first_entry, has_metadata, [n for n in zs.list_dir("") if n], display=display)
+    return zs if not root else ZStore(store, prefix=root, display=display, modes=modes)
 
 
 def memory_store() -> ZStore:
