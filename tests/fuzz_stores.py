@@ -124,6 +124,35 @@ def open_all(path: Any, **kw: Any) -> dict[str, xr.Dataset]:
     return {k: ds.load() for k, ds in groups.items()}
 
 
+def assert_array_left_out_or_read_by_zarr_python(store: Path, array: str, refusal: Any = None,
+                                                  texts: tuple[str, ...] = ()) -> None:
+    """One array we cannot decode never blocks its group (issue 12): zarr-python reads it (and a
+    read of damaged bytes is a ZStringsError naming it), or it is left out with a warning naming
+    the store, the array, the reason and the fix; the rest reads. ``refusal``: the error class a
+    codec configuration we refuse while decoding (not an unknown type or codec) still raises."""
+    from xr_zstrings import ZStringsError
+
+    name = array.rsplit("/", 1)[-1]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            groups = open_all(store)
+        except ZStringsError as e:
+            msg = str(e)
+            if "zarr-python cannot read" in msg:  # read through zarr-python, whose read failed
+                assert str(store) in msg and f"/{array}'" in msg, msg
+                return
+            assert refusal is not None and isinstance(e, refusal), f"{type(e).__name__}: {msg}"
+            assert str(store) in msg and all(t in msg for t in texts), msg
+            return
+    notes = [str(w.message) for w in caught if "left out" in str(w.message) and f"/{array}'" in str(w.message)]
+    read_by = [ds[name].encoding.get("read_by") for ds in groups.values() if name in ds.variables]
+    assert notes or read_by == ["zarr-python"], (notes, read_by)
+    for msg in notes:
+        assert str(store) in msg and f"drop_variables=[{name!r}]" in msg and "engine='zarr'" in msg, msg
+    assert sum(len(ds.variables) for ds in groups.values()) > 0
+
+
 # ---------------------------------------------------------------------------------------
 # damaging
 # ---------------------------------------------------------------------------------------

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import warnings
 import zipfile
+from pathlib import Path
 from typing import Any
 
 import netCDF4
@@ -31,7 +32,8 @@ def _chars(rows: list[bytes], n: int) -> np.ndarray:
 
 def _as_text(values: list) -> list:
     """engine="netcdf4" returns NC_CHAR without _Encoding as bytes; we return str."""
-    return [v.decode("utf-8") if isinstance(v, bytes) else v for v in values]
+    return [v.decode("utf-8") if isinstance(v, bytes) else _as_text(v) if isinstance(v, list) else v
+            for v in values]
 
 
 # ----------------------------------------------------------------------------- NC_CHAR
@@ -58,6 +60,26 @@ def test_char_embedded_nul_from_ncgen_cdl_reads_as_netcdf_c_and_xarray(tmp_path)
     assert ours["c"].dims == peer["c"].dims == ("n",)
     assert ours["c"].values.tolist() == _as_text(peer["c"].values.tolist())
     assert ours["c"].values.tolist() == ["abc\x00def", "xy", "\x00\x00z"]
+
+
+CDL = Path(__file__).parent / "cdl"
+
+
+@needs_ncgen
+def test_ncgen_cdl_chars_read_as_ncdump_and_xarray_netcdf4(tmp_path):
+    """tests/cdl/chars_dims.cdl (see its README) through ncgen: the NCZarr store read by us, the
+    netCDF-4 file by xarray's engine="netcdf4"; ncdump shows the stored NULs."""
+    store, ncfile = tmp_path / "cd.zarr", tmp_path / "cd.nc"
+    subprocess.run([NCGEN, "-k", "nc4", "-o", nc_url(store), str(CDL / "chars_dims.cdl")], check=True)
+    subprocess.run([NCGEN, "-k", "nc4", "-o", str(ncfile), str(CDL / "chars_dims.cdl")], check=True)
+    dump = subprocess.run(["ncdump", nc_url(store)], check=True, capture_output=True, text=True).stdout
+    assert '"a\\000b"' in dump and '"\\000\\000cd"' in dump
+    peer = xr.open_dataset(ncfile, engine="netcdf4")
+    ours = xr.open_dataset(store, engine="zstrings")
+    assert {k: v.dims for k, v in ours.variables.items()} == {k: v.dims for k, v in peer.variables.items()}
+    for name in peer.variables:
+        assert _as_text(ours[name].values.tolist()) == _as_text(peer[name].values.tolist()), name
+    assert peer["last_only"].dims == ("F2",) and peer["shared_last"].dims == ("G2", "F3")  # pinned
 
 
 def _write_char_dims(path, mode: str = "nczarr") -> None:
@@ -308,3 +330,118 @@ def test_zip_root_is_the_folder_of_the_first_entry_as_netcdf_c_chooses(tmp_path)
     top = xr.open_dataset(z2, engine="zstrings")  # zarr-python's layout: the (empty) top group
     peer = xr.open_dataset(zarr.storage.ZipStore(z2, mode="r"), engine="zarr", consolidated=False)
     assert set(top.variables) == set(peer.variables) == set()
+
+
+# ----------------------------------------------------------------------------- undecodable arrays
+
+
+def _zarrs_issue_287(path) -> None:
+    """zarrs' test store tests/data/issue_287.zarr, made by its script tests/data/issue_287.py with
+    zarr-python (a numpy.datetime64 array beside vlen-utf8 string arrays in group 'meta')."""
+    from zarr.dtype import VariableLengthUTF8
+
+    root = zarr.open_group(path, mode="w", zarr_format=3)
+    meta = root.create_group("meta")
+    date = np.array(["2023-01-01", "2023-01-02", "2023-01-03"], dtype="datetime64[ms]")
+    meta.create_array("date", shape=date.shape, dtype=date.dtype)[:] = date
+    labels = ["collection_a", "collection_b", "collection_c"]
+    meta.create_array("collection", shape=(3,), dtype=VariableLengthUTF8())[:] = labels
+
+
+def test_array_we_cannot_decode_is_read_through_zarr_python(tmp_path):
+    store = tmp_path / "issue_287.zarr"
+    _zarrs_issue_287(store)
+    ours = xr.open_dataset(store, engine="zstrings", group="meta")
+    peer = zarr.open_group(store, mode="r")["meta"]
+    assert set(ours.variables) == {"date", "collection"}
+    assert ours["date"].values.tolist() == peer["date"][:].tolist()
+    assert ours["date"].dtype == peer["date"].dtype
+    assert ours["collection"].values.tolist() == peer["collection"][:].tolist()
+    assert ours["date"].encoding["read_by"] == "zarr-python"
+    assert "numpy.datetime64" in ours["date"].encoding["zstrings_unsupported"]
+    # one lazy selection through zarr-python's oindex
+    assert ours["date"][[0, 2]].values.tolist() == peer["date"].oindex[[0, 2]].tolist()
+
+
+def test_array_nobody_here_decodes_is_left_out_with_a_warning(tmp_path):
+    store = tmp_path / "bad.zarr"
+    _zarrs_issue_287(store)
+    zj = store / "meta" / "date" / "zarr.json"
+    meta = json.loads(zj.read_text())
+    meta["data_type"] = {"name": "no.such.type", "configuration": {}}
+    zj.write_text(json.dumps(meta))
+    with pytest.raises(Exception):  # noqa: B017,PT011 - zarr-python cannot open it either
+        zarr.open_array(store, path="meta/date", mode="r")
+    with pytest.warns(UserWarning, match=r"'/meta/date'.*left out.*no\.such\.type.*drop_variables=\['date'\]"):
+        ours = xr.open_dataset(store, engine="zstrings", group="meta")
+    assert list(ours.variables) == ["collection"]
+    assert ours["collection"].values.tolist() == ["collection_a", "collection_b", "collection_c"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert list(xr.open_dataset(store, engine="zstrings", group="meta", drop_variables=["date"]).variables) == [
+            "collection"]
+
+
+# ----------------------------------------------------------------------------- lenient codecs
+
+
+def test_gzip_id_holding_zlib_streams_decodes_with_a_warning(tmp_path):
+    """z5py writes zlib streams under the codec id 'gzip' (zarr_implementations lists them as
+    readable). The bytes here are numcodecs' Zlib output (zarr-python), relabelled 'gzip'."""
+    import numcodecs
+
+    store = tmp_path / "z5py_like.zarr"
+    g = zarr.open_group(store, mode="w", zarr_format=2)
+    s = g.create_array("s", shape=(4,), chunks=(2,), dtype=str, compressors=numcodecs.Zlib(level=5))
+    s[:] = ["a", "bé", "", "xyz"]
+    n = g.create_array("n", shape=(4,), chunks=(2,), dtype="i4", compressors=numcodecs.Zlib(level=5), fill_value=-1)
+    n[:] = [1, 2, 3, 4]
+    for a in (s, n):
+        a.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    peer = {k: zarr.open_array(store, path=k, mode="r")[:].tolist() for k in ("s", "n")}
+    for name in ("s", "n"):
+        za = store / name / ".zarray"
+        meta = json.loads(za.read_text())
+        meta["compressor"] = {"id": "gzip", "level": 5}
+        za.write_text(json.dumps(meta))
+    with pytest.warns(UserWarning, match="'gzip' is a zlib stream"):
+        ours = xr.open_dataset(store, engine="zstrings", mask_and_scale=False).load()
+    assert {k: ours[k].values.tolist() for k in ("s", "n")} == peer
+    # a real gzip chunk still decodes silently
+    gz = tmp_path / "gz.zarr"
+    real = zarr.open_group(gz, mode="w", zarr_format=2).create_array(
+        "g", shape=(3,), chunks=(3,), dtype="i4", compressors=numcodecs.GZip(level=1), fill_value=-1)
+    real[:] = [7, 8, 9]
+    real.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = xr.open_dataset(gz, engine="zstrings")["g"].values.tolist()
+    assert got == zarr.open_array(gz, path="g", mode="r")[:].tolist() == [7, 8, 9]
+
+
+@pytest.mark.parametrize("name", ["zarrs.vlen_v2", "https://codec.zarrs.dev/array_to_bytes/vlen_v2"])
+def test_zarrs_vlen_v2_reads_as_the_interleaved_layout(tmp_path, name):
+    """zarrs' vlen_v2 is "the same as vlen-utf8, vlen-array, vlen-bytes from Zarr V2, decoupled from
+    the data type" (zarrs codec/array_to_bytes/vlen_v2 docs): zarr-python's vlen-utf8/vlen-bytes
+    chunks under zarrs' codec name read as zarr-python reads the originals."""
+    from zarr.dtype import VariableLengthBytes, VariableLengthUTF8
+
+    store = tmp_path / "v2.zarr"
+    g = zarr.open_group(store, mode="w", zarr_format=3)
+    s = g.create_array("s", shape=(5,), chunks=(2,), dtype=VariableLengthUTF8(), dimension_names=["x"])
+    s[:] = ["a", "bé", "", "中文", "😀"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr-python: bytes has no v3 spec yet
+        b = g.create_array("b", shape=(2,), chunks=(2,), dtype=VariableLengthBytes(), dimension_names=["y"])
+        b[:] = [b"\x00\xff", b"q"]
+    peer = {k: zarr.open_array(store, path=k, mode="r")[:].tolist() for k in ("s", "b")}
+    for k in ("s", "b"):
+        zj = store / k / "zarr.json"
+        meta = json.loads(zj.read_text())
+        assert meta["codecs"][0]["name"] in ("vlen-utf8", "vlen-bytes")
+        meta["codecs"][0] = {"name": name}
+        zj.write_text(json.dumps(meta))
+    ours = xr.open_dataset(store, engine="zstrings")
+    assert ours["s"].values.tolist() == peer["s"]
+    assert ours["b"].values.tolist() == peer["b"]
+    assert ours["s"].encoding["layout"] == "vlen-utf8"

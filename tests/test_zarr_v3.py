@@ -176,16 +176,17 @@ def test_string_dtype_choice_for_v3(tmp_path, string_dtype):
     assert got.tolist() == TEXT
 
 
-def test_unknown_v3_codec_is_a_clear_error_at_open(tmp_path):
-    ds = xr.Dataset({"s": ("x", np.array(TEXT, dtype=object))})
+def test_unknown_v3_codec_leaves_the_array_out_with_a_clear_warning(tmp_path):
+    ds = xr.Dataset({"s": ("x", np.array(TEXT, dtype=object)), "n": ("x", np.arange(len(TEXT)))})
     to_zarr_v3(ds, tmp_path / "u.zarr", layout="vlen-utf8", consolidated=False)
     meta_path = tmp_path / "u.zarr" / "s" / "zarr.json"
     meta = json.loads(meta_path.read_text())
     meta["codecs"].append({"name": "no-such-codec"})
     meta_path.write_text(json.dumps(meta))
-    with pytest.raises(ZStringsError, match="no-such-codec") as info:
-        xr.open_dataset(tmp_path / "u.zarr", engine="zstrings")
-    assert "u.zarr" in str(info.value)
+    with pytest.warns(UserWarning, match=r"u\.zarr.*left out.*no-such-codec.*drop_variables=\['s'\]"):
+        got = xr.open_dataset(tmp_path / "u.zarr", engine="zstrings")
+    assert list(got.data_vars) == ["n"]  # the other variable still opens
+    assert got["n"].values.tolist() == list(range(len(TEXT)))
 
 
 def test_writer_compressor_defaults(tmp_path):

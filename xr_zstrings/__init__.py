@@ -19,6 +19,7 @@ from .errors import (
     StringDecodeWarning,
     StringOverflowError,
     StringTruncationWarning,
+    UnknownCodecError,
     UnsupportedError,
     ZStringsError,
 )
@@ -57,6 +58,7 @@ __all__ = [
     "StringDecodeWarning",
     "StringOverflowError",
     "StringTruncationWarning",
+    "UnknownCodecError",
     "UnsupportedError",
     "ZStringsError",
     "__version__",

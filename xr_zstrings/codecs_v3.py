@@ -76,7 +76,7 @@ import numpy as np
 
 from . import _zarr_compat
 from .codecs import MAX_CHUNK_BYTES_ENV, bounded_decode, max_chunk_bytes
-from .errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
+from .errors import ChunkError, MetadataError, UnknownCodecError, UnsupportedError, ZStringsError
 from .vlen import (
     VlenChunk,
     decode_arrow_chunk,
@@ -99,6 +99,9 @@ ZARRS_VLEN_NAMES = ("zarrs.vlen", "https://codec.zarrs.dev/array_to_bytes/vlen")
 # zarr-extensions also drafts an unrelated "optional" codec (per-chunk codec switching)
 ZARRS_OPTIONAL_NAMES = ("zarrs.optional", "https://codec.zarrs.dev/array_to_bytes/optional")
 _VLEN_NAMES = ("vlen-utf8", "vlen-bytes")
+#: zarrs' name for the numcodecs interleaved layout decoupled from the data type ("the same as
+#: vlen-utf8, vlen-array, vlen-bytes from Zarr V2": zarrs' codec/array_to_bytes/vlen_v2 docs)
+ZARRS_VLEN_V2_NAMES = ("zarrs.vlen_v2", "https://codec.zarrs.dev/array_to_bytes/vlen_v2")
 _MAX_U64 = 2**64 - 1
 _STR_NAMES = {"string", "str", "utf8", "largestring", "largeutf8", "variablelengthutf8"}
 _BYTES_NAMES = {"bytes", "binary", "variablelengthbytes", "largebinary", "largebytes", "vlenbytes"}
@@ -241,7 +244,7 @@ class _Zarr:
         try:
             return z.registry.get_codec_class(name)
         except Exception:  # noqa: BLE001 - third-party codec errors become ChunkError/MetadataError
-            raise UnsupportedError(
+            raise UnknownCodecError(
                 f"{_w(where)}: unknown Zarr v3 codec {name!r}; xr_zstrings reads transpose, bytes, "
                 f"vlen-utf8, vlen-bytes, zarrs.vlen, sharding_indexed and every codec zarr-python "
                 "registers. Fix: install the package that registers this codec with zarr-python "
@@ -954,7 +957,8 @@ class V3Pipeline:
                 cur_shape = step.out_shape(cur_shape)
                 continue
             is_ab_name = name in ("bytes", "sharding_indexed", "packbits", *_VLEN_NAMES, *ZARRS_VLEN_NAMES,
-                                  *ZARRS_OPTIONAL_NAMES) or (name == "optional" and "mask_codecs" in cfg)
+                                  *ZARRS_VLEN_V2_NAMES, *ZARRS_OPTIONAL_NAMES) or (
+                                      name == "optional" and "mask_codecs" in cfg)
             if is_ab_name:
                 if ab is not None:
                     raise MetadataError(
@@ -1047,6 +1051,11 @@ class V3Pipeline:
         if name in ZARRS_OPTIONAL_NAMES or name == "optional":
             return _OptionalAB(cfg, data_type=data_type, kind=kind, dtype=dtype, shape=shape,
                                utf8_errors=utf8_errors, where=where)
+        if name in ZARRS_VLEN_V2_NAMES:  # the numcodecs layout; the data type says str or bytes
+            k = kind or ("bytes" if dtype.kind in "OS" else "str")
+            if dtype.kind not in "OTUS":
+                raise UnsupportedError(f"{_w(where)}: codec {name!r} is read for string and bytes data, not {dtype}")
+            return _VlenAB("vlen-bytes" if k == "bytes" else "vlen-utf8", k, dtype, utf8_errors)
         if name in _VLEN_NAMES:
             k = kind or ("bytes" if name == "vlen-bytes" else "str")
             if dtype.kind not in "OTUS":

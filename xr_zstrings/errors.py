@@ -21,6 +21,7 @@ __all__ = [
     "StringDecodeWarning",
     "StringOverflowError",
     "StringTruncationWarning",
+    "UnknownCodecError",
     "UnsupportedError",
     "ZStringsError",
 ]
@@ -48,6 +49,10 @@ class DimensionError(MetadataError):
 
 class UnsupportedError(ZStringsError):
     """A dtype, codec or layout that xr_zstrings does not (yet) read or write."""
+
+
+class UnknownCodecError(UnsupportedError):
+    """A codec no library here can build: the array is left out of its group, the rest reads."""
 
 
 class ChunkError(ZStringsError):

@@ -28,6 +28,7 @@ from .errors import (
     DimensionError,
     MetadataError,
     StoreNotFoundError,
+    UnknownCodecError,
     UnsupportedError,
     ZStringsError,
 )
@@ -136,6 +137,8 @@ class TreeMeta:
     groups: dict[str, GroupMeta] = field(default_factory=dict)
     arrays: dict[str, ArrayMeta] = field(default_factory=dict)
     children: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+    #: arrays whose metadata names a data type or codec this package does not decode: path -> why
+    unreadable: dict[str, str] = field(default_factory=dict)
 
     @property
     def root(self) -> GroupMeta:
@@ -220,6 +223,7 @@ def _open_tree(zstore: ZStore) -> TreeMeta:
 
     level = ["/"]
     while level:
+        # 0. (arrays found unreadable below are taken out of their group's listing at the end)
         # 1. discover each group's children (listing from NCZarr metadata, else list the store)
         candidates: list[tuple[str, str]] = []  # (parent, child path)
         listed: dict[str, tuple[list[str], list[str]]] = {}
@@ -271,7 +275,7 @@ def _open_tree(zstore: ZStore) -> TreeMeta:
                     elif o.get(".zgroup") is not None:
                         groups_here.append(name)
             tree.children[gpath] = (arrays_here, groups_here)
-            for a in arrays_here:
+            for a in list(arrays_here):
                 apath = _join(gpath, a)
                 o = objs.get(apath, {})
                 if o.get(".zarray") is None:
@@ -280,10 +284,13 @@ def _open_tree(zstore: ZStore) -> TreeMeta:
                         f"{_key(apath, '.zarray')!r} is missing. The store is incomplete (an interrupted "
                         "write?) or the listing is stale; rewrite the store."
                     )
-                tree.arrays[apath] = parse_array(
-                    NodeObjects(apath, o), store=zstore.display, default_maxstrlen=default_maxstrlen,
-                    netcdf_c=root.nc_properties is not None,
-                )
+                try:
+                    tree.arrays[apath] = parse_array(
+                        NodeObjects(apath, o), store=zstore.display, default_maxstrlen=default_maxstrlen,
+                        netcdf_c=root.nc_properties is not None,
+                    )
+                except UnsupportedError as e:  # one undecodable array does not block its group
+                    tree.unreadable[apath] = str(e)
             for c in groups_here:
                 cpath = _join(gpath, c)
                 o = objs.get(cpath, {})
@@ -295,7 +302,16 @@ def _open_tree(zstore: ZStore) -> TreeMeta:
                 tree.groups[cpath] = parse_group(NodeObjects(cpath, o), store=zstore.display)
                 next_level.append(cpath)
         level = next_level
+    _unlist_unreadable(tree)
     return tree
+
+
+def _unlist_unreadable(tree: TreeMeta) -> None:
+    for apath in tree.unreadable:
+        parent, _, name = apath.rpartition("/")
+        arrays = tree.children.get(parent or "/", ([], []))[0]
+        if name in arrays:
+            arrays.remove(name)
 
 
 def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> dict[str, Any]:
@@ -304,6 +320,12 @@ def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> 
     refuse it when it carries NCZarr metadata (what an interrupted ``to_nczarr`` leaves)."""
     import warnings
 
+    raw = zstore.get_bytes(".zgroup")
+    if raw is not None:  # there, but JSON null: damaged, not missing
+        raise MetadataError(
+            f"Invalid metadata at {zstore.where('.zgroup')}: got {bytes(raw[:40])!r}, expected a JSON "
+            "object such as {\"zarr_format\": 2}. Fix or rewrite the root '.zgroup'."
+        )
     interrupted = IncompleteStoreError(
         f"Store {zstore.display} is incomplete: it has NCZarr data but no root '.zgroup' (an "
         "interrupted write?). Rewrite it (to_nczarr(..., mode='w'))."
@@ -363,10 +385,21 @@ def _open_tree_v3(tree: TreeMeta, root_json: Any) -> TreeMeta:
             "the root zarr.json. Open its parent directory."
         )
     nodes: dict[str, Any] = {"/": root}
+    def parse(obj: Any, p: str) -> Any:
+        try:
+            return parse_node_v3(obj, path=p, store=zstore.display)
+        except UnsupportedError as e:  # an array this package cannot decode: not the whole group
+            if not (isinstance(obj, dict) and obj.get("node_type") == "array"):
+                raise
+            tree.unreadable[p] = str(e)
+            return None
+
     if root.consolidated is not None:
         for rel, obj in root.consolidated.items():
             p = "/" + rel.strip("/")
-            nodes[p] = parse_node_v3(obj, path=p, store=zstore.display)
+            node = parse(obj, p)
+            if node is not None:
+                nodes[p] = node
     else:
         level = ["/"]
         while level:
@@ -381,7 +414,10 @@ def _open_tree_v3(tree: TreeMeta, root_json: Any) -> TreeMeta:
             for c, obj in zip(candidates, found, strict=True):
                 if obj is None:
                     continue  # chunk folders ("c") and foreign files are not nodes
-                nodes[c] = parse_node_v3(obj, path=c, store=zstore.display)
+                node = parse(obj, c)
+                if node is None:
+                    continue
+                nodes[c] = node
                 if isinstance(nodes[c], GroupMetaV3):
                     level.append(c)
     for path in sorted(nodes, key=lambda p: (p.count("/"), p)):
@@ -1159,6 +1195,10 @@ def group_contents(
             continue
         meta = tree.arrays[_join(path, name)]
         dims = resolved[name]
+        if len({d.name for d in dims}) < len(dims):  # netCDF allows v(x, x); xarray does not
+            _leave_out(tree, meta.path, f"it uses one dimension twice ({[d.name for d in dims]}), "
+                       "which an xarray Dataset cannot hold")
+            continue
         for d in dims:
             size = d.size
             prev = sizes.get(d.name)
@@ -1169,11 +1209,33 @@ def group_contents(
                     "group can reference an ancestor's dimension and a shadowing one of the same name; "
                     "an xarray Dataset cannot hold both. Drop one of the variables (drop_variables=...)."
                 )
-            sizes[d.name] = (size, name)
+        join = bool(dims) and dims[-1].name in joinable
+        try:
+            variables[name] = _variable(tree, meta, dims, options, join_chars=join)
+        except UnknownCodecError as e:  # (not a refusal to protect memory: those still raise)
+            tree.unreadable[meta.path] = str(e)
+            continue
+        for d in dims:
+            sizes.setdefault(d.name, (d.size, name))
             if d.unlimited:
                 unlimited.add(d.name)
-        join = bool(dims) and dims[-1].name in joinable
-        variables[name] = _variable(tree, meta, dims, options, join_chars=join)
+    for apath, why in tree.unreadable.items():
+        parent, _, name = apath.rpartition("/")
+        if (parent or "/") != path or name in drop or name in variables:
+            continue
+        spec = _through_zarr_python(tree, apath, why)
+        if spec is None:
+            continue
+        for d, size in zip(spec.dims, spec.data.shape, strict=True):
+            prev = sizes.get(d)
+            if prev is not None and prev[0] != size:
+                _leave_out(tree, apath, f"its dimension {d!r} has size {size} but variable {prev[1]!r} "
+                           f"uses it with size {prev[0]}")
+                break
+        else:
+            for d, size in zip(spec.dims, spec.data.shape, strict=True):
+                sizes[d] = (size, name)
+            variables[name] = spec
     attrs = dict(group.attrs)
     encoding: dict[str, Any] = {
         "source": tree.store.display,
@@ -1185,6 +1247,69 @@ def group_contents(
     return GroupContents(
         path=path, variables=variables, attrs=attrs, dimensions=dict(group.dimensions), encoding=encoding
     )
+
+
+def _leave_out(tree: TreeMeta, apath: str, why: str) -> None:
+    import warnings
+
+    name = apath.rsplit("/", 1)[-1]
+    warnings.warn(
+        f"Variable {apath!r} of {tree.store.display} is left out: {why}. Every other variable is "
+        f"read. Pass drop_variables=[{name!r}] to silence this, or read it with engine='zarr'.",
+        UserWarning, stacklevel=6,
+    )
+
+
+class ZarrPythonArray:
+    """An array this package does not decode, read lazily through zarr-python (outer indexing)."""
+
+    def __init__(self, arr: Any, what: str) -> None:
+        self.arr = arr
+        self.what = what
+        self.shape: tuple[int, ...] = tuple(arr.shape)
+        self.dtype = np.dtype(arr.dtype)
+        self.decode = "zarr-python"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, key: tuple[Any, ...]) -> np.ndarray:
+        try:
+            if not self.shape:
+                return np.asarray(self.arr[...])
+            return np.asarray(self.arr.oindex[key])
+        except Exception as e:  # noqa: BLE001 - zarr-python's errors, named and explained
+            raise ChunkError(
+                f"zarr-python cannot read {self.what}: {type(e).__name__}: {e}. It was read through "
+                "zarr-python because this package does not decode it; drop it (drop_variables=...)."
+            ) from None
+
+
+def _through_zarr_python(tree: TreeMeta, apath: str, why: str) -> VariableSpec | None:
+    """An array this package cannot decode, read by zarr-python when it can; else None (with a
+    warning naming the array, the reason and the fix)."""
+    try:
+        import zarr
+
+        arr = zarr.open_array(tree.store.store, path=tree.store.full_key(apath.strip("/")), mode="r")
+        np.dtype(arr.dtype)  # zarr-python's own extension types (no numpy dtype) are not read
+    except Exception as e:  # noqa: BLE001 - zarr-python cannot either: say both reasons
+        _leave_out(tree, apath, f"{why} (zarr-python cannot read it either: {type(e).__name__}: {e})")
+        return None
+    meta = arr.metadata
+    if getattr(meta, "zarr_format", 2) == 3:
+        names: Any = tuple(meta.dimension_names) if meta.dimension_names else None
+        attrs = dict(arr.attrs)
+    else:
+        attrs = dict(arr.attrs)
+        names = attrs.pop("_ARRAY_DIMENSIONS", None)
+        names = tuple(names) if isinstance(names, list) and len(names) == arr.ndim else None
+    dims = tuple(anonymous_dims(tuple(arr.shape), names))
+    encoding = {"chunks": tuple(arr.chunks), "preferred_chunks": dict(zip(dims, arr.chunks, strict=True)),
+                "read_by": "zarr-python", "zstrings_unsupported": why}
+    return VariableSpec(name=apath.rsplit("/", 1)[-1], dims=dims, data=ZarrPythonArray(arr, f"variable {apath!r} of {tree.store.display}"),  # type: ignore[arg-type]
+                        attrs=attrs, encoding=encoding)
 
 
 def _char_dims_joinable(tree: TreeMeta, path: str, arrays: list[str],

@@ -846,16 +846,28 @@ class _RangeFile(io.RawIOBase):
         return n
 
 
-def _zip_root(first_entry: str | None, has_metadata: Any, tops: list[str], *, display: str) -> str:
+def _is_group(objs: list[Any]) -> bool:
+    """Whether a prefix's (.zgroup, .nczgroup, .nczarr, zarr.json) objects make it a group."""
+    zg, nczg, ncz, zj = objs
+    return zg is not None or nczg is not None or ncz is not None or (
+        isinstance(zj, dict) and zj.get("node_type") == "group")
+
+
+_GROUP_KEYS = (".zgroup", ".nczgroup", ".nczarr", "zarr.json")
+
+
+def _zip_root(first_entry: str | None, has_metadata: Any, tops: list[str], *, display: str,
+              is_group: Any = None) -> str:
     """The key prefix of the dataset in a zip: netcdf-c's zip reader (libnczarr/zmap_zip.c,
     ``zipopen``) takes the first path segment of the zip's entry 0 as the dataset; a zip whose
     entry 0 is a top-level file is zarr-python's ZipStore layout (the dataset at the top).
     ``has_metadata(prefix)`` says whether Zarr metadata is there. "" is the top."""
     import warnings
 
+    is_group = is_group or has_metadata
     seg = first_entry.split("/", 1)[0] if first_entry and "/" in first_entry else None
-    if seg and has_metadata(seg):
-        if has_metadata(""):
+    if seg and is_group(seg):  # (a folder holding an array of a top-level dataset is not it)
+        if is_group(""):
             warnings.warn(
                 f"Zip store {display} holds Zarr metadata both at its top and in folder {seg!r}; "
                 f"reading {seg!r}, the folder of the zip's first entry, as netcdf-c does. Open the "
@@ -905,7 +917,11 @@ def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str])
     def has_metadata(prefix: str) -> bool:
         return any(zs.get_many([f"{prefix}/{k}" if prefix else k for k in _METADATA_KEYS]))
 
-    root = _zip_root(first_entry, has_metadata, [n for n in zs.list_dir("") if n], display=display)
+    def is_group(prefix: str) -> bool:
+        return _is_group(zs.get_json_many([f"{prefix}/{k}" if prefix else k for k in _GROUP_KEYS]))
+
+    root = _zip_root(first_entry, has_metadata, [n for n in zs.list_dir("") if n], display=display,
+                     is_group=is_group)
     if not root:
         return zs
     out = ZStore(store, prefix=root, display=display, modes=modes, remote=True)
@@ -936,7 +952,11 @@ def _open_zip(path: Path, *, display: str, modes: frozenset[str], read_only: boo
     def has_metadata(prefix: str) -> bool:
         return any(ZStore(store, prefix=prefix).get_many(list(_METADATA_KEYS)))
 
-    root = _zip_root(first_entry, has_metadata, [n for n in zs.list_dir("") if n], display=display)
+    def is_group(prefix: str) -> bool:
+        return _is_group(ZStore(store, prefix=prefix).get_json_many(list(_GROUP_KEYS)))
+
+    root = _zip_root(first_entry, has_metadata, [n for n in zs.list_dir("") if n], display=display,
+                     is_group=is_group)
     return zs if not root else ZStore(store, prefix=root, display=display, modes=modes)
 
 
