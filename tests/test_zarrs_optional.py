@@ -76,7 +76,8 @@ def test_zarrs_optional_encoder_reproduces_the_golden_chunks(name):
 
 def test_zarrs_optional_numeric_is_refused_with_the_fix(tmp_path):
     """zarrs' own optional uint8 test array metadata (zarrs tests/data/v3/array_optional.zarr):
-    optional numbers are not read; the error says so and names zarrs."""
+    optional numbers are not read: the array is left out of its group (issue 12) with a warning
+    that says so and names zarrs."""
     root = tmp_path / "n.zarr"
     (root / "a").mkdir(parents=True)
     (root / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}))
@@ -90,8 +91,9 @@ def test_zarrs_optional_numeric_is_refused_with_the_fix(tmp_path):
             "mask_codecs": [{"name": "packbits"}],
             "data_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]}}],
         "dimension_names": ["y", "x"]}))
-    with pytest.raises(UnsupportedError, match="optional 'uint8'.*string and bytes.*zarrs"):
-        xr.open_dataset(root, engine="zstrings")
+    with pytest.warns(UserWarning, match=r"'/a'.*left out.*optional 'uint8'.*string and bytes.*zarrs.*drop_variables"):
+        ds = xr.open_dataset(root, engine="zstrings")
+    assert "a" not in ds.variables
 
 
 def test_zarrs_optional_bad_chunks_and_metadata_are_named(tmp_path):
