@@ -158,6 +158,9 @@ class ArrayMeta:
     storage: str | None = None
     generation: str = "zarr-v2"
     raw_zarray: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    #: a ``_nczarr_maxstrlen`` attribute declares a pure-Zarr ``|Sn`` array NC_STRING text
+    #: (``prepare_for_zarr`` and netcdf-c write it); without it ``|Sn`` is bytes, as in engine="zarr"
+    maxstrlen_attr: bool = False
 
     @property
     def name(self) -> str:
@@ -724,6 +727,7 @@ def parse_array(
         storage=storage,
         generation=generation,
         raw_zarray=dict(zarray),
+        maxstrlen_attr="_nczarr_maxstrlen" in raw_attrs,
     )
 
 

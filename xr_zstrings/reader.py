@@ -512,13 +512,19 @@ class ChunkedArray:
     """Reads rectangular regions of one stored array in its storage dtype (no string decoding)."""
 
     def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...],
-                 utf8_errors: str = "strict", threads: int | None = None, null_fill: bool = False) -> None:
+                 utf8_errors: str = "strict", threads: int | None = None, null_fill: bool = False,
+                 raw_bytes: bool = False) -> None:
         """``utf8_errors``: the policy for invalid UTF-8 in variable-length string chunks (v2
         vlen-utf8, every v3 layout); fixed-width decoding takes its policy per call.
         ``threads``: decode threads (None: ``decode_threads()``'s default, 1: no pool).
         ``null_fill``: a ``|O`` array's ``fill_value: null`` gives None, as zarr-python 2 reads it
-        (else ``""``/``b""``)."""
+        (else ``""``/``b""``).
+        ``raw_bytes``: variable-length text is read as the stored bytes (``string_dtype="bytes"``):
+        the same chunk layouts decoded as their bytes twins (vlen-utf8 as vlen-bytes, ``string`` as
+        ``bytes``), so nothing is UTF-8 decoded."""
         self.threads = threads
+        self.raw_bytes = raw_bytes = bool(raw_bytes and meta.string_kind == "vlen")
+        self.dtype = np.dtype(object) if raw_bytes else meta.dtype  # what read() assembles
         self.store = zstore
         self.meta = meta
         self.null_fill = null_fill and meta.dtype.kind == "O" and meta.fill_value is None
@@ -529,9 +535,16 @@ class ChunkedArray:
         if self.v3:
             from .codecs_v3 import V3Pipeline
 
+            data_type, dtype, fill = meta.data_type, meta.dtype, meta.fill_value
+            if raw_bytes:
+                from .codecs_v3 import classify_data_type
+
+                data_type = "large_binary" if classify_data_type(meta.data_type)[1] else "binary"
+                dtype = np.dtype(object)
+                fill = fill.encode("utf-8") if isinstance(fill, str) else fill
             self.pipeline_v3 = V3Pipeline.from_metadata(
-                list(meta.codecs), data_type=meta.data_type, dtype=meta.dtype, chunk_shape=meta.chunks,
-                fill_value=meta.fill_value, where=zstore.where(_key(meta.path, "zarr.json")),
+                list(meta.codecs), data_type=data_type, dtype=dtype, chunk_shape=meta.chunks,
+                fill_value=fill, where=zstore.where(_key(meta.path, "zarr.json")),
                 utf8_errors=utf8_errors,
             )
             if getattr(meta, "optional", False) != (self.pipeline_v3.layout == "zarrs.optional"):
@@ -544,8 +557,11 @@ class ChunkedArray:
             self.parallel = True
         else:
             where = zstore.where(_key(meta.path, ".zarray"))
+            filters = meta.filters
+            if raw_bytes:  # numcodecs' vlen-utf8 and vlen-bytes share one layout
+                filters = tuple({"id": "vlen-bytes"} if f.get("id") == "vlen-utf8" else f for f in filters)
             self.pipeline: ChunkPipeline = build_pipeline(
-                meta.compressor, meta.filters, dtype=meta.dtype, string_kind=meta.string_kind, where=where,
+                meta.compressor, filters, dtype=meta.dtype, string_kind=meta.string_kind, where=where,
                 chunk_shape=self.chunk_shape, utf8_errors=utf8_errors,
             )
             self.parallel = self.pipeline.compressor is not None or meta.dtype.kind == "O"
@@ -556,6 +572,10 @@ class ChunkedArray:
 
     def _fill(self) -> Any:
         fv = self.meta.fill_value
+        if self.raw_bytes:
+            if fv is None:
+                return None if self.null_fill else b""
+            return fv.encode("utf-8") if isinstance(fv, str) else fv
         if fv is None:
             if self.meta.dtype.kind == "O":
                 if self.null_fill:
@@ -629,7 +649,7 @@ class ChunkedArray:
         meta = self.meta
         chunks = self.chunk_shape
         out_shape = tuple(s.stop - s.start for s in region)
-        out = np.empty(out_shape, dtype=meta.dtype)
+        out = np.empty(out_shape, dtype=self.dtype)
         if out.size == 0:
             return out
         plan, fill = self._plan(region)
@@ -689,8 +709,9 @@ class ChunkedArray:
         meta = self.meta
         if strings.kernels() is None:
             return False
-        if decode == "fixed":
-            return not self.v3 and meta.dtype.kind == "S" and meta.dtype.itemsize > 0
+        if decode in ("fixed", "text-S"):
+            return (not self.v3 and meta.dtype.kind == "S" and meta.dtype.itemsize > 0
+                    and strings._norm_encoding(text_encoding) == "utf-8")
         if decode == "char":
             return (not self.v3 and meta.order == "C" and strings._norm_encoding(text_encoding) == "utf-8"
                     and meta.dtype.itemsize == 1 and meta.dtype.kind in "SUu" and len(self.shape) >= 1
@@ -769,7 +790,8 @@ class ChunkedArray:
             buf = self._chunk_bytes(raw, key, chunks)
             width = chunks[-1] if char else meta.dtype.itemsize
             # NC_CHAR keeps embedded NULs (only trailing ones end it); NC_STRING ends at the first
-            strings.decode_fixed_into(buf, width, view, sel, policy, what, index_of(dst), trailing=char)
+            strings.decode_fixed_into(buf, width, view, sel, policy, what, index_of(dst),
+                                      trailing=char or decode == "text-S")
 
         self._run(plan, place, True)
         for dst in unwritten:
@@ -919,23 +941,27 @@ class LazyArray:
         self.missing = missing
         self.null_chunks = null_chunks
         shape = raw.shape if not raw.meta.scalar else ()
-        if decode == "char" and shape:
+        if decode in ("char", "bytes-char") and shape:
             shape = shape[:-1]
         self.shape: tuple[int, ...] = tuple(shape)
-        if decode in ("fixed", "char", "char-sep", "unicode", "vlen", "text"):
+        if decode in ("fixed", "text-S", "char", "char-sep", "unicode", "vlen", "text"):
             self.dtype = strings.resolve_string_dtype(options.string_dtype)
             if self.dtype.kind == "U":
                 # fixed width: the stored width bounds the characters (vlen: only known after reading)
                 meta = raw.meta
-                width = {"fixed": meta.dtype.itemsize, "unicode": meta.dtype.itemsize // 4, "char-sep": 1,
+                width = {"fixed": meta.dtype.itemsize, "text-S": meta.dtype.itemsize,
+                         "unicode": meta.dtype.itemsize // 4, "char-sep": 1,
                          "char": raw.shape[-1] if raw.shape else 1}.get(decode)
                 self.dtype = np.dtype(f"U{max(width or 1, 1)}")
                 self._fixed_u = width is not None
             if missing is not None or null_chunks:
                 self.dtype = strings.missing_string_dtype(options.string_dtype)
                 self._fixed_u = False
-        elif decode == "vlen-bytes":
+        elif decode in ("vlen-bytes", "bytes-obj", "bytes-unicode"):
             self.dtype = np.dtype(object)
+        elif decode == "bytes-char":  # joined characters; one character stays an object (see _decode)
+            n = raw.shape[-1] if raw.shape else 1
+            self.dtype = np.dtype(f"S{n}") if n > 1 else np.dtype(object)
         else:
             self.dtype = raw.meta.dtype.newbyteorder("=") if raw.meta.dtype.kind in "biuf" else raw.meta.dtype
         # strings are decoded chunk by chunk straight into a StringDType result (compiled kernels);
@@ -965,7 +991,7 @@ class LazyArray:
         key = key + (slice(None),) * (self.ndim - len(key))
         if self.raw.meta.scalar:
             raw = self.raw.read((slice(0, 1),))
-            if self.decode == "char":
+            if self.decode in ("char", "bytes-char"):
                 raw = raw.reshape(1, 1)
             return self._mask(self._convert(raw)).reshape(())
         chunks = self.raw.chunk_shape
@@ -994,7 +1020,7 @@ class LazyArray:
         pieces = []
         for combo in itertools.product(*axes):
             region = [c[0] for c in combo]
-            if self.decode == "char":
+            if self.decode in ("char", "bytes-char"):
                 region.append(slice(0, self.raw.shape[-1]))
             data = self._read_region(tuple(region))
             take = tuple(c[1] for c in combo)
@@ -1042,7 +1068,7 @@ class LazyArray:
                 return t
             if getattr(self, "_fixed_u", False):
                 return t.astype(self.dtype)  # never truncates: the stored width bounds the characters
-            return strings.convert_string_dtype(t, self.dtype.kind)
+            return strings.convert_string_dtype(t, self.dtype.kind, self.what)
         raw = self.raw.read(region)
         nulls = None
         if self.null_chunks and raw.dtype.kind == "O":
@@ -1079,10 +1105,31 @@ class LazyArray:
 
     def _decode(self, raw: np.ndarray) -> np.ndarray:
         o = self.options
-        if self.decode == "fixed":
+        if self.decode in ("fixed", "text-S"):
+            trailing = self.decode == "text-S"
+            if strings._norm_encoding(self.text_encoding) != "utf-8":  # _Encoding: as an NC_CHAR row
+                n = max(raw.dtype.itemsize, 1)
+                u8 = np.ascontiguousarray(raw.astype(f"S{n}")).view(np.uint8).reshape(raw.shape + (n,))
+                return strings.decode_char_array(u8, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
+                                                 string_dtype=o.string_dtype, what=self.what)
             return strings.decode_fixed_utf8(
-                raw, utf8_errors=o.utf8_errors, string_dtype=o.string_dtype, what=self.what
+                raw, utf8_errors=o.utf8_errors, string_dtype=o.string_dtype, what=self.what, trailing=trailing
             )
+        if self.decode == "bytes":  # the stored |Sn values, as engine="zarr" returns them
+            return raw
+        if self.decode == "bytes-obj":
+            return raw.astype(object)
+        if self.decode == "bytes-char":  # the characters joined, as xarray's concat_characters joins them
+            u8 = strings._char_bytes(raw, self.what)
+            n = u8.shape[-1]
+            if n == 0:
+                return np.full(u8.shape[:-1], b"", dtype=object)
+            joined = np.ascontiguousarray(u8).view(f"S{n}").reshape(u8.shape[:-1])
+            # (one character: |S1 would be joined again by xarray's CharacterArrayCoder)
+            return joined if n > 1 else joined.astype(object)
+        if self.decode == "bytes-unicode":  # code points: their UTF-8 bytes
+            flat = raw.reshape(-1).tolist()
+            return np.array([s.encode("utf-8", "surrogatepass") for s in flat] or [], dtype=object).reshape(raw.shape)
         if self.decode == "char":
             return strings.decode_char_array(
                 raw, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
@@ -1098,9 +1145,9 @@ class LazyArray:
         if self.decode == "unicode":
             return strings.decode_utf32(raw, string_dtype=o.string_dtype)
         if self.decode == "vlen":
-            return strings.decode_objects(raw, string_dtype=o.string_dtype)
+            return strings.decode_objects(raw, string_dtype=o.string_dtype, what=self.what)
         if self.decode == "text":
-            return strings.convert_string_dtype(raw, o.string_dtype)
+            return strings.convert_string_dtype(raw, o.string_dtype, self.what)
         if self.decode == "vlen-bytes":
             return raw
         return raw.astype(self.dtype, copy=False)
@@ -1336,8 +1383,10 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     null_fill = meta.generation == "zarr-v2" and meta.dtype.kind == "O" and meta.fill_value is None
     optional = getattr(meta, "optional", False)  # zarrs' nullable type: chunks hold None, fill may be null
     null_fill = null_fill or optional
+    # string_dtype="bytes" (zarrs' optional type is read as text: its chains are not re-typed to bytes)
+    wants_bytes = strings.resolve_string_dtype(options.string_dtype).kind == "S" and not optional
     raw = ChunkedArray(tree.store, meta, logical, utf8_errors=options.utf8_errors, threads=options.decode_threads,
-                       null_fill=null_fill)
+                       null_fill=null_fill, raw_bytes=wants_bytes)
     attrs = dict(meta.attrs)
     encoding: dict[str, Any] = {
         "chunks": None if meta.scalar else meta.chunks,
@@ -1376,9 +1425,22 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     kind = meta.string_kind
     decode = "numeric"
     text_encoding = "utf-8"
+    netcdf_c = tree.root.nc_properties is not None
     if kind == "string":
-        decode = "fixed"
-        encoding.update(nc_type="NC_STRING", maxstrlen=meta.dtype.itemsize)
+        decode, text_encoding = _fixed_bytes_decode(meta, attrs, encoding, netcdf_c=netcdf_c,
+                                                    wants_bytes=wants_bytes)
+    elif kind == "char" and wants_bytes:  # the stored characters, joined where text would be
+        if "_Encoding" in attrs:  # kept as information; xarray must not decode the bytes with it
+            encoding["_Encoding"] = attrs.pop("_Encoding")
+        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"),
+                        char_dim_width=meta.shape[-1] if meta.shape and not meta.scalar else 1)
+        decode = "char-raw"
+        if options.concat_characters and ((dims and join_chars) or meta.scalar):
+            decode = "bytes-char"
+            if dims:
+                encoding["char_dim_name"] = dim_names[-1]
+                dim_names = dim_names[:-1]
+                encoding["preferred_chunks"].pop(dims[-1].name, None)
     elif kind == "char":
         stored_encoding = attrs.pop("_Encoding", None)  # decode as UTF-8 when the store says nothing
         text_encoding = str(stored_encoding or "utf-8")
@@ -1402,7 +1464,9 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
             if stored_encoding is not None:  # as stored: xarray's own CF decoding may use it
                 attrs["_Encoding"] = encoding.pop("_Encoding")
     elif kind == "unicode":
-        decode = "unicode"
+        decode = "bytes-unicode" if wants_bytes else "unicode"
+    elif kind == "vlen" and wants_bytes:
+        decode = "vlen-bytes"  # (the ChunkedArray reads the chunks as their bytes twins)
     elif kind == "vlen":
         decode = "text" if v3 else "vlen"  # v3 chunks decode straight to StringDType
     elif kind == "vlen-bytes":
@@ -1417,7 +1481,8 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
             # (NC_CHAR: engine="netcdf4" compares the joined strings with a one-character fill,
             # which a joined value never equals; we do not mask either)
             missing = fv
-    netcdf_c = tree.root.nc_properties is not None
+    if decode.startswith(("bytes", "vlen-bytes", "char-raw")):
+        missing = None  # bytes are returned as stored: a str fill value cannot match them
     # (Zarr v3: xarray writes _FillValue as an attribute and does not mask with fill_value)
     if (kind is None and meta.generation == "zarr-v2" and not netcdf_c and meta.fill_value is not None
             and "_FillValue" not in attrs):
@@ -1433,6 +1498,36 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     elif data.dtype.kind == "U" and decode != "char":
         encoding["dtype"] = str
     return VariableSpec(name=meta.name, dims=dim_names, data=data, attrs=attrs, encoding=encoding)
+
+
+def _fixed_bytes_decode(meta: Any, attrs: dict[str, Any], encoding: dict[str, Any], *, netcdf_c: bool,
+                        wants_bytes: bool) -> tuple[str, str]:
+    """(decode, text encoding) of a fixed-width bytes array (``|Sn``, v3 ``null_terminated_bytes``).
+
+    It is text when the store says so: NCZarr's NC_STRING, anything netcdf-c wrote (its pure-Zarr
+    mode too), a ``_nczarr_maxstrlen`` attribute (``prepare_for_zarr``), or xarray's ``_Encoding``
+    attribute (decoded with it as xarray's CF decoding does, only trailing NULs ending a value).
+    Otherwise it is bytes, returned as stored exactly as engine="zarr" and zarr-python return it:
+    ``|Sn`` in a pure Zarr store is what xarray writes for a bytes variable (binary payloads too),
+    and nothing says it is text. ``string_dtype="bytes"`` returns the stored bytes for every array.
+    """
+    declared = meta.generation not in ("zarr-v2", "zarr-v3") or netcdf_c or getattr(meta, "maxstrlen_attr", False)
+    enc = attrs.get("_Encoding")
+    if declared:
+        encoding.update(nc_type="NC_STRING", maxstrlen=meta.dtype.itemsize)
+    if wants_bytes or (not declared and enc is None):
+        if enc is not None:  # kept as information; xarray must not decode the bytes with it
+            encoding["_Encoding"] = attrs.pop("_Encoding")
+        # one byte per value of NC_STRING: an object array, so xarray does not join it as characters
+        return ("bytes-obj" if declared and meta.dtype.itemsize == 1 else "bytes"), "utf-8"
+    if declared:
+        return "fixed", "utf-8"
+    if meta.dtype.itemsize == 1 and meta.shape and not meta.scalar:
+        # |S1 + _Encoding is xarray's char array (encoding dtype "S1"): xarray's own CF decoding
+        # joins the characters where it may and decodes them with _Encoding, as for engine="zarr"
+        return "bytes", "utf-8"
+    encoding["_Encoding"] = attrs.pop("_Encoding")
+    return "text-S", str(enc)
 
 
 def tree_encoding(tree: TreeMeta) -> Mapping[str, Any]:

@@ -52,13 +52,14 @@ __all__ = [
 ]
 
 Utf8Errors = Literal["drop", "replace", "strict"]
-StringKind = Literal["T", "O", "U"]
+StringKind = Literal["T", "O", "U", "bytes"]
 OnOverflow = Literal["error", "truncate", "widen"]
 
 _T = np.dtypes.StringDType()
 _T_STRICT = np.dtypes.StringDType(coerce=False)  # refuses non-str objects instead of str()-ing them
 _OBJ = np.dtype(object)
 _U = np.dtype("U")
+_S = np.dtype("S")  # string_dtype="bytes": the stored bytes, never decoded
 # the missing-value dtype: numpy's StringDType with NaN as its NA, which is what pandas' "str"
 # dtype (na_value NaN) and xarray's index adapter give back, what engine="netcdf4" puts in object
 # arrays, and what xarray's isnull() detects with np.isnan (docs/format-notes.md, "Missing values")
@@ -140,10 +141,11 @@ def _build_failure() -> str | None:
 
 
 def resolve_string_dtype(kind: Any = "T") -> np.dtype:
-    """Map a user's ``string_dtype`` choice ("T"/"O"/"U" or an equivalent dtype) to a numpy dtype.
+    """Map a user's ``string_dtype`` choice ("T"/"O"/"U"/"bytes" or an equivalent dtype) to a numpy dtype.
 
-    Returns ``StringDType()`` (or the given StringDType instance), ``dtype(object)`` or the
-    unsized ``dtype('<U')`` (the width is computed from the data).  ``None`` means "T".
+    Returns ``StringDType()`` (or the given StringDType instance), ``dtype(object)``, the
+    unsized ``dtype('<U')`` (the width is computed from the data) or, for "bytes" (also "S",
+    ``bytes``), the unsized ``dtype('S')``: the stored bytes, never decoded.  ``None`` means "T".
     """
     if kind is None:
         return _T
@@ -159,6 +161,10 @@ def resolve_string_dtype(kind: Any = "T") -> np.dtype:
             return _OBJ
         if key in ("U", "<U", "str", "unicode"):
             return _U
+        if key in ("bytes", "S", "|S"):
+            return _S
+    elif kind is bytes or kind is np.bytes_:
+        return _S
     elif kind is object:
         return _OBJ
     elif kind is str or kind is np.str_:
@@ -168,10 +174,13 @@ def resolve_string_dtype(kind: Any = "T") -> np.dtype:
             return _OBJ
         if kind.kind == "U" and kind.itemsize == 0:
             return _U
+        if kind.kind == "S" and kind.itemsize == 0:
+            return _S
     raise ZStringsError(
         f"string_dtype={kind!r} is not a string output kind; use 'T' (numpy StringDType, the "
-        "default), 'O' (object array of str) or 'U' (fixed-width unicode; its width is computed "
-        "from the data, so pass plain 'U' rather than a sized dtype such as 'U10')"
+        "default), 'O' (object array of str), 'U' (fixed-width unicode; its width is computed "
+        "from the data, so pass plain 'U' rather than a sized dtype such as 'U10') or 'bytes' "
+        "(the stored bytes, not decoded)"
     )
 
 
@@ -188,13 +197,19 @@ def missing_string_dtype(string_dtype: Any = "T") -> np.dtype:
     return _OBJ
 
 
-def convert_string_dtype(arr: Any, string_dtype: Any = "T") -> np.ndarray:
+def convert_string_dtype(arr: Any, string_dtype: Any = "T", what: str = "") -> np.ndarray:
     """Convert any array of str (StringDType, object of str, or U) to the requested kind.
 
     Used as the last step of every decoder so they all honour ``string_dtype`` the same way.
-    Note a ``U`` array cannot hold trailing NULs: numpy strips them.
+    A ``U`` array cannot hold trailing NULs (numpy strips them): values ending with NUL raise
+    ZStringsError (naming the first) rather than change silently.
     """
     target = resolve_string_dtype(string_dtype)
+    if target.kind == "S":
+        raise ZStringsError(
+            "string_dtype='bytes' keeps the stored bytes: there is nothing to convert an array of "
+            "str to; encode it (np.strings.encode) if you want bytes"
+        )
     arr = np.asarray(arr)
     k = arr.dtype.kind
     if k not in "TUO":
@@ -217,8 +232,33 @@ def convert_string_dtype(arr: Any, string_dtype: Any = "T") -> np.ndarray:
     # U: fixed width = longest value in code points (at least 1)
     if k == "U":
         return arr
+    _refuse_trailing_nuls(arr, what)
     width = int(np.strings.str_len(arr).max()) if arr.size else 1
     return arr.astype(f"U{max(width, 1)}")
+
+
+def _refuse_trailing_nuls(t: np.ndarray, what: str) -> None:
+    """Raise when a StringDType value ends with NUL: numpy's fixed-width ``U`` would drop it.
+
+    The compiled scan finds any NUL at C speed (valid data pay only that); only then, and always
+    on the fallback, numpy compares each length with a sentinel appended (numpy's string functions
+    treat trailing NULs as padding, so plain str_len cannot see them)."""
+    if t.size == 0:
+        return
+    flat = np.ascontiguousarray(t).reshape(-1)
+    K = kernels()
+    if K is not None and getattr(t.dtype, "na_object", None) is None:
+        if K.utf8_scan(flat, False)[0] == 0:  # no NUL (or other oddity) anywhere
+            return
+    full = np.strings.str_len(np.strings.add(flat, "\x01")) - 1
+    lost = np.flatnonzero(full != np.strings.str_len(flat))
+    if lost.size:
+        i = int(lost[0])
+        raise ZStringsError(
+            f"{_ctx(what)}{lost.size} value(s) end with NUL characters, e.g. value {_index(i, t.shape)} = "
+            f"{str(flat[i])!r}, which string_dtype='U' cannot hold (numpy's fixed-width strings drop "
+            "trailing NULs). Read with string_dtype='T' (the default) or 'O', which keep every character."
+        )
 
 
 def _objects_to_T(arr: np.ndarray, what: str) -> np.ndarray:
@@ -715,6 +755,7 @@ def decode_fixed_utf8(
     utf8_errors: Utf8Errors = "drop",
     string_dtype: Any = "T",
     what: str = "",
+    trailing: bool = False,
 ) -> np.ndarray:
     """Decode NUL-padded fixed-width UTF-8 (NCZarr NC_STRING ``|Sn``) to strings, same shape.
 
@@ -723,13 +764,14 @@ def decode_fixed_utf8(
     of a value (what netcdf-c's byte truncation leaves) and raises on other invalid UTF-8;
     "replace" turns every invalid sequence into U+FFFD; "strict" raises on anything invalid.
     ``raw`` may also be a uint8 array shaped ``(..., n)``.  ``what`` names the data in errors.
+    ``trailing``: only trailing NULs end a value (numpy's and xarray's rule for ``|Sn`` bytes).
     """
     policy = check_utf8_errors(utf8_errors)
     target = resolve_string_dtype(string_dtype)
     flat, shape, n = _as_fixed_bytes(raw, what)
     with policy_scope(what):
-        out = _decode_flat_utf8(flat, n, policy, what, shape)
-    return convert_string_dtype(out.reshape(shape), target)
+        out = _decode_flat_utf8(flat, n, policy, what, shape, trailing=trailing)
+    return convert_string_dtype(out.reshape(shape), target, what)
 
 
 def _to_T_values(values: Any, what: str) -> np.ndarray:
@@ -958,8 +1000,8 @@ def decode_objects(raw: np.ndarray, *, string_dtype: Any = "T", what: str = "") 
         if target.kind == "O":
             _objects_to_T(raw, what) if raw.size else None  # validate only
             return raw
-        return convert_string_dtype(_objects_to_T(raw, what), target)
-    return convert_string_dtype(raw, string_dtype)
+        return convert_string_dtype(_objects_to_T(raw, what), target, what)
+    return convert_string_dtype(raw, string_dtype, what)
 
 
 # --------------------------------------------------------------------------------------------

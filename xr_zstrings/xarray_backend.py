@@ -107,7 +107,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
     """Open NCZarr (every netcdf-c generation) and Zarr v2 stores with real ``str`` variables.
 
     Extra keyword arguments: ``string_dtype`` ("T" numpy StringDType (default), "O" object, "U"
-    fixed width), ``utf8_errors`` ("drop" (default) drops a character that netcdf-c cut in half,
+    fixed width, "bytes" the stored bytes of every string layout), ``utf8_errors`` ("drop" (default) drops a character that netcdf-c cut in half,
     "replace", "strict"), ``storage_options`` for the store layer, ``decode_threads`` (threads that
     decode chunks; default ``$XR_ZSTRINGS_DECODE_THREADS`` or min(8, CPUs); 1 decodes on the caller).
     """
