@@ -770,3 +770,31 @@ def test_policy_changes_on_dask_blocks_and_direct_calls(tmp_path):
                lambda: V.decode_vlen_utf8_to_numpy(struct.pack("<II", 1, 2) + b"a\xc3", utf8_errors="drop", what="c")):
         kind, _, warned = same(fn)
         assert kind == "ok" and len(warned) == 1 and "removed an incomplete UTF-8 character" in warned[0]
+
+
+# --------------------------------------------------------------------------------------------
+# string_dtype="bytes" and "U" (which refuses values ending with NUL) on both paths
+# --------------------------------------------------------------------------------------------
+
+
+@needs_ext
+@pytest.mark.parametrize("layout", ["nczarr", "nc_char", "zarr-v2-vlen", "vlen-utf8", "zarrs.vlen", "arrow",
+                                    "sharded"])
+def test_bytes_and_u_same_as_fallback(tmp_path, layout):
+    """The stored bytes (cut values included) and the "U" refusal of trailing NULs are the same
+    with and without the kernels."""
+    path, _ = _cut_store(tmp_path, layout)
+    kind, got, warned = same(lambda: xr.open_dataset(path, engine="zstrings", string_dtype="bytes")["s"].values.tolist())
+    assert kind == "ok" and warned == [] and got == [b"ok", b"x\xc3", "é".encode(), b"ab"] * 3
+    kind, got, _ = same(lambda: xr.open_dataset(path, engine="zstrings", string_dtype="U")["s"].values.tolist())
+    assert kind == "ok" and got == ["ok", "x", "é", "ab"] * 3
+
+
+@needs_ext
+def test_u_refuses_trailing_nuls_same_as_fallback():
+    values = np.array(["a", "b\x00", "c\x00d", "", "\x00"], dtype=T)
+    kind, err, _ = same(lambda: S.convert_string_dtype(values, "U", "v"))
+    assert kind == "error" and err[0] == "ZStringsError"
+    assert "v: 2 value(s) end with NUL characters, e.g. value [1] = 'b\\x00'" in err[1]
+    kind, got, _ = same(lambda: S.convert_string_dtype(values[[0, 2, 3]], "U"))
+    assert kind == "ok" and got[2] == ["a", "c\x00d", ""]
