@@ -232,17 +232,19 @@ def convert_string_dtype(arr: Any, string_dtype: Any = "T", what: str = "") -> n
     # U: fixed width = longest value in code points (at least 1)
     if k == "U":
         return arr
-    _refuse_trailing_nuls(arr, what)
     width = int(np.strings.str_len(arr).max()) if arr.size else 1
-    return arr.astype(f"U{max(width, 1)}")
+    out = arr.astype(f"U{max(width, 1)}")
+    _refuse_trailing_nuls(arr, out, what)
+    return out
 
 
-def _refuse_trailing_nuls(t: np.ndarray, what: str) -> None:
-    """Raise when a StringDType value ends with NUL: numpy's fixed-width ``U`` would drop it.
+def _refuse_trailing_nuls(t: np.ndarray, u: np.ndarray, what: str) -> None:
+    """Raise when a StringDType value ends with NUL: numpy's fixed-width ``U`` (``u``) dropped it.
 
     The compiled scan finds any NUL at C speed (valid data pay only that); only then, and always
-    on the fallback, numpy compares each length with a sentinel appended (numpy's string functions
-    treat trailing NULs as padding, so plain str_len cannot see them)."""
+    on the fallback, each value's length with a sentinel appended (numpy 2.4's string functions
+    treat a StringDType's trailing NULs as padding; 2.5's do not) is compared with its length in
+    ``u``."""
     if t.size == 0:
         return
     flat = np.ascontiguousarray(t).reshape(-1)
@@ -251,7 +253,7 @@ def _refuse_trailing_nuls(t: np.ndarray, what: str) -> None:
         if K.utf8_scan(flat, False)[0] == 0:  # no NUL (or other oddity) anywhere
             return
     full = np.strings.str_len(np.strings.add(flat, "\x01")) - 1
-    lost = np.flatnonzero(full != np.strings.str_len(flat))
+    lost = np.flatnonzero(full != np.strings.str_len(u.reshape(-1)))
     if lost.size:
         i = int(lost[0])
         raise ZStringsError(
