@@ -777,7 +777,6 @@ def test_policy_changes_on_dask_blocks_and_direct_calls(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-@needs_ext
 @pytest.mark.parametrize("layout", ["nczarr", "nc_char", "zarr-v2-vlen", "vlen-utf8", "zarrs.vlen", "arrow",
                                     "sharded"])
 def test_bytes_and_u_same_as_fallback(tmp_path, layout):
@@ -790,7 +789,6 @@ def test_bytes_and_u_same_as_fallback(tmp_path, layout):
     assert kind == "ok" and got == ["ok", "x", "é", "ab"] * 3
 
 
-@needs_ext
 def test_u_refuses_trailing_nuls_same_as_fallback():
     values = np.array(["a", "b\x00", "c\x00d", "", "\x00"], dtype=T)
     kind, err, _ = same(lambda: S.convert_string_dtype(values, "U", "v"))
