@@ -87,6 +87,20 @@ def parse_nczarr_url(target: str) -> ParsedTarget:
     return ParsedTarget(path=path, modes=modes, fragment=frag, scheme=scheme)
 
 
+def local_target(target: Any) -> tuple[Path, bool] | None:
+    """(path, is_zip) when ``target`` is a local directory or zip path/URL (what the writers swap in
+    beside the target), else None: object storage and Store objects."""
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str):
+        return None
+    parsed = parse_nczarr_url(target)
+    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
+        return None
+    p = Path(parsed.path).expanduser()
+    return p, ("zip" in parsed.modes or (p.suffix.lower() == ".zip" and not p.is_dir()))
+
+
 def looks_like_zstrings_target(target: Any) -> bool:
     """Cheap, never-raising check used by ``guess_can_open``: is this clearly an NCZarr/Zarr store?"""
     try:

@@ -39,7 +39,7 @@ from .dimensions import _ancestors, _resolve_dimensions
 from .errors import UnsupportedError, ZStringsError
 from .metadata import NC_FILL_VALUES
 from .nczarr_json import _dumps
-from .store import ZStore, _mapped_errors, open_store, parse_nczarr_url
+from .store import ZStore, _mapped_errors, local_target, open_store, parse_nczarr_url
 from .write_plan import (
     NETCDF_C_CODECS,
     Format,
@@ -113,17 +113,8 @@ def _display(target: Any) -> str:
 
 
 def _is_zip_target(target: Any) -> Path | None:
-    if isinstance(target, os.PathLike):
-        target = os.fspath(target)
-    if not isinstance(target, str):
-        return None
-    parsed = parse_nczarr_url(target)
-    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
-        return None  # object storage: open_store decides (and refuses zip writes there)
-    p = Path(parsed.path).expanduser()
-    if "zip" in parsed.modes or (p.suffix.lower() == ".zip" and not p.is_dir()):
-        return p
-    return None
+    local = local_target(target)  # object storage: open_store decides (and refuses zip writes there)
+    return local[0] if local is not None and local[1] else None
 
 
 def _check_mode(mode: str) -> None:

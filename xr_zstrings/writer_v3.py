@@ -28,7 +28,6 @@ import os
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -39,7 +38,7 @@ from zarr.storage import WrapperStore
 from .atomic import CloneStore, incomplete_v3_root, local_commit
 from .codecs_v3 import V3Pipeline
 from .errors import MissingStringsWarning, ZStringsError
-from .store import ZStore, open_store, parse_nczarr_url
+from .store import ZStore, local_target, open_store
 from .strings import kernels
 from .vlen import VlenChunk, values_to_vlen
 from .write_plan import _missing, check_names
@@ -395,19 +394,6 @@ def _relative(zs: ZStore, full: str) -> str:
     return full[len(lead):].lstrip("/") if lead else full
 
 
-def _local_target(target: Any) -> tuple[Path, bool] | None:
-    """(path, is_zip) when ``target`` is a local directory or zip path/URL, else None."""
-    if isinstance(target, os.PathLike):
-        target = os.fspath(target)
-    if not isinstance(target, str):
-        return None
-    parsed = parse_nczarr_url(target)
-    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
-        return None
-    p = Path(parsed.path).expanduser()
-    return p, ("zip" in parsed.modes or (p.suffix.lower() == ".zip" and not p.is_dir()))
-
-
 def to_zarr_v3(
     ds: xr.Dataset,
     target: str | os.PathLike[str] | Any,
@@ -457,7 +443,7 @@ def to_zarr_v3(
         raise ZStringsError(f"Cannot write {type(ds).__name__}: expected an xarray Dataset or DataTree.")
     # every value is checked and packed before the target is touched
     prepared = [(g, *_prepare(d)) for g, d in nodes]
-    local = _local_target(target)
+    local = local_target(target)
     display = str(target)
     if local is not None:
         from zarr.storage import ZipStore
