@@ -62,6 +62,78 @@ def test_char_embedded_nul_from_ncgen_cdl_reads_as_netcdf_c_and_xarray(tmp_path)
     assert ours["c"].values.tolist() == ["abc\x00def", "xy", "\x00\x00z"]
 
 
+_NUL_VALUES = ["abc\x00def", "\x00x", "plain", "", "é\x00ü"]
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+def test_to_nczarr_writes_nc_char_with_embedded_nuls_as_netcdf_c_keeps_them(tmp_path, chunked):
+    """NC_CHAR keeps NULs inside a value (only trailing ones end it): to_nczarr writes them, and
+    netcdf-c (raw characters and chartostring), xarray's engine="netcdf4" on the same store and
+    engine="zstrings" all read the values back unchanged."""
+    from xr_zstrings import to_nczarr
+
+    ds = xr.Dataset({"c": ("n", np.array(_NUL_VALUES, dtype=np.dtypes.StringDType()))})
+    ds["c"].encoding = {"nc_type": "NC_CHAR"}
+    if chunked:
+        ds = ds.chunk({"n": 2})
+    store = tmp_path / "nul.zarr"
+    to_nczarr(ds, store)
+    with netCDF4.Dataset(nc_url(store), "r") as nc:
+        v = nc["c"]
+        v.set_auto_chartostring(False)
+        raw = np.ma.getdata(v[:])
+        assert raw.dtype == np.dtype("S1") and raw.shape == (5, 7)  # é\0ü is 5 bytes, abc\0def 7
+        assert [r.tobytes() for r in raw] == [x.encode("utf-8").ljust(7, b"\0") for x in _NUL_VALUES]
+        v.set_auto_chartostring(True)
+        assert [str(x) for x in v[:]] == _NUL_VALUES  # netCDF4's chartostring: trailing NULs only
+    peer = xr.open_dataset(nc_url(store), engine="netcdf4")
+    assert _as_text(peer["c"].values.tolist()) == _NUL_VALUES
+    assert xr.open_dataset(store, engine="zstrings")["c"].values.tolist() == _NUL_VALUES
+
+
+@pytest.mark.parametrize("encoding", ["utf-8", "latin-1"])
+def test_to_nczarr_refuses_nc_char_values_ending_with_nul(tmp_path, encoding):
+    """A trailing NUL is what ends an NC_CHAR value: netcdf-c and xarray would read "ab\\0" back
+    as "ab", so it is refused (naming the variable, the value and the fix), not cut."""
+    from xr_zstrings import ZStringsError, to_nczarr
+
+    ds = xr.Dataset({"c": ("n", np.array(["ok", "ab\x00"], dtype=np.dtypes.StringDType()))})
+    ds["c"].encoding = {"nc_type": "NC_CHAR", "_Encoding": encoding}
+    with pytest.raises(ZStringsError, match=r"variable '/c': 1 value\(s\) end with a NUL.*\[1\] = 'ab\\x00'.*remove the trailing NULs"):
+        to_nczarr(ds, tmp_path / "a.zarr")
+    assert not (tmp_path / "a.zarr").exists()
+
+
+def test_to_nczarr_refuses_nc_string_values_with_a_nul_and_names_nc_char(tmp_path):
+    """NC_STRING ends at its first NUL in netcdf-c (a C string): "abc\\0def" would read back as
+    "abc", so the writer refuses it, naming the variable and the fix (write it as NC_CHAR), and that
+    fix writes what netcdf-c then reads back whole."""
+    from xr_zstrings import ZStringsError, to_nczarr
+
+    ds = xr.Dataset({"s": ("n", np.array(_NUL_VALUES, dtype=np.dtypes.StringDType())),
+                     "b": ("n", np.array([b"a\x00b", b"c", b"", b"d", b"e"]))})
+    ds["b"].encoding = {"nc_type": "NC_STRING"}
+    with pytest.raises(ZStringsError, match=r"variable '/s': 3 value\(s\) contain a NUL.*NC_STRING.*"
+                                            r"encoding=\{'nc_type': 'NC_CHAR'\}"):
+        to_nczarr(ds[["s"]], tmp_path / "a.zarr")
+    with pytest.raises(ZStringsError, match=r"variable '/b': 1 bytes value\(s\) hold a NUL.*b'a\\x00b'.*NC_CHAR"):
+        to_nczarr(ds[["b"]], tmp_path / "b.zarr")
+    # netcdf-c's own NC_STRING reading of such bytes: the value ends at the NUL
+    with netCDF4.Dataset(nc_url(tmp_path / "peer.zarr"), "w") as nc:
+        nc.createDimension("n", 1)
+        nc.createVariable("s", str, ("n",))[:] = np.array(["abc\x00def"], dtype=object)
+    with netCDF4.Dataset(nc_url(tmp_path / "peer.zarr"), "r") as nc:
+        assert nc["s"][:].tolist() == ["abc"]
+    ds["s"].encoding = {"nc_type": "NC_CHAR"}
+    ds["b"].encoding = {}  # bytes default to NC_CHAR, which keeps the NUL
+    to_nczarr(ds, tmp_path / "c.zarr")
+    back = xr.open_dataset(tmp_path / "c.zarr", engine="zstrings")
+    assert back["s"].values.tolist() == _NUL_VALUES
+    peer = xr.open_dataset(nc_url(tmp_path / "c.zarr"), engine="netcdf4")
+    assert _as_text(peer["s"].values.tolist()) == _NUL_VALUES
+    assert peer["b"].values.tolist() == [b"a\x00b", b"c", b"", b"d", b"e"]
+
+
 CDL = Path(__file__).parent / "cdl"
 
 

@@ -60,6 +60,39 @@ def test_zarrs_optional_nulls_read_as_missing(name, chunks, string_dtype, kernel
     assert _plain(flat[1:7].values) == _want(name)[1:7]
 
 
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+@pytest.mark.parametrize("chunks", [None, {}])
+def test_zarrs_optional_string_dtype_bytes_gives_the_stored_bytes(name, chunks, kernels):
+    """``string_dtype="bytes"``: each present value as its stored bytes (strings: their UTF-8, not
+    decoded), None where missing (also in left-out inner chunks of a shard), as for other layouts."""
+    got = xr.open_dataset(STORE, engine="zstrings", chunks=chunks, string_dtype="bytes")[name]
+    assert got.dtype == np.dtype(object)
+    want = [v.encode("utf-8") if isinstance(v, str) else v for v in _want(name)]
+    assert np.asarray(got.values, dtype=object).reshape(-1).tolist() == want
+    assert all(isinstance(v, bytes) or v is None for v in got.values.reshape(-1).tolist())
+
+
+def test_zarrs_optional_string_dtype_bytes_keeps_invalid_utf8(tmp_path):
+    """Bytes a string chunk holds that are not UTF-8 come back as stored under "bytes" (no policy
+    applies: nothing is decoded), where reading it as text refuses them and names that fix."""
+    import struct
+
+    import numcodecs
+
+    from xr_zstrings import StringDecodeError
+
+    store = tmp_path / "o.zarr"
+    shutil.copytree(STORE, store)
+    name = "string_packbits_vlenutf8"  # chunk 0 is ["a", None, "é€"]: write ["a", None, b"\xff"]
+    mask = np.packbits(np.array([1, 0, 1], bool), bitorder="little").tobytes()
+    data = numcodecs.VLenBytes().encode(np.array([b"a", b"\xff"], dtype=object))
+    (store / name / "c" / "0").write_bytes(struct.pack("<QQ", len(mask), len(data)) + mask + data)
+    raw = xr.open_dataset(store, engine="zstrings", string_dtype="bytes")[name].values
+    assert raw[:3].tolist() == [b"a", None, b"\xff"]
+    with pytest.raises(StringDecodeError, match=r"string_packbits_vlenutf8/c/0.*not valid UTF-8.*read it as bytes"):
+        xr.open_dataset(store, engine="zstrings")[name].values
+
+
 @pytest.mark.parametrize("name", ["string_packbits_vlenutf8", "bytes_packbits_vlenbytes"])
 def test_zarrs_optional_encoder_reproduces_the_golden_chunks(name):
     """Our zarrs.optional encoder writes the golden chunks byte for byte (the decoder's mirror)."""

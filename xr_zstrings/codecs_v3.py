@@ -744,6 +744,21 @@ def _default_fill(dtype: np.dtype, kind: str | None) -> Any:
     return np.zeros((), dtype)[()]
 
 
+def _is_optional_codec(name: str, cfg: Any) -> bool:
+    # plain "optional" only with zarrs' configuration (mask_codecs): see ZARRS_OPTIONAL_NAMES
+    return name in ZARRS_OPTIONAL_NAMES or (name == "optional" and isinstance(cfg, dict) and "mask_codecs" in cfg)
+
+
+def _optional_chain(entries: list[tuple[str, Any]], where: str) -> bool:
+    """Whether a chain's array->bytes codec is zarrs.optional (also inside sharding_indexed)."""
+    for name, cfg in entries:
+        if _is_optional_codec(name, cfg):
+            return True
+        if name == "sharding_indexed" and isinstance(cfg, dict) and isinstance(cfg.get("codecs"), list):
+            return _optional_chain([_codec_name_cfg(c, where) for c in cfg["codecs"]], where)
+    return False
+
+
 def _all_fill(a: np.ndarray, fill: Any) -> bool:
     try:
         if a.dtype.kind in "fc" and isinstance(fill, float) and math.isnan(fill):
@@ -941,10 +956,11 @@ class V3Pipeline:
         if any(s < -1 for s in shape):
             raise MetadataError(f"{_w(where)}: chunk_shape {list(shape)} has a negative extent")
         kind, large = classify_data_type(data_type, dtype)
-        if fill_value is None:
-            fill_value = _default_fill(dtype, kind)
         z = None
         entries = [_codec_name_cfg(c, where) for c in codecs]
+        if fill_value is None and not _optional_chain(entries, where):
+            # (zarrs' optional type: a null fill is missing, so inner chunks a shard leaves out are None)
+            fill_value = _default_fill(dtype, kind)
         names = [n for n, _ in entries]
         aa: list = []
         ab: Any = None

@@ -1383,8 +1383,7 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     null_fill = meta.generation == "zarr-v2" and meta.dtype.kind == "O" and meta.fill_value is None
     optional = getattr(meta, "optional", False)  # zarrs' nullable type: chunks hold None, fill may be null
     null_fill = null_fill or optional
-    # string_dtype="bytes" (zarrs' optional type is read as text: its chains are not re-typed to bytes)
-    wants_bytes = strings.resolve_string_dtype(options.string_dtype).kind == "S" and not optional
+    wants_bytes = strings.resolve_string_dtype(options.string_dtype).kind == "S"
     raw = ChunkedArray(tree.store, meta, logical, utf8_errors=options.utf8_errors, threads=options.decode_threads,
                        null_fill=null_fill, raw_bytes=wants_bytes)
     attrs = dict(meta.attrs)

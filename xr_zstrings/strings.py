@@ -816,12 +816,21 @@ def utf8_lengths(values: Any) -> np.ndarray:
     return np.strings.str_len(np.strings.encode(t, "utf-8")).astype(np.int64)
 
 
-def _nul_error(what: str, t: np.ndarray, rows: np.ndarray) -> ZStringsError:
+def _nul_error(what: str, t: np.ndarray, rows: np.ndarray, trailing: bool = False) -> ZStringsError:
     i = int(rows[0])
+    if trailing:  # NC_CHAR
+        return ZStringsError(
+            f"{_ctx(what)}{rows.size} value(s) end with a NUL character, e.g. value "
+            f"{_index(i, t.shape)} = {t.reshape(-1)[i]!r}; NC_CHAR keeps NULs inside a value but "
+            "netcdf-c and xarray drop the trailing ones when reading, so these cannot be written "
+            "faithfully -- remove the trailing NULs"
+        )
     return ZStringsError(
         f"{_ctx(what)}{rows.size} value(s) contain a NUL character, e.g. value "
-        f"{_index(i, t.shape)} = {t.reshape(-1)[i]!r}; netcdf-c ends a stored string at its "
-        "first NUL, so such values cannot be written faithfully -- remove or replace the NULs"
+        f"{_index(i, t.shape)} = {t.reshape(-1)[i]!r}; netcdf-c ends an NC_STRING value at its "
+        "first NUL, so such values cannot be written faithfully as NC_STRING -- write the variable "
+        "as NC_CHAR (encoding={'nc_type': 'NC_CHAR'}), which keeps NULs inside a value, or remove "
+        "or replace the NULs"
     )
 
 
@@ -887,9 +896,14 @@ def _utf8_matrix_kernel(
 
 
 def _utf8_matrix(
-    t: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int
+    t: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int,
+    embedded_nul: bool = False,
 ) -> tuple[np.ndarray, int]:
-    """UTF-8 encode a flat StringDType array into an (N, width) NUL-padded uint8 matrix."""
+    """UTF-8 encode a flat StringDType array into an (N, width) NUL-padded uint8 matrix.
+
+    ``embedded_nul`` (NC_CHAR): a NUL inside a value is kept (netcdf-c and xarray end a char
+    string only at its trailing NULs); a value ending with NUL is still refused (it would read back
+    without them). Otherwise (NC_STRING) any NUL is refused: netcdf-c ends the string there."""
     N = t.size
     if N == 0:
         enc, lengths = np.zeros(0, "S1"), np.zeros(0, np.intp)
@@ -903,7 +917,10 @@ def _utf8_matrix(
         if _has_embedded_nul(u8):
             z = u8 == 0
             rows = np.flatnonzero((z[:, :-1] & ~z[:, 1:]).any(axis=1))
-            raise _nul_error(what, t, rows)
+            if embedded_nul:  # only the NULs right before the sentinel (a value's end) are lost
+                rows = rows[(lengths[rows] > 0) & (u8[rows, np.maximum(lengths[rows] - 1, 0)] == 0)]
+            if rows.size:
+                raise _nul_error(what, t, rows, trailing=embedded_nul)
         u8[np.arange(N), lengths] = 0  # drop the sentinel
     longest, width = _resolve_width(lengths, width, min_width, what)
     if longest > width:
@@ -1115,7 +1132,8 @@ def encode_char_array(
     """Encode strings ``(...)`` as an NC_CHAR ``S1`` array ``(..., nchar)``, NUL padded.
 
     ``nchar=None`` uses the longest encoded value (at least 1).  Overflow handling is as in
-    encode_fixed_utf8; truncation never splits a character in any encoding.
+    encode_fixed_utf8; truncation never splits a character in any encoding.  NULs inside a value
+    are kept (NC_CHAR ends only at trailing NULs); a value ending with NUL raises ZStringsError.
     """
     check_on_overflow(on_overflow)
     enc = _norm_encoding(encoding)
@@ -1129,19 +1147,20 @@ def encode_char_array(
     shape = t.shape
     flat = t.reshape(-1)
     if enc == "utf-8":
-        mat, w = _utf8_matrix(flat, nchar, on_overflow, what, min_width=0)
+        mat, w = _utf8_matrix(flat, nchar, on_overflow, what, min_width=0, embedded_nul=True)
     else:
-        mat, w = _codec_matrix(flat, nchar, enc, on_overflow, what)
+        mat, w = _codec_matrix(flat, nchar, enc, on_overflow, what, embedded_nul=True)
     return mat.view("S1").reshape(shape + (w,))
 
 
 def _codec_matrix(
-    flat: np.ndarray, width: int | None, enc: str, on_overflow: str, what: str
+    flat: np.ndarray, width: int | None, enc: str, on_overflow: str, what: str, embedded_nul: bool = False
 ) -> tuple[np.ndarray, int]:
     strs = flat.tolist()
-    nul = np.array([i for i, x in enumerate(strs) if "\x00" in x], dtype=np.intp)
+    nul = np.array([i for i, x in enumerate(strs) if (x.endswith("\x00") if embedded_nul else "\x00" in x)],
+                   dtype=np.intp)
     if nul.size:
-        raise _nul_error(what, flat, nul)
+        raise _nul_error(what, flat, nul, trailing=embedded_nul)
     encoded = []
     for i, s in enumerate(strs):
         try:
@@ -1151,7 +1170,7 @@ def _codec_matrix(
                 f"{_ctx(what)}value {_index(i, flat.shape)} {s!r} cannot be encoded as {enc} "
                 f"({e.reason}: {s[e.start:e.end]!r}); use encoding='utf-8' or change the value"
             ) from None
-        if b"\x00" in b:
+        if b"\x00" in b and not (embedded_nul and "\x00" in s and not b.endswith(b"\x00")):
             raise ZStringsError(
                 f"{_ctx(what)}encoding {enc} turns value {_index(i, flat.shape)} {s!r} into bytes "
                 "containing NUL, which netcdf-c reads as the end of the string; use utf-8"

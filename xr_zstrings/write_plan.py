@@ -560,6 +560,15 @@ def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, in
         elif w is not None:
             n = w
         fixed = arr.astype(f"S{n}")
+        if not chars and fixed.size and n > 1 and strings._has_embedded_nul(fixed.view(np.uint8).reshape(-1, n)):
+            # netcdf-c ends an NC_STRING at its first NUL: the rest would be lost without a word
+            z = fixed.view(np.uint8).reshape(-1, n) == 0
+            rows = np.flatnonzero((z[:, :-1] & ~z[:, 1:]).any(axis=1))
+            raise ZStringsError(
+                f"{what}: {rows.size} bytes value(s) hold a NUL before other bytes, e.g. value "
+                f"{int(rows[0])} = {bytes(fixed.reshape(-1)[rows[0]])!r}; netcdf-c ends an NC_STRING value at its "
+                "first NUL, so they cannot be written faithfully as NC_STRING -- write the variable as "
+                "NC_CHAR (drop encoding['nc_type']='NC_STRING'), which keeps NULs inside a value")
         return fixed.view("S1").reshape(arr.shape + (n,)) if chars else fixed
 
     return enc

@@ -265,7 +265,8 @@ def to_nczarr(
     ``StringOverflowError``, ``"truncate"`` cuts at a character boundary and warns
     (``StringTruncationWarning`` with the count), ``"widen"`` raises the width. NC_CHAR on request:
     ``encoding={"nc_type": "NC_CHAR"}`` (or xarray's ``{"dtype": "S1"}``), with
-    ``encoding["char_dim_name"]``. Values containing NUL or lone surrogates raise ``ZStringsError``.
+    ``encoding["char_dim_name"]``; NC_CHAR keeps NULs inside values (netcdf-c's rule). NC_STRING values
+    containing NUL, values ending with NUL, and lone surrogates raise ``ZStringsError``.
 
     ``mode``: ``"w-"`` (default) refuses a non-empty target, ``"w"`` replaces it, ``"a"`` appends
     along ``append_dim``, which must be unlimited in the store (``unlimited_dims=[...]`` or

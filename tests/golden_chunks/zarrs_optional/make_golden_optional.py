@@ -84,7 +84,50 @@ STORES = {
         fill_value=None, shape=[10], chunks=[5],
         values=[b"\x00\xff", None, b"", b"abc", None, None, None, None, None, None],
         unwritten=[], encode=enc_packbits_first_vlenbytes),
+    # sharded (zarrs' sharding_indexed around zarrs.optional, index bytes + crc32c at the end as
+    # zarrs writes it): shards of 6, inner chunks of 2; inner chunk 1 is left out of shard 0 (index
+    # entry 2**64-1: never written), inner chunk 2 is all missing (written, no data part), shard 2
+    # never written; fill null, so the left-out inner chunk and the missing shard are missing
+    "string_sharded_packbits_vlenutf8": dict(
+        data_type={"name": "zarrs.optional", "configuration": {"name": "string", "configuration": {}}},
+        codecs=[{"name": "zarrs.optional", "configuration": {
+            "mask_codecs": [{"name": "packbits", "configuration": {}}],
+            "data_codecs": [{"name": "vlen-utf8", "configuration": {}}]}}],
+        fill_value=None, shape=[18], chunks=[2], shard=[6],
+        values=["a", None, None, None, None, None, "é", "", "x", None, "q", "r",
+                None, None, None, None, None, None],
+        unwritten=[(1,), (6,), (7,), (8,)], encode=enc_packbits_vlenutf8),
+    # the same with a present fill value: the left-out inner chunk 4 reads as "N/A" (zarrs' fill)
+    "string_sharded_fill": dict(
+        data_type={"name": "zarrs.optional", "configuration": {"name": "string", "configuration": {}}},
+        codecs=[{"name": "zarrs.optional", "configuration": {
+            "mask_codecs": [{"name": "packbits", "configuration": {}}],
+            "data_codecs": [{"name": "vlen-utf8", "configuration": {}}]}}],
+        fill_value=["N/A"], shape=[12], chunks=[2], shard=[6],
+        values=["a", None, "b", "c", None, "d", "e", "f", "N/A", "N/A", None, "g"],
+        unwritten=[(4,)], encode=enc_packbits_vlenutf8),
 }
+
+_U64_MAX = 2**64 - 1
+
+
+def shard_bytes(store, sidx):
+    """One shard: its written inner chunks in C order, then the index (offset, nbytes) per inner
+    chunk through bytes (little endian) + crc32c; a left-out inner chunk is (2**64-1, 2**64-1)."""
+    per = [s // c for s, c in zip(store["shard"], store["chunks"])]
+    body, index = b"", []
+    for inner in np.ndindex(*per):
+        idx = tuple(si * p + i for si, p, i in zip(sidx, per, inner))
+        if idx in store["unwritten"]:
+            index += [_U64_MAX, _U64_MAX]
+            continue
+        raw = chunk(store, idx)
+        index += [len(body), len(raw)]
+        body += raw
+    if all(v == _U64_MAX for v in index):
+        return None  # zarrs writes no shard whose inner chunks are all left out
+    idx_bytes = np.array(index, "<u8").tobytes()
+    return body + idx_bytes + np.asarray(numcodecs.CRC32C().encode(idx_bytes)).tobytes()[len(idx_bytes):]
 
 
 def chunk(store, idx):
@@ -123,21 +166,29 @@ def main():
     for name, st in STORES.items():
         path = os.path.join(root, name)
         os.makedirs(path)
+        codecs, grid_chunks = st["codecs"], st["chunks"]
+        if "shard" in st:
+            codecs, grid_chunks = [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": st["chunks"], "codecs": st["codecs"],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                 {"name": "crc32c"}],
+                "index_location": "end"}}], st["shard"]
         meta = {"zarr_format": 3, "node_type": "array", "shape": st["shape"], "data_type": st["data_type"],
-                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": st["chunks"]}},
+                "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": grid_chunks}},
                 "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-                "fill_value": st["fill_value"], "codecs": st["codecs"], "attributes": {},
+                "fill_value": st["fill_value"], "codecs": codecs, "attributes": {},
                 "dimension_names": [f"{name}_{d}" for d in "yx"[-len(st["shape"]):]]}
         with open(os.path.join(path, "zarr.json"), "w") as f:
             json.dump(meta, f, indent=2)
-        grid = [-(-n // c) for n, c in zip(st["shape"], st["chunks"])]
+        grid = [-(-n // c) for n, c in zip(st["shape"], grid_chunks)]
         for idx in np.ndindex(*grid):
-            if idx in st["unwritten"]:
+            data = shard_bytes(st, idx) if "shard" in st else None if idx in st["unwritten"] else chunk(st, idx)
+            if data is None:
                 continue
             key = os.path.join(path, "c", *map(str, idx))
             os.makedirs(os.path.dirname(key), exist_ok=True)
             with open(key, "wb") as f:
-                f.write(chunk(st, idx))
+                f.write(data)
         expected[name] = [v if not isinstance(v, bytes) else {"bytes": v.decode("latin-1")}
                           for v in _flat(st["values"])]
     with open(os.path.join(HERE, "expected.json"), "w") as f:
