@@ -213,6 +213,52 @@ def test_open_200_variables_is_cheap_in_requests(s3: S3Server, tmp_path: Path) -
     assert ds2["v0007"].values.tolist() == ds["v0007"].values.tolist()
 
 
+@pytest.fixture(scope="module")
+def slow_s3(s3: S3Server) -> object:
+    """The S3 server behind a proxy that adds 200 ms each way and counts sequential round trips (a
+    delay well above the time this loaded machine takes to send a few hundred requests)."""
+    from latency_proxy import LatencyProxy
+
+    proxy = LatencyProxy(s3.host, delay=0.2).start()
+    yield proxy
+    proxy.stop()
+
+
+def test_open_wide_store_round_trips(s3: S3Server, slow_s3: object, tmp_path: Path) -> None:
+    """200 variables, every layout: the metadata objects of one tree level go out together, so an
+    open costs a few sequential round trips (counted by the proxy: a request that waited for an
+    answer is one deeper), not one per 64 objects as before (NCZarr: 8), and the data equal
+    engine="zarr"'s."""
+    n = 200
+    _many_variables(tmp_path / "nc.zarr", n)
+    ref = xr.open_dataset(tmp_path / "nc.zarr", engine="zstrings")
+    for fmt in (2, 3):
+        for cons in (False, True):
+            ref.to_zarr(tmp_path / f"v{fmt}{'c' if cons else ''}.zarr", zarr_format=fmt, consolidated=cons)
+    # (round trips, requests) at most: NCZarr: the root's objects, then .zarray + .zattrs of every
+    # variable from the _nczarr_group listing; unconsolidated Zarr: root, one LIST, one probe of
+    # every child (v2: .zarray + .zattrs, v3: zarr.json); consolidated: the root's objects only
+    # (+1: obstore retries a request the loaded server drops, one round trip deeper)
+    cases = {"nc.zarr": (2 + 1, 2 * n + 10), "v2.zarr": (3 + 1, 2 * n + 12), "v3.zarr": (3 + 1, n + 12),
+             "v2c.zarr": (1 + 1, 10), "v3c.zarr": (1 + 1, 10)}
+    proxy = slow_s3
+    for name, (depth, requests) in cases.items():
+        url = s3.upload(tmp_path / name, BUCKET, f"wide/{name}")
+        proxy.reset()  # type: ignore[attr-defined]
+        ds = xr.open_dataset(url, engine="zstrings", storage_options=s3.options(endpoint_url=proxy.endpoint))  # type: ignore[attr-defined]
+        assert proxy.requests == ds.encoding["zstrings_requests"] <= requests, (name, proxy.requests)  # type: ignore[attr-defined]
+        assert proxy.max_depth <= depth, (name, proxy.max_depth)  # type: ignore[attr-defined]
+        assert proxy.max_in_flight >= min(requests - 12, 2 * n), (name, proxy.max_in_flight)  # type: ignore[attr-defined]
+        if name == "nc.zarr":  # netcdf-c's own read of its store
+            with netCDF4.Dataset(nc_url(tmp_path / name)) as nc:
+                names, values = sorted(nc.variables), nc["v0123"][:].tolist()
+        else:
+            peer = xr.open_dataset(tmp_path / name, engine="zarr", consolidated=name.endswith("c.zarr"))
+            names, values = sorted(peer.data_vars), peer["v0123"].values.tolist()
+        assert ds["v0123"].values.tolist() == values == [f"123-{j}" for j in range(4)]
+        assert sorted(ds.data_vars) == names
+
+
 def test_open_is_lazy_and_chunks_are_read_independently(s3: S3Server, stores: dict) -> None:
     ds = xr.open_dataset(stores["nc"], engine="zstrings", storage_options=s3.options(), chunks={})
     arr = ds["station"].data

@@ -248,14 +248,19 @@ def _open_tree(zstore: ZStore) -> TreeMeta:
                 wanted += [(_join(gpath, a), "array", o) for o in array_objs]
             for c in groups:
                 wanted += [(_join(gpath, c), "group", o) for o in group_objs]
+        # an unlisted child is probed as an array first (.zarray, .zattrs: the usual case, one
+        # request fewer per variable than probing .zgroup too); only the others as groups, below
         for _, cpath in candidates:
-            wanted += [(cpath, "probe", o) for o in (".zarray", ".zgroup", ".zattrs")]
+            wanted += [(cpath, "probe", o) for o in (".zarray", ".zattrs")]
         values = zstore.get_json_many([_key(p, o) for p, _, o in wanted]) if wanted else []
         objs: dict[str, dict[str, Any]] = {}
-        kinds: dict[str, str] = {}
-        for (p, kind, o), v in zip(wanted, values, strict=True):
+        for (p, _kind, o), v in zip(wanted, values, strict=True):
             objs.setdefault(p, {})[o] = v
-            kinds[p] = kind
+        not_arrays = [cpath for _, cpath in candidates if objs[cpath][".zarray"] is None]
+        if not_arrays:
+            zgroups = zstore.get_json_many([_key(p, ".zgroup") for p in not_arrays])
+            for p, v in zip(not_arrays, zgroups, strict=True):
+                objs[p][".zgroup"] = v
         if pure:
             objs = {p: _pure_zarr(o, noxarray=noxarray) for p, o in objs.items()}
         next_level: list[str] = []

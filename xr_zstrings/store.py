@@ -51,8 +51,14 @@ __all__ = [
 ]
 
 _METADATA_KEYS = (".zgroup", ".zarray", ".zattrs", "zarr.json", ".nczarr", ".nczgroup")
-# Many small requests are latency-bound; cap how many are in flight at once.
+# Many small requests are latency-bound; cap how many are in flight at once. Chunks (large, bandwidth-
+# bound) keep a moderate cap; metadata objects are a few hundred bytes each and a store without
+# consolidated metadata has two per variable (NCZarr: .zarray and .zattrs), so all of one tree level
+# go out together: opening 1,000 variables costs a few round trips, not one per 64 objects
+# (benchmarks/s3_open.py, tests/test_s3.py::test_open_wide_store_round_trips). HTTP/1.1 object
+# stores need one connection per request in flight; 512 stays well inside the usual 1024-file limit.
 _MAX_CONCURRENCY = 64
+_METADATA_CONCURRENCY = 512
 
 
 @dataclass(frozen=True)
@@ -252,8 +258,8 @@ class ZStore:
         buf = await self.store.get(self.full_key(key), prototype=default_buffer_prototype())
         return None if buf is None else buf.to_bytes()
 
-    async def _get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        sem = asyncio.Semaphore(_MAX_CONCURRENCY)
+    async def _get_many(self, keys: Sequence[str], limit: int = _MAX_CONCURRENCY) -> list[bytes | None]:
+        sem = asyncio.Semaphore(limit)
 
         async def one(k: str) -> bytes | None:
             async with sem:
@@ -265,14 +271,15 @@ class ZStore:
         """The object's bytes, or ``None`` when the key does not exist."""
         return self.get_many([key])[0]
 
-    def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
-        """Fetch many keys concurrently; missing keys come back as ``None``."""
+    def get_many(self, keys: Sequence[str], *, limit: int = _MAX_CONCURRENCY) -> list[bytes | None]:
+        """Fetch many keys concurrently (at most ``limit`` requests in flight); missing keys come
+        back as ``None``."""
         if not keys:
             return []
         if self._local_direct:
             return self._get_many_local(keys)
         with _mapped_errors(f"Could not read from {self.display}", self.probe):
-            out = sync(self._get_many(list(keys)))
+            out = sync(self._get_many(list(keys), limit))
         # zarr opened the store on that get (Store._ensure_open): read it directly from now on
         self._local_direct = type(self.store) is LocalStore
         return out
@@ -303,7 +310,7 @@ class ZStore:
                 out[i] = value
             else:
                 fetch.append(i)
-        raws = self.get_many([keys[i] for i in fetch])
+        raws = self.get_many([keys[i] for i in fetch], limit=_METADATA_CONCURRENCY)
         for i, raw in zip(fetch, raws, strict=True):
             out[i] = None if raw is None else parse_json(raw, where=self.where(keys[i]))
         return out
