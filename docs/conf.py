@@ -1,4 +1,5 @@
-"""Sphinx configuration: the user guide (Markdown, via myst-parser) and an API reference from docstrings.
+"""Sphinx configuration: the user guide (Markdown, via myst-parser), the notebook as stored with its outputs
+(myst-nb, never executed here: tests/test_notebooks.py executes it) and an API reference from docstrings.
 
 Build (CI runs this from tests/test_docs.py; warnings are errors):
     python -m sphinx -W --keep-going -b html docs docs/_build
@@ -24,18 +25,21 @@ except Exception:  # pragma: no cover - the build still works from a bare checko
 version = release
 
 extensions = [
-    "myst_parser",
+    "myst_nb",  # myst-parser's Markdown plus notebooks (it loads myst_parser itself; listing both fails)
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx.ext.intersphinx",
 ]
-source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
+source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 root_doc = "index"
 exclude_patterns = ["_build", "**/.ipynb_checkpoints", "README.md"]
 
 # Markdown: GitHub-style heading anchors so [x](format-notes.md#strings) links resolve
 myst_heading_anchors = 3
 myst_enable_extensions = ["colon_fence", "deflist"]
+
+# Notebooks (docs/airports.ipynb links to notebooks/airports.ipynb): render the stored outputs only
+nb_execution_mode = "off"
 
 # API reference: documented members in source order; type hints stay in the signature
 autodoc_default_options = {"members": True, "member-order": "bysource", "show-inheritance": True}

@@ -3,12 +3,14 @@ any warning fails it."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-import myst_parser  # noqa: F401 - the test extra installs both; missing ones fail the run
+import myst_nb  # noqa: F401 - the test extra installs these; missing ones fail the run
+import myst_parser  # noqa: F401
 import pytest
 import sphinx  # noqa: F401
 
@@ -32,6 +34,14 @@ def test_docs_build_without_warnings(tmp_path):
     guide = (tmp_path / "html" / "guide.html").read_text()
     assert 'href="format-notes.html#zarr-v3-strings-one-name-two-layouts"' in guide
     assert "zstrings info" in (tmp_path / "html" / "cli.html").read_text()
+    # the notebook, rendered as stored (never executed here): its printed outputs and both figures
+    notebook = (tmp_path / "html" / "airports.html").read_text()
+    assert "StringTruncationWarning: variable '/name': 90 value(s)" in notebook
+    assert "NCZarr -&gt; airports.nc -&gt; NCZarr: identical" in notebook
+    figures = re.findall(r'<img[^>]*src="(_images/[^"]+\.png)"', notebook)
+    assert len(figures) == 2 and all((tmp_path / "html" / f).stat().st_size > 10_000 for f in figures)
+    assert 'href="airports.html"' in guide
+    assert not (DOCS / "airports-data").exists()  # nothing ran in docs/
 
 
 def test_docs_build_once_cloud_page_exists(tmp_path):

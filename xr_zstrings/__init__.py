@@ -39,6 +39,10 @@ def __getattr__(name: str) -> object:
         from .conversion import convert
 
         return convert
+    if name == "to_zarr_v3":
+        from .writer_v3 import to_zarr_v3
+
+        return to_zarr_v3
     if name in _WRITER_NAMES:
         from . import writer
 
@@ -67,4 +71,5 @@ __all__ = [
     "prepare_for_zarr",
     "show_versions",
     "to_nczarr",
+    "to_zarr_v3",
 ]
