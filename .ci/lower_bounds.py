@@ -1,4 +1,5 @@
-"""The minimum-versions job's constraints: every ``>=`` lower bound in pyproject.toml pinned exactly.
+"""The minimum-versions job's constraints: every ``>=`` lower bound in pyproject.toml pinned exactly
+(a requirement pinned with ``==``, such as the notebook's data package, is its own bound).
 
 Reads the build requirements, the runtime dependencies and the ``test`` extra.  With ``--check``
 it verifies instead that the active environment has exactly those versions installed (so a bound
@@ -26,9 +27,10 @@ def lower_bounds() -> dict[str, str]:
             *meta["project"]["optional-dependencies"]["test"]]
     out: dict[str, str] = {}
     for r in reqs:
-        m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)(?:\[[^]]*\])?\s*>=\s*([0-9][^,;\s]*)\s*", r)
+        m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)(?:\[[^]]*\])?\s*(?:>=|==)\s*([0-9][^,;\s]*)\s*", r)
         if not m:
-            sys.exit(f"lower_bounds: {r!r} has no single '>=' lower bound; give every requirement one")
+            sys.exit(f"lower_bounds: {r!r} has no single '>=' lower bound (or '==' pin); "
+                     "give every requirement one")
         name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
         # a package bounded twice (numpy: build headers and runtime) gets the higher bound
         if name not in out or _key(m.group(2)) > _key(out[name]):
