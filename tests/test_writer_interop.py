@@ -103,23 +103,32 @@ def test_dataset_roundtrip_zstrings_to_zstrings(tmp_path):
     xr.testing.assert_identical(back, ds)
     assert back["names"].encoding["maxstrlen"] == len(("ß" * 70).encode())
     assert back["chars"].encoding["nc_type"] == "NC_CHAR"
-    # and the written metadata is NCZarr 2 as netcdf-c 4.10 lays it out
+    # and the written metadata is NCZarr 2 in the layout every netcdf-c from 4.9.1 to 4.10 reads
+    assert json.loads((path / ".zgroup").read_text())["_nczarr_superblock"] == {"version": "2.0.0"}
     root = json.loads((path / ".zattrs").read_text())
-    assert root["_nczarr_superblock"] == {"version": "2.0.0"}
-    assert root["_nczarr_attr"]["types"]["_nczarr_group"] == "|J0"
+    assert "_nczarr_group" not in root and "_nczarr_group" not in root["_nczarr_attr"]["types"]
     assert root["_NCProperties"].startswith("version=2,xr_zstrings=")
     sc = json.loads((path / "scalar_str" / ".zattrs").read_text())
     assert sc["_ARRAY_DIMENSIONS"] == ["_scalar_"]
-    assert sc["_nczarr_array"] == {"dimension_references": [], "scalar": 1, "storage": "chunked"}
-    assert json.loads((path / "scalar_str" / ".zarray").read_text())["shape"] == [1]
+    sc_zarray = json.loads((path / "scalar_str" / ".zarray").read_text())
+    assert sc_zarray["_nczarr_array"] == {"dimrefs": [], "scalar": 1, "storage": "scalar"}
+    assert sc_zarray["shape"] == [1]
     assert json.loads((path / "chars" / ".zarray").read_text())["dtype"] == ">S1"
+    # netcdf-c 4.10's own layout on request
+    to_nczarr(ds, tmp_path / "d410.zarr", netcdf_c="4.10")
+    root = json.loads((tmp_path / "d410.zarr" / ".zattrs").read_text())
+    assert root["_nczarr_superblock"] == {"version": "2.0.0"}
+    assert root["_nczarr_attr"]["types"]["_nczarr_group"] == "|J0"
+    sc = json.loads((tmp_path / "d410.zarr" / "scalar_str" / ".zattrs").read_text())
+    assert sc["_nczarr_array"] == {"dimension_references": [], "scalar": 1, "storage": "chunked"}
+    xr.testing.assert_identical(xr.open_dataset(tmp_path / "d410.zarr", engine="zstrings"), ds)
 
 
 def test_read_write_read_keeps_encodings_zstrings_to_zstrings(tmp_path):
     """netcdf-c store -> zstrings -> to_nczarr: same dtypes, widths, chunks, codecs, fill values."""
     src, dst = tmp_path / "src.zarr", tmp_path / "dst.zarr"
     write_netcdf_strings(src)
-    to_nczarr(xr.open_groups(src, engine="zstrings"), dst)
+    to_nczarr(xr.open_groups(src, engine="zstrings"), dst, netcdf_c="4.10")  # netcdf-c 4.10's own layout
     for zarray in src.rglob(".zarray"):
         rel = zarray.relative_to(src)
         a, b = json.loads(zarray.read_text()), json.loads((dst / rel).read_text())
@@ -159,8 +168,8 @@ def test_datatree_zstrings_to_netCDF4(tmp_path):
     assert ref["/sub/deeper"]["vars"]["mixed"]["values"] == np.arange(24.0).reshape(3, 2, 4).tolist()
     assert ref["/sub"]["vars"]["labels"]["values"] == ["ß", "ok"]
     assert ref["/sub/deeper"]["vars"]["word"]["values"] == "tief"
-    refs = json.loads((path / "sub" / "deeper" / "mixed" / ".zattrs").read_text())["_nczarr_array"]
-    assert refs["dimension_references"] == ["/x", "/sub/y", "/sub/deeper/z"]
+    refs = json.loads((path / "sub" / "deeper" / "mixed" / ".zarray").read_text())["_nczarr_array"]
+    assert refs["dimrefs"] == ["/x", "/sub/y", "/sub/deeper/z"]
 
 
 def test_datatree_zstrings_to_zstrings(tmp_path):
@@ -635,20 +644,23 @@ def test_mode_a_adds_variables_to_a_netcdf_c_store(tmp_path, mode):
     assert back["extra"].values.tolist() == ["uno", "dós", "", "四", "five"]
 
 
-def test_mode_a_refuses_older_nczarr_layouts(tmp_path):
-    """Stores in netcdf-c 4.9.1-4.9.2's layout (metadata in .zgroup/.zarray) are not extended: the
-    error names the layout and the way out, and nothing is written."""
+def test_mode_a_extends_older_nczarr_layouts_zstrings_to_netCDF4(tmp_path):
+    """A store netcdf-c 4.9.1 wrote (metadata in .zgroup/.zarray) gets new variables in its own
+    layout: the new variable and the old ones read back (netCDF4 4.10 here; test_netcdf_c_versions
+    reads our stores with the old netcdf-c themselves). attrs.zarr: the one 4.9.1 store 4.10 reads."""
     import shutil
     from pathlib import Path
 
-    golden = Path(__file__).parent / "golden" / "netcdf-c-4.9.1_netCDF4-1.6.3"
-    src = next(p for p in sorted(golden.iterdir()) if p.suffix == ".zarr" and p.is_dir())
     path = tmp_path / "old.zarr"
-    shutil.copytree(src, path)
-    files = sorted(str(p.relative_to(path)) for p in path.rglob("*"))
-    with pytest.raises(ZStringsError, match=r"4\.9\.1-4\.9\.2.*convert"):
-        to_nczarr(xr.Dataset({"new": ("q", [1, 2])}), path, mode="a")
-    assert sorted(str(p.relative_to(path)) for p in path.rglob("*")) == files
+    shutil.copytree(Path(__file__).parent / "golden" / "netcdf-c-4.9.1_netCDF4-1.6.3" / "attrs.zarr", path)
+    before = netcdf4_view(nc_url(path))
+    to_nczarr(xr.Dataset({"new": ("q", np.array([1, 2], "i4"))}, attrs={"added": "yes"}), path, mode="a")
+    after = netcdf4_view(nc_url(path))
+    assert after["/"]["vars"]["new"]["values"] == [1, 2] and after["/"]["attrs"]["added"] == "yes"
+    assert after["/"]["dims"]["q"] == (2, False)
+    del after["/"]["vars"]["new"], after["/"]["attrs"]["added"], after["/"]["dims"]["q"]
+    assert after == before
+    assert "_nczarr_group" not in json.loads((path / ".zattrs").read_text())
 
 
 @pytest.mark.parametrize("chunked", [False, True])

@@ -24,6 +24,7 @@ from .errors import DimensionError, ZStringsError
 from .nczarr_json import _attrs_json, _dumps
 from .store import ZStore
 from .write_plan import (
+    GROUP_KEYS,
     _Array,
     _is_dask,
     _numeric_array,
@@ -32,6 +33,7 @@ from .write_plan import (
     _string_array,
     _string_like,
     _what,
+    layout_of_generation,
 )
 
 
@@ -150,13 +152,14 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
             updates.append((f"{apath.strip('/')}/.zarray", _dumps(zarray)))
     zstore.set_many(updates)
     group_updates: list[tuple[str, bytes]] = []
+    obj, gkey, dkey, _, _ = GROUP_KEYS[layout_of_generation(tree.root.generation) or "4.9.4"]
     for gpath, size in dim_growth.items():
         if not nczarr:
             continue
-        key = ".zattrs" if gpath == "/" else f"{gpath.strip('/')}/.zattrs"
+        key = obj if gpath == "/" else f"{gpath.strip('/')}/{obj}"
         za = parse_json(zstore.get_bytes(key) or b"{}", where=zstore.where(key))
-        info = za.get("_nczarr_group") or {}
-        dims = info.get("dimensions") or info.get("dims") or {}
+        info = za.setdefault(gkey, {})
+        dims = info.setdefault(dkey, {})
         spec = dims.get(append_dim)
         if isinstance(spec, Mapping):
             spec = dict(spec)
@@ -165,7 +168,7 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
             spec = {"size": max(int(spec or 0), size), "unlimited": 1}
         dims[append_dim] = spec
         group_updates.append((key, _dumps(za)))
-    group_updates.sort(key=lambda kv: kv[0] == ".zattrs")  # the root last
+    group_updates.sort(key=lambda kv: kv[0] == obj)  # the root last
     for item in group_updates:
         zstore.set_many([item])
 
@@ -199,16 +202,22 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
 
     tree = open_tree(zstore)
     nczarr = tree.root.is_nczarr
-    if nczarr and not tree.root.generation.startswith("nczarr-2 (.zattrs"):
+    layout = layout_of_generation(tree.root.generation)
+    if nczarr and layout is None:
         raise ZStringsError(
-            f"Cannot add variables to {zstore.display}: it is {tree.root.generation}; only stores in "
-            "netcdf-c 4.9.3+/4.10's layout (metadata in .zattrs, as to_nczarr writes) can be extended. "
+            f"Cannot add variables to {zstore.display}: it is {tree.root.generation}; only NCZarr 2 stores "
+            "(netcdf-c 4.9.0+, as to_nczarr writes) can be extended. "
             "Convert it first: xr_zstrings.convert or zstrings convert."
         )
+    if layout == "4.9.0":  # the store's readers are netcdf-c 4.9.0: write what it reads
+        from .writer import _for_netcdf_c_4_9_0
+
+        groups = _for_netcdf_c_4_9_0(dict(groups))
     fmt = "nczarr" if nczarr else "zarr2"
     one = _Options(fmt=fmt, on_overflow=opts.on_overflow, maxstrlen=opts.maxstrlen,
                    default_maxstrlen=opts.default_maxstrlen, compressor=opts.compressor,
-                   strict_codecs=opts.strict_codecs)
+                   strict_codecs=opts.strict_codecs, layout=layout or "4.9.4")
+    obj, gkey, dkey, akey, tkey = GROUP_KEYS[one.layout]
     plans: dict[str, list[_Array]] = {}
     group_attrs: dict[str, dict[str, object]] = {}
     unlimited: dict[str, set[str]] = {}
@@ -236,21 +245,31 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     declared = _resolve_dimensions(plans, unlimited, existing) if nczarr else {}
     new_arrays = [a for arrays in plans.values() for a in arrays]
     attach_pipelines(new_arrays)
-    items = write_arrays(zstore, new_arrays, fmt)
-    # the groups: new arrays and dimensions in _nczarr_group, attributes updated (root last)
+    items = write_arrays(zstore, new_arrays, fmt, one.layout)
+    # the groups: new arrays and dimensions in the NCZarr group listing, attributes updated (root last)
+    from .write_plan import _old_types
+
     for gpath in sorted(plans, key=lambda p: p == "/"):
-        key = ".zattrs" if gpath == "/" else f"{gpath.strip('/')}/.zattrs"
-        za = parse_json(zstore.get_bytes(key) or b"{}", where=zstore.where(key))
+        prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
+        za = parse_json(zstore.get_bytes(prefix + ".zattrs") or b"{}", where=zstore.where(prefix + ".zattrs"))
         values, types = _attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
         za.update(values)
+        group_items = []
         if nczarr:
-            za.setdefault("_nczarr_attr", {}).setdefault("types", {}).update(types)
-            info = za.setdefault("_nczarr_group", {})
-            dims = info.setdefault("dimensions", {})
+            za.setdefault(tkey, {}).setdefault("types", {}).update(_old_types(types, one.layout))
+            holder = za if obj == ".zattrs" else parse_json(zstore.get_bytes(prefix + obj) or b"{}",
+                                                            where=zstore.where(prefix + obj))
+            info = holder.setdefault(gkey, {})
+            dims = info.setdefault(dkey, {})
             for name, (size, unl) in declared.get(gpath, {}).items():
                 if name not in dims:
                     dims[name] = {"size": size, "unlimited": 1} if unl else size
-            info["arrays"] = [*info.get("arrays", []), *[a.name for a in plans[gpath]]]
-        items.append((key, _dumps(za)))
-    zstore.set_many(items[:-1])
-    zstore.set_many(items[-1:])
+            info[akey] = [*info.get(akey, []), *[a.name for a in plans[gpath]]]
+            if holder is not za:
+                group_items.append((prefix + obj, _dumps(holder)))
+        items.append((prefix + ".zattrs", _dumps(za)))
+        items.extend(group_items)
+    n_root = 2 if obj != ".zattrs" and "/" in plans else 1
+    zstore.set_many(items[:-n_root])
+    for item in items[-n_root:]:
+        zstore.set_many([item])

@@ -114,7 +114,7 @@ def attach_pipelines(arrays: Iterable[_Array]) -> None:
                                     where=_what(a.group, a.name))
 
 
-def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str) -> list[tuple[str, bytes]]:
+def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str, layout: str = "4.9.4") -> list[tuple[str, bytes]]:
     """Write the chunks of planned arrays (numpy on threads, dask in one parallel compute) and
     return their ``.zarray``/``.zattrs`` items, for the caller to write after the chunks."""
     import warnings
@@ -142,6 +142,6 @@ def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str) -> list[tuple[s
                     "bytes were cut at a character boundary (on_overflow='truncate')"), stacklevel=4)
     items: list[tuple[str, bytes]] = []
     for a in arrays:
-        items.append((f"{a.key}/.zarray", _dumps(_zarray(a))))
-        items.append((f"{a.key}/.zattrs", _dumps(_array_zattrs(a, fmt))))  # type: ignore[arg-type]
+        items.append((f"{a.key}/.zarray", _dumps(_zarray(a, fmt, layout))))  # type: ignore[arg-type]
+        items.append((f"{a.key}/.zattrs", _dumps(_array_zattrs(a, fmt, layout))))  # type: ignore[arg-type]
     return items

@@ -14,6 +14,7 @@ __all__ = [
     "DimensionError",
     "IncompleteStoreError",
     "MetadataError",
+    "NetcdfCompatibilityWarning",
     "StoreConnectionError",
     "StoreNotFoundError",
     "StorePermissionError",
@@ -95,3 +96,8 @@ class StringDecodeWarning(UserWarning):
 class MissingStringsWarning(UserWarning):
     """Missing string values were written in zarrs' nullable ``optional`` type (no string
     ``_FillValue`` was given): engine="zstrings" and zarrs read them, zarr-python cannot open the array."""
+
+
+class NetcdfCompatibilityWarning(UserWarning):
+    """The store was written for an older netcdf-c (``to_nczarr(..., netcdf_c=...)``) and something
+    changed so that version can read it: strings as NC_CHAR, an unlimited dimension made fixed, ..."""

@@ -41,10 +41,13 @@ from .metadata import NC_FILL_VALUES
 from .nczarr_json import _dumps
 from .store import ZStore, _mapped_errors, local_target, open_store, parse_nczarr_url
 from .write_plan import (
+    DEFAULT_NETCDF_C,
     NETCDF_C_CODECS,
+    SCALAR_DIM_4_9_0,
     Format,
+    Layout,
     _Array,
-    _group_zattrs,
+    _group_objects,
     _is_dask,
     _codecs_from_encoding,
     _Options,
@@ -52,10 +55,12 @@ from .write_plan import (
     _string_array,
     _string_like,
     check_names,
+    netcdf_c_layout,
 )
 from .zarr_encoding import for_zarr
 
 __all__ = [
+    "DEFAULT_NETCDF_C",
     "NC_FILL_VALUES",
     "NETCDF_C_CODECS",
     "prepare_for_zarr",
@@ -249,8 +254,9 @@ def to_nczarr(
     compressor: Any = None,
     netcdf_c_codecs_only: bool = True,
     storage_options: Mapping[str, Any] | None = None,
+    netcdf_c: str | None = None,
 ) -> None:
-    """Write ``obj`` as an NCZarr 2 store that netcdf-c 4.10 and ``engine="zstrings"`` read back.
+    """Write ``obj`` as an NCZarr 2 store that netcdf-c (``netcdf_c`` and later) and ``engine="zstrings"`` read.
 
     ``obj`` is a Dataset, a DataTree (groups become NCZarr groups; a variable references the nearest
     ancestor's dimension of the same name and size, with fully qualified names) or a mapping of group
@@ -277,19 +283,34 @@ def to_nczarr(
     ``compressor`` is the default for variables whose encoding names none (e.g. ``{"id": "zstd",
     "level": 3}``); codecs netcdf-c cannot read are refused unless ``netcdf_c_codecs_only=False``.
     ``storage_options`` go to the store layer for ``s3://`` / ``https://...#mode=nczarr,s3`` targets.
+
+    ``netcdf_c`` is the oldest netcdf-c that must read the store (docs/netcdf-c-versions.md has the
+    reader x target matrix the tests see). The default (None) writes the layout that every netcdf-c
+    from 4.9.1 (Ubuntu 24.04 has 4.9.2) through 4.10 reads: NCZarr keys in ``.zgroup``/``.zarray``;
+    unlimited dimensions are kept, and a store with one is read from netcdf-c 4.9.4 on. ``"4.9.1"``
+    to ``"4.9.3"`` write the same layout with unlimited dimensions made fixed (4.9.1-4.9.3 fail on
+    them), with a ``NetcdfCompatibilityWarning``. ``"4.9.4"`` (or ``"4.10"``) writes netcdf-c 4.10's
+    own layout (metadata in ``.zattrs``), which netcdf-c 4.9.1-4.9.3 cannot read.
+    ``"4.9.0"`` (Debian 12) writes its uppercase layout, and since 4.9.0 cannot read NC_STRING from
+    NCZarr nor scalars, strings become NC_CHAR with a string-length dimension and scalars one-element
+    arrays on a dimension ``scalar1``, each with a ``NetcdfCompatibilityWarning``; string-list
+    attributes are refused. The target applies to ``format="nczarr"``.
     """
     if format not in ("nczarr", "zarr2"):
         raise ZStringsError(f"Invalid format={format!r}: expected 'nczarr' (NCZarr 2, the default) or "
                             "'zarr2' (pure Zarr v2 that netcdf-c reads with mode=zarr).")
     strings.check_on_overflow(on_overflow)
+    layout = netcdf_c_layout(DEFAULT_NETCDF_C if netcdf_c is None else netcdf_c)
     groups = _as_groups(obj)
     check_names(groups, netcdf_c="zarr" if format == "zarr2" else "nczarr", target=_display(target))
+    if format == "nczarr" and layout == "4.9.0":
+        groups = _for_netcdf_c_4_9_0(groups)
     root_ds = groups["/"]
     if default_maxstrlen is None and root_ds.encoding.get("default_maxstrlen") is not None:
         default_maxstrlen = int(root_ds.encoding["default_maxstrlen"])
     opts = _Options(fmt=format, on_overflow=on_overflow, maxstrlen=maxstrlen,
                     default_maxstrlen=default_maxstrlen, compressor=compressor,
-                    strict_codecs=netcdf_c_codecs_only)
+                    strict_codecs=netcdf_c_codecs_only, layout=layout if format == "nczarr" else "4.9.4")
     _check_mode(mode)
     if mode == "a":
         with _write_target(target, "a", storage_options) as zstore:
@@ -307,6 +328,8 @@ def to_nczarr(
     gattrs: dict[str, dict[str, Any]] = {}
     for path, ds in groups.items():
         unl[path] = set(ds.encoding.get("unlimited_dims") or ()) | extra_unlimited
+        if netcdf_c is not None:
+            unl[path] = _fixed_for_netcdf_c(path, ds, unl[path], opts.layout, netcdf_c)
         plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
     declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
     attach_pipelines(a for arrays in plans.values() for a in arrays)
@@ -331,22 +354,94 @@ def _write_all(
 ) -> None:
     # 1. chunks, 2. array and subgroup metadata, 3. the root group last: until then the store is
     # not a dataset
-    items = write_arrays(zstore, [a for arrays in plans.values() for a in arrays], opts.fmt)
+    items = write_arrays(zstore, [a for arrays in plans.values() for a in arrays], opts.fmt, opts.layout)
     children = {p: [c.rsplit("/", 1)[1] for c in groups if c != "/" and (c.rsplit("/", 1)[0] or "/") == p]
                 for p in groups}
     root_items: list[tuple[str, bytes]] = []
     for path in groups:
-        za = _group_zattrs(path, gattrs[path], declared.get(path, {}), [a.name for a in plans[path]],
-                           children[path], opts.fmt, default_maxstrlen=opts.default_maxstrlen)
+        zg, za = _group_objects(path, gattrs[path], declared.get(path, {}), [a.name for a in plans[path]],
+                                children[path], opts.fmt, default_maxstrlen=opts.default_maxstrlen,
+                                layout=opts.layout)
         prefix = "" if path == "/" else path.strip("/") + "/"
         if path == "/":
-            root_items = [(".zattrs", _dumps(za)), (".zgroup", _dumps({"zarr_format": 2}))]
+            root_items = [(".zattrs", _dumps(za)), (".zgroup", _dumps(zg))]
         else:
             items.append((prefix + ".zattrs", _dumps(za)))
-            items.append((prefix + ".zgroup", _dumps({"zarr_format": 2})))
+            items.append((prefix + ".zgroup", _dumps(zg)))
     zstore.set_many(items)
     zstore.set_many(root_items[:1])
     zstore.set_many(root_items[1:])
+
+
+def _fixed_for_netcdf_c(path: str, ds: xr.Dataset, unlimited: set[str], layout: Layout, netcdf_c: str) -> set[str]:
+    """Unlimited dimensions, or none (with a warning) for netcdf-c before 4.9.4, which cannot read them."""
+    if layout == "4.9.4" or not unlimited:
+        return unlimited
+    import warnings
+
+    from .errors import NetcdfCompatibilityWarning
+
+    mine = sorted(d for d in unlimited if d in ds.dims)
+    if mine:
+        warnings.warn(NetcdfCompatibilityWarning(
+            f"group {path!r}: unlimited dimension(s) {mine} written as fixed-size for netcdf_c={netcdf_c!r} "
+            "(netcdf-c 4.9.0-4.9.3 fail on unlimited NCZarr dimensions); appending along them is then "
+            "impossible. Pass netcdf_c='4.9.4' to keep them unlimited (netcdf-c 4.9.4+ reads that)."),
+            stacklevel=4)
+    return set()
+
+
+def _for_netcdf_c_4_9_0(groups: dict[str, xr.Dataset]) -> dict[str, xr.Dataset]:
+    """What netcdf-c 4.9.0 can read: strings as NC_CHAR, scalars as one-element arrays (warned);
+    string-list attributes refused (4.9.0 fails to open a store holding one)."""
+    import warnings
+
+    import numpy as np
+
+    from .errors import NetcdfCompatibilityWarning
+
+    out: dict[str, xr.Dataset] = {}
+    to_char: list[str] = []
+    to_1d: list[str] = []
+    for path, ds in groups.items():
+        for owner, attrs in [(f"group {path!r}", ds.attrs)] + [
+                (f"variable {path.rstrip('/')}/{n}", v.attrs) for n, v in ds.variables.items()]:
+            for k, v in attrs.items():
+                if isinstance(v, list | tuple | np.ndarray) and np.asarray(v).dtype.kind in "OUST":
+                    raise UnsupportedError(
+                        f"Cannot write attribute {k!r} of {owner} for netcdf_c='4.9.0': it is a list of "
+                        "strings (NC_STRING), and netcdf-c 4.9.0 fails to open an NCZarr store holding one. "
+                        "Join it into one text (e.g. ', '.join(...)), drop it, or target netcdf_c='4.9.1'.")
+        new: dict[str, xr.Variable] = {}
+        for name, var in ds.variables.items():
+            where = f"{path.rstrip('/')}/{name}"
+            if _string_like(var) is not None and var.encoding.get("nc_type") != "NC_CHAR" and not (
+                    var.encoding.get("dtype") is not None and not isinstance(var.encoding["dtype"], type)
+                    and np.dtype(var.encoding["dtype"]) == np.dtype("S1")):
+                var = var.copy(deep=False)
+                var.encoding = {**var.encoding, "nc_type": "NC_CHAR"}
+                to_char.append(where)
+            elif var.ndim == 0:
+                enc = dict(var.encoding)
+                var = xr.Variable((SCALAR_DIM_4_9_0,), np.asarray(var.values).reshape(1), var.attrs, enc)
+                to_1d.append(where)
+            new[str(name)] = var
+        coords = {n: new[str(n)] for n in ds.coords}
+        nds = xr.Dataset({n: v for n, v in new.items() if n not in coords}, coords=coords, attrs=ds.attrs)
+        nds.encoding = dict(ds.encoding)
+        out[path] = nds
+    if to_char:
+        warnings.warn(NetcdfCompatibilityWarning(
+            f"{len(to_char)} string variable(s) written as NC_CHAR with a string-length dimension for "
+            f"netcdf_c='4.9.0', which cannot read NC_STRING from NCZarr: {to_char[:5]}. netCDF4 and "
+            "xarray join them back into strings (_Encoding='utf-8'); ncdump shows character arrays. "
+            "Pass netcdf_c='4.9.1' to keep NC_STRING."), stacklevel=3)
+    if to_1d:
+        warnings.warn(NetcdfCompatibilityWarning(
+            f"{len(to_1d)} scalar variable(s) written as one-element arrays on dimension "
+            f"{SCALAR_DIM_4_9_0!r} for netcdf_c='4.9.0', which aborts on NCZarr scalars: {to_1d[:5]}. "
+            "Pass netcdf_c='4.9.1' to keep them scalars."), stacklevel=3)
+    return out
 
 
 def _close(zstore: ZStore) -> None:
