@@ -5,7 +5,7 @@ Shared by ``tests/test_netcdf_c_versions.py`` (which asserts every cell) and
 show exactly what the tests see.
 
 Readers: the netcdf-c inside each netCDF4 wheel that installs on Python 3.11 (side virtual
-environments with numpy<2, created once under ``XR_ZSTRINGS_PEER_VENVS``, default
+environments with numpy<2, ``peer_venvs.py``: created once under ``XR_ZSTRINGS_PEER_VENVS``, default
 ``~/.cache/xr_zstrings/peer-venvs``, behind a file lock so pytest-xdist workers share them), the
 project's own netCDF4 (netcdf-c 4.10.1), and Debian's ``ncdump`` when ``netcdf-bin`` is installed.
 Every read runs in its own subprocess (``tests/golden/make_golden.py --read-store``), because
@@ -14,7 +14,6 @@ netcdf-c 4.9.0 aborts the whole process on stores it cannot read.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -28,17 +27,11 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from peer_venvs import PEER_WHEELS, base_python, peer_python, venv_root  # noqa: F401  (re-exported)
+
 HERE = Path(__file__).parent
 MAKE_GOLDEN = HERE / "golden" / "make_golden.py"
 
-#: netCDF4 wheel -> the netcdf-c it bundles (tests/golden/README.md)
-PEER_WHEELS = {
-    "1.6.2": "4.9.0",
-    "1.6.3": "4.9.1",
-    "1.6.5": "4.9.3-development",
-    "1.7.1.post1": "4.9.3-development (later snapshot)",
-    "1.7.2": "4.9.4-development",
-}
 #: rows of the matrix: reader id -> label
 READERS = {**{w: f"netcdf-c {c} (netCDF4 {w})" for w, c in PEER_WHEELS.items()},
            "current": "netcdf-c {current} (netCDF4 {wheel}, this venv)",
@@ -47,51 +40,6 @@ READERS = {**{w: f"netcdf-c {c} (netCDF4 {w})" for w, c in PEER_WHEELS.items()},
 TARGETS = {"4.9.0": "4.9.0", "default": None, "4.10": "4.10", "netcdf-c": "netcdf-c"}
 TARGET_LABELS = {"4.9.0": "`netcdf_c=\"4.9.0\"`", "default": "default (`netcdf_c=None`, 4.9.1 layout)",
                  "4.10": "`netcdf_c=\"4.10\"`", "netcdf-c": "netcdf-c {current}'s own output"}
-
-
-# ---------------------------------------------------------------------------------------------
-# Side virtual environments
-# ---------------------------------------------------------------------------------------------
-
-
-def venv_root() -> Path:
-    return Path(os.environ.get("XR_ZSTRINGS_PEER_VENVS") or Path.home() / ".cache" / "xr_zstrings" / "peer-venvs")
-
-
-def base_python() -> str | None:
-    """A Python 3.11 to build the side venvs from (the old wheels exist for cp311)."""
-    for cand in (os.environ.get("XR_ZSTRINGS_PEER_PYTHON"),
-                 str(Path.home() / ".pyenv" / "versions" / "3.11.7" / "bin" / "python"),
-                 shutil.which("python3.11")):
-        if cand and Path(cand).exists():
-            return cand
-    return None
-
-
-def peer_python(wheel: str) -> Path:
-    """The python of the side venv holding netCDF4==wheel (created once; later calls reuse it).
-
-    Raises RuntimeError naming what failed (no Python 3.11, pip error)."""
-    root = venv_root()
-    root.mkdir(parents=True, exist_ok=True)
-    venv = root / f"py311-netCDF4-{wheel}"
-    py = venv / "bin" / "python"
-    ready = venv / ".ready"
-    with open(root / f".lock-{wheel}", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # xdist workers and parallel CI jobs wait for one creator
-        if ready.exists():
-            return py
-        base = base_python()
-        if base is None:
-            raise RuntimeError("no Python 3.11 to build the netCDF4 side venvs (set XR_ZSTRINGS_PEER_PYTHON)")
-        shutil.rmtree(venv, ignore_errors=True)
-        subprocess.run([base, "-m", "venv", str(venv)], check=True, capture_output=True)
-        r = subprocess.run([str(py), "-m", "pip", "install", "-q", "numpy<2", "cftime", f"netCDF4=={wheel}",
-                            "--only-binary=:all:"], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RuntimeError(f"pip install netCDF4=={wheel} failed: {r.stderr[-500:]}")
-        ready.write_text(wheel + "\n")
-    return py
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -35,6 +36,7 @@ PROMISED = {
 CHANGES_4_9_0 = "reads; scalars as 1-element arrays; strings as NC_CHAR"
 
 _columns: dict[str, dict[str, str]] = {}
+_stores: dict[str, Path] = {}
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +51,9 @@ def peers() -> list[str]:
 
 def _column(target: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     if target not in _columns:
-        _columns[target] = m.column(target, tmp_path_factory.mktemp(f"nc-{target}"))
+        workdir = tmp_path_factory.mktemp(f"nc-{target}")
+        _columns[target] = m.column(target, workdir)
+        _stores[target] = workdir / f"target-{target}.zarr"
     return _columns[target]
 
 
@@ -154,3 +158,74 @@ def test_side_venvs_are_reused(peers):
             capture_output=True, text=True, check=True).stdout)
         assert out == m.PEER_WHEELS[wheel].split(" ")[0]
 
+
+#: the rows of ``zstrings check`` and the readers each stands for
+CHECK_ROWS = {"4.9.0": ["1.6.2"], "4.9.1-4.9.3": ["1.6.3", "1.6.5", "1.7.1.post1"], ">= 4.9.4": ["1.7.2", "current"]}
+
+
+@pytest.mark.parametrize("target", list(m.TARGETS))
+def test_check_says_what_each_netcdf_c_does(peers, tmp_path_factory, target):
+    """``zstrings check``'s verdict per netcdf-c version is what those versions did with the store
+    (our three targets and netcdf-c 4.10's own output)."""
+    from xr_zstrings.cli import netcdf_c_verdicts
+    from xr_zstrings.reader import open_tree
+    from xr_zstrings.store import open_store
+
+    col = _column(target, tmp_path_factory)
+    store = _stores[target]
+    verdicts = {row: reads for row, reads, _, _ in netcdf_c_verdicts(open_tree(open_store(store)), str(store))}
+    for row, readers in CHECK_ROWS.items():
+        for reader in readers:
+            assert verdicts[row] == col[reader].startswith("reads"), (row, reader, col[reader])
+
+
+def test_check_names_the_command_that_fixes_it_zstrings_to_netCDF4(peers, tmp_path, monkeypatch):
+    """A store in netcdf-c 4.10's layout: check says 4.9.1-4.9.3 fail and prints a command; running
+    that command gives a store netcdf-c 4.9.1 reads with everything written."""
+    import shlex
+
+    from xr_zstrings.cli import main
+
+    monkeypatch.chdir(tmp_path)  # the suggested target is relative
+    src = tmp_path / "new.zarr"
+    groups = m.matrix_groups()
+    to_nczarr(groups, src, netcdf_c="4.10")
+    assert not m.read_with("1.6.3", src, tmp_path).ok
+    out = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(src)], capture_output=True,
+                         text=True, check=False).stdout
+    lines = out.splitlines()
+    i = next(k for k, ln in enumerate(lines) if ln.strip().startswith("4.9.1-4.9.3"))
+    assert "FAILS" in lines[i] and "NCZarr error" in lines[i]
+    fix = lines[i + 1].split("fix:", 1)[1].split("  (then")[0].strip()
+    assert fix.startswith("zstrings convert ") and "--netcdf-c 4.9.1" in fix
+    argv = shlex.split(fix)[1:]
+    assert main(argv + ["-q"]) == 0
+    dst = (tmp_path / argv[2]).resolve()
+    r = m.read_with("1.6.3", dst, tmp_path)
+    assert r.ok, r.error
+    assert m.compare(groups, r.result) == []
+    out = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(dst)], capture_output=True,
+                         text=True, check=False).stdout
+    rows = {ln[2:14].strip(): ln[14:].split(":")[0].strip() for ln in out.splitlines()
+            if ln.startswith("  ") and ln[2:14].strip() in CHECK_ROWS}
+    assert rows == {"4.9.0": "FAILS", "4.9.1-4.9.3": "reads", ">= 4.9.4": "reads"}, out
+
+
+def test_convert_takes_the_target_netCDF4_to_zstrings_to_netcdf_c_4_9_0(peers, tmp_path):
+    """convert(file.nc, store, netcdf_c="4.9.0"): a netCDF-4 file with NC_STRING strings becomes a
+    store Debian 12's netcdf-c reads, strings as NC_CHAR (warned)."""
+    from xr_zstrings import ZStringsError, convert
+
+    src = tmp_path / "src.nc"
+    ds = xr.Dataset({"name": ("x", np.array(["a", "héllo", "中文字"], dtype=object)),
+                     "v": ("x", np.array([1, 2, 3], "i4"), {"units": "m"})}, attrs={"title": "from nc"})
+    ds.to_netcdf(src, engine="netcdf4")
+    dst = tmp_path / "debian.zarr"
+    with pytest.warns(NetcdfCompatibilityWarning, match="NC_CHAR"):
+        convert(src, dst, netcdf_c="4.9.0")
+    r = m.read_with("1.6.2", dst, tmp_path)
+    assert r.ok, r.error
+    written = ds.assign(name=("x", ds["name"].values.astype(str)))
+    assert m.compare({"/": written}, r.result) == ["strings as NC_CHAR"]
+    with pytest.raises(ZStringsError, match="netCDF-4 file"):
+        convert(dst, tmp_path / "back.nc", netcdf_c="4.9.0")

@@ -644,17 +644,23 @@ def test_mode_a_adds_variables_to_a_netcdf_c_store(tmp_path, mode):
     assert back["extra"].values.tolist() == ["uno", "dós", "", "四", "five"]
 
 
-def test_mode_a_extends_older_nczarr_layouts_zstrings_to_netCDF4(tmp_path):
+@pytest.mark.parametrize("target", ["path", "zarr-store"])
+def test_mode_a_extends_older_nczarr_layouts_zstrings_to_netCDF4(tmp_path, target):
     """A store netcdf-c 4.9.1 wrote (metadata in .zgroup/.zarray) gets new variables in its own
     layout: the new variable and the old ones read back (netCDF4 4.10 here; test_netcdf_c_versions
-    reads our stores with the old netcdf-c themselves). attrs.zarr: the one 4.9.1 store 4.10 reads."""
+    reads our stores with the old netcdf-c themselves). attrs.zarr: the one 4.9.1 store 4.10 reads.
+    A zarr-python Store is changed in place: the root .zgroup (which holds the group listing in this
+    layout) is the placeholder until the last write, then the updated listing."""
     import shutil
     from pathlib import Path
+
+    from zarr.storage import LocalStore
 
     path = tmp_path / "old.zarr"
     shutil.copytree(Path(__file__).parent / "golden" / "netcdf-c-4.9.1_netCDF4-1.6.3" / "attrs.zarr", path)
     before = netcdf4_view(nc_url(path))
-    to_nczarr(xr.Dataset({"new": ("q", np.array([1, 2], "i4"))}, attrs={"added": "yes"}), path, mode="a")
+    to_nczarr(xr.Dataset({"new": ("q", np.array([1, 2], "i4"))}, attrs={"added": "yes"}),
+              path if target == "path" else LocalStore(path), mode="a")
     after = netcdf4_view(nc_url(path))
     assert after["/"]["vars"]["new"]["values"] == [1, 2] and after["/"]["attrs"]["added"] == "yes"
     assert after["/"]["dims"]["q"] == (2, False)

@@ -157,7 +157,7 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
         if not nczarr:
             continue
         key = obj if gpath == "/" else f"{gpath.strip('/')}/{obj}"
-        za = parse_json(zstore.get_bytes(key) or b"{}", where=zstore.where(key))
+        za = parse_json(_current(zstore, key) or b"{}", where=zstore.where(key))
         info = za.setdefault(gkey, {})
         dims = info.setdefault(dkey, {})
         spec = dims.get(append_dim)
@@ -169,8 +169,25 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
         dims[append_dim] = spec
         group_updates.append((key, _dumps(za)))
     group_updates.sort(key=lambda kv: kv[0] == obj)  # the root last
-    for item in group_updates:
-        zstore.set_many([item])
+    for key, data in group_updates:
+        _put(zstore, key, data)
+
+
+def _current(zstore: ZStore, key: str) -> bytes | None:
+    """A metadata object as the store's readers see it: the root ``.zgroup`` the writer holds back
+    while its placeholder is in the store (``writer._claim_v2``), else the stored one."""
+    if key == ".zgroup" and zstore.root_zgroup is not None:
+        return zstore.root_zgroup
+    return zstore.get_bytes(key)
+
+
+def _put(zstore: ZStore, key: str, data: bytes) -> None:
+    """Write a metadata object; the held-back root ``.zgroup`` is updated instead, and the writer puts
+    it in the store as its last write (``writer._restore_root``)."""
+    if key == ".zgroup" and zstore.root_zgroup is not None:
+        zstore.root_zgroup = data
+    else:
+        zstore.set_many([(key, data)])
 
 
 def _same_stored(zstore: ZStore, meta: Any, a: _Array) -> bool:
@@ -257,7 +274,7 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
         group_items = []
         if nczarr:
             za.setdefault(tkey, {}).setdefault("types", {}).update(_old_types(types, one.layout))
-            holder = za if obj == ".zattrs" else parse_json(zstore.get_bytes(prefix + obj) or b"{}",
+            holder = za if obj == ".zattrs" else parse_json(_current(zstore, prefix + obj) or b"{}",
                                                             where=zstore.where(prefix + obj))
             info = holder.setdefault(gkey, {})
             dims = info.setdefault(dkey, {})
@@ -271,5 +288,5 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
         items.extend(group_items)
     n_root = 2 if obj != ".zattrs" and "/" in plans else 1
     zstore.set_many(items[:-n_root])
-    for item in items[-n_root:]:
-        zstore.set_many([item])
+    for key, data in items[-n_root:]:
+        _put(zstore, key, data)

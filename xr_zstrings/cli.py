@@ -20,7 +20,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -557,6 +557,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise UsageError(f"--maxstrlen {args.maxstrlen}: expected a width of at least 1 byte.")
     if args.compressor is not None and fmt not in ("nczarr", "zarr2"):
         raise UsageError(f"--compressor applies to --format nczarr/zarr2 only (target is {fmt}); drop it.")
+    if args.netcdf_c is not None and fmt != "nczarr":
+        raise UsageError(f"--netcdf-c chooses the NCZarr layout; it applies to --format nczarr (target is {fmt}).")
     if args.layout is not None and fmt != "zarr3":
         raise UsageError(f"--layout chooses the Zarr v3 string layout; add --format zarr3 (target is {fmt}).")
     if os.path.abspath(src) == os.path.abspath(dst):
@@ -588,7 +590,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
             elif fmt in ("nczarr", "zarr2"):
                 _netcdf_c_codecs(counted, args.compressor, writer.NETCDF_C_CODECS, quiet=args.quiet)
                 writer.to_nczarr(counted, dst, mode=mode, format=fmt, maxstrlen=args.maxstrlen,
-                                 on_overflow=args.on_overflow)
+                                 on_overflow=args.on_overflow, netcdf_c=args.netcdf_c)
             else:
                 _write_zarr3(counted, dst, mode=mode, layout=args.layout or "vlen-utf8")
         finally:
@@ -911,6 +913,84 @@ def _name_findings(tree: Any) -> list[Finding]:
     return out
 
 
+_LAYOUT_NAMES = {"4.9.0": "netcdf-c 4.9.0's layout (_NCZARR_* keys)",
+                 "4.9.1": "netcdf-c 4.9.1's layout (keys in .zgroup/.zarray)",
+                 "4.9.4": "netcdf-c 4.10's layout (metadata in .zattrs)"}
+
+
+def netcdf_c_verdicts(tree: Any, target: str, whole_store: str = "") -> list[tuple[str, bool, str, str]]:
+    """Per netcdf-c version (4.9.0, 4.9.1-4.9.3, >= 4.9.4): whether it reads the store, what it cannot
+    read or what the fix loses, and the command that fixes it.
+
+    The rules are what tests/test_netcdf_c_versions.py measures with each netcdf-c (and checks this
+    function against): which layout each version reads, the scalar forms each accepts, unlimited
+    dimensions from 4.9.4 (and 4.9.3's last snapshots) on, no NC_STRING or scalars in 4.9.0.
+    ``whole_store`` names a problem that makes every netcdf-c refuse the store (check's findings).
+    """
+    from .write_plan import layout_of_generation
+
+    root = tree.root
+    gen = root.generation
+    dst = _suggest_dst(target)
+    arrays = list(tree.arrays.values())
+    unlimited = sorted({d.name for g in tree.groups.values() for d in g.dimensions.values() if d.unlimited})
+    scalars = [a for a in arrays if a.scalar]
+
+    def form(a: Any) -> Mapping[str, Any]:
+        info = a.raw_zarray.get("_nczarr_array") if isinstance(a.raw_zarray, Mapping) else None
+        return info if isinstance(info, Mapping) else {}
+
+    losses_4_9_0 = []
+    if any(a.string_kind == "string" or a.string_kind in ("unicode", "vlen") for a in arrays):
+        losses_4_9_0.append("strings become NC_CHAR")
+    if scalars:
+        losses_4_9_0.append("scalars become 1-element arrays")
+    if unlimited:
+        losses_4_9_0.append(f"unlimited {unlimited} become fixed")
+    fix_4_9_0 = f"zstrings convert {target} {dst} --netcdf-c 4.9.0" + (
+        f"  (then: {', '.join(losses_4_9_0)})" if losses_4_9_0 else "")
+    fix_4_9_1 = f"zstrings convert {target} {dst} --netcdf-c 4.9.1" + (
+        f"  (then: unlimited {unlimited} become fixed)" if unlimited else "")
+    fix_default = f"zstrings convert {target} {dst}"
+    if gen == "zarr-v3" or whole_store:
+        why = "Zarr v3: 'NetCDF: Unknown file format'" if gen == "zarr-v3" else whole_store
+        return [("4.9.0", False, why, fix_4_9_0), ("4.9.1-4.9.3", False, why, fix_4_9_1),
+                (">= 4.9.4", False, why, fix_default)]
+    if not root.is_nczarr:
+        pure = "with #mode=zarr (no NCZarr groups or shared dimensions)"
+        first = (("4.9.0", False, "NC_STRING in pure Zarr v2: the process aborts", fix_4_9_0)
+                 if any(a.string_kind == "string" for a in arrays) else ("4.9.0", True, pure, ""))
+        return [first, ("4.9.1-4.9.3", True, pure, ""), (">= 4.9.4", True, pure, "")]
+    layout = layout_of_generation(gen)
+    if layout is None:  # NCZarr 1.0
+        return [("4.9.0", True, "", ""), ("4.9.1-4.9.3", False, "NCZarr 1.0: 'NetCDF: NCZarr error'", fix_4_9_1),
+                (">= 4.9.4", False, "NCZarr 1.0: 'NetCDF: NCZarr error'", fix_default)]
+    out: list[tuple[str, bool, str, str]] = []
+    if layout != "4.9.0":
+        out.append(("4.9.0", False, f"{_LAYOUT_NAMES[layout]}: the process aborts", fix_4_9_0))
+    elif scalars or unlimited or any(a.string_kind == "string" for a in arrays):
+        out.append(("4.9.0", False, "scalars, unlimited dimensions or NC_STRING: the process aborts", fix_4_9_0))
+    else:
+        out.append(("4.9.0", True, "", ""))
+    if layout != "4.9.1":
+        out.append(("4.9.1-4.9.3", False, f"{_LAYOUT_NAMES[layout]}: 'NetCDF: NCZarr error'", fix_4_9_1))
+    elif unlimited:
+        out.append(("4.9.1-4.9.3", False, f"unlimited dimensions {unlimited}: segmentation fault "
+                    "(4.9.3's last development snapshots read them)", fix_4_9_1))
+    elif any(form(a).get("storage") != "scalar" for a in scalars):
+        out.append(("4.9.1-4.9.3", False, "scalars without \"storage\": \"scalar\": segmentation fault",
+                    fix_default))
+    else:
+        out.append(("4.9.1-4.9.3", True, "", ""))
+    if layout == "4.9.0":
+        out.append((">= 4.9.4", False, f"{_LAYOUT_NAMES[layout]}: 'NetCDF: NCZarr error'", fix_default))
+    elif layout == "4.9.1" and any(not form(a).get("scalar") for a in scalars):
+        out.append((">= 4.9.4", False, "scalars without \"scalar\": 1: segmentation fault", fix_default))
+    else:
+        out.append((">= 4.9.4", True, "", ""))
+    return out
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from .errors import ZStringsError
     from .writer import NETCDF_C_CODECS
@@ -942,6 +1022,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
         for f in found:
             print(f"    {f.problem}")
             print(f"    fix: {f.fix}")
+    print("netcdf-c versions (what the wheels' netcdf-c measured; compressed variables also need the "
+          "netcdf-c build's filter plugins):")
+    whole = next((f"{f.where} {f.problem.split(': ', 1)[0]}: netcdf-c refuses the whole store" for f in findings
+                  if "whole store" in f.problem), "")
+    for version, reads, note, fix in netcdf_c_verdicts(tree, target, whole):
+        print(f"  {version:12}{'reads' if reads else 'FAILS'}{': ' + note if note else ''}")
+        if not reads:
+            print(f"  {'':12}fix: {fix}")
     n = len(tree.arrays)
     sample_note = (f" ({n_sampled} variable(s) checked on a sample of their chunks; --full reads every chunk)"
                    if n_sampled else "")
@@ -952,7 +1040,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"{n} variable(s) read, no problems in what was read: netcdf-c reads this store as far as "
               f"checked.{sample_note}")
         return OK
-    print(f"{n} variable(s) read, no problems: netcdf-c reads this store as it is.")
+    print(f"{n} variable(s) read, no problems: netcdf-c 4.10 reads this store as it is (older "
+          "versions: above).")
     return OK
 
 
@@ -1060,6 +1149,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--compressor", choices=tuple(_COMPRESSORS), default=None,
                    help="compressor for every variable of an nczarr/zarr2 target (default: the source's "
                         "own, codecs netcdf-c cannot read replaced by zlib)")
+    p.add_argument("--netcdf-c", dest="netcdf_c", metavar="VERSION", default=None,
+                   help="the oldest netcdf-c that must read DST (e.g. 4.9.0 for Debian 12, 4.9.2 for Ubuntu "
+                        "24.04, 4.10); default: the layout every netcdf-c from 4.9.1 to 4.10 reads")
     p.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
     p.set_defaults(func=_cmd_convert)
@@ -1067,8 +1159,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="report what netcdf-c would fail on or truncate",
                        description="Read every variable and report what netcdf-c would fail on or "
                                    "truncate (xarray-written <U/vlen strings, Zarr v3, codecs it lacks, "
-                                   "split UTF-8, strings longer than maxstrlen) and how to fix it. Exit "
-                                   "code 1 when problems are found.")
+                                   "split UTF-8, strings longer than maxstrlen) and how to fix it, then "
+                                   "whether netcdf-c 4.9.0, 4.9.1-4.9.3 and >= 4.9.4 read the store and the "
+                                   "command that fixes it for each. Exit code 1 when problems are found.")
     p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
     p.add_argument("--full", action="store_true",
                    help=f"read every chunk (default: at most {CHECK_SAMPLE_CHUNKS:,} chunks of a variable, "

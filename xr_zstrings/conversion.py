@@ -44,6 +44,7 @@ def convert(
     target: str | os.PathLike[str],
     *,
     mode: Mode = "w-",
+    netcdf_c: str | None = None,
     **kwargs: Any,
 ) -> None:
     """Convert a whole file or store: netCDF-4 (``.nc``) or any store ``engine="zstrings"`` reads ->
@@ -56,12 +57,17 @@ def convert(
     (``kwargs`` go there). The source is a netCDF file when its first bytes say so, else a store
     (as the ``zstrings convert`` command). Values are copied undecoded (``decode_cf=False``) so
     fill values, packing and times stay exactly as stored.
+    ``netcdf_c`` is the oldest netcdf-c that must read an NCZarr target, as in ``to_nczarr``
+    (e.g. ``"4.9.0"`` for Debian 12).
     """
     src = os.fspath(source)
     dst = os.fspath(target)
     if os.path.abspath(src) == os.path.abspath(dst):
         raise ZStringsError(f"Cannot convert {src} onto itself; choose another target.")
     if dst.lower().endswith((".nc", ".nc4", ".cdf")):
+        if netcdf_c is not None:
+            raise ZStringsError(f"netcdf_c={netcdf_c!r} chooses the NCZarr layout of a store target; {dst} is a "
+                                "netCDF-4 file, which every netcdf-c reads. Drop netcdf_c.")
         if mode not in ("w-", "w"):
             raise ZStringsError(f"Invalid mode={mode!r} for a netCDF-4 target: expected 'w-' or 'w'.")
         if mode == "w-" and os.path.exists(dst):
@@ -85,7 +91,7 @@ def convert(
     else:
         groups = xr.open_groups(src, engine="zstrings", **RAW_DECODERS)
     try:
-        to_nczarr(groups, dst, mode=mode, **kwargs)
+        to_nczarr(groups, dst, mode=mode, netcdf_c=netcdf_c, **kwargs)
     finally:
         for ds in groups.values():
             ds.close()
