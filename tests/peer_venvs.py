@@ -67,11 +67,18 @@ def peer_python(wheel: str) -> Path:
     return py
 
 
+def ensure_all() -> dict[str, Path]:
+    """Every side venv, the missing ones created concurrently (pip mostly waits on downloads)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=len(PEER_WHEELS)) as pool:
+        return dict(zip(PEER_WHEELS, pool.map(peer_python, PEER_WHEELS), strict=True))
+
+
 def main() -> int:
     t0 = time.perf_counter()
-    for wheel in PEER_WHEELS:
-        t = time.perf_counter()
-        print(f"netCDF4 {wheel}: {peer_python(wheel)} ({time.perf_counter() - t:.1f} s)", flush=True)
+    for wheel, py in ensure_all().items():
+        print(f"netCDF4 {wheel}: {py}")
     print(f"side venvs ready in {venv_root()} ({time.perf_counter() - t0:.1f} s)")
     return 0
 

@@ -44,8 +44,9 @@ def peers() -> list[str]:
     """The readers, with every side venv created (once per cache; a file lock serialises workers)."""
     if m.base_python() is None:
         pytest.skip("no Python 3.11 to install the old netCDF4 wheels into (set XR_ZSTRINGS_PEER_PYTHON)")
-    for wheel in m.PEER_WHEELS:
-        m.peer_python(wheel)
+    from peer_venvs import ensure_all
+
+    ensure_all()
     return m.available_readers()
 
 
@@ -121,6 +122,13 @@ def test_unlimited_dimensions_per_target(peers, tmp_path):
     assert _dims_read_by("1.7.2", kept, tmp_path)["t"] == [2, True]
     assert _dims_read_by("current", kept, tmp_path)["t"] == [2, True]
     assert not m.read_with("1.6.3", kept, tmp_path).ok
+    from xr_zstrings.cli import netcdf_c_verdicts
+    from xr_zstrings.reader import open_tree
+    from xr_zstrings.store import open_store
+
+    verdicts = {row: (reads, fix) for row, reads, _, fix in netcdf_c_verdicts(open_tree(open_store(kept)), "k")}
+    assert verdicts[">= 4.9.4"][0] and not verdicts["4.9.1-4.9.3"][0]  # zstrings check agrees
+    assert "--netcdf-c 4.9.1" in verdicts["4.9.1-4.9.3"][1] and "unlimited ['t'] become fixed" in verdicts["4.9.1-4.9.3"][1]
     fixed = tmp_path / "fixed.zarr"
     with pytest.warns(NetcdfCompatibilityWarning, match=r"\['t'\] written as fixed-size.*netcdf_c='4\.9\.4'"):
         to_nczarr(ds, fixed, unlimited_dims=["t"], netcdf_c="4.9.2")
