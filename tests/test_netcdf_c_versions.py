@@ -83,11 +83,19 @@ def test_default_serves_every_netcdf_c_from_4_9_1_to_4_10(peers, tmp_path_factor
 
 def test_docs_matrix_is_what_the_tests_saw(peers, tmp_path_factory):
     """docs/netcdf-c-versions.md's table is exactly the matrix measured here (regenerate it with
-    ``python scripts/netcdf_c_matrix.py`` when this fails)."""
+    ``python scripts/netcdf_c_matrix.py`` when this fails). A configuration whose netCDF4 bundles
+    another netcdf-c than the one documented checks every other row (its own row is checked against
+    the promises above)."""
     if "ncdump" not in peers:
         pytest.skip("ncdump (apt's netcdf-bin) is not installed: the docs' ncdump row cannot be checked")
     matrix = {t: _column(t, tmp_path_factory) for t in m.TARGETS}
-    assert m.docs_table(DOC) == m.render(matrix)
+    doc, seen = m.docs_table(DOC), m.render(matrix)
+    current = m.reader_label("current")
+    if f"| {current} |" not in doc:
+        doc = "".join(ln for ln in doc.splitlines(keepends=True) if "this venv" not in ln)
+        seen = "".join(ln for ln in seen.splitlines(keepends=True) if "this venv" not in ln)
+        doc, seen = doc.split("\n", 1)[1], seen.split("\n", 1)[1]  # the header names that netcdf-c too
+    assert doc == seen
 
 
 def test_4_9_0_target_warns_what_it_changes_and_refuses_string_lists(tmp_path):
