@@ -162,6 +162,7 @@ def test_mode_a_keeps_the_stores_layout_for_its_netcdf_c(peers, tmp_path, target
         ["strings as NC_CHAR"] if target == "4.9.0" else [])
 
 
+@pytest.mark.once  # the cache, not this configuration's writer: .ci/run runs it in one job
 def test_side_venvs_are_reused(peers):
     """The cache holds one ready venv per wheel; asking again returns it without reinstalling."""
     for wheel in m.PEER_WHEELS:
