@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from xr_zstrings import to_nczarr
+from xr_zstrings import to_nczarr  # stores in netcdf-c 4.10's layout (netcdf_c="4.10"): the tests edit its .zattrs
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_AS is POSIX")
 
@@ -62,23 +62,23 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     # 1e9 values claimed, chunks of 1,000: the first chunk exists, the other 999,999 do not
     p = stores["shape 1e9"] = base / "shape1e9.zarr"
-    to_nczarr(xr.Dataset({"s": ("x", _strings(1000))}), p, maxstrlen=8)
+    to_nczarr(xr.Dataset({"s": ("x", _strings(1000))}), p, maxstrlen=8, netcdf_c="4.10")
     _claim(p, "s", 10**9, 1000)
 
     # 1e12 values in one claimed chunk of 1e12 (never written)
     p = stores["shape 1e12"] = base / "shape1e12.zarr"
-    to_nczarr(xr.Dataset({"s": ("x", _strings(3))}), p, maxstrlen=8)
+    to_nczarr(xr.Dataset({"s": ("x", _strings(3))}), p, maxstrlen=8, netcdf_c="4.10")
     _claim(p, "s", 10**12, 10**12)
     (p / "s" / "0").unlink()
 
     # a grid of 1e9 one-value chunks, the first three written
     p = stores["grid 1e9"] = base / "grid1e9.zarr"
-    to_nczarr(xr.Dataset({"s": ("x", _strings(3))}, ).chunk({"x": 1}), p, maxstrlen=8)
+    to_nczarr(xr.Dataset({"s": ("x", _strings(3))}, ).chunk({"x": 1}), p, maxstrlen=8, netcdf_c="4.10")
     _claim(p, "s", 10**9, 1)
 
     # a dimension coordinate of 1e9 values (xarray would load an index whole)
     p = stores["coordinate 1e9"] = base / "coord1e9.zarr"
-    to_nczarr(xr.Dataset({"s": ("x", _strings(1000))}, coords={"x": np.arange(1000)}), p, maxstrlen=8)
+    to_nczarr(xr.Dataset({"s": ("x", _strings(1000))}, coords={"x": np.arange(1000)}), p, maxstrlen=8, netcdf_c="4.10")
     _claim(p, "s", 10**9, 1000)
     _edit(p / "x" / ".zarray", shape=[10**9], chunks=[1000])
 
@@ -86,7 +86,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # shutil.rmtree recurse once per level)
     p = stores["1,000 nested groups"] = base / "deep.zarr"
     two = base / "two.zarr"
-    to_nczarr({"/": xr.Dataset(), "/g": xr.Dataset(), "/g/g": xr.Dataset({"v": ("y", _strings(2))})}, two)
+    to_nczarr({"/": xr.Dataset(), "/g": xr.Dataset(), "/g/g": xr.Dataset({"v": ("y", _strings(2))})}, two, netcdf_c="4.10")
     p.mkdir()
     for f in (".zattrs", ".zgroup"):
         shutil.copy(two / f, p / f)
