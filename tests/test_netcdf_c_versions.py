@@ -246,3 +246,14 @@ def test_convert_takes_the_target_netCDF4_to_zstrings_to_netcdf_c_4_9_0(peers, t
     assert m.compare({"/": written}, r.result) == ["strings as NC_CHAR"]
     with pytest.raises(ZStringsError, match="netCDF-4 file"):
         convert(dst, tmp_path / "back.nc", netcdf_c="4.9.0")
+
+
+def test_check_exits_1_on_a_layout_netcdf_c_4_10_does_not_read(tmp_path):
+    """A store written for netcdf-c 4.9.0 only: check says 4.10 cannot read its layout and exits 1
+    (the verdict rows themselves are measured against the readers above)."""
+    path = tmp_path / "debian.zarr"
+    with pytest.warns(NetcdfCompatibilityWarning):
+        to_nczarr(xr.Dataset({"s": ("x", np.array(["a", "bc"], dtype=object))}), path, netcdf_c="4.9.0")
+    r = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(path)], capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "netcdf-c 4.10 does not read this store's layout" in r.stdout and "no problems: netcdf-c 4.10 reads" not in r.stdout

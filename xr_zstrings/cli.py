@@ -1026,15 +1026,22 @@ def _cmd_check(args: argparse.Namespace) -> int:
           "netcdf-c build's filter plugins):")
     whole = next((f"{f.where} {f.problem.split(': ', 1)[0]}: netcdf-c refuses the whole store" for f in findings
                   if "whole store" in f.problem), "")
+    current_reads = True
     for version, reads, note, fix in netcdf_c_verdicts(tree, target, whole):
         print(f"  {version:12}{'reads' if reads else 'FAILS'}{': ' + note if note else ''}")
         if not reads:
             print(f"  {'':12}fix: {fix}")
+        if version == ">= 4.9.4":
+            current_reads = reads
     n = len(tree.arrays)
     sample_note = (f" ({n_sampled} variable(s) checked on a sample of their chunks; --full reads every chunk)"
                    if n_sampled else "")
     if findings:
         print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.{sample_note}")
+        return PROBLEMS
+    if not current_reads:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
+        print(f"{n} variable(s) read, no problems in the data, but netcdf-c 4.10 does not read this store's "
+              f"layout (which versions do, and the fix: above).{sample_note}")
         return PROBLEMS
     if n_sampled:
         print(f"{n} variable(s) read, no problems in what was read: netcdf-c reads this store as far as "
