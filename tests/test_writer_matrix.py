@@ -652,3 +652,81 @@ def test_numeric_codec_without_v3_equivalent_is_dropped_with_a_warning():
         enc = for_zarr(ds, 2)["v"].encoding
     assert [c.get_config() for c in enc["compressors"]] == [{"id": "zstd", "level": 1, "checksum": False}]
     assert enc["filters"] is None
+
+
+# ---------------------------------------------------------------------------------------------
+# Plain ds.to_zarr(zarr_format=2 | 3) on what engine="zstrings" opened, with zarr-python's defaults
+# ---------------------------------------------------------------------------------------------
+
+
+def _holds_codecs(obj: xr.Dataset) -> bool:
+    return any(v.encoding.get("compressors") or v.encoding.get("filters") for v in obj.variables.values())
+
+
+def _assert_zarr_python_reads(out: Path, src: xr.Dataset, fmt: int, where: str) -> None:
+    """zarr-python itself (no xarray) opens every array with the source's dims, and its text arrays
+    hold the source's strings (where the source has a value; a missing one is stored as a fill)."""
+    g = zarr.open_group(out, mode="r", zarr_format=fmt)
+    for name, var in src.variables.items():
+        arr = g[str(name)]
+        dims = arr.metadata.dimension_names if fmt == 3 else arr.attrs.get("_ARRAY_DIMENSIONS")
+        assert tuple(dims or ()) == var.dims, (where, name)
+        if var.dtype.kind not in "OTU":
+            continue
+        got = np.asarray(arr[...], dtype=object).reshape(-1).tolist()
+        want = np.asarray(var.values, dtype=object).reshape(-1).tolist()
+        pairs = [(g_, w) for g_, w in zip(got, want, strict=True)
+                 if not (w is None or (isinstance(w, float) and w != w))]
+        assert [_plain(g_) for g_, _ in pairs] == [_plain(w) for _, w in pairs], (where, name)
+
+
+_PLAIN_CASES = [(s, f) for s in SOURCES for f in (2, 3)]
+
+
+@pytest.mark.parametrize(("sid", "fmt"), _PLAIN_CASES,
+                         ids=[f"{s} -> to_zarr(v{f}) plain -> zarr-python" for s, f in _PLAIN_CASES])
+def test_plain_to_zarr_of_what_we_read(sid, fmt, source_dir, tmp_path):
+    """xarray's own ``to_zarr``, called as a new user calls it on what engine="zstrings" opened with
+    zarr-python's defaults (default format 3: encodings hold v3 codec objects).
+
+    v3: written with the source's codecs, read back by zarr-python (here), engine="zarr" and
+    engine="zstrings" (the matrix above). v2: zarr-python 3.1-3.4 takes no v3 codec object for a v2
+    array and no one object for both formats (docs/format-notes.md, "Codecs through xarray's
+    writers"), so a dataset whose variables carry codecs is refused by zarr-python's own
+    TypeError/ValueError -- never written with other codecs -- and each documented route writes it
+    (``ds.zstrings.to_zarr(zarr_format=2)``, opening under ``default_zarr_format=2``); a dataset
+    without codecs is written as it is."""
+    where = f"{sid} -> to_zarr(v{fmt}) plain"
+    src = _open(_source(sid, source_dir)).load()
+    if fmt == 3:
+        outs = [_write(sid, "to_zarr(v3)", source_dir, tree=False)[1]]
+    elif _holds_codecs(src):
+        with pytest.raises((TypeError, ValueError), match=r"[Cc]ompressor|numcodecs"):
+            src.to_zarr(tmp_path / "plain.zarr", zarr_format=2)
+        outs = [_write(sid, w, source_dir, tree=False)[1] for w in ("zstrings.to_zarr(v2)", "to_zarr(v2)")]
+    else:
+        _to_zarr_unchanged(src, tmp_path / "plain.zarr", 2)
+        outs = [tmp_path / "plain.zarr"]
+        for reader in ("zstrings", "zarr"):
+            with _read(outs[0], reader, "to_zarr(v2)", tree=False) as back:
+                assert_same(back.load(), src, f"{where} -> {reader}")
+    for out in outs:
+        _assert_zarr_python_reads(out, src, fmt, where)
+        _assert_codecs_kept(src, out, fmt, where)
+
+
+def test_plain_to_zarr_v2_output_with_strings_is_not_read_by_netcdf_c(tmp_path):
+    """netcdf-c 4.10.1 (mode=zarr) refuses a whole pure Zarr v2 store holding the strings xarray
+    writes to v2 (``<Un`` for StringDType, vlen-utf8 ``|O`` for objects), so plain
+    ``to_zarr(zarr_format=2)`` output is not netcdf-c-compatible: ``prepare_for_zarr`` (|Sn +
+    _nczarr_maxstrlen, tested above with netCDF4) is the route there. If a netcdf-c release reads
+    it, this fails and docs/format-notes.md can say so."""
+    ds = _open(sample_path()).load()
+    ds.zstrings.to_zarr(tmp_path / "t.zarr", zarr_format=2, consolidated=False)
+    xr.Dataset({"s": ("x", np.array(["a", "é"], dtype=object))}).to_zarr(tmp_path / "o.zarr", zarr_format=2,
+                                                                         consolidated=False)
+    for store, dtype in (("t.zarr", "<U9"), ("o.zarr", "|O")):
+        name = "station" if store == "t.zarr" else "s"
+        assert json.loads((tmp_path / store / name / ".zarray").read_text())["dtype"] == dtype
+        with pytest.raises(OSError, match="NCZarr error"):
+            netCDF4.Dataset(_url(tmp_path / store, "zarr"))
