@@ -730,3 +730,67 @@ def test_plain_to_zarr_v2_output_with_strings_is_not_read_by_netcdf_c(tmp_path):
         assert json.loads((tmp_path / store / name / ".zarray").read_text())["dtype"] == dtype
         with pytest.raises(OSError, match="NCZarr error"):
             netCDF4.Dataset(_url(tmp_path / store, "zarr"))
+
+
+# ---------------------------------------------------------------------------------------------
+# Golden stores whose strings read back missing without a fill value: what each writer does
+# ---------------------------------------------------------------------------------------------
+
+_MISSING_SOURCES = {
+    "zarrs-optional": Path(__file__).resolve().parent / "golden_chunks" / "zarrs_optional" / "optional.zarr",
+    "zarr-python-2.18-null": Path(__file__).resolve().parent / "golden_missing" / "zarr-python-2.18" / "missing.zarr",
+}
+
+
+def _missing_source(sid: str) -> xr.Dataset:
+    ds = _open(_MISSING_SOURCES[sid]).load()
+    # (StringDType with an NA object: xarray's isnull() takes "" for missing in a plain StringDType)
+    keep = [n for n, v in ds.data_vars.items() if hasattr(v.dtype, "na_object") and bool(v.isnull().any())]
+    assert keep, sid  # the golden store holds missing strings
+    return ds[keep]
+
+
+def _missing_as_none(values) -> list:
+    return [None if v is None or (isinstance(v, float) and v != v) else v
+            for v in np.asarray(values, dtype=object).reshape(-1).tolist()]
+
+
+@pytest.mark.parametrize("sid", list(_MISSING_SOURCES))
+def test_missing_strings_without_a_fill_through_every_writer(sid, tmp_path):
+    """Missing strings that no fill value marks (zarrs' optional type, a v2 ``fill_value: null``):
+    ``to_zarr_v3`` writes them back missing (zarrs' optional type); ``to_nczarr`` refuses them
+    naming the fix, and with a string ``_FillValue`` set they round-trip through netcdf-c as its
+    fill; xarray's own writers write NA of ``StringDType(na_object=nan)`` as the text "nan" when no
+    ``_FillValue`` is set (xarray's handling, docs/format-notes.md "na_object=np.nan") and as the
+    fill when one is."""
+    from xr_zstrings import MissingStringsWarning, ZStringsError
+    from xr_zstrings.writer_v3 import to_zarr_v3
+
+    ds = _missing_source(sid)
+    want = {n: _missing_as_none(v.values) for n, v in ds.data_vars.items()}
+    with pytest.warns(MissingStringsWarning):
+        to_zarr_v3(ds, tmp_path / "v3.zarr")
+    back = _open(tmp_path / "v3.zarr")
+    assert {n: _missing_as_none(back[n].values) for n in want} == want
+
+    with pytest.raises(ZStringsError, match=r"missing value\(s\).*_FillValue"):
+        to_nczarr(ds, tmp_path / "refused.zarr")
+    filled = ds.copy()
+    for var in filled.data_vars.values():  # (zarrs' gzip is no codec netcdf-c reads: written without)
+        gz = any("gzip" in repr(c).lower() for c in var.encoding.get("compressors") or ())
+        var.encoding = {**var.encoding, "_FillValue": "<missing>", **({"compressors": None} if gz else {})}
+    to_nczarr(filled, tmp_path / "nc.zarr")
+    assert {n: _missing_as_none(v.values) for n, v in _open(tmp_path / "nc.zarr").data_vars.items()} == want
+    peer = xr.open_dataset(_url(tmp_path / "nc.zarr", "nczarr"), engine="netcdf4")
+    assert {n: _missing_as_none(peer[n].values) for n in want} == want  # netcdf-c + xarray mask the fill
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        ds.to_zarr(tmp_path / "x3.zarr", zarr_format=3)
+    raw = zarr.open_group(tmp_path / "x3.zarr", mode="r")
+    for n, values in want.items():
+        assert [("nan" if v is None else v) for v in values] == \
+            np.asarray(raw[n][...], dtype=object).reshape(-1).tolist()
+    filled.to_netcdf(tmp_path / "x.nc", engine="netcdf4")
+    back = xr.open_dataset(tmp_path / "x.nc", engine="netcdf4")
+    assert {n: _missing_as_none(back[n].values) for n in want} == want

@@ -22,7 +22,7 @@ from .codecs import ChunkPipeline
 from .errors import DimensionError, UnsupportedError, ZStringsError
 from .metadata import NC_FILL_VALUES, name_problem
 from .nczarr_json import _attrs_json, _plain
-from .zarr_encoding import v2_configs
+from .zarr_encoding import OBJECT_CODECS, v2_configs
 
 Format = Literal["nczarr", "zarr2"]
 
@@ -206,8 +206,10 @@ def _codecs_from_encoding(
             )
         # text read by engine="zstrings" has no 'filters' (xarray's vlen strings take none): the
         # store's own (netcdf-c's shuffle of the fixed-width bytes) are kept for NCZarr
-        enc = {**enc, "compressor": comp0,
-               "filters": filters0 if "filters" in enc else enc.get("zstrings_filters")}
+        # (a |O source's vlen-utf8/vlen-bytes is the object codec of that layout, not a filter:
+        # NCZarr text is |Sn or >S1, so it is left out)
+        stored = [f for f in enc.get("zstrings_filters") or () if dict(f).get("id") not in OBJECT_CODECS]
+        enc = {**enc, "compressor": comp0, "filters": filters0 if "filters" in enc else (stored or None)}
     if "compressor" in enc or enc.get("filters"):
         comp = _codec_config(enc.get("compressor"), where=where) or None
         filters = [_codec_config(f, where=where) for f in (enc.get("filters") or [])]

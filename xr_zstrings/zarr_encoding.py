@@ -34,7 +34,9 @@ from .codecs_v3 import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
 __all__ = ["CodecDroppedWarning", "default_zarr_format", "for_zarr", "store_codecs_encoding", "v2_configs"]
 
 _TEXT_KINDS = ("string", "char", "unicode", "vlen", "vlen-bytes")
-_OBJECT_CODECS = ("vlen-utf8", "vlen-bytes", "vlen-array", "json2", "pickle", "msgpack2")
+#: numcodecs' object codecs: the serializer of a |O layout, never a filter to carry over
+OBJECT_CODECS = ("vlen-utf8", "vlen-bytes", "vlen-array", "json2", "pickle", "msgpack2")
+_OBJECT_CODECS = OBJECT_CODECS
 
 
 def default_zarr_format() -> int:
