@@ -53,7 +53,6 @@ import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
 
 from xr_zstrings import cli  # noqa: E402
-from xr_zstrings.errors import StringTruncationWarning  # noqa: E402
 
 SAMPLE = str(sample_path())
 NAMES = ["Zürich", "東京", "São Paulo", "Reykjavík", "Oslo"]
@@ -90,7 +89,7 @@ def test_info_is_an_ncdump_header_with_the_layout(capsys):
     assert "\tstring climate(station) ; // NC_STRING |S12, maxstrlen 12" in out
     assert "\tchar code(station, code_len) ; // NC_CHAR >S1" in out
     assert "\tfloat temperature(time, station) ; // <f4, zlib level 4 + shuffle, chunks [2, 5]" in out
-    assert "\t\ttemperature:_FillValue = -999.0f ;" in out
+    assert "\t\ttemperature:_FillValue = -999.f ;" in out  # ncdump's CDL literal
     assert '\t\t:title = "Weather stations with names (xr_zstrings sample)" ;' in out
     assert "group: metadata {" in out and "  \tstring country(station) ;" in out
     assert "Zürich" not in out  # a header: metadata only
@@ -132,19 +131,20 @@ def test_dump_shows_strings_as_text(capsys):
     code, out, _ = run(capsys, "dump", SAMPLE)
     assert code == 0
     assert ' station = "Zürich", "東京", "São Paulo", "Reykjavík", "Oslo" ;' in out
-    assert ' code = "ZRH", "HND", "GRU", "RKV", "OSL" ;' in out
+    assert ' code =\n  "ZRH",\n  "HND",\n  "GRU",\n  "RKV",\n  "OSL" ;' in out  # NC_CHAR rows, as ncdump
     assert ' country = "Schweiz", "日本", "Brasil", "Ísland", "Norge" ;' in out
-    assert "  _, 9.0, 22.2, -2.5, -5.5 ;" in out  # the fill value is shown as '_'
+    assert "  _, 9, 22.2, -2.5, -5.5 ;" in out  # the fill value is shown as '_' (ncdump's numbers)
     assert ' time = "2026-01-01", "2026-01-02"' in out
 
 
 def test_dump_selects_variables_and_groups(capsys):
     code, out, _ = run(capsys, "dump", SAMPLE, "-v", "station,/metadata/country")
-    assert code == 0 and "station =" in out and "country =" in out and "temperature" not in out
+    assert code == 0 and " station =" in out and " country =" in out and " temperature =" not in out
+    assert "\tfloat temperature(time, station) ;" in out  # as ncdump -v: the whole header
     code, out, _ = run(capsys, "dump", SAMPLE, "--group", "metadata")
     assert code == 0 and "country =" in out and "station =" not in out
     code, out, _ = run(capsys, "dump", SAMPLE, "--raw", "-v", "time,temperature")
-    assert " time = 0, 1, 2, 3 ;" in out and "-999.0" in out
+    assert " time = 0, 1, 2, 3 ;" in out and "  _, 9, 22.2, -2.5, -5.5 ;" in out  # ncdump's '_' for the fill
     code, _, err = run(capsys, "dump", SAMPLE, "-v", "nope")
     assert code == 2 and "nope" in err and "/station" in err
 
@@ -185,12 +185,14 @@ def _temps():
 
 def test_convert_maxstrlen_and_overflow_policies(capsys, tmp_path):
     code, _, err = run(capsys, "convert", SAMPLE, str(tmp_path / "a.zarr"), "--maxstrlen", "4")
-    assert code == 2 and "on_overflow" in err and err.count("\n") == 1
+    assert code == 2 and "--on-overflow widen" in err and err.count("\n") == 1  # the flag that fixes it
     assert not (tmp_path / "a.zarr" / ".zgroup").exists()
-    with pytest.warns(StringTruncationWarning):
-        code, _, _ = run(capsys, "convert", SAMPLE, str(tmp_path / "b.zarr"), "--maxstrlen", "4",
-                         "--on-overflow", "truncate", "--format", "zarr2")
+    code, _, err = run(capsys, "convert", SAMPLE, str(tmp_path / "b.zarr"), "--maxstrlen", "4",
+                       "--on-overflow", "truncate", "--format", "zarr2")
     assert code == 0
+    # one line per warning, without the Python source line the default format adds
+    assert "zstrings: warning: variable '/station': 4 value(s) longer than 4 bytes" in err
+    assert ".py:" not in err and all(line.startswith(("zstrings: warning: ", "wrote ")) for line in err.splitlines())
     assert _strings(tmp_path / "b.zarr", "station") == ["Zür", "東", "São", "Reyk", "Oslo"]
     code, _, _ = run(capsys, "convert", SAMPLE, str(tmp_path / "c.zarr"), "--maxstrlen", "4",
                      "--on-overflow", "widen")

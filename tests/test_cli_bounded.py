@@ -138,8 +138,13 @@ def test_dump_shows_a_limited_result_that_says_so(hostile: dict[str, Path], case
         return
     total = {"shape 1e12": 10**12}.get(case, 10**9)
     assert f"the first 10,000 of {total:,} values" in r.stdout
-    line = next(x for x in r.stdout.splitlines() if x.startswith(" s = "))
-    values = line[len(" s = "):].split(", ")
+    lines = r.stdout.splitlines()
+    first = next(i for i, x in enumerate(lines) if x.startswith(" s = "))
+    block = [lines[first]]
+    while not block[-1].endswith(";"):  # wrapped at 80 columns as ncdump wraps
+        block.append(lines[first + len(block)])
+    assert all(len(x) <= 80 for x in block) and all(x.startswith("    ") for x in block[1:])
+    values = " ".join(x.strip() for x in block)[len("s = "):].split(", ")
     assert len(values) == 10_001 and values[-1] == "... ;"  # 10,000 values, then the ellipsis
     if case in ("shape 1e9", "coordinate 1e9"):
         assert values[:3] == ['"s0"', '"s1"', '"s2"'] and values[999] == '"s999"' and values[1000] == '""'

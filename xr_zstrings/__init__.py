@@ -20,6 +20,7 @@ from .errors import (
     StringDecodeWarning,
     StringOverflowError,
     StringTruncationWarning,
+    TargetExistsError,
     UnknownCodecError,
     UnsupportedError,
     ZStringsError,

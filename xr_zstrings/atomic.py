@@ -34,7 +34,7 @@ from typing import Any
 
 from zarr.storage import LocalStore
 
-from .errors import ConcurrentWriteError, ZStringsError
+from .errors import ConcurrentWriteError, TargetExistsError, ZStringsError
 from .store import refuse_links
 
 __all__ = ["INCOMPLETE_MARKER", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "local_commit", "target_lock"]
@@ -284,7 +284,7 @@ def local_commit(target: Path, *, mode: str, display: str, zip_file: bool = Fals
     with target_lock(target, display):
         _recover(target)
         if mode == "w-" and is_nonempty(target):
-            raise ZStringsError(
+            raise TargetExistsError(
                 f"Cannot write to {display}: it is not empty and mode='w-' never overwrites. Pass "
                 "mode='w' to replace it, or mode='a' with append_dim to append."
             )

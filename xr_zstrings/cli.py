@@ -20,6 +20,7 @@ import json
 import math
 import os
 import sys
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -160,32 +161,70 @@ def _codec_note(meta: Any) -> str:
     return " + ".join(parts) if parts else "uncompressed"
 
 
+#: ncdump's escapes in CDL strings (ncdump/utils.c); other control characters become octal ``\\ooo``
+_CDL_ESCAPES = {"\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t", "\v": "\\v",
+                "\\": "\\\\", "'": "\\'", '"': '\\"'}
+
+
 def _cdl_text(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False)
+    """A CDL string literal as ncdump writes it: quoted, ``\\n``-style escapes, other control
+    characters (and bytes that are not UTF-8, kept as surrogates) in octal, other text as is."""
+    out = ['"']
+    for ch in s:
+        o = ord(ch)
+        if ch in _CDL_ESCAPES:
+            out.append(_CDL_ESCAPES[ch])
+        elif o < 0x20 or o == 0x7F:
+            out.append(f"\\{o:03o}")
+        elif 0xDC80 <= o <= 0xDCFF:  # a byte that is not UTF-8 (surrogateescape)
+            out.append(f"\\{o - 0xDC00:03o}")
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
 
 
-def _cdl_scalar(v: Any) -> str:
+def _cdl_bytes(b: bytes) -> str:
+    return _cdl_text(bytes(b).decode("utf-8", "surrogateescape"))
+
+
+def _cdl_float(x: float, *, single: bool, attribute: bool) -> str:
+    """A float in the shortest form that reads back exactly (numpy's ``str``: ncdump rounds to 7 /
+    15 significant digits instead). Attributes are CDL literals as ncdump writes them: ``2.``,
+    ``1.e+20``, ``-999.f``, ``NaNf``; data values are plain (``2``, ``1e+20``)."""
+    import numpy as np
+
+    if np.isnan(x):
+        text = "NaN"
+    elif np.isinf(x):
+        text = "Infinity" if x > 0 else "-Infinity"
+    else:
+        text = str(np.float32(x) if single else np.float64(x))
+        mantissa, e, exponent = text.partition("e")
+        if mantissa.endswith(".0"):
+            mantissa = mantissa[:-2]
+        if attribute and "." not in mantissa:
+            mantissa += "."
+        text = mantissa + e + exponent
+    return text + ("f" if single and attribute else "")
+
+
+def _cdl_scalar(v: Any, *, attribute: bool = True) -> str:
+    """One attribute (or data) value in CDL: numbers typed by their numpy type as ncdump types
+    them (``1s``, ``2UB``, ``3LL``, ``1.5f``), a Python float as a double, text quoted."""
     import numpy as np
 
     if isinstance(v, str):
         return _cdl_text(v)
-    if isinstance(v, bytes):
-        return _cdl_text(v.decode("utf-8", "backslashreplace"))
-    if isinstance(v, np.generic):
-        code = v.dtype.str[1:]
-        if v.dtype.kind == "f":
-            text = str(v)
-            if np.isfinite(v) and "e" not in text and "." not in text:
-                text += "."
-            if np.isnan(v):
-                text = "NaN"
-            return text + ("f" if code == "f4" else "")
-        if v.dtype.kind in "iu":
-            return f"{int(v)}{_CDL_SUFFIX.get(code, '')}"
-        if v.dtype.kind == "b":
-            return "true" if v else "false"
-        return str(v)
-    if isinstance(v, bool) or v is None or isinstance(v, dict | list):
+    if isinstance(v, bytes | np.bytes_):
+        return _cdl_bytes(v)
+    if isinstance(v, bool | np.bool_):
+        return "true" if v else "false"
+    if isinstance(v, np.floating | float):
+        return _cdl_float(float(v), single=isinstance(v, np.float32 | np.float16), attribute=attribute)
+    if isinstance(v, np.integer):
+        return f"{int(v)}{_CDL_SUFFIX.get(v.dtype.str[1:], '') if attribute else ''}"
+    if v is None or isinstance(v, dict | list):
         return json.dumps(v, ensure_ascii=False)
     return str(v)
 
@@ -195,8 +234,9 @@ def _cdl_attr(value: Any) -> str:
 
     if isinstance(value, np.ndarray):
         return ", ".join(_cdl_scalar(x) for x in value.ravel()) if value.ndim else _cdl_scalar(value[()])
-    if isinstance(value, list) and value and all(isinstance(x, str) for x in value):
-        return ", ".join(_cdl_text(x) for x in value)
+    if isinstance(value, list | tuple) and value and all(isinstance(x, str | float | bool | np.generic)
+                                                         or type(x) is int for x in value):
+        return ", ".join(_cdl_scalar(x) for x in value)
     return _cdl_scalar(value)
 
 
@@ -223,32 +263,65 @@ def _group_dimensions(tree: Any, path: str, arrays: list[Any]) -> list[Any]:
     return list(seen.values())
 
 
+#: what ``render_cdl`` calls for a group's ``data:`` section: (group path, indentation) -> lines
+DataLines = Callable[[str, str], Iterator[str]]
+
+
 def render_info(tree: Any, name: str) -> Iterator[str]:
-    """``ncdump -h``-like lines for a whole tree (groups nested as ncdump nests them)."""
+    """``ncdump -h``-like lines for a whole tree, each variable annotated with how it is stored,
+    after the store's layout."""
     yield f"// source: {tree.store.display}"
     yield f"// layout: {_describe_layout(tree)}"
     if tree.root.default_maxstrlen is not None:
         yield f"// _nczarr_default_maxstrlen: {tree.root.default_maxstrlen}"
+    yield from render_cdl(tree, name, notes=True)
+
+
+def render_cdl(tree: Any, name: str, *, notes: bool = False, group: str | None = None,
+               data: DataLines | None = None) -> Iterator[str]:
+    """CDL as ncdump writes it: the header of every group (only ``group``'s subtree when given),
+    nested as ncdump nests groups, each group's ``data:`` section from ``data``, and with
+    ``notes`` a comment on each variable saying how it is stored."""
     yield f"netcdf {name} {{"
-    yield from _render_group(tree, "/", "")
+    yield from _render_group(tree, "/", "", notes=notes, only=group, data=data)
     yield "}"
 
 
 def _array_attrs(tree: Any, meta: Any) -> dict[str, Any]:
+    """An array's attributes with ``_FillValue`` as a value of the array's type (as ncdump types
+    it), whichever way the format stores it."""
+    import numpy as np
+
     attrs = dict(meta.attrs)
-    if meta.generation == "zarr-v3" and "_FillValue" in attrs:
+    if "_FillValue" not in attrs:
+        return attrs
+    fill = attrs["_FillValue"]
+    if meta.generation == "zarr-v3":
         from .metadata_v3 import decode_xarray_fill_attr
 
         try:  # xarray stores a v3 array's _FillValue attribute encoded (base64 of the value)
-            attrs["_FillValue"] = decode_xarray_fill_attr(attrs["_FillValue"], meta, store=tree.store.display)
+            fill = decode_xarray_fill_attr(fill, meta, store=tree.store.display)
         except Exception:  # noqa: BLE001 - show it as stored
+            return attrs
+    if meta.dtype.kind in "fiu" and isinstance(fill, int | float | np.number) and not isinstance(fill, bool):
+        try:
+            fill = np.array(fill).astype(meta.dtype, casting="same_kind" if meta.dtype.kind == "f" else "unsafe")
+            fill = fill[()] if fill.ndim == 0 else fill
+        except (TypeError, ValueError, OverflowError):  # shown as stored
             pass
+    attrs["_FillValue"] = fill
     return attrs
 
 
-def _render_group(tree: Any, path: str, pad: str) -> Iterator[str]:
-    """A group's lines and its subgroups', nested as ncdump nests them. Iterative (an explicit
-    stack, not recursion): a store may nest groups deeper than Python's recursion limit."""
+def _in_scope(path: str, only: str | None) -> bool:
+    return only is None or path == only or path.startswith(only.rstrip("/") + "/")
+
+
+def _render_group(tree: Any, path: str, pad: str, *, notes: bool, only: str | None,
+                  data: DataLines | None) -> Iterator[str]:
+    """A group's lines and its subgroups', nested as ncdump nests them; outside ``only``'s subtree
+    just the ``group:`` lines that lead to it. Iterative (an explicit stack, not recursion): a
+    store may nest groups deeper than Python's recursion limit."""
     stack: list[tuple[str, str] | str] = [(path, pad)]
     while stack:
         item = stack.pop()
@@ -256,17 +329,26 @@ def _render_group(tree: Any, path: str, pad: str) -> Iterator[str]:
             yield item
             continue
         path, pad = item
-        yield from _group_body(tree, path, pad)
+        inside = _in_scope(path, only)
+        if inside:
+            yield from _group_body(tree, path, pad, notes=notes)
+            if data is not None:
+                yield from data(path, pad)
         later: list[tuple[str, str] | str] = []
         for g in tree.children.get(path, ([], []))[1]:
-            later += ["", f"{pad}group: {g} {{", (f"{path.rstrip('/')}/{g}", pad + "  "), f"{pad}  }} // group {g}"]
+            child = f"{path.rstrip('/')}/{g}"
+            if inside or _in_scope(child, only) or (only or "").startswith(child + "/"):
+                later += ["", f"{pad}group: {g} {{", (child, pad + "  "), f"{pad}  }} // group {g}"]
         stack.extend(reversed(later))
 
 
-def _group_body(tree: Any, path: str, pad: str) -> Iterator[str]:
-    """One group's dimensions, variables and attributes (not its subgroups)."""
+def _group_body(tree: Any, path: str, pad: str, *, notes: bool) -> Iterator[str]:
+    """One group's dimensions, variables and attributes (not its subgroups); arrays this package
+    does not decode are named in a comment with the reason."""
     arrays_here = tree.children.get(path, ([], []))[0]
     metas = [tree.arrays[f"{path.rstrip('/')}/{a}"] for a in arrays_here]
+    left_out = {p.rsplit("/", 1)[1]: why for p, why in tree.unreadable.items()
+                if (p.rsplit("/", 1)[0] or "/") == path}
     dims = _group_dimensions(tree, path, metas)
     if dims:
         yield f"{pad}dimensions:"
@@ -275,16 +357,19 @@ def _group_body(tree: Any, path: str, pad: str) -> Iterator[str]:
                 yield f"{pad}\t{d.name} = UNLIMITED ; // ({d.size} currently)"
             else:
                 yield f"{pad}\t{d.name} = {d.size} ;"
-    if metas:
+    if metas or left_out:
         yield f"{pad}variables:"
         for meta in metas:
             cdl, note = _type_and_note(tree, meta)
             dnames = ", ".join(d.name for d in _resolve_dims(tree, meta))
             shape = "" if meta.scalar else f"({dnames})"
             chunks = "" if meta.scalar else f", chunks {list(meta.chunks)}"
-            yield f"{pad}\t{cdl} {meta.name}{shape} ; // {note}, {_codec_note(meta)}{chunks}"
+            comment = f" // {note}, {_codec_note(meta)}{chunks}" if notes else ""
+            yield f"{pad}\t{cdl} {meta.name}{shape} ;{comment}"
             for k, v in _array_attrs(tree, meta).items():
                 yield f"{pad}\t\t{meta.name}:{k} = {_cdl_attr(v)} ;"
+        for name, why in left_out.items():
+            yield f"{pad}\t// {name}: not decoded by xr_zstrings: {_one_line(why)}"
     attrs = tree.groups[path].attrs
     if attrs:
         yield ""
@@ -316,35 +401,51 @@ def _cmd_info(args: argparse.Namespace) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def _fmt_values(values: Any) -> list[str]:
-    """Each element as CDL-ish text: strings quoted, missing as ``_``, times in ISO form."""
+def _fmt_values(values: Any, *, decoded: bool = True, fill: Any = None) -> list[str]:
+    """Each element as ncdump writes data: strings quoted, missing values (NaN and NaT once decoded,
+    None, and values equal to ``fill``, the stored ``_FillValue``) as ``_``, floats in their
+    shortest exact form, times in ISO form."""
     import numpy as np
 
     arr = np.asarray(values)
     flat = arr.ravel()
+    if fill is not None and arr.dtype.kind in "fiu":
+        try:
+            is_fill = np.isnan(flat) if np.isnan(fill) else flat == np.asarray(fill, dtype=arr.dtype)
+        except (TypeError, ValueError, OverflowError):
+            is_fill = None
+        if is_fill is not None and is_fill.any():
+            plain = _fmt_values(values, decoded=decoded)
+            return ["_" if m else t for t, m in zip(plain, is_fill.tolist(), strict=True)]
     if arr.dtype.kind in "Mm":
         nat = np.isnat(flat)
         text = np.datetime_as_string(flat, unit="auto") if arr.dtype.kind == "M" else flat.astype(str)
         return ["_" if m else _cdl_text(str(t)) for t, m in zip(text, nat, strict=True)]
     if arr.dtype.kind in "TU":
         return [_cdl_text(str(s)) for s in flat]
+    if arr.dtype.kind == "S":
+        return [_cdl_bytes(s) for s in flat]
     if arr.dtype.kind == "f":
-        return ["_" if np.isnan(x) else str(x) for x in flat]
+        single = arr.dtype.itemsize <= 4
+        return ["_" if decoded and np.isnan(x) else _cdl_float(float(x), single=single, attribute=False)
+                for x in flat]
+    if arr.dtype.kind in "iu":
+        return [str(int(x)) for x in flat]
+    if arr.dtype.kind == "b":
+        return ["true" if x else "false" for x in flat]
     out = []
     for x in flat:
-        if isinstance(x, str):
-            out.append(_cdl_text(x))
-        elif isinstance(x, bytes):
-            out.append(_cdl_text(x.decode("utf-8", "backslashreplace")))
-        elif x is None:
+        if x is None:
             out.append("_")
         else:
-            out.append(str(x))
+            out.append(_cdl_scalar(x, attribute=False))
     return out
 
 
 #: values ``dump`` prints per variable unless ``--limit`` says otherwise (0: all)
 DUMP_LIMIT = 10_000
+#: ``dump``'s line width (ncdump's ``-l`` default)
+DUMP_WIDTH = 80
 
 
 def _first_values_box(shape: tuple[int, ...], limit: int) -> tuple[slice, ...]:
@@ -361,74 +462,184 @@ def _first_values_box(shape: tuple[int, ...], limit: int) -> tuple[slice, ...]:
     return tuple(box)
 
 
-def _dump_variable(name: str, var: Any, limit: int = 0) -> Iterator[str]:
+def _flow(first: str, pieces: list[str], indent: str, width: int, pad: str = "") -> list[str]:
+    """``first`` then ``pieces`` separated by spaces, wrapped as ncdump wraps data: a new line
+    (starting with ``indent``) before a piece that would end past ``width - 3`` columns (ncdump
+    leaves a space at the end of a line and keeps it, with room for the next separator, in 80).
+    Columns count from the group's indentation ``pad``, so deeply nested groups still wrap."""
+    lines, line, placed = [], first, False
+    for p in pieces:
+        if placed and len(line) - len(pad) + 1 + len(p) > width - 3:
+            lines.append(line)
+            line, placed = indent + p, True
+            continue
+        line = f"{line} {p}" if line.strip() else line + p
+        placed = True
+    lines.append(line)
+    return lines
+
+
+def _dump_variable(name: str, var: Any, limit: int = 0, *, width: int = DUMP_WIDTH, pad: str = "",
+                   decoded: bool = True, string_rows: bool = False) -> Iterator[str]:
+    """One variable's data lines as ncdump writes them: ``name = v, v, ... ;`` wrapped at
+    ``width`` columns with a 4-space continuation; a variable of 2 or more dimensions one row of
+    its last dimension per line. Only the first ``limit`` values are read (0: all)."""
     shown = var
+    chars = var.dtype == "S1" and var.ndim > 0  # NC_CHAR: the limit counts strings
+    shape = var.shape[:-1] if chars else var.shape
     total = math.prod(var.shape)
-    if limit and total > limit:
-        shown = var[_first_values_box(var.shape, limit)]
+    if limit and math.prod(shape) > limit:
+        shown = var[_first_values_box(shape, limit) + ((slice(None),) if chars else ())]
     values = shown.values
-    items = _fmt_values(values)
+    row = values.shape[-1] if values.ndim else 1
+    one_dim = var.ndim <= 1 and not string_rows
+    if string_rows and var.ndim == 1:
+        row = 1
+    if values.dtype == "S1" and values.ndim:  # NC_CHAR: each row of characters is one string
+        values = values.view(f"S{values.shape[-1]}")[..., 0] if values.shape[-1] else values[..., 0].astype("S1")
+        total //= max(var.shape[-1], 1)
+        row = 1  # as ncdump: one string per line when there are several
+    items = _fmt_values(values, decoded=decoded, fill=None if decoded else var.attrs.get("_FillValue"))
     more = total - len(items)
-    if var.ndim <= 1:
-        yield f" {name} = {', '.join(items)}{', ...' if more else ''} ;"
+    cont = pad + "    "
+    if one_dim:
+        pieces = [f"{v}," for v in items[:-1]] + ([f"{items[-1]}{',' if more else ' ;'}"] if items else [])
+        if more:
+            pieces.append("... ;")
+        elif not items:
+            pieces = [";"]
+        yield from _flow(f"{pad} {name} =", pieces, cont, width, pad)
     else:
-        width = shown.shape[-1] or 1
-        rows = [", ".join(items[i : i + width]) for i in range(0, len(items), width)]
-        yield f" {name} ="
-        for i, row in enumerate(rows):
-            yield f"  {row}{(', ...' if more else ' ;') if i == len(rows) - 1 else ','}"
+        yield f"{pad} {name} ="
+        rows = [items[i : i + row] for i in range(0, len(items), row or 1)] or [[]]
+        for i, r in enumerate(rows):
+            last = i == len(rows) - 1
+            pieces = [f"{v}," for v in r[:-1]]
+            if r:
+                pieces.append(f"{r[-1]}{',' if (more or not last) else ' ;'}")
+            if last and more:
+                pieces.append("... ;")
+            yield from _flow(f"{pad}  ", pieces, cont, width, pad)
     if more:
-        yield (f" // {name}: the first {len(items):,} of {total:,} values (shape {list(var.shape)}); "
+        yield (f"{pad} // {name}: the first {len(items):,} of {total:,} values (shape {list(var.shape)}); "
                f"--limit N shows more, --limit 0 all")
 
 
-def _cmd_dump(args: argparse.Namespace) -> int:
-    import xarray as xr
+def _parse_slices(specs: Sequence[str] | None) -> dict[str, slice]:
+    """``-d DIM=START:STOP[:STEP]`` (Python slice syntax, the end excluded) or ``-d DIM=INDEX``."""
+    out: dict[str, slice] = {}
+    for spec in specs or ():
+        dim, eq, rng = spec.partition("=")
+        try:
+            if not eq or not dim.strip():
+                raise ValueError
+            parts = [int(p) if p.strip() else None for p in rng.split(":")]
+            if len(parts) == 1:
+                if parts[0] is None:
+                    raise ValueError
+                i = parts[0]
+                out[dim.strip()] = slice(i, None if i == -1 else i + 1)
+            elif len(parts) <= 3:
+                if parts[2:] and parts[2] is not None and parts[2] < 1:
+                    raise ValueError
+                out[dim.strip()] = slice(*parts)
+            else:
+                raise ValueError
+        except ValueError:
+            raise UsageError(f"-d {spec}: expected DIM=START:STOP[:STEP] or DIM=INDEX (Python slice syntax, "
+                             "the end excluded), e.g. -d time=0:10") from None
+    return out
 
+
+def _slice_text(s: slice) -> str:
+    text = f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
+    return text + (f":{s.step}" if s.step not in (None, 1) else "")
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
     if _is_netcdf_file(args.target):
         raise UsageError(f"{args.target} is a netCDF file: use ncdump for it, or convert it first.")
-    kw: dict[str, Any] = {"engine": "zstrings"}
-    if args.raw:
-        kw.update(mask_and_scale=False, decode_times=False, decode_timedelta=False)
     if args.limit < 0:
         raise UsageError(f"--limit {args.limit}: expected a number of values >= 0 (0: all).")
+    if args.width < 20:
+        raise UsageError(f"-l {args.width}: expected a line width of at least 20 columns.")
+    slices = _parse_slices(args.slice)
+    tree = _open_tree(args.target)
+    group = None
+    if args.group is not None:
+        group = "/" + args.group.strip("/") if args.group.strip("/") else "/"
+        if group not in tree.groups:
+            raise UsageError(f"no group {args.group} in {args.target}; groups: {', '.join(sorted(tree.groups))}.")
+    wanted = [v.strip() for v in args.variables.split(",") if v.strip()] if args.variables else None
+    name = _store_name(args.target)
+    if args.header:
+        for line in render_cdl(tree, name, group=group):
+            print(line)
+        return OK
+    groups = _open_groups_lazily(args.target, raw=args.raw)
+    selected: dict[str, list[str]] = {}
+    found: set[str] = set()
+    for path, ds in groups.items():
+        if not _in_scope(path, group):
+            continue
+        order = [a for a in tree.children.get(path, ([], []))[0] if a in ds.variables]
+        order += [str(n) for n in ds.variables if str(n) not in order]
+        for n in order:
+            full = f"{path.rstrip('/')}/{n}"
+            if wanted is None or n in wanted or full in wanted:
+                selected.setdefault(path, []).append(n)
+                found.update({n, full})
+    missing = [w for w in wanted or () if w not in found]
+    if missing:
+        available = sorted(f"{g.rstrip('/')}/{n}" for g, ds in groups.items() for n in ds.variables
+                           if _in_scope(g, group))
+        raise UsageError(f"no variable {', '.join(missing)} in {args.target}; available: "
+                         f"{', '.join(available)} (use -v NAME or -v /group/NAME).")
+    used_dims = {str(d) for p, names in selected.items() for n in names for d in groups[p][n].dims}
+    unused = [d for d in slices if d not in used_dims]
+    if unused:
+        raise UsageError(f"-d {', '.join(unused)}: no variable shown uses that dimension; the variables "
+                         f"shown use {', '.join(sorted(used_dims)) or 'no dimension'}.")
+
+    def data(path: str, pad: str) -> Iterator[str]:
+        names = selected.get(path)
+        if not names:
+            return
+        ds = groups[path]
+        yield f"{pad}data:"
+        applied = {d: s for d, s in slices.items() if any(d in ds[n].dims for n in names)}
+        if applied:
+            yield f"{pad}// selection: {', '.join(f'{d}={_slice_text(s)}' for d, s in applied.items())}"
+        for n in names:
+            var = ds[n].variable
+            sel = {d: s for d, s in slices.items() if d in var.dims}
+            if sel:
+                var = var.isel(sel)
+            meta = tree.arrays.get(f"{path.rstrip('/')}/{n}")
+            # NC_CHAR of 2 or more dimensions (joined into strings by xarray): one string per line
+            rows = meta is not None and meta.string_kind == "char" and len(meta.shape) >= 2
+            yield ""
+            yield from _dump_variable(n, var, args.limit, width=args.width, pad=pad, decoded=not args.raw,
+                                      string_rows=rows)
+
+    for line in render_cdl(tree, name, group=group, data=data):
+        print(line)
+    return OK
+
+
+def _open_groups_lazily(target: str, *, raw: bool) -> dict[str, Any]:
+    """Every group as a lazy Dataset, CF-decoded unless ``raw``, without pandas indexes (xarray
+    would load each dimension coordinate whole to build one)."""
     import inspect
 
+    import xarray as xr
+
+    kw: dict[str, Any] = {"engine": "zstrings"}
+    if raw:
+        kw.update(mask_and_scale=False, decode_times=False, decode_timedelta=False)
     if "create_default_indexes" in inspect.signature(xr.open_groups).parameters:
-        # no pandas index: xarray would load every dimension coordinate whole when opening
         kw["create_default_indexes"] = False
-    wanted = [v.strip() for v in args.variables.split(",") if v.strip()] if args.variables else None
-    if args.group is not None:
-        gpath = "/" + args.group.strip("/") if args.group.strip("/") else "/"
-        groups = {gpath: xr.open_dataset(args.target, group=gpath, **kw)}
-    else:
-        groups = xr.open_groups(args.target, **kw)
-    found: set[str] = set()
-    print(f"netcdf {_store_name(args.target)} {{")
-    for gpath, ds in groups.items():
-        names = []
-        for name in ds.variables:
-            full = f"{gpath.rstrip('/')}/{name}"
-            if wanted is None or str(name) in wanted or full in wanted:
-                names.append(name)
-                found.update({str(name), full})
-        if not names:
-            continue
-        print(f"// group {gpath}")
-        print("data:")
-        for name in names:
-            print()
-            for line in _dump_variable(str(name), ds[name].variable, args.limit):
-                print(line)
-        print()
-    print("}")
-    if wanted is not None:
-        missing = [w for w in wanted if w not in found]
-        if missing:
-            available = sorted(f"{g.rstrip('/')}/{n}" for g, ds in groups.items() for n in ds.variables)
-            raise UsageError(f"no variable {', '.join(missing)} in {args.target}; available: "
-                             f"{', '.join(available)} (use -v NAME or -v /group/NAME).")
-    return OK
+    return dict(xr.open_groups(target, **kw))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -563,8 +774,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise UsageError(f"--layout chooses the Zarr v3 string layout; add --format zarr3 (target is {fmt}).")
     if os.path.abspath(src) == os.path.abspath(dst):
         raise UsageError(f"SRC and DST are the same ({src}); choose another target.")
-    if fmt == "netcdf4" and os.path.exists(dst) and not args.overwrite:
-        raise UsageError(f"{dst} exists; pass --overwrite to replace it.")
+    _check_target(dst, fmt, overwrite=args.overwrite)
 
     from . import writer
 
@@ -577,6 +787,8 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         open_kw["concat_characters"] = True  # NC_CHAR becomes text, not one-byte bytes values
     engine = "netcdf4" if source_is_nc else "zstrings"
     groups = xr.open_groups(src, engine=engine, **open_kw)
+    from .errors import StringOverflowError, TargetExistsError
+
     try:
         total = sum(int(v.nbytes) for ds in groups.values() for n, v in ds.variables.items()
                     if n not in ds.indexes)
@@ -595,12 +807,81 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                 _write_zarr3(counted, dst, mode=mode, layout=args.layout or "vlen-utf8")
         finally:
             bar.close()
+    except TargetExistsError:  # object storage, or created meanwhile: the same words as above
+        raise UsageError(_exists_text(dst)) from None
+    except StringOverflowError as e:  # the library names its keyword arguments: name the flags
+        raise UsageError(_overflow_in_flags(str(e))) from None
     finally:
         for ds in groups.values():
             ds.close()
     if not args.quiet:
         print(f"wrote {dst} ({fmt})", file=sys.stderr)
     return OK
+
+
+#: what a Zarr store (v2, NCZarr, v3) holds at its root or one level down
+_STORE_OBJECTS = (".zgroup", ".zarray", ".zattrs", ".zmetadata", "zarr.json")
+
+
+def _exists_text(dst: str) -> str:
+    """The one wording for a target that exists, whatever the format."""
+    return f"DST {dst} exists; pass --overwrite to replace it, or choose another DST."
+
+
+def _found(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+
+
+def _not_a_store(path: Path, fmt: str) -> str | None:
+    """What a local target that ``--overwrite`` must not replace holds, or None when it is a store,
+    a zip or netCDF file, or empty: ``--overwrite`` replaces what zstrings could have written only."""
+    if path.is_dir():
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+        if not names:
+            return None
+        if any((path / o).exists() for o in _STORE_OBJECTS):
+            return None
+        if any((path / n.rstrip("/") / o).exists() for n in names if n.endswith("/") for o in _STORE_OBJECTS):
+            return None  # an NCZarr store whose root object an interrupted write left out
+        return f"a directory that is not a Zarr store (found {_found(names)})"
+    if path.is_file():
+        import zipfile
+
+        if fmt == "netcdf4" and _is_netcdf_file(str(path)):
+            return None
+        if fmt != "netcdf4" and zipfile.is_zipfile(path):
+            return None
+        return f"a file that is not {'a netCDF file' if fmt == 'netcdf4' else 'a zip'} ({path.stat().st_size:,} bytes)"
+    return None
+
+
+def _check_target(dst: str, fmt: str, *, overwrite: bool) -> None:
+    """Refuse an existing local target without ``--overwrite`` (one wording for every format), and
+    any target that is not something zstrings writes (a directory of other files) even with it."""
+    from .store import local_target
+
+    local = local_target(dst) if fmt != "netcdf4" else (Path(dst).expanduser(), False)
+    if local is None:  # object storage: the writers refuse an existing store (TargetExistsError)
+        return
+    path = local[0]
+    what = _not_a_store(path, fmt)
+    if what is not None:
+        raise UsageError(f"DST {dst} is {what}; zstrings does not replace it, even with --overwrite: "
+                         "choose another DST.")
+    exists = path.is_file() or (path.is_dir() and any(path.iterdir()))
+    if exists and not overwrite:
+        raise UsageError(_exists_text(dst))
+
+
+def _overflow_in_flags(message: str) -> str:
+    """A StringOverflowError's fix in the command's words (its flags, not the Python keywords)."""
+    import re
+
+    fixed = re.sub(r"Pass on_overflow='widen' to use width (\d+), or on_overflow='truncate' to cut them at a "
+                   r"character boundary \(with a StringTruncationWarning\), or shorten the values",
+                   r"Pass --on-overflow widen (width \1), --on-overflow truncate (cut at a character boundary, "
+                   r"with a warning) or --maxstrlen \1.", message)
+    return fixed
 
 
 _COMPRESSORS = {"zlib": {"id": "zlib", "level": 4}, "zstd": {"id": "zstd", "level": 3},
@@ -1122,17 +1403,27 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
     p.set_defaults(func=_cmd_info)
 
-    p = sub.add_parser("dump", help="print values like 'ncdump', strings as text",
-                       description="Print the values of every variable (or the selected ones), strings "
-                                   "as text, missing values as '_'.")
+    p = sub.add_parser("dump", help="print values like 'ncdump', strings as text", add_help=False,
+                       description="Print the store as ncdump prints a netCDF file: the header, then each "
+                                   "group's data (strings as text, missing values as '_'), wrapped at 80 "
+                                   "columns. -h prints the header only, -v some variables' data, -d a slice.")
+    p.add_argument("--help", action="help", help="show this help message and exit")
     p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
+    p.add_argument("-h", "--header", action="store_true", help="the header only, no data (as ncdump -h)")
     p.add_argument("-v", "--variables", metavar="VAR[,VAR...]", default=None,
-                   help="only these variables (names, or /group/name paths)")
-    p.add_argument("--group", "-g", default=None, help="only this group (e.g. /metadata)")
-    p.add_argument("--raw", action="store_true", help="no CF decoding (fill values and times as stored)")
+                   help="data of these variables only (names, or /group/name paths); the header is whole")
+    p.add_argument("-d", "--slice", action="append", metavar="DIM=START:STOP[:STEP]",
+                   help="data of this slice of a dimension only (Python slice syntax, the end excluded; "
+                        "DIM=INDEX for one index); repeat for several dimensions")
+    p.add_argument("--group", "-g", default=None, help="only this group and its subgroups (e.g. /metadata)")
+    p.add_argument("--raw", action="store_true",
+                   help="no CF decoding: times and packed values as stored (fill values still show as '_', "
+                        "as in ncdump)")
     p.add_argument("--limit", type=int, default=DUMP_LIMIT, metavar="N",
                    help=f"print the first N values of each variable and say how many more there are "
                         f"(default {DUMP_LIMIT:,}; 0 prints all)")
+    p.add_argument("-l", "--width", type=int, default=DUMP_WIDTH, metavar="WIDTH",
+                   help=f"line width of the data section (default {DUMP_WIDTH}, as ncdump's -l)")
     p.set_defaults(func=_cmd_dump)
 
     p = sub.add_parser("convert", help="netCDF-4 file <-> NCZarr / Zarr v2 <-> Zarr v3",
@@ -1177,6 +1468,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warnings_as_lines() -> None:
+    """Print each warning as one line, ``zstrings: warning: MESSAGE``, without the Python source
+    line that the default format shows (call inside ``warnings.catch_warnings()``)."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        print(f"zstrings: warning: {_one_line(message)}", file=sys.stderr)
+
+    warnings.simplefilter("default")  # each distinct warning once (also resets what was shown)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # the libraries' own business
+    warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+    warnings.showwarning = show
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``zstrings``; returns the process exit code (0 ok, 1 problems, 2 errors)."""
     parser = _parser()
@@ -1194,7 +1499,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from .errors import ZStringsError
 
     try:
-        return func(args)
+        with warnings.catch_warnings():
+            _warnings_as_lines()
+            return func(args)
     except BrokenPipeError:  # `zstrings dump ... | head`: stop quietly, as ncdump does
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)

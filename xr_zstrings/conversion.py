@@ -17,7 +17,7 @@ import numpy as np
 import xarray as xr
 
 from .atomic import local_commit
-from .errors import ZStringsError
+from .errors import TargetExistsError, ZStringsError
 from .write_plan import check_names
 from .writer import Mode, _string_like, to_nczarr
 from .zarr_encoding import v2_configs
@@ -71,7 +71,7 @@ def convert(
         if mode not in ("w-", "w"):
             raise ZStringsError(f"Invalid mode={mode!r} for a netCDF-4 target: expected 'w-' or 'w'.")
         if mode == "w-" and os.path.exists(dst):
-            raise ZStringsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
+            raise TargetExistsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
         groups = xr.open_groups(src, engine="zstrings", **RAW_DECODERS, **kwargs)
         try:
             write_netcdf4_file(groups, dst, mode=mode)

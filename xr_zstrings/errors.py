@@ -22,6 +22,7 @@ __all__ = [
     "StringDecodeWarning",
     "StringOverflowError",
     "StringTruncationWarning",
+    "TargetExistsError",
     "UnknownCodecError",
     "UnsupportedError",
     "ZStringsError",
@@ -78,6 +79,10 @@ class StorePermissionError(ZStringsError, PermissionError):
 
 class StoreConnectionError(ZStringsError, ConnectionError):
     """The object store could not be reached (endpoint down, DNS, timeout) within the retry budget."""
+
+
+class TargetExistsError(ZStringsError, FileExistsError):
+    """The write target exists (not empty) and ``mode="w-"`` never overwrites; ``mode="w"`` replaces it."""
 
 
 class StringTruncationWarning(UserWarning):

@@ -186,8 +186,9 @@ def parse_json(raw: bytes | str, *, where: str) -> Any:
         ) from None
     except json.JSONDecodeError as e:
         raise MetadataError(
-            f"Invalid metadata at {where}: malformed JSON ({e.msg} at line {e.lineno} column "
-            f"{e.colno}). Expected a complete JSON object; the store may be truncated or half-written."
+            # json's own message may end in "at" ("Unterminated string starting at"): not doubled
+            f"Invalid metadata at {where}: malformed JSON ({e.msg.removesuffix(' at')} at line "
+            f"{e.lineno} column {e.colno}). Expected a complete JSON object; the store may be truncated or half-written."
         ) from None
     except RecursionError:
         raise MetadataError(

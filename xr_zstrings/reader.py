@@ -365,9 +365,11 @@ def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> 
         raise interrupted
     nodes = sorted({n for (n, o), v in found.items() if v is not None and o != ".zattrs"})
     if not nodes:
-        raise IncompleteStoreError(
-            f"Store {zstore.display} is incomplete: it has data but no root '.zgroup' and no Zarr "
-            f"array or group below its root (found {names[:5]!r}). Rewrite it (to_nczarr(..., mode='w'))."
+        shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+        raise StoreNotFoundError(
+            f"No Zarr store at {zstore.display}: it holds {shown} but no '.zgroup' or 'zarr.json' at its "
+            "root and no Zarr array or group below it. Expected an NCZarr, Zarr v2 or Zarr v3 store; "
+            "check the path."
         )
     warnings.warn(
         f"{zstore.display} has no root '.zgroup' object; reading the Zarr arrays and groups below its "

@@ -36,7 +36,7 @@ from .append import _add_variables, _append
 from .atomic import CloneStore, incomplete_v2_group, local_commit, recover
 from .chunk_io import attach_pipelines, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
-from .errors import UnsupportedError, ZStringsError
+from .errors import TargetExistsError, UnsupportedError, ZStringsError
 from .metadata import NC_FILL_VALUES
 from .nczarr_json import _dumps
 from .store import ZStore, _mapped_errors, local_target, open_store, parse_nczarr_url
@@ -210,7 +210,7 @@ def _claim_v2(zstore: ZStore, mode: Mode) -> None:
         return
     existing = zstore.list_dir("")
     if existing and mode == "w-":
-        raise ZStringsError(
+        raise TargetExistsError(
             f"Cannot write to {zstore.display}: it is not empty (found {sorted(existing)[:5]}) and "
             "mode='w-' never overwrites. Pass mode='w' to replace it, or mode='a' with append_dim to append."
         )
@@ -218,7 +218,7 @@ def _claim_v2(zstore: ZStore, mode: Mode) -> None:
         with _mapped_errors(f"Could not write to {zstore.display}"):
             sync(zstore.store.set_if_not_exists(zstore.full_key(".zgroup"), cpu.Buffer.from_bytes(placeholder)))
         if zstore.get_bytes(".zgroup") != placeholder:
-            raise ZStringsError(f"Cannot write to {zstore.display}: another writer created it first (mode='w-').")
+            raise TargetExistsError(f"Cannot write to {zstore.display}: another writer created it first (mode='w-').")
         return
     zstore.set_many([(".zgroup", placeholder)])
     if existing:

@@ -37,7 +37,7 @@ from zarr.storage import WrapperStore
 
 from .atomic import CloneStore, incomplete_v3_root, local_commit
 from .codecs_v3 import V3Pipeline
-from .errors import MissingStringsWarning, ZStringsError
+from .errors import MissingStringsWarning, TargetExistsError, ZStringsError
 from .store import ZStore, local_target, open_store
 from .strings import kernels
 from .vlen import VlenChunk, values_to_vlen
@@ -486,14 +486,14 @@ def _claim_v3(zs: ZStore, mode: str) -> None:
 
     existing = zs.list_dir("")
     if existing and mode == "w-":
-        raise ZStringsError(f"Cannot write to {zs.display}: it is not empty (found {sorted(existing)[:5]}) and "
+        raise TargetExistsError(f"Cannot write to {zs.display}: it is not empty (found {sorted(existing)[:5]}) and "
                             "mode='w-' never overwrites. Pass mode='w' to replace it.")
     placeholder = incomplete_v3_root()
     if mode == "w-":
         with _mapped_store_errors(zs):
             sync(zs.store.set_if_not_exists(zs.full_key("zarr.json"), cpu.Buffer.from_bytes(placeholder)))
         if zs.get_bytes("zarr.json") != placeholder:
-            raise ZStringsError(f"Cannot write to {zs.display}: another writer created it first (mode='w-').")
+            raise TargetExistsError(f"Cannot write to {zs.display}: another writer created it first (mode='w-').")
         return
     zs.set_many([("zarr.json", placeholder)])
     _clear_except(zs, "zarr.json")
