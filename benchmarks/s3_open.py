@@ -1,19 +1,28 @@
-"""Opening many-variable stores from object storage: requests and wall time, against a local S3.
+"""Opening many-variable stores from object storage over a network round trip, against a local S3.
 
-    python benchmarks/s3_open.py --nvars 1000 [--repeat 3] [--compare-libs]
+    python benchmarks/s3_open.py --nvars 1000 [--rtt 0.02] [--repeat 3] [--compare-libs]
 
 Starts moto's S3 server in its own process on 127.0.0.1 (nothing leaves the machine), writes an
-NCZarr store with ``--nvars`` string variables with netcdf-c (netCDF4) and the same data as a
-zarr-python Zarr v2 store with consolidated metadata, uploads both, and prints for each
-``xr.open_dataset(..., engine="zstrings")``: the requests the open took
-(``ds.encoding["zstrings_requests"]``), wall time (median of --repeat) and the time to load one
-variable. ``--compare-libs`` also times many small GETs through zarr-python's two object-store
-adapters, ``FsspecStore`` (s3fs/aiobotocore) and ``ObjectStore`` (obstore), at several
-concurrency levels: the measurement behind xr_zstrings' choice of obstore (docs/cloud.md).
+NCZarr store with ``--nvars`` string variables with netcdf-c (netCDF4) and the same data as
+zarr-python Zarr v2 and v3 stores with and without consolidated metadata, uploads them, and opens
+each through two proxies in their own processes (tests/latency_proxy.py): one adding nothing and one
+adding ``--rtt / 2`` in each direction (a new connection pays one more RTT for its handshake).
+``tc netem`` in a network namespace would be the usual tool, but this machine's kernel has no netem
+qdisc (``unshare -rn`` works, ``tc qdisc add dev lo root netem ...`` fails: "Specified qdisc kind
+is unknown"), so the delaying proxy is the substitute. Printed per store: the requests
+``xr.open_dataset(..., engine="zstrings")`` took (``ds.encoding["zstrings_requests"]``), its wall
+time (median of --repeat) without and with the delay, what the delay added in RTTs (the round trips
+the open waited for), the same two times for xarray's ``engine="zarr"`` through zarr-python's
+``ObjectStore`` over the same obstore client (consolidated=True for the consolidated stores, else
+False), and the time to load one variable. ``--compare-libs`` also times many small GETs through
+zarr-python's two object-store adapters, ``FsspecStore`` (s3fs/aiobotocore) and ``ObjectStore``
+(obstore), at several concurrency levels: the measurement behind xr_zstrings' choice of obstore
+(docs/cloud.md).
 
-moto is a Python server (about 2 ms of its own per request), so absolute times are moto's; request
-counts and the ratios are what carry over to a real object store, where each request costs a round
-trip of 10-50 ms.
+moto is a Python server (a few ms of CPU per request on this machine's shared cores), so a store
+needing two thousand GETs is bound by moto's request rate, with or without the delay: the "no
+delay" column is that floor, and the RTTs the delay added are what carries over to a real object
+store (where thousands of GETs per second per prefix are served concurrently).
 """
 
 from __future__ import annotations
@@ -31,10 +40,21 @@ import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 KEY, SECRET, REGION, BUCKET = "bench", "bench", "us-east-1", "zstrings-bench"
+
+
+def stop(proc: subprocess.Popen[Any]) -> None:
+    """End a server this benchmark started (moto under load can take a while to honour SIGTERM)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
 
 
 def start_moto() -> tuple[subprocess.Popen[bytes], str]:
@@ -70,7 +90,15 @@ def upload(endpoint: str, local: Path, prefix: str) -> str:
     return f"s3://{BUCKET}/{prefix}"
 
 
-def write_stores(tmp: Path, nvars: int) -> tuple[Path, Path]:
+def start_proxy(endpoint: str, rtt: float) -> tuple[subprocess.Popen[str], str]:
+    script = Path(__file__).resolve().parent.parent / "tests" / "latency_proxy.py"
+    proc = subprocess.Popen([sys.executable, str(script), "--upstream", endpoint.split("://", 1)[1],
+                             "--delay", str(rtt / 2)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    port = int(proc.stdout.readline())  # type: ignore[union-attr]
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def write_stores(tmp: Path, nvars: int) -> dict[str, Path]:
     import netCDF4
     import xarray as xr
 
@@ -81,12 +109,18 @@ def write_stores(tmp: Path, nvars: int) -> tuple[Path, Path]:
         v = nc.createVariable(f"v{i:05d}", str, ("x",))
         v[:] = np.array([f"var {i} value {j}" for j in range(8)], dtype=object)
     nc.close()
-    v2_path = tmp / "many_v2.zarr"
-    xr.open_dataset(nc_path, engine="zstrings").to_zarr(v2_path, zarr_format=2, consolidated=True)
-    return nc_path, v2_path
+    out = {"nczarr": nc_path}
+    ds = xr.open_dataset(nc_path, engine="zstrings")
+    for fmt in (2, 3):
+        for cons in (False, True):
+            p = tmp / f"many_v{fmt}{'_consolidated' if cons else ''}.zarr"
+            ds.to_zarr(p, zarr_format=fmt, consolidated=cons)
+            out[f"v{fmt}{' consolidated' if cons else ''}"] = p
+    return out
 
 
 def time_open(url: str, options: dict[str, object], repeat: int) -> tuple[int, float, float]:
+    """(requests, median open seconds, seconds to load one variable)."""
     import xarray as xr
 
     times, requests, load = [], 0, 0.0
@@ -99,6 +133,26 @@ def time_open(url: str, options: dict[str, object], repeat: int) -> tuple[int, f
         ds[next(iter(ds.data_vars))].values  # noqa: B018 - one variable, one chunk
         load = time.perf_counter() - t
     return requests, statistics.median(times), load
+
+
+def time_open_zarr(endpoint: str, prefix: str, consolidated: bool, repeat: int) -> float | str:
+    """xarray's engine="zarr" through zarr-python's ObjectStore on the same obstore client."""
+    import xarray as xr
+    from obstore.store import S3Store
+    from zarr.storage import ObjectStore
+
+    times = []
+    for _ in range(repeat):
+        st = ObjectStore(S3Store(BUCKET, prefix=prefix, endpoint=endpoint, access_key_id=KEY,
+                                 secret_access_key=SECRET, region=REGION,
+                                 client_options={"allow_http": True}), read_only=True)
+        t = time.perf_counter()
+        try:
+            xr.open_dataset(st, engine="zarr", consolidated=consolidated)
+        except Exception as e:  # noqa: BLE001 - reported in the table
+            return f"fails: {type(e).__name__}"
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
 
 
 def compare_libs(endpoint: str, n: int) -> None:
@@ -148,6 +202,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nvars", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--rtt", type=float, default=0.02, help="emulated round-trip time in seconds (0: none)")
     ap.add_argument("--compare-libs", action="store_true")
     ap.add_argument("--gets", type=int, default=1000, help="objects for --compare-libs")
     args = ap.parse_args()
@@ -157,22 +212,36 @@ def main() -> None:
     try:
         boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=KEY,
                      aws_secret_access_key=SECRET).create_bucket(Bucket=BUCKET)
-        options = {"endpoint_url": endpoint, "key": KEY, "secret": SECRET, "region": REGION}
+        stores: dict[str, tuple[str, Path]] = {}
         with tempfile.TemporaryDirectory() as d:
-            nc_path, v2_path = write_stores(Path(d), args.nvars)
-            urls = {"NCZarr (netcdf-c, _nczarr_group)": upload(endpoint, nc_path, "many.zarr"),
-                    "Zarr v2 (zarr-python, .zmetadata)": upload(endpoint, v2_path, "many_v2.zarr")}
-        print(f"open_dataset of {args.nvars} string variables from S3 (moto on 127.0.0.1), "
-              f"median of {args.repeat}:")
-        print(f"{'store':36} {'requests':>9} {'open s':>8} {'load 1 var s':>13}")
-        for name, url in urls.items():
-            requests, wall, load = time_open(url, options, args.repeat)
-            print(f"{name:36} {requests:>9} {wall:>8.2f} {load:>13.3f}")
+            for label, path in write_stores(Path(d), args.nvars).items():
+                stores[label] = (upload(endpoint, path, path.name), path)
+        proxies = [start_proxy(endpoint, 0.0), start_proxy(endpoint, args.rtt)]
+        print(f"open_dataset of {args.nvars} string variables from S3 (moto on 127.0.0.1, through a proxy "
+              f"adding nothing / {args.rtt * 1000:.0f} ms RTT), median of {args.repeat}, load average "
+              f"{os.getloadavg()[0]:.1f} at the start:\n")
+        rtt_ms = f"{args.rtt * 1000:.0f} ms"
+        print(f"| store | zstrings requests | zstrings open s, no delay | {rtt_ms} RTT | added by the delay, "
+              f"in RTTs | engine=\"zarr\" open s, no delay | {rtt_ms} RTT | zstrings load 1 var s |")
+        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        try:
+            for label, (url, _path) in stores.items():
+                walls, peers = [], []
+                for _proc, via in proxies:
+                    options = {"endpoint_url": via, "key": KEY, "secret": SECRET, "region": REGION}
+                    requests, wall, load = time_open(url, options, args.repeat)
+                    walls.append(wall)
+                    peers.append(time_open_zarr(via, url.split("/", 3)[3], "consolidated" in label, args.repeat))
+                p0, p1 = (p if isinstance(p, str) else f"{p:.2f}" for p in peers)
+                print(f"| {label} | {requests} | {walls[0]:.2f} | {walls[1]:.2f} | "
+                      f"{(walls[1] - walls[0]) / args.rtt:.0f} | {p0} | {p1} | {load:.3f} |")
+        finally:
+            for proc, _via in proxies:
+                stop(proc)
         if args.compare_libs:
             compare_libs(endpoint, args.gets)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stop(proc)
 
 
 if __name__ == "__main__":
