@@ -56,6 +56,8 @@ nitpicky = False
 suppress_warnings: list[str] = []
 
 html_theme = "alabaster"
+# wider than alabaster's 940px so the notebook's code and outputs fit (about 95 columns)
+html_theme_options = {"page_width": "1180px", "body_max_width": "none"}
 html_title = f"xr_zstrings {release}"
 html_static_path: list[str] = []
 

@@ -29,7 +29,8 @@ MACHINE_PATH = re.compile(r"(?<![\w.])/(tmp|home|root|work|Users|var)/")
 
 
 def _client(nb: nbformat.NotebookNode, workdir: Path) -> nbclient.NotebookClient:
-    return nbclient.NotebookClient(nb, timeout=300, kernel_name="python3",
+    # coalesce_streams: one output per stream and cell (how the kernel splits them depends on timing)
+    return nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", coalesce_streams=True,
                                    resources={"metadata": {"path": str(workdir)}})
 
 
@@ -38,7 +39,7 @@ def _code_cells(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
 
 
 def _text(cell: nbformat.NotebookNode) -> str:
-    """A cell's text outputs (streams joined: where a stream splits depends on timing)."""
+    """A cell's text outputs (consecutive pieces of one stream joined)."""
     parts: list[list[str]] = []
     for o in cell.outputs:
         if o.output_type == "stream":
