@@ -78,6 +78,23 @@ def _bad_json(d: Path) -> None:
     (d / "bad.zarr" / ".zgroup").write_text('{"zarr_format": "2')
 
 
+def _undecoded(d: Path) -> None:
+    """A pure Zarr v2 store (JSON by hand: no library's defaults) with a complex array, which
+    xr_zstrings does not decode (zarr-python reads it), beside an int array."""
+    import json
+
+    root = d / "cx.zarr"
+    for name, dtype, data in (("n", "<i4", np.arange(3, dtype="<i4")),
+                              ("z", "<c8", np.array([1 + 2j, 3, 4j], dtype="<c8"))):
+        (root / name).mkdir(parents=True)
+        (root / name / ".zarray").write_text(json.dumps({
+            "zarr_format": 2, "shape": [3], "chunks": [3], "dtype": dtype, "compressor": None,
+            "fill_value": None, "filters": None, "order": "C", "dimension_separator": "."}))
+        (root / name / ".zattrs").write_text(json.dumps({"_ARRAY_DIMENSIONS": ["x"]}))
+        (root / name / "0").write_bytes(data.tobytes())
+    (root / ".zgroup").write_text(json.dumps({"zarr_format": 2}))
+
+
 def _targets(d: Path) -> None:
     _sample(d)
     for name in ("out.zarr", "out-v3.zarr", "out.zip", "out.nc"):
@@ -121,6 +138,9 @@ CASES: dict[str, tuple[Callable[[Path], None] | None, list[str]]] = {
     "convert_exists_url": (_targets, ["convert", "stations.zarr", "file://<tmp>/out.zarr#mode=nczarr,file"]),
     "convert_overwrite_not_a_store": (_sample_and_not_a_store, ["convert", "stations.zarr", "notes", "--overwrite"]),
     "version": (None, ["--version"]),
+    "info_undecoded_array": (_undecoded, ["info", "cx.zarr"]),
+    "check_undecoded_array": (_undecoded, ["check", "cx.zarr"]),
+    "check_sample": (_sample, ["check", "stations.zarr"]),
 }
 
 

@@ -1272,6 +1272,22 @@ def netcdf_c_verdicts(tree: Any, target: str, whole_store: str = "") -> list[tup
     return out
 
 
+def _unread_finding(tree: Any, path: str, why: str) -> Finding:
+    """An array the reader leaves out of its Dataset (a data type or codec xr_zstrings does not
+    decode): why, and whether engine='zstrings' still reads it through zarr-python."""
+    try:
+        import numpy as np
+        import zarr
+
+        arr = zarr.open_array(tree.store.store, path=tree.store.full_key(path.strip("/")), mode="r")
+        np.dtype(arr.dtype)  # zarr-python's own extension types have no numpy dtype: not read
+        how = "engine='zstrings' reads it through zarr-python"
+    except Exception as e:  # noqa: BLE001 - zarr-python cannot either: say so
+        how = f"zarr-python cannot read it either ({type(e).__name__}), so engine='zstrings' leaves it out"
+    return Finding(path, f"{_one_line(why).rstrip('.')}. So {how}. Not checked for netcdf-c",
+                   "rewrite it with a netCDF data type and a codec netcdf-c reads (zlib, zstd, bz2, blosc)")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from .errors import ZStringsError
     from .writer import NETCDF_C_CODECS
@@ -1303,6 +1319,12 @@ def _cmd_check(args: argparse.Namespace) -> int:
         for f in found:
             print(f"    {f.problem}")
             print(f"    fix: {f.fix}")
+    for path in sorted(tree.unreadable):  # left out of the Dataset (or read through zarr-python)
+        f = _unread_finding(tree, path, tree.unreadable[path])
+        findings.append(f)
+        print(f"{'PROBLEM':8}{path}  (not read: xr_zstrings does not decode it)")
+        print(f"    {f.problem}")
+        print(f"    fix: {f.fix}")
     print("netcdf-c versions (what the wheels' netcdf-c measured; compressed variables also need the "
           "netcdf-c build's filter plugins):")
     whole = next((f"{f.where} {f.problem.split(': ', 1)[0]}: netcdf-c refuses the whole store" for f in findings
@@ -1315,6 +1337,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
         if version == ">= 4.9.4":
             current_reads = reads
     n = len(tree.arrays)
+    if tree.unreadable:
+        n_unread = len(tree.unreadable)
+        print(f"{n} variable(s) read, {n_unread} not read (xr_zstrings does not decode them), "
+              f"{len(findings)} problem(s) for netcdf-c.")
+        return PROBLEMS
     sample_note = (f" ({n_sampled} variable(s) checked on a sample of their chunks; --full reads every chunk)"
                    if n_sampled else "")
     if findings:
