@@ -52,7 +52,7 @@ def test_module_entry_point_in_a_real_subprocess():
 import pytest  # noqa: E402
 import xarray as xr  # noqa: E402
 
-from xr_zstrings import cli  # noqa: E402
+from xr_zstrings.cli import convert as cli_convert  # noqa: E402
 
 SAMPLE = str(sample_path())
 NAMES = ["Zürich", "東京", "São Paulo", "Reykjavík", "Oslo"]
@@ -222,12 +222,12 @@ def test_convert_refuses_to_overwrite_without_flag(capsys, tmp_path):
 def test_progress_bar_only_on_a_terminal(monkeypatch, capsys, tmp_path):
     from tqdm import tqdm
 
-    assert isinstance(cli._progress(10, False, "x"), cli._NoBar)  # captured stdout: not a terminal
+    assert isinstance(cli_convert._progress(10, False, "x"), cli_convert._NoBar)  # captured stdout: not a terminal
     monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
-    bar = cli._progress(10, False, "x")
+    bar = cli_convert._progress(10, False, "x")
     assert isinstance(bar, tqdm)
     bar.close()
-    assert isinstance(cli._progress(10, True, "x"), cli._NoBar)  # --quiet
+    assert isinstance(cli_convert._progress(10, True, "x"), cli_convert._NoBar)  # --quiet
     code, _, err = run(capsys, "convert", SAMPLE, str(tmp_path / "a.zarr"), "-q")
     assert code == 0 and err == ""
 
@@ -239,12 +239,12 @@ def test_convert_reads_large_variables_in_blocks(monkeypatch, capsys, tmp_path):
     to_nczarr(ds, tmp_path / "src.zarr")
     seen = []
 
-    class Bar(cli._NoBar):
+    class Bar(cli_convert._NoBar):
         def update(self, n):
             seen.append(n)
 
-    monkeypatch.setattr(cli._Counted, "BLOCK_BYTES", 4096)
-    monkeypatch.setattr(cli, "_progress", lambda *a: Bar())
+    monkeypatch.setattr(cli_convert._Counted, "BLOCK_BYTES", 4096)
+    monkeypatch.setattr(cli_convert, "_progress", lambda *a: Bar())
     assert run(capsys, "convert", str(tmp_path / "src.zarr"), str(tmp_path / "dst.nc"))[0] == 0
     assert len(seen) > 10 and sum(seen) == ds["s"].astype(np.dtypes.StringDType()).nbytes + ds["f"].nbytes
     back = xr.open_dataset(tmp_path / "dst.nc")

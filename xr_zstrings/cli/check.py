@@ -1,0 +1,439 @@
+"""``zstrings check``: read every variable (a sample of the chunks of huge ones) and report what
+netcdf-c would fail on or truncate, which netcdf-c versions read the store, and the fix.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .common import (
+    _NC_DEFAULT_MAXSTRLEN,
+    _TARGET_HELP,
+    OK,
+    PROBLEMS,
+    _describe_layout,
+    _one_line,
+    _open_tree,
+    _store_name,
+)
+
+
+@dataclass
+class Finding:
+    """One thing netcdf-c would fail on or truncate, and how to fix it."""
+
+    where: str
+    problem: str
+    fix: str
+
+
+def _suggest_dst(target: str) -> str:
+    return f"{_store_name(target)}-nczarr.zarr"
+
+
+def _row_blocks(meta: Any, budget: int = 32 << 20) -> Iterator[tuple[slice, ...]]:
+    """Regions covering the stored array, whole chunks along the first dimension, ~``budget`` bytes."""
+    shape = meta.shape
+    if not shape:
+        yield ()
+        return
+    row_bytes = max(1, meta.dtype.itemsize if meta.dtype.kind != "O" else 16)
+    for n in shape[1:]:
+        row_bytes *= max(1, n)
+    step = max(meta.chunks[0], (budget // row_bytes) // meta.chunks[0] * meta.chunks[0])
+    for start in range(0, shape[0], step):
+        yield (slice(start, min(start + step, shape[0])), *(slice(0, n) for n in shape[1:]))
+
+
+def _utf8_faults(values: Any) -> tuple[int, int, list[str]]:
+    """(values ending in a split UTF-8 character, otherwise invalid values, up to 3 examples)."""
+    import numpy as np
+
+    split = bad = 0
+    examples: list[str] = []
+    for raw in np.unique(np.asarray(values).ravel()):
+        b = bytes(raw).split(b"\0", 1)[0]
+        try:
+            b.decode("utf-8")
+        except UnicodeDecodeError as e:
+            if e.reason == "unexpected end of data" and e.end == len(b):
+                split += int(np.count_nonzero(np.asarray(values) == raw))
+            else:
+                bad += int(np.count_nonzero(np.asarray(values) == raw))
+            if len(examples) < 3:
+                examples.append(repr(b))
+    return split, bad, examples
+
+
+def _longest_utf8(values: Any) -> tuple[int, int]:
+    """(longest UTF-8 length in bytes, number of values longer than netcdf-c's default width)."""
+    import numpy as np
+
+    flat = np.asarray(values).ravel()
+    if flat.size == 0:
+        return 0, 0
+    if flat.dtype.kind == "O":
+        lengths = np.fromiter(
+            (len(v.encode("utf-8", "surrogatepass")) if isinstance(v, str) else len(bytes(v)) for v in flat),
+            dtype=np.int64, count=flat.size,
+        )
+    else:
+        enc = np.strings.encode(flat.astype(np.dtypes.StringDType()), "utf-8", "surrogatepass")
+        lengths = np.strings.str_len(enc)
+    return int(lengths.max()), int(np.count_nonzero(lengths > _NC_DEFAULT_MAXSTRLEN))
+
+
+#: ``check`` reads arrays up to this size whole; larger ones chunk by chunk
+CHECK_WHOLE_BYTES = 32 << 20
+
+
+#: ``check`` reads at most this many chunks of one array (evenly spread, first and last included)
+#: unless ``--full``: a grid of 1e9 chunks is answered in seconds, and says it was sampled
+CHECK_SAMPLE_CHUNKS = 2_000
+
+
+#: a chunk larger than this (decoded) is reported, not read: netcdf-c reads a chunk whole, too
+CHECK_MAX_CHUNK_BYTES = 256 << 20
+
+
+def _check_regions(arr: Any, meta: Any, full: bool, sampled: list[str]) -> Iterator[tuple[slice, ...]]:
+    """Regions of ``meta`` for check to read, bounded in memory (one chunk, or ~32 MiB) and, unless
+    ``full``, in number (``CHECK_SAMPLE_CHUNKS`` chunks); chunks never written are skipped (they
+    read as the fill value). A sample is noted in ``sampled``."""
+    import numpy as np
+
+    shape, chunks = tuple(meta.shape), tuple(arr.chunk_shape)
+    itemsize = meta.dtype.itemsize if meta.dtype.kind not in "OT" else 16
+    if not shape or math.prod(shape) * itemsize <= CHECK_WHOLE_BYTES:
+        yield from _row_blocks(meta)
+        return
+    grid = tuple(-(-n // c) for n, c in zip(shape, chunks, strict=True))
+    total = math.prod(grid)
+    if full or total <= CHECK_SAMPLE_CHUNKS:
+        flat: Any = range(total)
+    else:
+        flat = np.unique(np.linspace(0, total - 1, CHECK_SAMPLE_CHUNKS).astype(np.int64)).tolist()
+        sampled.append(f"{len(flat):,} of {total:,} chunks")
+    batch: list[tuple[int, ...]] = []
+
+    def regions(ixs: list[tuple[int, ...]]) -> Iterator[tuple[slice, ...]]:
+        present = arr.store.get_many([arr._chunk_key(ix) for ix in ixs])
+        for ix, raw in zip(ixs, present, strict=True):
+            if raw is not None:
+                yield tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(ix, chunks, shape, strict=True))
+
+    for f in flat:
+        batch.append(tuple(int(i) for i in np.unravel_index(f, grid)))
+        if len(batch) == 256:
+            yield from regions(batch)
+            batch = []
+    if batch:
+        yield from regions(batch)
+
+
+def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[str], *, full_read: bool = False,
+                 sampled: list[str] | None = None) -> list[Finding]:
+    """Read one array (or, when it is huge, a sample of its chunks: noted in ``sampled``) and
+    return what netcdf-c would fail on or truncate."""
+    from ..reader import ChunkedArray
+
+    where = meta.path
+    out: list[Finding] = []
+    convert = f"zstrings convert {target} {_suggest_dst(target)}"
+    v3 = meta.generation == "zarr-v3"
+    kind = meta.string_kind
+    if not v3:
+        if kind == "unicode":
+            out.append(Finding(where, f"{meta.dtype_str} fixed-width UTF-32 strings (as xarray/zarr-python "
+                               "write str): netcdf-c refuses to open the whole store ('NetCDF: NCZarr error')",
+                               f"{convert}  (NC_STRING |Sn), or write with "
+                               "xr_zstrings.prepare_for_zarr(ds).to_zarr(...)"))
+        elif kind in ("vlen", "vlen-bytes"):
+            out.append(Finding(where, f"|O {kind.replace('vlen', 'vlen-utf8') if kind == 'vlen' else kind} "
+                               "variable-length strings (xarray/zarr-python): netcdf-c refuses to open the "
+                               "whole store ('NetCDF: NCZarr error')",
+                               f"{convert}, or write with xr_zstrings.to_nczarr(ds, ...)"))
+        elif meta.dtype.kind == "b":
+            out.append(Finding(where, "bool |b1 has no netCDF type: netcdf-c refuses to open the whole store",
+                               "store it as int8/uint8 (ds[name].astype('u1')) and rewrite"))
+        codec_ids = ([meta.compressor.get("id")] if meta.compressor else []) + [
+            f.get("id") for f in meta.filters if f.get("id") not in ("vlen-utf8", "vlen-bytes")]
+        unreadable = [str(c) for c in codec_ids if c not in netcdf_c_codecs and c != "shuffle"]
+        if unreadable:
+            out.append(Finding(where, f"codec {', '.join(unreadable)}: netcdf-c (netCDF4 wheel) cannot decode "
+                               "it ('NetCDF: Filter error: undefined filter encountered')",
+                               f"{convert} --compressor zstd  (netcdf-c reads zlib, zstd, bz2 or blosc)"))
+    arr = ChunkedArray(tree.store, meta, meta.shape)
+    itemsize = meta.dtype.itemsize if meta.dtype.kind not in "OT" else 16
+    chunk_bytes = math.prod(arr.chunk_shape) * max(itemsize, 1)
+    if meta.shape and chunk_bytes > CHECK_MAX_CHUNK_BYTES:
+        out.append(Finding(where, f"chunks of {chunk_bytes:,} bytes each ({list(arr.chunk_shape)} x "
+                           f"{meta.dtype.str}): too large to check, and netcdf-c reads a chunk whole",
+                           f"{convert}  (it writes chunks of ~4 MiB)"))
+        return out
+    split = bad = longest = over = full = 0
+    examples: list[str] = []
+    for region in _check_regions(arr, meta, full_read, sampled if sampled is not None else []):
+        raw = arr.read(region) if region else arr.read(tuple(slice(0, n) for n in meta.shape))
+        if not v3 and kind in ("string", "char"):
+            if kind == "char":
+                import numpy as np
+
+                raw = np.ascontiguousarray(raw).view(f"S{raw.shape[-1] or 1}")[..., 0] if raw.ndim else raw
+            s, b, ex = _utf8_faults(raw)
+            split, bad = split + s, bad + b
+            examples += ex[: 3 - len(examples)]
+            if kind == "string":
+                import numpy as np
+
+                n = meta.dtype.itemsize
+                full += int(np.count_nonzero(np.strings.str_len(raw) == n))
+        elif kind in ("vlen", "unicode") or (v3 and kind == "vlen-bytes"):
+            lg, ov = _longest_utf8(raw)
+            longest, over = max(longest, lg), over + ov
+    if split:
+        out.append(Finding(where, f"{split} value(s) end in a split UTF-8 character (cut at a byte, as netcdf-c "
+                           f"truncates NC_STRING; e.g. {', '.join(examples)}): netCDF4-python raises "
+                           "UnicodeDecodeError reading this variable",
+                           "rewrite from the original data with a wider maxstrlen (zstrings convert "
+                           "--maxstrlen N, or to_nczarr(..., on_overflow='widen')); engine='zstrings' reads "
+                           "it as is (utf8_errors='drop')"))
+    if bad:
+        out.append(Finding(where, f"{bad} value(s) are not valid UTF-8: netCDF4-python cannot decode them",
+                           "rewrite the values as UTF-8 (engine='zstrings', utf8_errors='replace' shows them)"))
+    if (kind == "string" and not v3 and full and meta.dtype.itemsize == _NC_DEFAULT_MAXSTRLEN
+            and tree.root.nc_properties is not None and "xr_zstrings" not in tree.root.nc_properties):
+        out.append(Finding(where, f"{full} value(s) fill netcdf-c's default width of {_NC_DEFAULT_MAXSTRLEN} "
+                           "bytes exactly: netcdf-c probably cut them when it wrote the store",
+                           "rewrite from the original data with a wider maxstrlen "
+                           "(_nczarr_maxstrlen, or zstrings convert --maxstrlen N)"))
+    if over:
+        out.append(Finding(where, f"{over} value(s) are longer than netcdf-c's default maxstrlen "
+                           f"{_NC_DEFAULT_MAXSTRLEN} (longest {longest} bytes): a copy made by netcdf-c "
+                           "(nccopy) would cut them at a byte",
+                           f"convert with zstrings (the width is the longest value) or pass --maxstrlen "
+                           f"{max(longest, _NC_DEFAULT_MAXSTRLEN)}"))
+    return out
+
+
+def _name_findings(tree: Any) -> list[Finding]:
+    """Group, variable and dimension names netcdf-c cannot open (the rules the writers apply)."""
+    import json
+
+    from ..metadata import netcdf_c_name_problem
+
+    mode = "zarr" if tree.root.generation == "zarr-v2" else "nczarr"
+    out: list[Finding] = []
+    seen: set[tuple[str, str, str]] = set()
+    names: list[tuple[str, str, str]] = []  # (group, what, name)
+    for path, group in tree.groups.items():
+        if path != "/":
+            names.append((path.rsplit("/", 1)[0] or "/", "group", path.rsplit("/", 1)[1]))
+        names += [(path, "dimension", d) for d in group.dimensions]
+    for path, meta in tree.arrays.items():
+        parent = path.rsplit("/", 1)[0] or "/"
+        names.append((parent, "variable", meta.name))
+        names += [(parent, "dimension", str(d)) for d in meta.array_dimensions or ()]
+    # netcdf-c's JSON parser keeps \uXXXX escapes as text: a non-ASCII name that a writer escaped
+    # (zarr-python and xarray do) comes out as 'u00e9' (or crashes netcdf-c when long)
+    raw = b""
+    if any("\\u" in json.dumps(n) for _, _, n in names):
+        keys = [f"{p.strip('/')}/{o}".lstrip("/") for p in [*tree.groups, *tree.arrays]
+                for o in (".zattrs", ".zgroup", ".zarray")]
+        raw = b"\0".join(b for b in tree.store.get_many(keys) if b)
+    for where, what, name in names:
+        rule = netcdf_c_name_problem(name, mode=mode, role=what)
+        if rule is None and "\\u" in json.dumps(name) and json.dumps(name)[1:-1].encode() in raw:
+            rule = (r"the metadata spells it with \u escapes, which netcdf-c reads as text "
+                    f"({json.dumps(name)[1:-1]!r}: the name is not found, a long one crashes it)")
+        if rule is not None and (what, where, name) not in seen:
+            seen.add((what, where, name))
+            out.append(Finding(where, f"{what} name {name!r}: {rule}",
+                               "rename it (xr.open_dataset(..., engine='zstrings').rename({old: new})) and "
+                               "rewrite with to_nczarr"))
+    return out
+
+
+_LAYOUT_NAMES = {"4.9.0": "netcdf-c 4.9.0's layout (_NCZARR_* keys)",
+                 "4.9.1": "netcdf-c 4.9.1's layout (keys in .zgroup/.zarray)",
+                 "4.9.4": "netcdf-c 4.10's layout (metadata in .zattrs)"}
+
+
+def netcdf_c_verdicts(tree: Any, target: str, whole_store: str = "") -> list[tuple[str, bool, str, str]]:
+    """Per netcdf-c version (4.9.0, 4.9.1-4.9.3, >= 4.9.4): whether it reads the store, what it cannot
+    read or what the fix loses, and the command that fixes it.
+
+    The rules are what tests/test_netcdf_c_versions.py measures with each netcdf-c (and checks this
+    function against): which layout each version reads, the scalar forms each accepts, unlimited
+    dimensions from 4.9.4 (and 4.9.3's last snapshots) on, no NC_STRING or scalars in 4.9.0.
+    ``whole_store`` names a problem that makes every netcdf-c refuse the store (check's findings).
+    """
+    from ..write_plan import layout_of_generation
+
+    root = tree.root
+    gen = root.generation
+    dst = _suggest_dst(target)
+    arrays = list(tree.arrays.values())
+    unlimited = sorted({d.name for g in tree.groups.values() for d in g.dimensions.values() if d.unlimited})
+    scalars = [a for a in arrays if a.scalar]
+
+    def form(a: Any) -> Mapping[str, Any]:
+        info = a.raw_zarray.get("_nczarr_array") if isinstance(a.raw_zarray, Mapping) else None
+        return info if isinstance(info, Mapping) else {}
+
+    losses_4_9_0 = []
+    if any(a.string_kind == "string" or a.string_kind in ("unicode", "vlen") for a in arrays):
+        losses_4_9_0.append("strings become NC_CHAR")
+    if scalars:
+        losses_4_9_0.append("scalars become 1-element arrays")
+    if unlimited:
+        losses_4_9_0.append(f"unlimited {unlimited} become fixed")
+    fix_4_9_0 = f"zstrings convert {target} {dst} --netcdf-c 4.9.0" + (
+        f"  (then: {', '.join(losses_4_9_0)})" if losses_4_9_0 else "")
+    fix_4_9_1 = f"zstrings convert {target} {dst} --netcdf-c 4.9.1" + (
+        f"  (then: unlimited {unlimited} become fixed)" if unlimited else "")
+    fix_default = f"zstrings convert {target} {dst}"
+    if gen == "zarr-v3" or whole_store:
+        why = "Zarr v3: 'NetCDF: Unknown file format'" if gen == "zarr-v3" else whole_store
+        return [("4.9.0", False, why, fix_4_9_0), ("4.9.1-4.9.3", False, why, fix_4_9_1),
+                (">= 4.9.4", False, why, fix_default)]
+    if not root.is_nczarr:
+        pure = "with #mode=zarr (no NCZarr groups or shared dimensions)"
+        first = (("4.9.0", False, "NC_STRING in pure Zarr v2: the process aborts", fix_4_9_0)
+                 if any(a.string_kind == "string" for a in arrays) else ("4.9.0", True, pure, ""))
+        return [first, ("4.9.1-4.9.3", True, pure, ""), (">= 4.9.4", True, pure, "")]
+    layout = layout_of_generation(gen)
+    if layout is None:  # NCZarr 1.0
+        return [("4.9.0", True, "", ""), ("4.9.1-4.9.3", False, "NCZarr 1.0: 'NetCDF: NCZarr error'", fix_4_9_1),
+                (">= 4.9.4", False, "NCZarr 1.0: 'NetCDF: NCZarr error'", fix_default)]
+    out: list[tuple[str, bool, str, str]] = []
+    if layout != "4.9.0":
+        out.append(("4.9.0", False, f"{_LAYOUT_NAMES[layout]}: the process aborts", fix_4_9_0))
+    elif scalars or unlimited or any(a.string_kind == "string" for a in arrays):
+        out.append(("4.9.0", False, "scalars, unlimited dimensions or NC_STRING: the process aborts", fix_4_9_0))
+    else:
+        out.append(("4.9.0", True, "", ""))
+    if layout != "4.9.1":
+        out.append(("4.9.1-4.9.3", False, f"{_LAYOUT_NAMES[layout]}: 'NetCDF: NCZarr error'", fix_4_9_1))
+    elif unlimited:
+        out.append(("4.9.1-4.9.3", False, f"unlimited dimensions {unlimited}: segmentation fault "
+                    "(4.9.3's last development snapshots read them)", fix_4_9_1))
+    elif any(form(a).get("storage") != "scalar" for a in scalars):
+        out.append(("4.9.1-4.9.3", False, "scalars without \"storage\": \"scalar\": segmentation fault",
+                    fix_default))
+    else:
+        out.append(("4.9.1-4.9.3", True, "", ""))
+    if layout == "4.9.0":
+        out.append((">= 4.9.4", False, f"{_LAYOUT_NAMES[layout]}: 'NetCDF: NCZarr error'", fix_default))
+    elif layout == "4.9.1" and any(not form(a).get("scalar") for a in scalars):
+        out.append((">= 4.9.4", False, "scalars without \"scalar\": 1: segmentation fault", fix_default))
+    else:
+        out.append((">= 4.9.4", True, "", ""))
+    return out
+
+
+def _unread_finding(tree: Any, path: str, why: str) -> Finding:
+    """An array the reader leaves out of its Dataset (a data type or codec xr_zstrings does not
+    decode): why, and whether engine='zstrings' still reads it through zarr-python."""
+    try:
+        import numpy as np
+        import zarr
+
+        arr = zarr.open_array(tree.store.store, path=tree.store.full_key(path.strip("/")), mode="r")
+        np.dtype(arr.dtype)  # zarr-python's own extension types have no numpy dtype: not read
+        how = "engine='zstrings' reads it through zarr-python"
+    except Exception as e:  # noqa: BLE001 - zarr-python cannot either: say so
+        how = f"zarr-python cannot read it either ({type(e).__name__}), so engine='zstrings' leaves it out"
+    return Finding(path, f"{_one_line(why).rstrip('.')}. So {how}. Not checked for netcdf-c",
+                   "rewrite it with a netCDF data type and a codec netcdf-c reads (zlib, zstd, bz2, blosc)")
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ..errors import ZStringsError
+    from ..writer import NETCDF_C_CODECS
+
+    target = args.target
+    tree = _open_tree(target)
+    findings: list[Finding] = []
+    if tree.root.generation == "zarr-v3":
+        findings.append(Finding("/", "Zarr v3 store: netcdf-c 4.10 does not open it ('NetCDF: Unknown file "
+                                "format')", f"zstrings convert {target} {_suggest_dst(target)}"))
+    else:
+        findings += _name_findings(tree)
+    print(f"check {tree.store.display}: {_describe_layout(tree)}")
+    for f in findings:
+        print(f"PROBLEM {f.where}: {f.problem}")
+        print(f"    fix: {f.fix}")
+    n_sampled = 0
+    for path in sorted(tree.arrays):
+        meta = tree.arrays[path]
+        sampled: list[str] = []
+        try:
+            found = _check_array(tree, meta, target, NETCDF_C_CODECS, full_read=args.full, sampled=sampled)
+        except ZStringsError as e:
+            found = [Finding(path, f"cannot be read: {_one_line(e)}", "rewrite the variable from its source")]
+        findings += found
+        n_sampled += bool(sampled)
+        note = f"  (sampled: read {sampled[0]}; --full reads all)" if sampled else ""
+        print(f"{'PROBLEM' if found else 'ok':8}{path}{note}")
+        for f in found:
+            print(f"    {f.problem}")
+            print(f"    fix: {f.fix}")
+    for path in sorted(tree.unreadable):  # left out of the Dataset (or read through zarr-python)
+        f = _unread_finding(tree, path, tree.unreadable[path])
+        findings.append(f)
+        print(f"{'PROBLEM':8}{path}  (not read: xr_zstrings does not decode it)")
+        print(f"    {f.problem}")
+        print(f"    fix: {f.fix}")
+    print("netcdf-c versions (what the wheels' netcdf-c measured; compressed variables also need the "
+          "netcdf-c build's filter plugins):")
+    whole = next((f"{f.where} {f.problem.split(': ', 1)[0]}: netcdf-c refuses the whole store" for f in findings
+                  if "whole store" in f.problem), "")
+    current_reads = True
+    for version, reads, note, fix in netcdf_c_verdicts(tree, target, whole):
+        print(f"  {version:12}{'reads' if reads else 'FAILS'}{': ' + note if note else ''}")
+        if not reads:
+            print(f"  {'':12}fix: {fix}")
+        if version == ">= 4.9.4":
+            current_reads = reads
+    n = len(tree.arrays)
+    if tree.unreadable:
+        n_unread = len(tree.unreadable)
+        print(f"{n} variable(s) read, {n_unread} not read (xr_zstrings does not decode them), "
+              f"{len(findings)} problem(s) for netcdf-c.")
+        return PROBLEMS
+    sample_note = (f" ({n_sampled} variable(s) checked on a sample of their chunks; --full reads every chunk)"
+                   if n_sampled else "")
+    if findings:
+        print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.{sample_note}")
+        return PROBLEMS
+    if not current_reads:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
+        print(f"{n} variable(s) read, no problems in the data, but netcdf-c 4.10 does not read this store's "
+              f"layout (which versions do, and the fix: above).{sample_note}")
+        return PROBLEMS
+    if n_sampled:
+        print(f"{n} variable(s) read, no problems in what was read: netcdf-c reads this store as far as "
+              f"checked.{sample_note}")
+        return OK
+    print(f"{n} variable(s) read, no problems: netcdf-c 4.10 reads this store as it is (older "
+          "versions: above).")
+    return OK
+
+
+def add_parser(sub: Any) -> None:
+    """Add the 'check' subcommand to ``sub``, the ``zstrings`` parser's subparsers."""
+    p = sub.add_parser("check", help="report what netcdf-c would fail on or truncate",
+                       description="Read every variable and report what netcdf-c would fail on or "
+                                   "truncate (xarray-written <U/vlen strings, Zarr v3, codecs it lacks, "
+                                   "split UTF-8, strings longer than maxstrlen) and how to fix it, then "
+                                   "whether netcdf-c 4.9.0, 4.9.1-4.9.3 and >= 4.9.4 read the store and the "
+                                   "command that fixes it for each. Exit code 1 when problems are found.")
+    p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
+    p.add_argument("--full", action="store_true",
+                   help=f"read every chunk (default: at most {CHECK_SAMPLE_CHUNKS:,} chunks of a variable, "
+                        "evenly spread, and say so)")
+    p.set_defaults(func=_cmd_check)

@@ -1,0 +1,84 @@
+"""What every command shares: exit codes, the one-line usage error, opening a store's
+metadata, and the store's name and layout in words.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+#: exit codes
+OK, PROBLEMS, USAGE = 0, 1, 2
+
+
+_NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".h5", ".hdf5", ".netcdf")
+
+
+#: netcdf-c's default NC_STRING width (``_nczarr_default_maxstrlen``).
+_NC_DEFAULT_MAXSTRLEN = 128
+
+
+class UsageError(Exception):
+    """A bad combination of arguments; printed as one line, exit code 2."""
+
+
+def _one_line(message: object) -> str:
+    return " ".join(str(message).split())
+
+
+def _is_netcdf_file(target: str) -> bool:
+    """A local netCDF-3/4 (HDF5) file, recognised by its magic bytes (or suffix if it does not exist)."""
+    if "://" in target:
+        return False
+    p = Path(target).expanduser()
+    if p.is_file():
+        with p.open("rb") as f:
+            head = f.read(8)
+        return head.startswith((b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n"))
+    return not p.exists() and p.suffix.lower() in _NETCDF_SUFFIXES
+
+
+def _open_tree(target: str) -> Any:
+    from ..reader import open_tree
+    from ..store import open_store
+
+    if _is_netcdf_file(target):
+        raise UsageError(
+            f"{target} is a netCDF file, not a Zarr store: use ncdump for it, or "
+            f"'zstrings convert {target} OUT.zarr' to make an NCZarr store."
+        )
+    return open_tree(open_store(target))
+
+
+def _store_name(target: str) -> str:
+    from ..store import parse_nczarr_url
+
+    path = parse_nczarr_url(target).path if "://" in target else target
+    stem = Path(str(path).rstrip("/")).name
+    for suffix in (".zarr", ".zip", ".nczarr"):
+        if stem.endswith(suffix):
+            stem = stem[: -len(suffix)]
+    return stem or "store"
+
+
+def _describe_layout(tree: Any) -> str:
+    """The store's layout in words: NCZarr generation, pure Zarr v2 or v3, and its writer."""
+    root = tree.root
+    gen = root.generation
+    if gen == "zarr-v3":
+        return "pure Zarr v3"
+    if gen.startswith("nczarr"):
+        version = f" {root.nczarr_version}" if root.nczarr_version else ""
+        text = f"NCZarr{version}, generation {gen}"
+    else:
+        text = "pure Zarr v2 (_ARRAY_DIMENSIONS)"
+    props = root.nc_properties
+    if props is not None:
+        writer = "xr_zstrings" if "xr_zstrings" in props else "netcdf-c"
+        text += f"; written by {writer} (_NCProperties {props!r})"
+    return text
+
+
+_TARGET_HELP = ("a directory, .zip, file:///abs/path#mode=nczarr,file URL, or a remote URL "
+                "(s3://..., with fsspec)")

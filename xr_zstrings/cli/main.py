@@ -1,0 +1,90 @@
+"""The parser (each command adds its own subparser) and the entry point: errors as one line on
+stderr with exit code 2, warnings as one line each.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from . import check, convert, dump, info, show
+from .common import USAGE, UsageError, _one_line
+from .show import _cmd_sample
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="zstrings",
+        description="String data in NCZarr / Zarr v2 / v3 stores (xr_zstrings). Without a command, "
+                    "shows the built-in sample store.",
+        epilog="Exit codes: 0 ok, 1 'check' found problems, 2 usage or input error.",
+    )
+    parser.add_argument("--traceback", action="store_true", help="show the full traceback on errors")
+    parser.add_argument("--version", action="store_true",
+                        help="print the versions of xr_zstrings and its stack, and whether the "
+                             "compiled kernels are in use, then exit")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for command in (show, info, dump, convert, check):  # one module per command
+        command.add_parser(sub)
+    return parser
+
+
+def _warnings_as_lines() -> None:
+    """Print each warning as one line, ``zstrings: warning: MESSAGE``, without the Python source
+    line that the default format shows (call inside ``warnings.catch_warnings()``)."""
+
+    def show(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+             file: Any = None, line: str | None = None) -> None:
+        print(f"zstrings: warning: {_one_line(message)}", file=sys.stderr)
+
+    warnings.simplefilter("default")  # each distinct warning once (also resets what was shown)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # the libraries' own business
+    warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+    warnings.showwarning = show
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of ``zstrings``; returns the process exit code (0 ok, 1 problems, 2 errors)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help (0) and usage errors (2): return, so callers get an int
+        return int(e.code or 0) if not isinstance(e.code, str) else USAGE
+    if args.version:
+        from ..versions import show_versions
+
+        show_versions()
+        return 0
+    func: Callable[[argparse.Namespace], int] = getattr(args, "func", _cmd_sample)
+
+    from ..errors import ZStringsError
+
+    try:
+        with warnings.catch_warnings():
+            _warnings_as_lines()
+            return func(args)
+    except BrokenPipeError:  # `zstrings dump ... | head`: stop quietly, as ncdump does
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):  # not a real file descriptor (e.g. captured output)
+            pass
+        return 141
+    except (UsageError, ZStringsError, OSError, ValueError, KeyError) as e:
+        if args.traceback:
+            raise
+        print(f"zstrings: error: {_one_line(e)}", file=sys.stderr)
+        return USAGE
+    except MemoryError as e:
+        if args.traceback:
+            raise
+        print(f"zstrings: error: out of memory ({_one_line(e) or 'MemoryError'}): the store's metadata claims "
+              "more data than this machine holds; select less (dump -v NAME --limit N).", file=sys.stderr)
+        return USAGE
+    except KeyboardInterrupt:  # pragma: no cover
+        print("zstrings: interrupted", file=sys.stderr)
+        return 130
