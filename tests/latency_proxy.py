@@ -49,6 +49,7 @@ class LatencyProxy:
         self._server: Any = None
         self._ready = threading.Event()
         self._thread: threading.Thread | None = None
+        self._writers: set[asyncio.StreamWriter] = set()  # open connections' writers, for stop()
 
     @property
     def endpoint(self) -> str:
@@ -69,9 +70,19 @@ class LatencyProxy:
         return self
 
     def stop(self) -> None:
-        if self._loop is not None and self._server is not None:
-            self._loop.call_soon_threadsafe(self._server.close)
-            self._loop.call_soon_threadsafe(self._loop.stop)
+        """Close the listener and every open connection (their tasks then end), then the thread."""
+        loop = self._loop
+        if loop is not None and self._server is not None:
+            async def shutdown() -> None:
+                self._server.close()
+                for w in list(self._writers):
+                    w.close()
+                tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+                await asyncio.wait(tasks, timeout=5) if tasks else None
+
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(shutdown(), loop).result(10)
+            loop.call_soon_threadsafe(loop.stop)
         if self._thread is not None:
             self._thread.join(10)
 
@@ -97,6 +108,8 @@ class LatencyProxy:
         # upstream server is made meanwhile (a server slow to accept must not look like a client
         # that sent its request late)
         upstream = asyncio.ensure_future(asyncio.open_connection(*self.upstream))
+        upstream.add_done_callback(lambda f: f.cancelled() or f.exception() or self._writers.add(f.result()[1]))
+        self._writers.add(cwriter)
         state = {"depth": 0, "answered": True, "first": True}
 
         def on_request() -> None:
@@ -162,6 +175,9 @@ class LatencyProxy:
         except (ConnectionError, OSError):
             cwriter.close()
         finally:
+            self._writers.discard(cwriter)
+            if upstream.done() and not upstream.cancelled() and upstream.exception() is None:
+                self._writers.discard(upstream.result()[1])
             if not state["answered"]:
                 with self._lock:
                     self._in_flight -= 1
