@@ -12,6 +12,7 @@ import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 from conftest_s3 import S3Server, start_server
 from peers import nc_url
 
@@ -109,3 +110,29 @@ def test_distributed_write_is_byte_identical_to_a_serial_write(client: distribut
     dist, serial = files(tmp_path / "dist.zarr"), files(tmp_path / "serial.zarr")
     assert len(dist) > 40 and dist == serial
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dist.zarr", "serial.zarr"]
+
+
+@pytest.mark.parametrize("layout", ["vlen-utf8", "arrow"])
+def test_to_zarr_v3_from_local_cluster(client: distributed.Client, s3: S3Server, tmp_path: Path,
+                                       layout: str) -> None:
+    """to_zarr_v3 of a dask-backed Dataset on the cluster: the worker processes write the string
+    chunks (metadata once, by the client), locally and to S3; zarr-python and engine="zarr" read it."""
+    from xr_zstrings.writer_v3 import to_zarr_v3
+
+    labels = da.from_array(VALUES, chunks=50)
+    ds = xr.Dataset({"label": ("n", labels), "value": ("n", da.arange(VALUES.size, chunks=50) * 0.5)})
+    url = f"s3://{s3.bucket(BUCKET)}/v3-{layout}.zarr"
+    for target, options in [(tmp_path / "local.zarr", None), (url, s3.options())]:
+        with distributed.get_task_stream(client) as ts:
+            to_zarr_v3(ds, target, layout=layout, storage_options=options)
+        # the 20 block writes (fused by dask with their sums) ran in both worker processes
+        assert len(ts.data) >= 20 and len({t["worker"] for t in ts.data}) == 2
+        back = xr.open_dataset(target, engine="zstrings", storage_options=options)
+        assert back["label"].values.tolist() == VALUES.tolist()
+    local = s3.download(BUCKET, f"v3-{layout}.zarr", tmp_path / "from-s3.zarr")
+    if layout == "vlen-utf8":  # the peers read the layout they know
+        for path in (tmp_path / "local.zarr", local):
+            assert zarr.open_array(path / "label", mode="r")[:].tolist() == VALUES.tolist()
+            peer = xr.open_dataset(path, engine="zarr")
+            assert peer["label"].values.tolist() == VALUES.tolist()
+            np.testing.assert_array_equal(peer["value"].values, np.arange(VALUES.size) * 0.5)

@@ -18,7 +18,7 @@ import xarray as xr
 
 from .atomic import local_commit
 from .errors import TargetExistsError, ZStringsError
-from .write_plan import check_names
+from .write_plan import _is_dask, check_names
 from .writer import Mode, _string_like, to_nczarr
 from .zarr_encoding import v2_configs
 
@@ -28,6 +28,14 @@ __all__ = ["convert", "is_netcdf_file", "write_netcdf4", "write_netcdf4_file", "
 # values are copied undecoded, so fill values, packing and times stay exactly as stored
 RAW_DECODERS: dict[str, Any] = {"mask_and_scale": False, "decode_times": False, "concat_characters": False,
                         "decode_coords": False, "decode_timedelta": False}
+
+
+def _chunks() -> dict[str, Any] | None:
+    """``chunks={}`` (the source's own chunks, as dask arrays: the conversion then reads and writes
+    block by block, never a whole variable) when dask is installed, else None (whole variables)."""
+    import importlib.util
+
+    return {} if importlib.util.find_spec("dask") is not None else None
 
 
 def is_netcdf_file(path: str) -> bool:
@@ -72,7 +80,7 @@ def convert(
             raise ZStringsError(f"Invalid mode={mode!r} for a netCDF-4 target: expected 'w-' or 'w'.")
         if mode == "w-" and os.path.exists(dst):
             raise TargetExistsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
-        groups = xr.open_groups(src, engine="zstrings", **RAW_DECODERS, **kwargs)
+        groups = xr.open_groups(src, engine="zstrings", chunks=_chunks(), **RAW_DECODERS, **kwargs)
         try:
             write_netcdf4_file(groups, dst, mode=mode)
         finally:
@@ -81,7 +89,7 @@ def convert(
         return
     if is_netcdf_file(src):
         try:
-            groups = xr.open_groups(src, engine="netcdf4", **RAW_DECODERS)
+            groups = xr.open_groups(src, engine="netcdf4", chunks=_chunks(), **RAW_DECODERS)
         except (ImportError, ValueError) as e:
             if "netcdf4" in str(e).lower() and "engine" in str(e).lower():
                 raise ZStringsError(
@@ -89,7 +97,7 @@ def convert(
                 ) from None
             raise
     else:
-        groups = xr.open_groups(src, engine="zstrings", **RAW_DECODERS)
+        groups = xr.open_groups(src, engine="zstrings", chunks=_chunks(), **RAW_DECODERS)
     try:
         to_nczarr(groups, dst, mode=mode, netcdf_c=netcdf_c, **kwargs)
     finally:
@@ -144,15 +152,7 @@ def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
     enc, attrs = var.encoding, dict(var.attrs)
     fill = attrs.pop("_FillValue", enc.get("_FillValue") if var.dtype.kind in "TUO" else None)
     kind = _string_like(var)
-    values = var.values
-    if kind == "str":
-        dtype: Any = str
-        values = np.asarray(values).astype(object)
-    elif kind == "bytes":
-        dtype = "S1"
-        values = np.asarray(values).astype("S1")
-    else:
-        dtype = var.dtype
+    dtype: Any = str if kind == "str" else "S1" if kind == "bytes" else var.dtype
     kw: dict[str, Any] = {}
     comp, filters = (enc.get("compressor"), enc.get("filters")) if "compressor" in enc else v2_configs(
         enc, where=f"variable {name!r}")
@@ -177,8 +177,24 @@ def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
             v.setncattr_string(k, x)
         else:
             v.setncattr(k, x)
-    if var.size:
-        if var.ndim == 0 and kind == "str":
-            v[0] = str(values[()])
-        else:
-            v[...] = values
+    if not var.size:
+        return
+    if var.ndim == 0:
+        values = _as_stored(var.values, kind)
+        v[...] = str(values[()]) if kind == "str" else values
+        return
+    # block by block (the source's chunks when it is dask-backed): never the whole variable at once
+    data = var.data
+    chunks = data.chunks if _is_dask(data) else tuple((n,) for n in var.shape)
+    for idx in np.ndindex(*(len(c) for c in chunks)):
+        sel = tuple(slice(sum(c[:i]), sum(c[: i + 1])) for i, c in zip(idx, chunks, strict=True))
+        v[sel] = _as_stored(np.asarray(data[sel]), kind)
+
+
+def _as_stored(values: Any, kind: str | None) -> np.ndarray:
+    """Values as netCDF4 takes them: object str for NC_STRING, S1 for NC_CHAR."""
+    if kind == "str":
+        return np.asarray(values).astype(object)
+    if kind == "bytes":
+        return np.asarray(values).astype("S1")
+    return np.asarray(values)

@@ -15,6 +15,8 @@ beside the reader's decoder), together with the layout's ``data_type`` and ``cod
   ``"binary"``, int32 or int64 offsets, 64-byte aligned data), followed by ``compressors``.
 
 zarr-python refuses the last two layouts, so they are readable with ``engine="zstrings"`` only.
+Dask-backed variables are never loaded whole: each block is packed, encoded and written as its
+chunk by the task that computes it (``_BlockWriter``; on a distributed cluster, by the workers).
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ import itertools
 import json
 import math
 import os
+import uuid
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -41,7 +45,7 @@ from .errors import MissingStringsWarning, TargetExistsError, ZStringsError
 from .store import ZStore, local_target, open_store
 from .strings import kernels
 from .vlen import VlenChunk, values_to_vlen
-from .write_plan import _missing, check_names
+from .write_plan import _is_dask, _missing, check_names
 
 __all__ = ["to_zarr_v3", "LAYOUTS"]
 
@@ -61,7 +65,11 @@ def _is_text(var: xr.Variable) -> str | None:
         return "str"
     if kind == "S":
         return "bytes"
-    if kind == "O":  # by the first value; _text_values checks them all
+    if kind == "O":  # by the first value; _pack checks them all
+        if _is_dask(var.data):  # one element, not the whole array (dask reads its block only)
+            first = var.data[(0,) * var.ndim].compute() if var.size else None
+            first = first.item() if isinstance(first, np.ndarray) else first
+            return "bytes" if isinstance(first, bytes) else "str"
         flat = var.values.reshape(-1)
         first = next((v for v in flat.tolist() if isinstance(v, str | bytes)), None)  # missing values skipped
         return "bytes" if isinstance(first, bytes) else "str"
@@ -136,7 +144,12 @@ _BATCH_BYTES = 64 << 20
 def _text_values(var: xr.Variable, kind: str, name: Hashable) -> tuple[np.ndarray, VlenChunk]:
     """(values as O/T or object-of-bytes, every value packed): packing validates them (lone
     surrogates, str/bytes mix-ups, None raise ZStringsError) before anything is written."""
-    values = var.values
+    return _pack(var.values, kind, name)
+
+
+def _pack(values: np.ndarray, kind: str, name: Hashable) -> tuple[np.ndarray, VlenChunk]:
+    """``_text_values`` of an array (a whole variable, or one dask block of it)."""
+    values = np.asarray(values)
     if kind == "str" and values.dtype.kind not in "OT":
         try:
             values = values.astype(np.dtypes.StringDType())
@@ -179,27 +192,33 @@ def _missing_values(var: xr.Variable, kind: str, name: Hashable) -> tuple[Any, t
     out = arr.astype(object)
     out[miss] = None
     i = int(np.flatnonzero(miss.reshape(-1))[0])
+    _warn_optional(name, int(miss.sum()), f", e.g. element {i}")
+    return out, ("optional", int(miss.sum()))
+
+
+def _warn_optional(name: Hashable, n: int, example: str = "", stacklevel: int = 6) -> None:
     warnings.warn(
-        f"Variable {name!r} holds {int(miss.sum())} missing value(s) (None/NaN/NA), e.g. element {i}: "
+        f"Variable {name!r} holds {n} missing value(s) (None/NaN/NA){example}: "
         "written in zarrs' nullable 'optional' data type (engine='zstrings' and zarrs read them back "
         "missing; zarr-python and engine='zarr' cannot open that array). Set "
         f"ds[{name!r}].encoding['_FillValue'] to a string to write them as that string instead "
         "(zarr-python then reads the string, engine='zstrings' masks it).",
-        MissingStringsWarning, stacklevel=5,
+        MissingStringsWarning, stacklevel=stacklevel,
     )
-    return out, ("optional", int(miss.sum()))
 
 
 def _chunk_items(
     path: str, values: np.ndarray, packed: VlenChunk | None, kind: str, chunks: tuple[int, ...], pipe: V3Pipeline,
-    pad: Any = "",
+    pad: Any = "", origin: tuple[int, ...] | None = None,
 ) -> Iterator[Callable[[], tuple[str, bytes]]]:
     """One job per chunk; each job encodes its chunk (edge chunks padded with the fill value).
 
     1-D variable-length layouts slice the packed offsets/data per chunk (no second pass over
-    the values); other shapes pad each block as an array.
+    the values); other shapes pad each block as an array. ``origin``: the chunk index of
+    ``values[0, ...]`` (a dask block written on its own), in chunks.
     """
     fill: Any = pad if pad != "" or kind == "str" else b""
+    origin = origin or (0,) * values.ndim
     if values.ndim == 0:
         yield lambda: (f"{path}/c", pipe.encode(values.reshape(())))
         return
@@ -213,7 +232,7 @@ def _chunk_items(
             o = off[lo : hi + 1]
             if hi - lo < c:  # the edge chunk: pad with empty values (the fill value "")
                 o = np.concatenate([o, np.full(c - (hi - lo), o[-1], np.int64)])
-            return f"{path}/c/{i}", pipe.encode(VlenChunk(o - o[0], packed.data[int(o[0]) : int(o[-1])]))
+            return f"{path}/c/{i + origin[0]}", pipe.encode(VlenChunk(o - o[0], packed.data[int(o[0]) : int(o[-1])]))
 
         for i in range(grid[0]):
             yield functools.partial(job, i)
@@ -224,19 +243,70 @@ def _chunk_items(
         src = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, chunks, values.shape, strict=True))
         block = np.full(chunks, fill, dtype=dtype)
         block[tuple(slice(0, s.stop - s.start) for s in src)] = values[src]
-        return f"{path}/c/" + "/".join(map(str, idx)), pipe.encode(block)
+        return f"{path}/c/" + "/".join(str(i + o) for i, o in zip(idx, origin, strict=True)), pipe.encode(block)
 
     for idx in np.ndindex(*grid):
         yield functools.partial(block_job, idx)
 
 
+@dataclass
+class _Text:
+    """A string/bytes variable to write: in memory (``values`` checked and ``packed`` before the
+    target is touched) or dask-backed (``lazy``: written block by block, checked per block)."""
+
+    kind: str
+    values: np.ndarray | None = None
+    packed: VlenChunk | None = None
+    missing: tuple[str, Any] | None = None
+    lazy: Any = None  # the dask array
+    fill: Any = None  # dask: the string _FillValue missing values become (None: they are refused)
+
+
+class _Writes:
+    """Chunk writes of in-memory variables, gathered into batches of about ``_BATCH_BYTES``: a
+    wide Dataset of small variables costs a few store round trips, not one per variable."""
+
+    def __init__(self, zs: ZStore, pool: ThreadPoolExecutor, clear_old: bool) -> None:
+        self.zs, self.pool, self.clear_old = zs, pool, clear_old
+        self.items: list[tuple[str, Any]] = []
+        self.size = 0
+
+    def add(self, items: list[tuple[str, Any]]) -> None:
+        self.items.extend(items)
+        self.size += sum(len(v) for _, v in items)
+        if self.size >= _BATCH_BYTES or len(self.items) >= 4096:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.items:
+            self.zs.set_many(self.items)
+        self.items, self.size = [], 0
+
+
+@dataclass
+class _Pending:
+    """A dask text variable's writes (``written`` sums the missing values its blocks filled) and
+    the zarr.json that goes into the store after them."""
+
+    key: str
+    meta: dict[str, Any]
+    written: Any
+    text: _Text
+    path: str
+    name: Hashable
+    keep_codecs: bool
+
+
 def _write_text_array(
-    zs: ZStore, meta_store: _MetadataLast, path: str, values: np.ndarray, packed: VlenChunk | None, kind: str,
-    layout: str, keep_codecs: bool, missing: tuple[str, Any] | None = None, **layout_kw: Any,
-) -> dict[str, Any]:
+    zs: ZStore, meta_store: _MetadataLast, path: str, name: Hashable, text: _Text, layout: str,
+    keep_codecs: bool, out: _Writes, **layout_kw: Any,
+) -> _Pending | None:
     """Write one string/bytes array in ``layout``: its chunks (encoded on threads), and its zarr.json
     (xarray's, held back by ``meta_store``, now with the layout's data type and codecs) into
-    ``meta_store``, which writes it to the store only after every chunk of every array."""
+    ``meta_store``, which writes it to the store only after every chunk of every array. A
+    dask-backed array gives back its graph of block writes instead (``_Pending``), for the caller
+    to compute with the others at once."""
+    kind, missing = text.kind, text.missing
     key = f"{path}/zarr.json"
     meta = json.loads(meta_store.meta[zs.full_key(key)])
     chunks = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
@@ -259,21 +329,87 @@ def _write_text_array(
             codecs=codecs, fill_value=None)
         dtype, fill, pad = np.dtype(object), None, None
     elif missing is not None:  # ("fill", the string _FillValue the missing values were written as)
-        attrs = meta.setdefault("attributes", {})
-        fv = missing[1]
-        # as xarray encodes a v3 string _FillValue attribute: text, base64 for bytes
-        attrs["_FillValue"] = fv if isinstance(fv, str) else base64.b64encode(fv).decode("ascii")
-    pipe = V3Pipeline.from_metadata(codecs, data_type=data_type, dtype=dtype, chunk_shape=chunks,
-                                    fill_value=fill, where=zs.where(key))
-    _delete_chunks(zs, path)
-    jobs = _chunk_items(path, values, packed, kind, chunks, pipe, pad=pad)
+        _fill_attribute(meta, missing[1])
+    pipe_kw = dict(codecs=codecs, data_type=data_type, dtype=dtype, chunk_shape=chunks, fill_value=fill,
+                   where=zs.where(key))
+    if out.clear_old:  # a group written into an existing store: its old chunks go first
+        _delete_chunks(zs, path)
+    if text.lazy is not None:
+        optional = missing is not None and missing[0] == "optional"
+        writer = _BlockWriter(zs, path, name, kind, chunks, pipe_kw, text.fill, optional)
+        return _Pending(zs.full_key(key), meta, writer.graph(text.lazy), text, path, name, keep_codecs)
+    assert text.values is not None
+    pipe = V3Pipeline.from_metadata(**pipe_kw)
+    jobs = _chunk_items(path, text.values, text.packed, kind, chunks, pipe, pad=pad)
     per_chunk = max(1, math.prod(chunks) * 32)
     batch = max(1, _BATCH_BYTES // per_chunk)
-    with ThreadPoolExecutor(_THREADS) as pool:
-        while part := list(itertools.islice(jobs, batch)):
-            zs.set_many(list(pool.map(lambda job: job(), part)))
+    while part := list(itertools.islice(jobs, batch)):
+        out.add(list(out.pool.map(lambda job: job(), part)) if len(part) > 1 else [part[0]()])
     meta_store.meta[zs.full_key(key)] = json.dumps(meta, indent=2).encode()
-    return meta
+    return None
+
+
+def _fill_attribute(meta: dict[str, Any], fv: Any) -> None:
+    """The string ``_FillValue`` attribute missing values were written as, as xarray encodes a v3
+    string ``_FillValue``: text, base64 for bytes."""
+    attrs = meta.setdefault("attributes", {})
+    attrs["_FillValue"] = fv if isinstance(fv, str) else base64.b64encode(fv).decode("ascii")
+
+
+class _BlockWriter:
+    """Encodes and writes one dask block of a text variable as its chunk, wherever dask runs it
+    (threads, or the worker processes of a distributed cluster: hence picklable, the codec chain
+    built again in each process). Returns the number of missing values in the block: written as
+    the string fill value, or in the ``optional`` pass as missing; without a fill value a block
+    holding one is not written (the caller then writes every block again in the optional type)."""
+
+    def __init__(self, zs: ZStore, path: str, name: Hashable, kind: str, chunks: tuple[int, ...],
+                 pipe_kw: dict[str, Any], fill: Any, optional: bool = False) -> None:
+        self.zs, self.path, self.name, self.kind, self.chunks = zs, path, name, kind, chunks
+        self.pipe_kw, self.fill, self.optional = pipe_kw, fill, optional
+        self._pipe: V3Pipeline | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_pipe": None}
+
+    def graph(self, data: Any) -> Any:
+        """The dask graph of block writes (blocks rechunked to the store's chunks first, so that
+        every chunk is written by exactly one task), summed."""
+        import dask.array as da
+
+        data = data.rechunk(self.chunks)
+        # a unique name: dask would otherwise tokenize this object by pickling it
+        out = da.map_blocks(self, data, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
+                            name=f"zstrings-v3-write-{uuid.uuid4().hex}")
+        return out.sum()
+
+    def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
+        if block_info is None:  # dask probing the function while building the graph: write nothing
+            return np.zeros((1,) * max(np.ndim(block), 1), np.int64)
+        loc = tuple(block_info[0]["chunk-location"])
+        values = np.asarray(block)
+        miss = _missing(values) if values.dtype.kind in "OT" else None
+        n = int(miss.sum()) if miss is not None else 0
+        pad: Any = ""
+        if self.optional:  # missing values as None, the present ones checked as packing does
+            values = values.astype(object)
+            if n:
+                values[miss] = None
+            _pack(np.where(miss, "" if self.kind == "str" else b"", values) if n else values, self.kind, self.name)
+            packed, pad = None, None
+        else:
+            if n and self.fill is None:
+                return np.full((1,) * values.ndim, n, np.int64)  # written again in the optional type
+            if n:
+                values = values.copy() if values.dtype.kind == "T" else values.astype(object)
+                values[miss] = self.fill
+            values, packed = _pack(values, self.kind, self.name)
+        if self._pipe is None:
+            self._pipe = V3Pipeline.from_metadata(**self.pipe_kw)
+        for job in _chunk_items(self.path, values, packed, self.kind, self.chunks, self._pipe, pad=pad,
+                                origin=loc):
+            self.zs.set_many([job()])
+        return np.full((1,) * values.ndim, n, np.int64)
 
 
 def _is_meta_key(key: str) -> bool:
@@ -528,55 +664,113 @@ def _clear_except(zs: ZStore, keep: str) -> None:
         sync(run())
 
 
-def _prepare(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, tuple[str, np.ndarray, VlenChunk]]]:
+def _prepare(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, _Text]]:
     """The Dataset xarray writes (each string/bytes variable as a zero-cost uint8 stand-in of its
     shape: all fill value, so no chunk is written, but its zarr.json gets xarray's attributes,
-    dimension names and chunk grid) and the packed text values we write ourselves."""
-    texts: dict[Hashable, tuple[str, np.ndarray, VlenChunk | None, tuple[str, Any] | None]] = {}
-    prepared = ds.copy()
+    dimension names and chunk grid) and the text variables we write ourselves: packed when in
+    memory, left lazy when dask-backed (written block by block, on the store's chunk grid).
+
+    The Dataset is built once from all its variables: assigning them one by one re-merges the
+    whole Dataset each time, quadratic in the number of variables (10,000 took minutes)."""
+    texts: dict[Hashable, _Text] = {}
+    variables: dict[Hashable, xr.Variable] = {}
     for name, var in ds.variables.items():
         kind = _is_text(var)
         if kind is None:
             # keep the CF encodings; drop what another format recorded (a v2/NCZarr compressor,
             # filters, zarr_dtype, ...) that a v3 array cannot take
-            prepared[name].encoding = {k: v for k, v in var.encoding.items() if k in _V3_KEEP}
+            var = var.copy(deep=False)
+            var.encoding = {k: v for k, v in var.encoding.items() if k in _V3_KEEP}
+            variables[name] = var
             continue
-        filled, missing = _missing_values(var, kind, name)
-        if missing is not None and missing[0] == "optional":
-            # validate the present values (as packing does) before anything is written
-            present = np.where(np.equal(filled, None), "" if kind == "str" else b"", filled)
-            _text_values(xr.Variable(var.dims, present), kind, name)
-            texts[name] = (kind, filled, None, missing)
+        enc_chunks = var.encoding.get("chunks")
+        if _is_dask(var.data) and var.ndim:
+            texts[name] = _Text(kind, lazy=var.data, fill=_string_fill(var, kind))
+            if enc_chunks is None:  # as xarray does for dask arrays: the store's chunks are dask's
+                enc_chunks = tuple(max(max(c), 1) for c in var.data.chunks)
         else:
-            var = filled
-            texts[name] = (kind, *_text_values(var, kind, name), missing)
-        stand_in = np.broadcast_to(np.zeros((), np.uint8), var.shape)
-        prepared[name] = prepared[name].copy(data=stand_in)
-        prepared[name].encoding = {k: v for k, v in var.encoding.items() if k in ("chunks",)}
-        prepared[name].encoding["write_empty_chunks"] = False
-        prepared[name].attrs.pop("_FillValue", None)
+            if _is_dask(var.data):  # a 0-d dask variable: one value
+                var = var.compute()
+            filled, missing = _missing_values(var, kind, name)
+            if missing is not None and missing[0] == "optional":
+                # validate the present values (as packing does) before anything is written
+                present = np.where(np.equal(filled, None), "" if kind == "str" else b"", filled)
+                _text_values(xr.Variable(var.dims, present), kind, name)
+                texts[name] = _Text(kind, filled, None, missing)
+            else:
+                var = filled
+                texts[name] = _Text(kind, *_text_values(var, kind, name), missing)
+        stand_in = xr.Variable(var.dims, np.broadcast_to(np.zeros((), np.uint8), var.shape),
+                               {k: v for k, v in var.attrs.items() if k != "_FillValue"})
+        stand_in.encoding = {"write_empty_chunks": False}
+        if enc_chunks is not None:
+            stand_in.encoding["chunks"] = enc_chunks
+        variables[name] = stand_in
+    coords = {n: variables[n] for n in ds.coords}
+    prepared = xr.Dataset({n: variables[n] for n in ds.data_vars}, coords=coords, attrs=ds.attrs)
+    prepared.encoding = dict(ds.encoding)
     return prepared, texts
+
+
+def _string_fill(var: xr.Variable, kind: str) -> Any:
+    """The string ``_FillValue`` (encoding or attribute) missing values of a dask-backed text
+    variable are written as, or None (then a block holding one is refused)."""
+    fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
+    if isinstance(fill, np.str_ | np.bytes_):
+        fill = fill.item()
+    if kind == "str" and isinstance(fill, bytes):
+        fill = fill.decode("utf-8")
+    return fill if isinstance(fill, str if kind == "str" else bytes) else None
 
 
 def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, consolidated: bool,
                  kw: Mapping[str, Any]) -> None:
     """xarray writes each node through ``_MetadataLast`` (chunks of numbers, metadata held back),
-    we write the text chunks, then every zarr.json, the root last."""
+    we write the text chunks (dask-backed ones in one parallel compute), then every zarr.json,
+    the root last."""
     root_key = zs.full_key("zarr.json")
     meta_store = _MetadataLast(zs.store, hidden=frozenset({root_key}) if not into_group else frozenset())
     layout = kw["layout"]
     lkw = dict(index_data_type=kw["index_data_type"], index_location=kw["index_location"],
                index_codecs=kw["index_codecs"], data_codecs=kw["data_codecs"],
                compressors=kw["compressors"] or ())
-    for i, (group, ds, texts) in enumerate(prepared):
-        where = "/".join(p for p in (zs.prefix, (group or "").strip("/")) if p) or None
-        ds.to_zarr(meta_store, mode=("w" if not into_group else "a") if i == 0 else "a", zarr_format=3,
-                   consolidated=False, group=where)
-        prefix = (group or "").strip("/")
-        for name, (kind, values, packed, missing) in texts.items():
-            keep = layout == "vlen-utf8" and kw["compressors"] is None and kind == "str"
-            _write_text_array(zs, meta_store, f"{prefix}/{name}".strip("/"), values, packed, kind, layout,
-                              keep, missing, **lkw)
+    pending: list[_Pending] = []
+    with ThreadPoolExecutor(_THREADS) as pool:
+        out = _Writes(zs, pool, clear_old=into_group)
+        for i, (group, ds, texts) in enumerate(prepared):
+            where = "/".join(p for p in (zs.prefix, (group or "").strip("/")) if p) or None
+            ds.to_zarr(meta_store, mode=("w" if not into_group else "a") if i == 0 else "a", zarr_format=3,
+                       consolidated=False, group=where)
+            prefix = (group or "").strip("/")
+            for name, text in texts.items():
+                keep = layout == "vlen-utf8" and kw["compressors"] is None and text.kind == "str"
+                p = _write_text_array(zs, meta_store, f"{prefix}/{name}".strip("/"), name, text, layout, keep,
+                                      out, **lkw)
+                if p is not None:
+                    pending.append(p)
+        out.flush()
+    if pending:
+        import dask
+
+        counts = dask.compute(*[p.written for p in pending])
+        again: list[_Pending] = []
+        for p, n in zip(pending, counts, strict=True):
+            if int(n) and p.text.fill is None:
+                # missing values without a string fill value: found only now, so every block is
+                # written again in zarrs' optional type (as an in-memory variable would be)
+                _warn_optional(p.name, int(n), stacklevel=4)
+                text = _Text(p.text.kind, missing=("optional", int(n)), lazy=p.text.lazy)
+                redo = _write_text_array(zs, meta_store, p.path, p.name, text, layout, p.keep_codecs, out, **lkw)
+                assert redo is not None
+                again.append(redo)
+                continue
+            if int(n):  # missing values were written as the string _FillValue: say so (as in memory)
+                _fill_attribute(p.meta, p.text.fill)
+            meta_store.meta[p.key] = json.dumps(p.meta, indent=2).encode()
+        for p in again:
+            meta_store.meta[p.key] = json.dumps(p.meta, indent=2).encode()
+        if again:
+            dask.compute(*[p.written for p in again])
     if into_group and consolidated and root_key not in meta_store.meta:
         raw = zs.get_bytes("zarr.json")
         if raw is not None:
