@@ -202,3 +202,24 @@ def test_writers_never_hold_the_whole_array(tmp_path: Path) -> None:
         assert got.shape == (2_000_000,) and got[::99_991].values.tolist() == expected
     with netCDF4.Dataset(nc_url(tmp_path / "converted.zarr"), "r") as nc:
         assert nc["label"][99_991] == expected[1]
+
+
+def test_to_nczarr_append_streams_dask_values(tmp_path: Path) -> None:
+    """mode='a' with append_dim: the new values are computed a row of store chunks at a time, never
+    whole; each block once when the blocks line up with the store's chunks, at most twice when a
+    partial last chunk shifts them; netcdf-c reads the grown store."""
+    first = xr.Dataset({"label": ("n", np.array(EXPECTED[:300], dtype=T))})
+    first["label"].encoding["chunks"] = (BLOCK,)
+    to_nczarr(first, tmp_path / "a.zarr", unlimited_dims=["n"])
+    aligned = Blocks()
+    to_nczarr(xr.Dataset({"label": ("n", aligned.array)}), tmp_path / "a.zarr", mode="a", append_dim="n")
+    assert aligned.counts == Counter({i: 1 for i in range(aligned.nblocks)})
+    to_nczarr(xr.Dataset({"label": ("n", np.array(["x"] * 50, dtype=T))}), tmp_path / "a.zarr", mode="a",
+              append_dim="n")
+    shifted = Blocks()  # 1350 stored: pieces [0, 50), [50, 150), ... each cut two blocks
+    to_nczarr(xr.Dataset({"label": ("n", shifted.array)}), tmp_path / "a.zarr", mode="a", append_dim="n")
+    assert set(shifted.counts) == set(range(shifted.nblocks)) and max(shifted.counts.values()) == 2
+    expected = EXPECTED[:300] + EXPECTED + ["x"] * 50 + EXPECTED
+    with netCDF4.Dataset(nc_url(tmp_path / "a.zarr"), "r") as nc:
+        assert nc["label"][:].tolist() == expected
+    assert xr.open_dataset(tmp_path / "a.zarr", engine="zstrings")["label"].values.tolist() == expected

@@ -430,6 +430,7 @@ def test_interrupted_write_is_detected_by_netCDF4_and_zstrings(tmp_path, monkeyp
 
     target = path if kind == "directory" else zarr.storage.LocalStore(path)
     monkeypatch.setattr(chunk_io, "_encode_chunk", failing)
+    monkeypatch.setattr(chunk_io, "_BATCH_BYTES", 1)  # every chunk written at once, not batched
     with pytest.raises(OSError, match="disk full"):
         to_nczarr(ds, target)
     monkeypatch.undo()

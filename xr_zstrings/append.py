@@ -46,7 +46,7 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
     are left as stored. Strings keep the stored width: ``on_overflow="widen"`` cannot apply.
     """
     from .metadata import parse_json
-    from .reader import ChunkedArray, open_tree
+    from .reader import open_tree
 
     tree = open_tree(zstore)
     nczarr = tree.root.is_nczarr
@@ -99,41 +99,9 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
             one = _Options(fmt=opts.fmt, on_overflow=policy, maxstrlen=None, default_maxstrlen=None,
                            compressor=None, strict_codecs=False)
             kind = _string_like(var)
-            var = var.compute() if _is_dask(var.data) else var
-            a = (_string_array(gpath, name, var, kind, one, set()) if kind is not None
-                 else _numeric_array(gpath, name, var, one, set()))
-            storage = np.asarray(a.data)
-            if storage.dtype != meta.dtype:
-                if meta.string_kind is not None:
-                    raise ZStringsError(f"Cannot append {what}: the new values are stored as {storage.dtype} "
-                                        f"but the store has {meta.dtype_str}.")
-                storage = storage.astype(meta.dtype)
-            expect = list(meta.shape)
-            expect[axis] = storage.shape[axis]
-            if list(storage.shape) != expect:
-                raise DimensionError(f"Cannot append {what}: new values have shape {list(storage.shape)}, "
-                                     f"expected {expect} (only {append_dim!r} may differ).")
-            # the partial chunk before the new values, read back so it can be rewritten whole
-            c = meta.chunks[axis]
-            start = (offset // c) * c
-            if start < offset:
-                logical = list(meta.shape)
-                logical[axis] = offset
-                raw = ChunkedArray(zstore, meta, tuple(logical))
-                region = tuple(slice(start, offset) if i == axis else slice(0, n)
-                               for i, n in enumerate(meta.shape))
-                storage = np.concatenate([raw.read(region), storage], axis=axis)
-            target = _Array(
-                group=gpath, name=name, dims=(), ref_hints=(), unlimited=frozenset(),
-                shape=tuple(storage.shape), chunks=meta.chunks, dtype=meta.dtype, dtype_str=meta.dtype_str,
-                fill_json=None, fill_storage=ChunkedArray(zstore, meta, meta.shape)._fill(),
-                compressor=None, filters=None, attrs={}, kind=a.kind, data=storage,
-                pipeline=build_pipeline(meta.compressor, meta.filters, dtype=meta.dtype,
-                                        string_kind=meta.string_kind, where=what),
-            )
-            origin = tuple(start // c if i == axis else 0 for i in range(len(meta.shape)))
-            _write_numpy(zstore, target, storage, origin)
-            new_len = offset + (storage.shape[axis] - (offset - start))
+            new_len = offset
+            for piece in _pieces(var, axis, append_dim, offset, meta.chunks[axis]):
+                new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
             zarray = dict(meta.raw_zarray)
             zarray["shape"] = [new_len if i == axis else n for i, n in enumerate(meta.shape)]
             updates.append((f"{apath.strip('/')}/.zarray", _dumps(zarray)))
@@ -188,6 +156,65 @@ def _put(zstore: ZStore, key: str, data: bytes) -> None:
         zstore.root_zgroup = data
     else:
         zstore.set_many([(key, data)])
+
+
+def _pieces(var: xr.Variable, axis: int, append_dim: str, offset: int, c: int) -> Any:
+    """The new values in pieces that end on the store's chunk boundaries along ``append_dim`` (the
+    first completes the partial last chunk): one piece for in-memory values; for dask-backed ones
+    each piece is computed on its own, so memory holds one row of chunks, never the whole."""
+    if not _is_dask(var.data):
+        yield var
+        return
+    n = var.shape[axis]
+    first = (-offset) % c or c
+    bounds = [0, *range(min(first, n), n, c), n]
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        if hi > lo:
+            yield var.isel({append_dim: slice(lo, hi)}).compute()
+
+
+def _append_piece(zstore: ZStore, meta: Any, var: xr.Variable, kind: str | None, one: _Options, gpath: str,
+                  name: str, append_dim: str, offset: int) -> int:
+    """Encode ``var`` as the stored array and write it at ``offset`` along ``append_dim``; the new length."""
+    from .reader import ChunkedArray
+
+    what = _what(gpath, name)
+    axis = list(var.dims).index(append_dim)
+    var = var.compute() if _is_dask(var.data) else var
+    a = (_string_array(gpath, name, var, kind, one, set()) if kind is not None
+         else _numeric_array(gpath, name, var, one, set()))
+    storage = np.asarray(a.data)
+    if storage.dtype != meta.dtype:
+        if meta.string_kind is not None:
+            raise ZStringsError(f"Cannot append {what}: the new values are stored as {storage.dtype} "
+                                f"but the store has {meta.dtype_str}.")
+        storage = storage.astype(meta.dtype)
+    expect = list(meta.shape)
+    expect[axis] = storage.shape[axis]
+    if list(storage.shape) != expect:
+        raise DimensionError(f"Cannot append {what}: new values have shape {list(storage.shape)}, "
+                             f"expected {expect} (only {append_dim!r} may differ).")
+    # the partial chunk before the new values, read back so it can be rewritten whole
+    c = meta.chunks[axis]
+    start = (offset // c) * c
+    if start < offset:
+        logical = list(meta.shape)
+        logical[axis] = offset
+        raw = ChunkedArray(zstore, meta, tuple(logical))
+        region = tuple(slice(start, offset) if i == axis else slice(0, n)
+                       for i, n in enumerate(meta.shape))
+        storage = np.concatenate([raw.read(region), storage], axis=axis)
+    target = _Array(
+        group=gpath, name=name, dims=(), ref_hints=(), unlimited=frozenset(),
+        shape=tuple(storage.shape), chunks=meta.chunks, dtype=meta.dtype, dtype_str=meta.dtype_str,
+        fill_json=None, fill_storage=ChunkedArray(zstore, meta, meta.shape)._fill(),
+        compressor=None, filters=None, attrs={}, kind=a.kind, data=storage,
+        pipeline=build_pipeline(meta.compressor, meta.filters, dtype=meta.dtype,
+                                string_kind=meta.string_kind, where=what),
+    )
+    origin = tuple(start // c if i == axis else 0 for i in range(len(meta.shape)))
+    _write_numpy(zstore, target, storage, origin)
+    return offset + (storage.shape[axis] - (offset - start))
 
 
 def _same_stored(zstore: ZStore, meta: Any, a: _Array) -> bool:

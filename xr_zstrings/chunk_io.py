@@ -43,8 +43,32 @@ def _encode_chunk(a: _Array, block: np.ndarray, chunk_shape: tuple[int, ...]) ->
     return a.pipeline.encode(raw)
 
 
-def _write_numpy(zstore: ZStore, a: _Array, storage: np.ndarray, origin: tuple[int, ...] | None = None) -> None:
-    """Write a storage-dtype array chunk by chunk (threads compress; ``origin`` in chunk units)."""
+class ChunkBatch:
+    """Chunk writes gathered into batches of about ``_BATCH_BYTES`` (or 4096 objects) across
+    arrays: a wide dataset of small variables costs a few concurrent store round trips, not one
+    per variable. ``flush`` before anything that must follow the chunks (metadata)."""
+
+    def __init__(self, zstore: ZStore) -> None:
+        self.zstore = zstore
+        self.items: list[tuple[str, Any]] = []
+        self.size = 0
+
+    def add(self, items: list[tuple[str, Any]]) -> None:
+        self.items.extend(items)
+        self.size += sum(len(v) for _, v in items)
+        if self.size >= _BATCH_BYTES or len(self.items) >= 4096:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.items:
+            self.zstore.set_many(self.items)
+        self.items, self.size = [], 0
+
+
+def _write_numpy(zstore: ZStore, a: _Array, storage: np.ndarray, origin: tuple[int, ...] | None = None,
+                 batch_to: ChunkBatch | None = None) -> None:
+    """Write a storage-dtype array chunk by chunk (threads compress; ``origin`` in chunk units),
+    into ``batch_to`` when given (written by its owner) or straight to the store."""
     chunks = a.chunks or (1,)
     storage = storage.reshape(1) if a.scalar else storage
     if storage.size == 0:
@@ -64,7 +88,10 @@ def _write_numpy(zstore: ZStore, a: _Array, storage: np.ndarray, origin: tuple[i
         for start in range(0, len(idxs), batch):
             part = idxs[start : start + batch]
             items = list(pool.map(one, part)) if len(part) > 1 else [one(i) for i in part]
-            zstore.set_many(items)
+            if batch_to is not None:
+                batch_to.add(items)
+            else:
+                zstore.set_many(items)
 
 
 def _dask_writer(zstore: ZStore, a: _Array) -> Any:
@@ -124,11 +151,13 @@ def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str, layout: str = "
     from .write_plan import _array_zattrs, _is_dask, _what, _zarray
 
     lazy: list[tuple[_Array, Any]] = []
+    batch = ChunkBatch(zstore)
     for a in arrays:
         if _is_dask(a.data):
             lazy.append((a, _dask_writer(zstore, a)))
         else:
-            _write_numpy(zstore, a, np.asarray(a.data))
+            _write_numpy(zstore, a, np.asarray(a.data), batch_to=batch)
+    batch.flush()
     if lazy:
         import dask
 

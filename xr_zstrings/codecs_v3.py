@@ -212,6 +212,7 @@ class _Zarr:
     """Lazily imported zarr-python pieces."""
 
     _loaded = False
+    _zdtypes: dict[np.dtype, Any] = {}
 
     @classmethod
     def load(cls) -> type[_Zarr]:
@@ -240,10 +241,13 @@ class _Zarr:
         if found is not None:
             return found
         z = cls.load()
-        try:
-            zd = z.zdtype(dtype)
-        except Exception:  # noqa: BLE001 - third-party codec errors become ChunkError/MetadataError
-            zd = z.zdtype(np.dtype("uint8"))
+        zd = cls._zdtypes.get(dtype)
+        if zd is None:  # zarr-python's dtype lookup scans its registry: once per dtype (wide stores)
+            try:
+                zd = z.zdtype(dtype)
+            except Exception:  # noqa: BLE001 - third-party codec errors become ChunkError/MetadataError
+                zd = z.zdtype(np.dtype("uint8"))
+            cls._zdtypes[dtype] = zd
         shape = shape if all(s >= 0 for s in shape) else (0,)
         spec = _zarr_compat.array_spec(shape, zd, zd.default_scalar(), z.prototype)
         if len(cls._specs) < 4096:

@@ -40,6 +40,7 @@ import xarray as xr
 from zarr.storage import WrapperStore
 
 from .atomic import CloneStore, incomplete_v3_root, local_commit
+from .chunk_io import ChunkBatch
 from .codecs_v3 import V3Pipeline
 from .errors import MissingStringsWarning, TargetExistsError, ZStringsError
 from .store import ZStore, local_target, open_store
@@ -262,25 +263,13 @@ class _Text:
     fill: Any = None  # dask: the string _FillValue missing values become (None: they are refused)
 
 
-class _Writes:
-    """Chunk writes of in-memory variables, gathered into batches of about ``_BATCH_BYTES``: a
-    wide Dataset of small variables costs a few store round trips, not one per variable."""
+class _Writes(ChunkBatch):
+    """The chunk writes of in-memory text variables (batched across variables), the encoding
+    threads, and whether old chunks are deleted first (a group written into an existing store)."""
 
     def __init__(self, zs: ZStore, pool: ThreadPoolExecutor, clear_old: bool) -> None:
-        self.zs, self.pool, self.clear_old = zs, pool, clear_old
-        self.items: list[tuple[str, Any]] = []
-        self.size = 0
-
-    def add(self, items: list[tuple[str, Any]]) -> None:
-        self.items.extend(items)
-        self.size += sum(len(v) for _, v in items)
-        if self.size >= _BATCH_BYTES or len(self.items) >= 4096:
-            self.flush()
-
-    def flush(self) -> None:
-        if self.items:
-            self.zs.set_many(self.items)
-        self.items, self.size = [], 0
+        super().__init__(zs)
+        self.pool, self.clear_old = pool, clear_old
 
 
 @dataclass
