@@ -136,3 +136,20 @@ def test_to_zarr_v3_from_local_cluster(client: distributed.Client, s3: S3Server,
             peer = xr.open_dataset(path, engine="zarr")
             assert peer["label"].values.tolist() == VALUES.tolist()
             np.testing.assert_array_equal(peer["value"].values, np.arange(VALUES.size) * 0.5)
+
+
+def test_zip_targets_from_local_cluster(client: distributed.Client, tmp_path: Path) -> None:
+    """A zip target with a cluster running: written by threads of this process (a ZipStore sent to
+    a worker would reopen the file for writing there and truncate it); every value comes back."""
+    from xr_zstrings.writer_v3 import to_zarr_v3
+
+    labels = da.from_array(VALUES, chunks=50)
+    ds = xr.Dataset({"label": ("n", labels), "value": ("n", da.arange(VALUES.size, chunks=50) * 0.5)})
+    to_nczarr(ds, tmp_path / "nc.zip")
+    to_zarr_v3(ds, tmp_path / "v3.zip")
+    for path in (tmp_path / "nc.zip", tmp_path / "v3.zip"):
+        back = xr.open_dataset(path, engine="zstrings")
+        assert back["label"].values.tolist() == VALUES.tolist()
+        np.testing.assert_array_equal(back["value"].values, np.arange(VALUES.size) * 0.5)
+    store = zarr.storage.ZipStore(tmp_path / "v3.zip", mode="r")
+    assert zarr.open_array(store, path="label", mode="r")[:].tolist() == VALUES.tolist()

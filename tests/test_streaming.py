@@ -223,3 +223,21 @@ def test_to_nczarr_append_streams_dask_values(tmp_path: Path) -> None:
     with netCDF4.Dataset(nc_url(tmp_path / "a.zarr"), "r") as nc:
         assert nc["label"][:].tolist() == expected
     assert xr.open_dataset(tmp_path / "a.zarr", engine="zstrings")["label"].values.tolist() == expected
+
+
+def test_convert_keeps_same_named_variables_of_groups_apart(tmp_path: Path) -> None:
+    """convert reads dask-backed groups; variables of one name in two groups stay two variables
+    (xarray's open_groups(chunks=...) names both dask arrays alike), store -> .nc -> store."""
+    root = xr.Dataset({"name": ("x", np.array([f"root {i}" for i in range(10)], dtype=object))})
+    sub = xr.Dataset({"name": ("x", np.array([f"sub {i}" for i in range(10)], dtype=object))})
+    to_nczarr({"/": root, "/g": sub}, tmp_path / "a.zarr")
+    convert(tmp_path / "a.zarr", tmp_path / "b.zarr")
+    convert(tmp_path / "a.zarr", tmp_path / "a.nc")
+    convert(tmp_path / "a.nc", tmp_path / "c.zarr")
+    with netCDF4.Dataset(tmp_path / "a.nc") as nc:
+        assert nc["name"][:].tolist() == root["name"].values.tolist()
+        assert nc["g"]["name"][:].tolist() == sub["name"].values.tolist()
+    for store in ("b.zarr", "c.zarr"):
+        with netCDF4.Dataset(nc_url(tmp_path / store), "r") as nc:
+            assert nc["name"][:].tolist() == root["name"].values.tolist()
+            assert nc["g"]["name"][:].tolist() == sub["name"].values.tolist()

@@ -129,6 +129,23 @@ def _dask_writer(zstore: ZStore, a: _Array) -> Any:
                          name=name)
 
 
+def local_scheduler(zstore: ZStore) -> Any:
+    """A context in which dask computes with threads of this process when the target is a zip file:
+    a ``ZipStore`` sent to the worker processes of a distributed cluster reopens the file for
+    writing there (truncating it), so only this process may write it. Elsewhere: no change."""
+    import contextlib
+
+    if type(zstore.store).__name__ != "ZipStore":
+        return contextlib.nullcontext()
+    import importlib.util
+
+    if importlib.util.find_spec("dask") is None:
+        return contextlib.nullcontext()
+    import dask
+
+    return dask.config.set(scheduler="threads")
+
+
 def attach_pipelines(arrays: Iterable[_Array]) -> None:
     """Build each planned array's codec pipeline (before the store is touched: a codec error
     leaves the target as it was)."""

@@ -38,6 +38,22 @@ def _chunks() -> dict[str, Any] | None:
     return {} if importlib.util.find_spec("dask") is not None else None
 
 
+def _open_groups(src: str, engine: str, **kwargs: Any) -> dict[str, xr.Dataset]:
+    """Every group of ``src``, dask-backed on the source's own chunks when dask is installed.
+
+    Each group is opened on its own (``group=path``): ``xr.open_groups(chunks=...)`` gives
+    variables of the same name in different groups the same dask name (the token leaves the group
+    out; xarray 2026.9), so one dask graph would hand both the values of one of them."""
+    groups = xr.open_groups(src, engine=engine, **kwargs)
+    if _chunks() is None:
+        return groups
+    out = {}
+    for path, ds in groups.items():
+        ds.close()
+        out[path] = xr.open_dataset(src, engine=engine, group=path, chunks={}, **kwargs)
+    return out
+
+
 def is_netcdf_file(path: str) -> bool:
     """A local netCDF-3 or netCDF-4 (HDF5) file, recognised by its magic bytes."""
     if "://" in path or not os.path.isfile(os.path.expanduser(path)):
@@ -80,7 +96,7 @@ def convert(
             raise ZStringsError(f"Invalid mode={mode!r} for a netCDF-4 target: expected 'w-' or 'w'.")
         if mode == "w-" and os.path.exists(dst):
             raise TargetExistsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
-        groups = xr.open_groups(src, engine="zstrings", chunks=_chunks(), **RAW_DECODERS, **kwargs)
+        groups = _open_groups(src, "zstrings", **RAW_DECODERS, **kwargs)
         try:
             write_netcdf4_file(groups, dst, mode=mode)
         finally:
@@ -89,7 +105,7 @@ def convert(
         return
     if is_netcdf_file(src):
         try:
-            groups = xr.open_groups(src, engine="netcdf4", chunks=_chunks(), **RAW_DECODERS)
+            groups = _open_groups(src, "netcdf4", **RAW_DECODERS)
         except (ImportError, ValueError) as e:
             if "netcdf4" in str(e).lower() and "engine" in str(e).lower():
                 raise ZStringsError(
@@ -97,7 +113,7 @@ def convert(
                 ) from None
             raise
     else:
-        groups = xr.open_groups(src, engine="zstrings", chunks=_chunks(), **RAW_DECODERS)
+        groups = _open_groups(src, "zstrings", **RAW_DECODERS)
     try:
         to_nczarr(groups, dst, mode=mode, netcdf_c=netcdf_c, **kwargs)
     finally:

@@ -34,7 +34,7 @@ from . import strings
 from ._zarr_compat import sync
 from .append import _add_variables, _append
 from .atomic import CloneStore, incomplete_v2_group, local_commit, recover
-from .chunk_io import attach_pipelines, write_arrays
+from .chunk_io import attach_pipelines, local_scheduler, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
 from .errors import TargetExistsError, UnsupportedError, ZStringsError
 from .metadata import NC_FILL_VALUES
@@ -333,7 +333,7 @@ def to_nczarr(
         plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
     declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
     attach_pipelines(a for arrays in plans.values() for a in arrays)
-    with _write_target(target, mode, storage_options) as zstore:
+    with _write_target(target, mode, storage_options) as zstore, local_scheduler(zstore):
         _write_all(zstore, groups, plans, gattrs, declared, opts)
 
 

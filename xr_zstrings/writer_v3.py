@@ -40,7 +40,7 @@ import xarray as xr
 from zarr.storage import WrapperStore
 
 from .atomic import CloneStore, incomplete_v3_root, local_commit
-from .chunk_io import ChunkBatch
+from .chunk_io import ChunkBatch, local_scheduler
 from .codecs_v3 import V3Pipeline
 from .errors import MissingStringsWarning, TargetExistsError, ZStringsError
 from .store import ZStore, local_target, open_store
@@ -587,7 +587,8 @@ def to_zarr_v3(
                 raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
                                     "overwrites. Pass mode='w' to replace it.")
             try:
-                _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
+                with local_scheduler(zs):
+                    _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
             finally:
                 if is_zip and tmp is not None:
                     zs.store.close()
