@@ -40,7 +40,7 @@ import xarray as xr
 from zarr.storage import WrapperStore
 
 from .atomic import CloneStore, incomplete_v3_root, local_commit
-from .chunk_io import ChunkBatch, local_scheduler
+from .chunk_io import ChunkBatch, compute_sums, local_scheduler
 from .codecs_v3 import V3Pipeline
 from .errors import MissingStringsWarning, TargetExistsError, ZStringsError
 from .store import ZStore, local_target, open_store
@@ -363,14 +363,14 @@ class _BlockWriter:
 
     def graph(self, data: Any) -> Any:
         """The dask graph of block writes (blocks rechunked to the store's chunks first, so that
-        every chunk is written by exactly one task), summed."""
+        every chunk is written by exactly one task): one count per block."""
         import dask.array as da
 
         data = data.rechunk(self.chunks)
         # a unique name: dask would otherwise tokenize this object by pickling it
         out = da.map_blocks(self, data, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
                             name=f"zstrings-v3-write-{uuid.uuid4().hex}")
-        return out.sum()
+        return out
 
     def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
         if block_info is None:  # dask probing the function while building the graph: write nothing
@@ -740,9 +740,7 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
                     pending.append(p)
         out.flush()
     if pending:
-        import dask
-
-        counts = dask.compute(*[p.written for p in pending])
+        counts = compute_sums([p.written for p in pending])
         again: list[_Pending] = []
         for p, n in zip(pending, counts, strict=True):
             if int(n) and p.text.fill is None:
@@ -760,7 +758,7 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
         for p in again:
             meta_store.meta[p.key] = json.dumps(p.meta, indent=2).encode()
         if again:
-            dask.compute(*[p.written for p in again])
+            compute_sums([p.written for p in again])
     if into_group and consolidated and root_key not in meta_store.meta:
         raw = zs.get_bytes("zarr.json")
         if raw is not None:
