@@ -257,3 +257,34 @@ def test_check_exits_1_on_a_layout_netcdf_c_4_10_does_not_read(tmp_path):
     r = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(path)], capture_output=True, text=True)
     assert r.returncode == 1, r.stdout + r.stderr
     assert "netcdf-c 4.10 does not read this store's layout" in r.stdout and "no problems: netcdf-c 4.10 reads" not in r.stdout
+
+
+def _nested(depth: int) -> dict[str, xr.Dataset]:
+    groups = {"/": xr.Dataset()}
+    path = ""
+    for _ in range(depth):
+        path += "/g"
+        groups[path] = xr.Dataset()
+    groups[path] = xr.Dataset({"v": ("y", np.array(["s0", "s1"], dtype=object))})
+    return groups
+
+
+def test_netcdf_c_4_10_opens_at_most_30_nested_groups_and_check_says_so(peers, tmp_path):
+    """netcdf-c 4.10.1 aborts the process on a store with groups 31 deep (4.9.4-dev and 4.9.1 read it);
+    zstrings check reports that as a problem from 31 levels on, not at 30."""
+    for depth in (30, 31):
+        store = tmp_path / f"d{depth}.zarr"
+        groups = _nested(depth)
+        to_nczarr(groups, store)
+        for reader in ("1.6.3", "1.7.2"):
+            r = m.read_with(reader, store, tmp_path)
+            assert r.ok and m.compare(groups, r.result) == [], (depth, reader, r.error)
+        current = m.read_with("current", store, tmp_path)
+        out = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(store)], capture_output=True,
+                             text=True, check=False)
+        if depth == 30:
+            assert current.ok and m.compare(groups, current.result) == [], current.error
+            assert out.returncode == 0 and "nested" not in out.stdout, out.stdout
+        else:
+            assert not current.ok and "process aborts" in current.error, current.error
+            assert out.returncode == 1 and "groups nested 31 deep: netcdf-c 4.10.1 aborts" in out.stdout, out.stdout

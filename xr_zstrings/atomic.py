@@ -125,10 +125,32 @@ def target_lock(target: Path, display: str) -> Iterator[None]:
 
 def _remove(p: Path) -> None:
     if p.is_dir() and not p.is_symlink():
-        shutil.rmtree(p, ignore_errors=True)
+        _rmtree(os.fspath(p))
     else:
         with contextlib.suppress(FileNotFoundError):
             p.unlink()
+
+
+def _rmtree(top: str) -> None:
+    """Remove a folder tree, ignoring errors, without recursion: ``shutil.rmtree`` recurses once
+    per level before Python 3.13 (RecursionError on a store 1,000 groups deep)."""
+    stack, dirs = [top], []
+    while stack:
+        d = stack.pop()
+        dirs.append(d)
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    else:
+                        with contextlib.suppress(OSError):
+                            os.unlink(e.path)
+        except OSError:
+            continue
+    for d in reversed(dirs):  # children were listed after their parents
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
 
 
 def _recover(target: Path) -> None:
@@ -212,19 +234,26 @@ def _swap_in(tmp: Path, target: Path) -> None:
 
 def _link_tree(src: Path, dst: Path) -> bool:
     """Clone a directory tree with hard links (no data copied). False when links are not possible."""
-    for root, dirs, files in os.walk(src):
-        rel = Path(root).relative_to(src)
-        (dst / rel).mkdir(parents=True, exist_ok=True)
-        for name in files:
-            if name.endswith(".partial"):  # a killed zarr-python write's temporary file
+    # a stack, not os.walk/Path.mkdir(parents=True): both recurse per level before Python 3.12
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    stack = [(os.fspath(src), os.fspath(dst))]
+    while stack:
+        s_dir, d_dir = stack.pop()
+        os.makedirs(d_dir, exist_ok=True)  # its parent exists: one level
+        with os.scandir(s_dir) as it:
+            entries = list(it)
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                stack.append((e.path, os.path.join(d_dir, e.name)))
+                continue
+            if e.is_symlink() or e.name.endswith(".partial"):  # .partial: a killed zarr-python write's
                 continue
             try:
-                os.link(Path(root) / name, dst / rel / name)
-            except OSError as e:
-                if e.errno in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                os.link(e.path, os.path.join(d_dir, e.name))
+            except OSError as err:
+                if err.errno in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
                     return False
                 raise
-        dirs[:] = [d for d in dirs if not os.path.islink(Path(root) / d)]
     return True
 
 

@@ -356,6 +356,7 @@ class ZStore:
         items = list(items)
         if isinstance(self.store, LocalStore):
             self._confine([k for k, _ in items])
+            make_parents(self.store.root, [self.full_key(k) for k, _ in items])
         if self._before_write is not None:
             fn, self._before_write = self._before_write, None
             fn()
@@ -400,6 +401,26 @@ class ZStore:
                     "files there. Nothing outside the store is ever written; replace the link with a real "
                     "folder (or copy the store with links resolved) and write again."
                 )
+
+
+def make_parents(root: str | os.PathLike[str], keys: Iterable[str]) -> None:
+    """Create the folders of ``keys`` under ``root``, outermost first, one level per ``mkdir``.
+
+    zarr-python's LocalStore creates a key's missing folders with ``Path.mkdir(parents=True)``,
+    which recurses once per missing level: a variable 1,000 groups deep raised RecursionError.
+    Created here beforehand, each write finds its folder."""
+    done: set[str] = set()
+    for key in keys:
+        parent = os.path.dirname(os.path.join(os.fspath(root), key))
+        missing: list[str] = []
+        while parent not in done and not os.path.isdir(parent):
+            missing.append(parent)
+            parent = os.path.dirname(parent)
+        for d in reversed(missing):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(d)
+            done.add(d)
+        done.add(parent)
 
 
 def refuse_links(root: str | os.PathLike[str], display: str) -> None:

@@ -98,10 +98,11 @@ def _as_groups(obj: Any) -> dict[str, xr.Dataset]:
         )
     for path in list(groups):
         for anc in _ancestors(path)[1:]:
-            groups.setdefault(anc, xr.Dataset())
+            if anc not in groups:  # not setdefault: a Dataset built per ancestor made 1,000 levels O(n^2)
+                groups[anc] = xr.Dataset()
     for path in groups:
         parent, _, leaf = path.rpartition("/")
-        if path != "/" and leaf in groups.get(parent or "/", xr.Dataset()).variables:
+        if path != "/" and leaf in groups[parent or "/"].variables:
             raise ZStringsError(
                 f"Cannot write group {path!r}: its parent {parent or '/'!r} has a variable of the same name, "
                 "and a Zarr key cannot be both. Rename the group or the variable."

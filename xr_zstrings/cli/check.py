@@ -220,6 +220,26 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
     return out
 
 
+#: the deepest group nesting netcdf-c 4.10.1 opens: from 31 levels on it aborts the process
+#: (malloc(): corrupted top size) where 4.9.1-4.9.4 read the store (tests/test_netcdf_c_versions.py)
+NETCDF_C_4_10_MAX_DEPTH = 30
+
+
+def _depth_findings(tree: Any) -> list[Finding]:
+    """Groups nested deeper than netcdf-c 4.10.1 opens (NCZarr stores; the only version measured to fail)."""
+    if not str(tree.root.generation).startswith("nczarr"):
+        return []
+    deepest = max(tree.groups, key=lambda p: p.count("/") if p != "/" else 0)
+    depth = deepest.count("/") if deepest != "/" else 0
+    if depth <= NETCDF_C_4_10_MAX_DEPTH:
+        return []
+    shown = deepest if len(deepest) <= 80 else deepest[:60] + "..." + deepest[-16:]
+    return [Finding(shown, f"groups nested {depth} deep: netcdf-c 4.10.1 aborts the process opening the store "
+                    f"(it opens at most {NETCDF_C_4_10_MAX_DEPTH} levels; netcdf-c 4.9.1-4.9.4 read it)",
+                    f"move the deepest groups up to at most {NETCDF_C_4_10_MAX_DEPTH} levels and rewrite, "
+                    "or read it with netcdf-c 4.9.x")]
+
+
 def _name_findings(tree: Any) -> list[Finding]:
     """Group, variable and dimension names netcdf-c cannot open (the rules the writers apply)."""
     import json
@@ -363,7 +383,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         findings.append(Finding("/", "Zarr v3 store: netcdf-c 4.10 does not open it ('NetCDF: Unknown file "
                                 "format')", f"zstrings convert {target} {_suggest_dst(target)}"))
     else:
-        findings += _name_findings(tree)
+        findings += _name_findings(tree) + _depth_findings(tree)
     print(f"check {tree.store.display}: {_describe_layout(tree)}")
     for f in findings:
         print(f"PROBLEM {f.where}: {f.problem}")
