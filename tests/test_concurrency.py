@@ -17,7 +17,7 @@ import xarray as xr
 from conftest_s3 import start_server
 from peers import nc_url
 
-from xr_zstrings import ZStringsError
+from xr_zstrings import StoreReplacedError, ZStringsError
 from xr_zstrings.writer import to_nczarr
 
 T = np.dtypes.StringDType()
@@ -189,10 +189,15 @@ def test_reading_while_another_process_appends(tmp_path: Path) -> None:
     lengths = set()
     reads = 0
     deadline = time.monotonic() + 120
+    refused = 0
     while proc.is_alive() and time.monotonic() < deadline:
         ds = xr.open_dataset(path, engine="zstrings")
-        tags = ds["tag"].values.tolist()
-        rows = ds["row"].values.tolist()
+        try:
+            tags = ds["tag"].values.tolist()
+            rows = ds["row"].values.tolist()
+        except StoreReplacedError:  # an append swapped in between the open and the read: refused
+            refused += 1
+            continue
         reads += 1
         assert len(tags) % BATCH == 0 and len(rows) == len(tags), len(tags)
         assert tags == expected[: len(tags)]  # the old or the new length, never a torn read
@@ -229,3 +234,40 @@ def _hold_lock(path: str, held: Any, release: Any) -> None:
     with target_lock(Path(path), path):
         held.set()
         release.wait(60)
+
+
+@pytest.mark.parametrize("change", ["overwrite", "append"])
+def test_lazy_read_after_another_version_is_swapped_in_is_refused(tmp_path: Path, change: str) -> None:
+    """A Dataset opened lazily, then the store replaced by another writer (another process here):
+    reading it raises StoreReplacedError instead of mixing the old metadata with the new chunks
+    (an overwrite with other chunks once read as the old first chunk plus a missing second one);
+    opened again, it reads the new version."""
+    path = tmp_path / "v.zarr"
+    _start(path)  # chunks of 5: two chunks
+    old = xr.open_dataset(path, engine="zstrings")
+    ctx = _ctx()
+    go = ctx.Event()
+    go.set()
+    if change == "overwrite":  # one chunk of 7 rows, as in test_two_processes_overwriting_...
+        proc = ctx.Process(target=_overwrite, args=(str(path), 1, 1, go))
+        expected = ["w1-b0"] * BATCH
+    else:
+        proc = ctx.Process(target=_appender, args=(str(path), 1, 1, go))
+        expected = ["w0-b0"] * BATCH + ["w1-b1"] * BATCH
+    _run_all([proc])
+    with pytest.raises(StoreReplacedError, match="was replaced by another writer.*Open it again"):
+        old["tag"].values
+    with pytest.raises(StoreReplacedError):
+        old["row"][5:].values
+    assert xr.open_dataset(path, engine="zstrings")["tag"].values.tolist() == expected
+
+
+def test_a_store_changed_in_place_by_nobody_reads_as_before(tmp_path: Path) -> None:
+    """The version check costs nothing in the common case: repeated lazy reads of an unchanged
+    store succeed, also after an unrelated write beside the store."""
+    path = tmp_path / "v.zarr"
+    _start(path)
+    ds = xr.open_dataset(path, engine="zstrings")
+    to_nczarr(_batch(3, 0), tmp_path / "other.zarr")
+    for _ in range(3):
+        assert ds["tag"].values.tolist() == ["w0-b0"] * BATCH

@@ -45,6 +45,11 @@ class ConcurrentWriteError(ZStringsError):
     """Another process holds the target's writer lock for longer than the lock timeout."""
 
 
+class StoreReplacedError(ConcurrentWriteError):
+    """A local store that another writer replaced (``mode="w"``, an append, added variables) after it
+    was opened: its chunks no longer belong to the metadata read at open. Open it again."""
+
+
 class DimensionError(MetadataError):
     """Dimension references that dangle, disagree with shapes, or cannot be aligned."""
 

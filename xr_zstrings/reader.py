@@ -139,6 +139,8 @@ class TreeMeta:
     children: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
     #: arrays whose metadata names a data type or codec this package does not decode: path -> why
     unreadable: dict[str, str] = field(default_factory=dict)
+    #: a local store's version token when its metadata were read (ZStore.version_token), else None
+    version: tuple[int, int] | None = None
 
     @property
     def root(self) -> GroupMeta:
@@ -182,6 +184,7 @@ def open_tree(zstore: ZStore) -> TreeMeta:
                 raise
             continue
         if before is None or zstore.version_token() == before:
+            tree.version = before
             return tree
     return _open_tree(zstore)
 
@@ -645,11 +648,17 @@ class ChunkedArray:
                     del raw
 
         threads = decode_threads(self.threads)
-        if parallel and len(groups) > 1 and threads > 1:
-            list(_executor(threads).map(task, groups))
-        else:
-            for g in groups:
-                task(g)
+        try:
+            if parallel and len(groups) > 1 and threads > 1:
+                list(_executor(threads).map(task, groups))
+            else:
+                for g in groups:
+                    task(g)
+        except (ZStringsError, OSError):
+            self.store.check_version()  # a swapped-in version's chunks fail: say that instead
+            raise
+        # chunks of one version, the one whose metadata were read (or StoreReplacedError)
+        self.store.check_version()
 
     def read(self, region: tuple[slice, ...]) -> np.ndarray:
         """The values in ``region`` (step-1 slices within ``self.shape``) as a storage-dtype array."""
@@ -1552,6 +1561,7 @@ def read_arrow(target: Any, variable: str, *, group: str = "/", storage_options:
     from .store import open_store
 
     tree = open_tree(open_store(target, storage_options=storage_options))
+    tree.store.pin_version(tree.version)
     path = _join("/" + group.strip("/") if group.strip("/") else "/", variable)
     meta = tree.arrays.get(path)
     if meta is None or meta.generation != "zarr-v3" or meta.string_kind not in ("vlen", "vlen-bytes"):
@@ -1575,4 +1585,5 @@ def read_arrow(target: Any, variable: str, *, group: str = "/", storage_options:
     types = {p.type for p in pieces}
     if len(types) > 1:
         pieces = [p.cast(pa.large_string() if meta.string_kind == "vlen" else pa.large_binary()) for p in pieces]
+    tree.store.check_version()
     return pa.chunked_array(pieces)

@@ -35,6 +35,7 @@ from .errors import (
     StoreConnectionError,
     StoreNotFoundError,
     StorePermissionError,
+    StoreReplacedError,
     UnsupportedError,
     ZStringsError,
 )
@@ -180,6 +181,7 @@ class ZStore:
         self.root_zgroup: bytes | None = None
         # a LocalStore is read directly once zarr has opened it (its first get: root checked)
         self._local_direct = False
+        self.pinned_version: tuple[int, int] | None = None  # see pin_version
 
     def __repr__(self) -> str:
         return f"ZStore({self.display!r})"
@@ -199,16 +201,38 @@ class ZStore:
         with self._lock:
             self.requests += n
 
-    def version_token(self) -> tuple[int, int, int] | None:
+    def version_token(self) -> tuple[int, int] | None:
         """For a local directory store: what changes when a writer swaps a new version in (the
-        directory's device, inode and change time); None for other stores."""
+        directory's inode and change time; not the device number, which differs between the
+        machines that mount one network file system); None for other stores."""
         if type(self.store) is not LocalStore:
             return None
         try:
             st = os.stat(Path(self.store.root) / self.prefix if self.prefix else self.store.root)
         except OSError:
             return None
-        return (st.st_dev, st.st_ino, st.st_ctime_ns)
+        return (st.st_ino, st.st_ctime_ns)
+
+    def pin_version(self, token: tuple[int, int] | None) -> None:
+        """Tie later chunk reads to the version whose metadata were read (``token`` from
+        ``version_token`` before that read): see ``check_version``."""
+        self.pinned_version = token
+
+    def check_version(self) -> None:
+        """After a chunk read: refuse it if a writer swapped a new version of the local store in
+        since the metadata were read (the chunks may then be the new version's, or gone).
+
+        A swap changes the directory's inode, so a read that ends with the pinned token in place
+        began and ended in the pinned version (hard links keep that version's chunks unchanged).
+        """
+        pinned = getattr(self, "pinned_version", None)
+        if pinned is None or self.version_token() == pinned:
+            return
+        raise StoreReplacedError(
+            f"{self.display} was replaced by another writer (mode='w', an append or added variables) "
+            "after it was opened: its chunks no longer belong to the metadata read then. Open it again "
+            "(xr.open_dataset(..., engine='zstrings')) to read the new version."
+        )
 
     def full_key(self, key: str) -> str:
         key = key.strip("/")

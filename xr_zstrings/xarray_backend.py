@@ -153,6 +153,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         # checked first
         options = _options(string_dtype, utf8_errors, concat_characters, decode_threads, mask_and_scale)
         tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
+        tree.store.pin_version(tree.version)  # lazy reads refuse a version swapped in later
         return _to_dataset(
             tree,
             group or "/",
@@ -181,6 +182,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         options = _options(string_dtype, utf8_errors, decoders.get("concat_characters", True), decode_threads,
                            decoders.get("mask_and_scale", True))
         tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
+        tree.store.pin_version(tree.version)  # lazy reads refuse a version swapped in later
         root = "/" + (group or "").strip("/") if (group or "").strip("/") else "/"
         decoders = _decoders(**{k: decoders.get(k, v) for k, v in _DECODER_DEFAULTS.items()})
         out: dict[str, xr.Dataset] = {}
