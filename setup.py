@@ -1,9 +1,9 @@
-"""Build the optional compiled string kernels (xr_zstrings._kernels); metadata is in pyproject.toml.
+"""Build the optional compiled string kernels (xr_zstrings.text._kernels); metadata is in pyproject.toml.
 
 The kernels need numpy's headers (numpy >= 2.0, for the StringDType C API).  When no C compiler
 is available the package still installs and runs on its pure-Python/numpy fallback: the build
 prints a warning (pip shows it with -v) and records the error in
-xr_zstrings/_kernels_build_error.txt, which makes the first use warn too and
+xr_zstrings/text/_kernels_build_error.txt, which makes the first use warn too and
 ``xr_zstrings.show_versions()`` report it.  Set XR_ZSTRINGS_REQUIRE_EXT=1 to make a failed build
 an error instead (CI does).
 """
@@ -24,7 +24,7 @@ class OptionalBuildExt(build_ext):
     def _failed(self, e, ext=None):
         if os.environ.get("XR_ZSTRINGS_REQUIRE_EXT"):
             raise
-        msg = f"xr_zstrings._kernels not built ({type(e).__name__}: {e}); using the pure-Python fallback"
+        msg = f"xr_zstrings.text._kernels not built ({type(e).__name__}: {e}); using the pure-Python fallback"
         print(f"WARNING: {msg}", file=sys.stderr)
         for ext in [ext] if ext is not None else self.extensions:
             marker = self._marker(ext)
@@ -58,8 +58,8 @@ def _numpy_include():
 setup(
     ext_modules=[
         Extension(
-            "xr_zstrings._kernels",
-            sources=["xr_zstrings/_kernels.c"],
+            "xr_zstrings.text._kernels",
+            sources=["xr_zstrings/text/_kernels.c"],
             include_dirs=[_numpy_include()],
             extra_compile_args=["-O3"] if os.name != "nt" else [],
         )

@@ -70,7 +70,8 @@ def main() -> None:
     args = ap.parse_args()
     import xarray as xr
 
-    from xr_zstrings import strings, to_nczarr
+    from xr_zstrings import to_nczarr
+    from xr_zstrings.text import fixed as strings
 
     K = strings.kernels()
     if K is None:

@@ -148,8 +148,8 @@ def _chunk_buffers(store: Path) -> tuple[str, list[Any], int, list[bytes], Any]:
     decompressor of the stored chunks or None) of variable "s" of a store."""
     import numcodecs
 
-    from xr_zstrings.reader import ChunkedArray, open_tree
-    from xr_zstrings.store import open_store
+    from xr_zstrings.read.tree import ChunkedArray, open_tree
+    from xr_zstrings.io.store import open_store
 
     tree = open_tree(open_store(store))
     meta = tree.arrays["/s"]
@@ -185,7 +185,7 @@ def _chunk_buffers(store: Path) -> tuple[str, list[Any], int, list[bytes], Any]:
 def _reference_rows(store: Path, width: int, repeat: int, ours_t: float, n_total: int) -> list[tuple]:
     from _cref import load
 
-    from xr_zstrings.strings import kernels
+    from xr_zstrings.text.fixed import kernels
 
     cref = load()
     K = kernels()
@@ -380,8 +380,8 @@ def main(argv: list[str] | None = None) -> int:
             ref_store = tmpd / "v3_raw.zarr"
             t_ref, _ = _time(lambda: xr.open_dataset(ref_store, engine="zarr", consolidated=False)["s"].values,
                              args.repeat)
-            from xr_zstrings.reader import read_arrow
-            from xr_zstrings.writer_v3 import to_zarr_v3
+            from xr_zstrings.read.tree import read_arrow
+            from xr_zstrings.write.zarr3 import to_zarr_v3
 
             for layout in ("zarrs.vlen", "arrow", "arrow-large"):
                 label = f"Zarr v3 {layout}"
@@ -403,9 +403,9 @@ def main(argv: list[str] | None = None) -> int:
             # (uncompressed against uncompressed, zstd against zstd)
             import numcodecs
 
-            from xr_zstrings import strings as S
-            from xr_zstrings.writer_v3 import to_zarr_v3
-            from xr_zstrings.writer import to_nczarr
+            from xr_zstrings.text import fixed as S
+            from xr_zstrings.write.zarr3 import to_zarr_v3
+            from xr_zstrings.write.nczarr import to_nczarr
 
             ds = xr.Dataset({"s": ("x", np.array(strings, dtype=object))})
             ds["s"].encoding["chunks"] = (min(len(strings), 100_000),)
@@ -445,7 +445,7 @@ def main(argv: list[str] | None = None) -> int:
             t_e, _ = _time(lambda: S.encode_fixed_utf8(obj, None), args.repeat)
             add("write (raw)", "  of which encode_fixed_utf8", N / t_e / 1e6, None, f"{t_e * 1e3:.0f} ms")
 
-    from xr_zstrings import strings as S
+    from xr_zstrings.text import fixed as S
 
     ext = "compiled kernels" if S.kernels() is not None else "pure-Python fallback"
     print(f"\n{N:,} strings (4-40 chars, 20% multibyte), median of {args.repeat} runs, {ext}, "

@@ -14,7 +14,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _data import make_raw  # noqa: E402
 
-from xr_zstrings import strings as S  # noqa: E402
+from xr_zstrings.text import fixed as S  # noqa: E402
 
 T = np.dtypes.StringDType()
 

@@ -1,6 +1,6 @@
 """Micro benchmark: M strings/s decoding one 1e6-string chunk per variable-length layout.
 
-Compares xr_zstrings.vlen (numcodecs vlen-utf8 layout, zarrs.vlen, draft Arrow layout) with
+Compares xr_zstrings.text.vlen (numcodecs vlen-utf8 layout, zarrs.vlen, draft Arrow layout) with
 numcodecs.VLenUTF8.decode (the peer zarr-python uses) on the same strings.  Run:
     PYTHONPATH=. python benchmarks/vlen_decode_bench.py [n]
 """
@@ -15,7 +15,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from xr_zstrings import vlen as V  # noqa: E402
+from xr_zstrings.text import vlen as V  # noqa: E402
 
 T = np.dtypes.StringDType()
 

@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from xr_zstrings.conversion import convert
-from xr_zstrings.writer import to_nczarr
-from xr_zstrings.writer_v3 import LAYOUTS, to_zarr_v3
+from xr_zstrings.write.convert import convert
+from xr_zstrings.write.nczarr import to_nczarr
+from xr_zstrings.write.zarr3 import LAYOUTS, to_zarr_v3
 
 
 def wide_dataset(n: int) -> xr.Dataset:

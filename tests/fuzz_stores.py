@@ -68,7 +68,7 @@ def write_zarr_v2(path: Path) -> None:
 
 
 def write_zarr_v3(path: Path, layout: str) -> None:
-    from xr_zstrings.writer_v3 import to_zarr_v3
+    from xr_zstrings.write.zarr3 import to_zarr_v3
 
     ds = _dataset()
     kw: dict[str, Any] = {}

@@ -25,8 +25,8 @@ import xarray as xr
 
 from xr_zstrings.cli import main
 from xr_zstrings.sample import sample_path
-from xr_zstrings.writer import to_nczarr
-from xr_zstrings.writer_v3 import to_zarr_v3
+from xr_zstrings.write.nczarr import to_nczarr
+from xr_zstrings.write.zarr3 import to_zarr_v3
 
 GOLDEN = Path(__file__).parent / "golden_cli"
 REGEN = os.environ.get("ZSTRINGS_REGEN_GOLDEN") == "1"

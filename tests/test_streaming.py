@@ -21,9 +21,9 @@ import xarray as xr
 import zarr
 from peers import nc_url
 
-from xr_zstrings.conversion import convert
-from xr_zstrings.writer import to_nczarr
-from xr_zstrings.writer_v3 import LAYOUTS, to_zarr_v3
+from xr_zstrings.write.convert import convert
+from xr_zstrings.write.nczarr import to_nczarr
+from xr_zstrings.write.zarr3 import LAYOUTS, to_zarr_v3
 
 N, BLOCK = 1000, 100
 T = np.dtypes.StringDType()
@@ -149,9 +149,9 @@ def test_to_zarr_v3_dask_bad_value_names_the_variable(tmp_path: Path) -> None:
 
 _MEMORY_SCRIPT = r"""
 import sys, tracemalloc, dask, dask.array as da, numpy as np, xarray as xr
-from xr_zstrings.writer import to_nczarr
-from xr_zstrings.writer_v3 import to_zarr_v3
-from xr_zstrings.conversion import convert
+from xr_zstrings.write.nczarr import to_nczarr
+from xr_zstrings.write.zarr3 import to_zarr_v3
+from xr_zstrings.write.convert import convert
 
 out = sys.argv[1]
 NB, B = 100, 20000  # 2 million strings of ~40 characters in 100 blocks

@@ -22,7 +22,7 @@ import xarray as xr
 import zarr
 
 import xr_zstrings
-from xr_zstrings import strings
+from xr_zstrings.text import fixed as strings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -73,23 +73,23 @@ def test_failed_build_warns_at_install_and_on_first_use(tmp_path):
         cwd=REPO, env=_env(CC="false"), capture_output=True, text=True,
     )
     assert r.returncode == 0, r.stderr  # the install goes on without the kernels ...
-    assert "WARNING: xr_zstrings._kernels not built" in r.stderr  # ... and says so
-    marker = build / "xr_zstrings" / strings.BUILD_ERROR_FILE
+    assert "WARNING: xr_zstrings.text._kernels not built" in r.stderr  # ... and says so
+    marker = build / "xr_zstrings" / "text" / strings.BUILD_ERROR_FILE
     assert "CompileError" in marker.read_text(encoding="utf-8")
-    assert not list(build.glob("xr_zstrings/_kernels*.so"))
+    assert not list(build.glob("xr_zstrings/text/_kernels*.so"))
 
     # the package as that build installs it: the Python files plus what the build recorded
     site = tmp_path / "site"
     shutil.copytree(REPO / "xr_zstrings", site / "xr_zstrings",
                     ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", strings.BUILD_ERROR_FILE))
-    shutil.copy(marker, site / "xr_zstrings")
+    shutil.copy(marker, site / "xr_zstrings" / "text")
     code = (
         "import warnings, numpy as np\n"
         "with warnings.catch_warnings(record=True) as w:\n"
         "    warnings.simplefilter('always')\n"
         "    import xr_zstrings\n"
         f"    assert xr_zstrings.__file__.startswith({str(site)!r}), xr_zstrings.__file__\n"
-        "    from xr_zstrings import strings\n"
+        "    from xr_zstrings.text import fixed as strings\n"
         "    v = strings.decode_fixed_utf8(np.array([b'ab', b'\\xc3\\xa9']))\n"
         "    strings.decode_fixed_utf8(np.array([b'cd']))\n"
         "assert v.tolist() == ['ab', 'é'], v\n"

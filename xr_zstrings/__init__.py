@@ -1,7 +1,13 @@
 """xr_zstrings: string data in NCZarr and Zarr stores that just works in xarray.
 
-Open with ``xr.open_dataset(path, engine="zstrings")``. Importing this package stays light:
-the pure core (``metadata``, ``strings``, ``vlen``) imports neither xarray nor zarr.
+Open with ``xr.open_dataset(path, engine="zstrings")``. Every public name is importable from here.
+Importing this package stays light: the pure core (``formats``, ``text``) imports neither xarray nor
+zarr, and the writers and readers below load on first use.
+
+The layout (one concept a folder, imports flow down): ``errors``; ``formats/`` (pure metadata);
+``text/`` (pure string layouts and the C kernels); ``codecs/`` (chunk pipelines); ``io/`` (stores,
+URLs, commits); ``read/`` (xarray-free reading); ``write/`` (the writers); ``backend`` (the xarray
+entry point) and ``accessor``; ``cli``.
 """
 
 from __future__ import annotations
@@ -9,14 +15,16 @@ from __future__ import annotations
 from .errors import (
     ChunkError,
     CodecDroppedWarning,
-    MissingStringsWarning,
     ConcurrentWriteError,
     DimensionError,
     IncompleteStoreError,
     MetadataError,
     NetcdfCompatibilityWarning,
+    MissingStringsWarning,
+    StoreConnectionError,
     StoreNotFoundError,
     StoreReplacedError,
+    StorePermissionError,
     StringDecodeError,
     StringDecodeWarning,
     StringOverflowError,
@@ -29,40 +37,45 @@ from .errors import (
 
 __version__ = "0.1.0"
 
-# the writer imports xarray: load it on first use so the pure core stays light
-_WRITER_NAMES = ("to_nczarr", "convert", "prepare_for_zarr", "for_zarr")
+# the public functions whose modules import xarray/zarr: loaded on first use so the pure core stays
+# light (name -> module that defines it)
+_LAZY = {
+    "to_nczarr": "xr_zstrings.write.nczarr",
+    "prepare_for_zarr": "xr_zstrings.write.nczarr",
+    "to_zarr_v3": "xr_zstrings.write.zarr3",
+    "convert": "xr_zstrings.write.convert",
+    "for_zarr": "xr_zstrings.codecs.encoding",
+    "read_arrow": "xr_zstrings.read.tree",
+    "show_versions": "xr_zstrings.versions",
+}
 
 
 def __getattr__(name: str) -> object:
-    if name == "show_versions":
-        from .versions import show_versions
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'xr_zstrings' has no attribute {name!r}")
+    import importlib
 
-        return show_versions
-    if name == "convert":
-        from .conversion import convert
+    return getattr(importlib.import_module(module), name)
 
-        return convert
-    if name == "to_zarr_v3":
-        from .writer_v3 import to_zarr_v3
 
-        return to_zarr_v3
-    if name in _WRITER_NAMES:
-        from . import writer
+def __dir__() -> list[str]:
+    return sorted(__all__)
 
-        return getattr(writer, name)
-    raise AttributeError(f"module 'xr_zstrings' has no attribute {name!r}")
 
 __all__ = [
     "ChunkError",
     "CodecDroppedWarning",
-    "MissingStringsWarning",
     "ConcurrentWriteError",
     "DimensionError",
     "IncompleteStoreError",
     "MetadataError",
     "NetcdfCompatibilityWarning",
+    "MissingStringsWarning",
+    "StoreConnectionError",
     "StoreNotFoundError",
     "StoreReplacedError",
+    "StorePermissionError",
     "StringDecodeError",
     "StringDecodeWarning",
     "StringOverflowError",
@@ -74,6 +87,7 @@ __all__ = [
     "convert",
     "for_zarr",
     "prepare_for_zarr",
+    "read_arrow",
     "show_versions",
     "to_nczarr",
     "to_zarr_v3",

@@ -1,6 +1,6 @@
 """``ds.zstrings.to_nczarr(...)`` / ``tree.zstrings.to_nczarr(...)``: the writer as an accessor.
 
-Registered when ``xr_zstrings.writer`` or the xarray backend is imported (``import xr_zstrings.writer``;
+Registered when ``xr_zstrings.write.nczarr`` or the xarray backend is imported (``import xr_zstrings.write.nczarr``;
 opening anything with ``engine="zstrings"`` also does).
 """
 
@@ -22,13 +22,13 @@ class ZStringsAccessor:
 
     def to_nczarr(self, target: str | os.PathLike[str] | Any, **kwargs: Any) -> None:
         """Write this object as NCZarr 2 (or pure Zarr v2) that netcdf-c reads; see ``writer.to_nczarr``."""
-        from .writer import to_nczarr
+        from .write.nczarr import to_nczarr
 
         to_nczarr(self._obj, target, **kwargs)
 
     def prepare_for_zarr(self, **kwargs: Any) -> xr.Dataset:
         """Strings as ``|Sn`` bytes for ``.to_zarr(...)``; see ``writer.prepare_for_zarr``."""
-        from .writer import prepare_for_zarr
+        from .write.nczarr import prepare_for_zarr
 
         if not isinstance(self._obj, xr.Dataset):
             raise TypeError("prepare_for_zarr works on a Dataset; use tree.map_over_datasets for a DataTree.")
@@ -37,14 +37,14 @@ class ZStringsAccessor:
 
     def for_zarr(self, zarr_format: int) -> xr.Dataset | xr.DataTree:
         """A copy whose codecs are in ``zarr_format``'s vocabulary; see ``zarr_encoding.for_zarr``."""
-        from .zarr_encoding import for_zarr
+        from .codecs.encoding import for_zarr
 
         return for_zarr(self._obj, zarr_format)
 
     def to_zarr(self, store: Any = None, *, zarr_format: int | None = None, **kwargs: Any) -> Any:
         """``.to_zarr(store, zarr_format=..., **kwargs)`` with the codecs converted for that format
         first (``engine="zstrings"`` gives them in the default format's vocabulary; see ``zarr_encoding``)."""
-        from .zarr_encoding import default_zarr_format, for_zarr
+        from .codecs.encoding import default_zarr_format, for_zarr
 
         fmt = default_zarr_format() if zarr_format is None else zarr_format
         return for_zarr(self._obj, fmt).to_zarr(store, zarr_format=fmt, **kwargs)

@@ -21,7 +21,7 @@ STACK = ("numpy", "zarr", "numcodecs", "xarray", "pyarrow", "obstore", "tqdm",
 
 def kernels_status() -> tuple[bool, str]:
     """(in use, explanation): the compiled kernels, or why the pure-Python fallback runs."""
-    from . import strings
+    from .text import fixed as strings
 
     mod = strings.kernels()
     if mod is not None:
@@ -42,7 +42,7 @@ def versions() -> dict[str, str | None]:
 
 def show_versions(file: TextIO | None = None) -> None:
     """Print xr_zstrings' version, the stack's versions and whether the kernels are in use."""
-    from . import _zarr_compat
+    from . import zarr_compat as _zarr_compat
 
     file = file or sys.stdout
     in_use, why = kernels_status()

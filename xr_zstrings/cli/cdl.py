@@ -22,8 +22,8 @@ _CDL_SUFFIX = {"i1": "b", "u1": "UB", "i2": "s", "u2": "US", "i4": "", "u4": "U"
 
 def _resolve_dims(tree: Any, meta: Any) -> list[Any]:
     """An array's dimensions; a broken reference is shown, not fatal (``check`` reports it)."""
-    from ..metadata import Dimension
-    from ..reader import _resolve_dims
+    from ..formats.nczarr import Dimension
+    from ..read.tree import _resolve_dims
 
     try:
         return _resolve_dims(tree, meta)
@@ -34,7 +34,7 @@ def _resolve_dims(tree: Any, meta: Any) -> list[Any]:
 
 
 def _v3_layout(tree: Any, meta: Any) -> str | None:
-    from ..reader import ChunkedArray
+    from ..read.tree import ChunkedArray
 
     try:
         return ChunkedArray(tree.store, meta, meta.shape).pipeline_v3.layout
@@ -206,7 +206,7 @@ def _array_attrs(tree: Any, meta: Any) -> dict[str, Any]:
         return attrs
     fill = attrs["_FillValue"]
     if meta.generation == "zarr-v3":
-        from ..metadata_v3 import decode_xarray_fill_attr
+        from ..formats.zarr3 import decode_xarray_fill_attr
 
         try:  # xarray stores a v3 array's _FillValue attribute encoded (base64 of the value)
             fill = decode_xarray_fill_attr(fill, meta, store=tree.store.display)

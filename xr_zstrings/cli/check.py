@@ -139,7 +139,7 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
                  sampled: list[str] | None = None) -> list[Finding]:
     """Read one array (or, when it is huge, a sample of its chunks: noted in ``sampled``) and
     return what netcdf-c would fail on or truncate."""
-    from ..reader import ChunkedArray
+    from ..read.tree import ChunkedArray
 
     where = meta.path
     out: list[Finding] = []
@@ -244,7 +244,7 @@ def _name_findings(tree: Any) -> list[Finding]:
     """Group, variable and dimension names netcdf-c cannot open (the rules the writers apply)."""
     import json
 
-    from ..metadata import netcdf_c_name_problem
+    from ..formats.nczarr import netcdf_c_name_problem
 
     mode = "zarr" if tree.root.generation == "zarr-v2" else "nczarr"
     out: list[Finding] = []
@@ -292,7 +292,7 @@ def netcdf_c_verdicts(tree: Any, target: str, whole_store: str = "") -> list[tup
     dimensions from 4.9.4 (and 4.9.3's last snapshots) on, no NC_STRING or scalars in 4.9.0.
     ``whole_store`` names a problem that makes every netcdf-c refuse the store (check's findings).
     """
-    from ..write_plan import layout_of_generation
+    from ..write.plan import layout_of_generation
 
     root = tree.root
     gen = root.generation
@@ -374,7 +374,7 @@ def _unread_finding(tree: Any, path: str, why: str) -> Finding:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..errors import ZStringsError
-    from ..writer import NETCDF_C_CODECS
+    from ..write.nczarr import NETCDF_C_CODECS
 
     target = args.target
     tree = _open_tree(target)

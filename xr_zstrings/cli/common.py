@@ -40,8 +40,8 @@ def _is_netcdf_file(target: str) -> bool:
 
 
 def _open_tree(target: str) -> Any:
-    from ..reader import open_tree
-    from ..store import open_store
+    from ..read.tree import open_tree
+    from ..io.store import open_store
 
     if _is_netcdf_file(target):
         raise UsageError(
@@ -52,7 +52,7 @@ def _open_tree(target: str) -> Any:
 
 
 def _store_name(target: str) -> str:
-    from ..store import parse_nczarr_url
+    from ..io.store import parse_nczarr_url
 
     path = parse_nczarr_url(target).path if "://" in target else target
     stem = Path(str(path).rstrip("/")).name

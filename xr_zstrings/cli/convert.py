@@ -17,7 +17,7 @@ from .common import _NETCDF_SUFFIXES, _TARGET_HELP, OK, UsageError, _is_netcdf_f
 def _convert_helpers() -> tuple[dict[str, Any], Callable[[Any, str], None]]:
     """The undecoded open options and the netCDF-4 writer behind ``conversion.convert`` (a
     temporary file that replaces the target when complete)."""
-    from ..conversion import RAW_DECODERS, write_netcdf4_file
+    from ..write.convert import RAW_DECODERS, write_netcdf4_file
 
     return dict(RAW_DECODERS), write_netcdf4_file
 
@@ -143,7 +143,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise UsageError(f"SRC and DST are the same ({src}); choose another target.")
     _check_target(dst, fmt, overwrite=args.overwrite)
 
-    from .. import writer
+    from ..write import nczarr as writer
 
     raw_options, write_netcdf4 = _convert_helpers()
     source_is_nc = _is_netcdf_file(src)
@@ -225,7 +225,7 @@ def _not_a_store(path: Path, fmt: str) -> str | None:
 def _check_target(dst: str, fmt: str, *, overwrite: bool) -> None:
     """Refuse an existing local target without ``--overwrite`` (one wording for every format), and
     any target that is not something zstrings writes (a directory of other files) even with it."""
-    from ..store import local_target
+    from ..io.store import local_target
 
     local = local_target(dst) if fmt != "netcdf4" else (Path(dst).expanduser(), False)
     if local is None:  # object storage: the writers refuse an existing store (TargetExistsError)
@@ -265,7 +265,7 @@ def _netcdf_c_codecs(groups: dict[str, Any], choice: str | None, readable: froze
             enc = var.encoding
             if "compressor" not in enc and "compressors" in enc:
                 # either vocabulary (v2 numcodecs or v3 codec objects, see zarr_encoding) in v2 terms
-                from ..zarr_encoding import v2_configs
+                from ..codecs.encoding import v2_configs
 
                 comp0, filters0 = v2_configs(enc, where=f"variable {vname!r}")
                 enc["compressor"] = comp0[0] if isinstance(comp0, list) else comp0
@@ -311,7 +311,7 @@ def _clamp_chunks(groups: dict[str, Any]) -> None:
 
 
 def _write_zarr3(groups: dict[str, Any], dst: str, *, mode: str, layout: str) -> None:
-    from ..writer_v3 import to_zarr_v3
+    from ..write.zarr3 import to_zarr_v3
 
     paths = list(groups)
     for i, path in enumerate(paths):

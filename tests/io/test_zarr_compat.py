@@ -1,0 +1,114 @@
+"""xr_zstrings.zarr_compat: the private zarr-python names we keep, and their public fallbacks.
+
+The first test fails loudly (in the newest-zarr CI jobs first) when a zarr release moves one of
+the private names: without it the code would keep working on the slower public fallback and
+nobody would notice.  The others run real writes and reads with the public fallbacks forced
+(``XR_ZSTRINGS_ZARR_PUBLIC=1``) and compare with the private path and with the peers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from peers import nc_url, netcdf4_view
+
+from xr_zstrings import zarr_compat as _zarr_compat
+from xr_zstrings.io.store import open_store
+from xr_zstrings.write.nczarr import to_nczarr
+from xr_zstrings.write.zarr3 import to_zarr_v3
+
+
+def test_private_zarr_names_still_exist():
+    missing = _zarr_compat.missing_private_names()
+    assert missing == [], (
+        f"zarr {zarr.__version__} no longer has {missing}: xr_zstrings now runs on the public "
+        "fallback (slower) or fails; update xr_zstrings/zarr_compat.py for this zarr release"
+    )
+
+
+def _dataset() -> xr.Dataset:
+    names = np.array(["Zürich", "", "東京", "a" * 300, "x"], dtype=np.dtypes.StringDType())
+    return xr.Dataset(
+        {"name": ("station", names), "t": ("station", np.arange(5.0))},
+        coords={"station": np.arange(5)},
+        attrs={"title": "compat"},
+    )
+
+
+@pytest.fixture(params=["private", "public"])
+def zarr_path(request, monkeypatch) -> str:
+    if request.param == "public":
+        monkeypatch.setenv(_zarr_compat.PUBLIC_ENV, "1")
+    else:
+        monkeypatch.delenv(_zarr_compat.PUBLIC_ENV, raising=False)
+    return request.param
+
+
+def test_nczarr_write_overwrite_and_read(tmp_path, zarr_path):
+    """Writes (set_many), overwrite (delete_dir), reads (get_many, list_dir) through each path;
+    netcdf-c reads the result."""
+    ds = _dataset()
+    path = tmp_path / "a.zarr"
+    to_nczarr(ds, path)
+    to_nczarr(ds.isel(station=slice(0, 3)), path, mode="w")
+    got = xr.open_dataset(path, engine="zstrings")
+    assert got["name"].values.tolist() == ["Zürich", "", "東京"]
+    peer = netcdf4_view(nc_url(path))["/"]["vars"]
+    assert list(peer["name"]["values"]) == ["Zürich", "", "東京"]
+    assert list(peer["t"]["values"]) == [0.0, 1.0, 2.0]
+
+
+def test_zip_store_through_each_path(tmp_path, zarr_path):
+    path = tmp_path / "a.zip"
+    to_nczarr(_dataset(), path)
+    got = xr.open_dataset(path, engine="zstrings")
+    assert got["name"].values.tolist() == _dataset()["name"].values.tolist()
+
+
+def test_zarr_v3_codecs_through_each_path(tmp_path, zarr_path):
+    """zarr-python's gzip, crc32c and sharding codecs run through run_codec (the private sync
+    methods, or the public Codec.decode/encode); zarr-python reads what we wrote and we read what
+    it wrote."""
+    ds = _dataset()
+    path = tmp_path / "v3.zarr"
+    to_zarr_v3(ds, path, compressors=[{"name": "gzip", "configuration": {"level": 5}},
+                                      {"name": "crc32c"}])
+    zr = zarr.open_group(path, mode="r")
+    assert [str(v) for v in zr["name"][...]] == ds["name"].values.tolist()
+    src = tmp_path / "zp.zarr"
+    g = zarr.open_group(src, mode="w", zarr_format=3)
+    a = g.create_array("v", shape=(40,), chunks=(4,), shards=(20,), dtype="int32",
+                       compressors=[zarr.codecs.GzipCodec(), zarr.codecs.Crc32cCodec()],
+                       dimension_names=["n"])
+    a[...] = np.arange(40, dtype="int32")
+    got = xr.open_dataset(src, engine="zstrings")
+    assert got["v"].values.tolist() == list(range(40))
+
+
+def test_public_fallback_uses_its_own_loop(monkeypatch):
+    """The fallback really runs coroutines (not zarr.core.sync): on our own loop thread."""
+    import asyncio
+    import threading
+
+    async def where() -> str:
+        await asyncio.sleep(0)
+        return threading.current_thread().name
+
+    monkeypatch.setenv(_zarr_compat.PUBLIC_ENV, "1")
+    assert _zarr_compat.sync(where()) == "xr_zstrings-io"
+    monkeypatch.delenv(_zarr_compat.PUBLIC_ENV)
+    assert _zarr_compat.sync(where()) != "xr_zstrings-io"
+
+
+def test_local_store_reads_directly_after_zarr_opened_it(tmp_path):
+    """The direct file reads give what zarr-python's LocalStore.get gives (missing keys None)."""
+    to_nczarr(_dataset(), tmp_path / "a.zarr")
+    zs = open_store(tmp_path / "a.zarr")
+    keys = [".zgroup", "name/.zarray", "name/0", "nope", "name"]
+    first = zs.get_many(keys)  # through zarr-python's async get
+    assert zs._local_direct
+    assert zs.get_many(keys) == first
+    ref = zarr.storage.LocalStore(tmp_path / "a.zarr", read_only=True)
+    assert first == [None if (b := ref.get_sync(k)) is None else b.to_bytes() for k in keys]

@@ -1,0 +1,125 @@
+"""Writing edge cases (appends on every unlimited array, big unsigned attributes, fill values wider
+than the data, NC_CHAR fills, bytes, name clashes, empty variables, dask probes), each checked
+against the real netcdf-c (netCDF4) or zarr-python."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import dask.array as da
+import netCDF4
+import numcodecs
+import numpy as np
+import pytest
+import xarray as xr
+from peers import nc_url
+
+from xr_zstrings import ZStringsError
+from xr_zstrings.write.convert import convert
+from xr_zstrings.write.nczarr import to_nczarr
+from xr_zstrings.write.zarr3 import to_zarr_v3
+
+
+def test_append_grows_every_array_on_the_unlimited_dimension_zstrings_to_netCDF4(tmp_path):
+    p = tmp_path / "a.zarr"
+    to_nczarr(xr.Dataset({"a": ("t", [1.0, 2]), "b": ("t", [3.0, 4])}), p, unlimited_dims=["t"])
+    to_nczarr(xr.Dataset({"a": ("t", [5.0])}), p, mode="a", append_dim="t")
+    with netCDF4.Dataset(nc_url(p), "r") as nc:
+        nc.set_auto_mask(False)
+        assert nc["a"][:].tolist() == [1.0, 2.0, 5.0]
+        assert nc["b"].shape == (3,) and nc["b"][:2].tolist() == [3.0, 4.0]
+    got = xr.open_dataset(p, engine="zstrings")
+    assert got["a"].values.tolist() == [1.0, 2.0, 5.0]
+
+
+def test_big_unsigned_attribute_zstrings_to_netCDF4(tmp_path):
+    p = tmp_path / "u.zarr"
+    to_nczarr(xr.Dataset({"x": ("n", [1.0], {"big": 2**63})}), p)
+    with netCDF4.Dataset(nc_url(p), "r") as nc:
+        assert int(nc["x"].getncattr("big")) == 2**63
+    with pytest.raises(ZStringsError, match="64-bit"):
+        to_nczarr(xr.Dataset({"x": ("n", [1.0], {"huge": 2**64})}), tmp_path / "h.zarr")
+
+
+def test_zarr_python_3_compressors_encoding_is_kept(tmp_path):
+    src = tmp_path / "src.zarr"
+    xr.Dataset({"x": ("n", np.arange(100.0))}).to_zarr(
+        src, zarr_format=2, consolidated=False, encoding={"x": {"compressors": [numcodecs.Zstd(3)]}})
+    to_nczarr(xr.open_zarr(src, consolidated=False), tmp_path / "o.zarr")
+    assert json.loads((tmp_path / "o.zarr" / "x" / ".zarray").read_text())["compressor"]["id"] == "zstd"
+    with netCDF4.Dataset(nc_url(tmp_path / "o.zarr"), "r") as nc:
+        assert nc["x"][:].tolist() == list(np.arange(100.0))
+
+
+def test_dask_graph_probe_writes_no_stray_chunk(tmp_path):
+    p = tmp_path / "d.zarr"
+    to_nczarr(xr.Dataset({"m": (("a", "b"), da.ones((2, 2), chunks=1))}), p)
+    assert sorted(os.listdir(p / "m")) == [".zarray", ".zattrs", "0.0", "0.1", "1.0", "1.1"]
+
+
+def test_string_fill_value_longer_than_the_data_widens(tmp_path):
+    ds = xr.Dataset({"s": ("n", ["a", "b"])})
+    ds["s"].encoding["_FillValue"] = "NA"
+    to_nczarr(ds, tmp_path / "f.zarr")
+    with netCDF4.Dataset(nc_url(tmp_path / "f.zarr"), "r") as nc:
+        assert nc["s"][:].tolist() == ["a", "b"] and nc["s"].getncattr("_FillValue") == "NA"
+
+
+def test_nc_char_fill_value_is_written_and_must_be_one_byte(tmp_path):
+    ds = xr.Dataset({"c": ("n", ["ab", "c"])})
+    ds["c"].encoding.update(nc_type="NC_CHAR", _FillValue="X")
+    to_nczarr(ds, tmp_path / "c.zarr")
+    with netCDF4.Dataset(nc_url(tmp_path / "c.zarr"), "r") as nc:
+        assert nc["c"].getncattr("_FillValue") == b"X"  # as netCDF4 returns netcdf-c's own char fill
+    ds["c"].encoding["_FillValue"] = "é"
+    with pytest.raises(ZStringsError, match="one byte"):
+        to_nczarr(ds, tmp_path / "c2.zarr")
+
+
+def test_bytes_as_nc_string(tmp_path):
+    ds = xr.Dataset({"b": ("n", np.array([b"ab", b"c"]))})
+    ds["b"].encoding["nc_type"] = "NC_STRING"
+    to_nczarr(ds, tmp_path / "b.zarr")
+    with netCDF4.Dataset(nc_url(tmp_path / "b.zarr"), "r") as nc:
+        assert nc["b"][:].tolist() == ["ab", "c"]
+
+
+def test_group_and_variable_of_the_same_name_is_refused(tmp_path):
+    with pytest.raises(ZStringsError, match="same name"):
+        to_nczarr({"/": xr.Dataset({"a": ("x", [1])}), "/a": xr.Dataset({"v": ("y", [1.0])})},
+                  tmp_path / "n.zarr")
+    assert not (tmp_path / "n.zarr").exists()
+
+
+def test_empty_nc_char_variable_is_readable_by_netcdf_c(tmp_path):
+    ds = xr.Dataset({"c": ("n", np.array([], str))})
+    ds["c"].encoding["nc_type"] = "NC_CHAR"
+    to_nczarr(ds, tmp_path / "e.zarr")
+    with netCDF4.Dataset(nc_url(tmp_path / "e.zarr"), "r") as nc:
+        assert nc["c"].shape == (0, 1) and nc["c"][:].size == 0
+
+
+def test_nc_char_without_encoding_gains_no_encoding_through_convert(tmp_path):
+    src = tmp_path / "c.nc"
+    with netCDF4.Dataset(src, "w") as nc:
+        nc.createDimension("n", 1)
+        nc.createDimension("s", 2)
+        nc.createVariable("c", "S1", ("n", "s"))[:] = np.array([[b"x", b"y"]])
+    convert(src, tmp_path / "c.zarr")
+    convert(tmp_path / "c.zarr", tmp_path / "back.nc")
+    with netCDF4.Dataset(tmp_path / "back.nc") as nc:
+        assert nc["c"].ncattrs() == []
+        assert nc["c"].dtype == np.dtype("S1")
+
+
+def test_to_zarr_v3_bytes_keep_nuls_and_datatree_groups_get_the_layout(tmp_path):
+    p = tmp_path / "b.zarr"
+    to_zarr_v3(xr.Dataset({"b": ("n", np.array([b"ab", b"c\x00d"]))}), p)
+    assert json.loads((p / "b" / "zarr.json").read_text())["data_type"] == "variable_length_bytes"
+    assert xr.open_dataset(p, engine="zstrings")["b"].values.tolist() == [b"ab", b"c\x00d"]
+    tree = xr.DataTree.from_dict({"/": xr.Dataset({"s": ("n", ["a"])}), "/g": xr.Dataset({"t": ("m", ["b"])})})
+    to_zarr_v3(tree, tmp_path / "t.zarr", layout="arrow")
+    assert json.loads((tmp_path / "t.zarr" / "g" / "t" / "zarr.json").read_text())["data_type"] == {"name": "string"}
+    back = xr.open_datatree(tmp_path / "t.zarr", engine="zstrings")
+    assert back["g/t"].values.tolist() == ["b"] and back["s"].values.tolist() == ["a"]

@@ -1,0 +1,239 @@
+"""The xarray entry point ``engine="zstrings"``: thin glue from ``reader`` to xarray.
+
+CF decoding (masking, scaling, times) is xarray's own, through ``StoreBackendEntrypoint``;
+this module only wraps ``LazyArray`` as a ``BackendArray`` and maps groups to Datasets/DataTrees.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from xarray.backends import BackendArray, BackendEntrypoint
+from xarray.backends.common import AbstractDataStore
+from xarray.backends.store import StoreBackendEntrypoint
+from xarray.core import indexing
+from xarray.core.utils import FrozenDict
+
+from . import accessor  # noqa: F401  (registers ds.zstrings / tree.zstrings)
+from .errors import DimensionError
+from .read.tree import GroupContents, LazyArray, ReadOptions, TreeMeta, group_contents, open_tree
+from .io.store import ZStore, looks_like_zstrings_target, open_store
+
+__all__ = ["ZStringsBackendEntrypoint", "ZStringsBackendArray", "ZStringsDataStore"]
+
+
+class ZStringsBackendArray(BackendArray):
+    """Lazily indexed variable data; xarray hands us outer selections (ints, slices, 1-D int arrays)."""
+
+    def __init__(self, data: LazyArray) -> None:
+        self.data = data
+        self.shape = data.shape
+        self.dtype = data.dtype
+
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        return indexing.explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, self.data.__getitem__
+        )
+
+
+class ZStringsDataStore(AbstractDataStore):
+    """One group's contents presented through xarray's data-store protocol."""
+
+    def __init__(self, contents: GroupContents, zstore: ZStore) -> None:
+        self.contents = contents
+        self.zstore = zstore
+
+    def get_variables(self) -> FrozenDict:
+        out = {}
+        for name, spec in self.contents.variables.items():
+            data = indexing.LazilyIndexedArray(ZStringsBackendArray(spec.data))
+            out[name] = xr.Variable(spec.dims, data, spec.attrs, spec.encoding)
+        return FrozenDict(out)
+
+    def get_attrs(self) -> FrozenDict:
+        return FrozenDict(self.contents.attrs)
+
+    def get_dimensions(self) -> FrozenDict:
+        return FrozenDict({d.name: d.size for d in self.contents.dimensions.values()})
+
+    def get_encoding(self) -> dict[str, Any]:
+        return dict(self.contents.encoding)
+
+    def close(self) -> None:
+        close = getattr(self.zstore.store, "close", None)
+        if close is not None and type(self.zstore.store).__name__ == "ZipStore":
+            close()
+
+
+def _options(string_dtype: Any, utf8_errors: str, concat_characters: bool | None,
+             decode_threads: int | None = None, mask_and_scale: bool | None = True) -> ReadOptions:
+    return ReadOptions(
+        string_dtype=string_dtype,
+        utf8_errors=utf8_errors,  # type: ignore[arg-type]
+        concat_characters=True if concat_characters is None else bool(concat_characters),
+        decode_threads=decode_threads,
+        mask_and_scale=True if mask_and_scale is None else bool(mask_and_scale),
+    )
+
+
+def _to_dataset(
+    tree: TreeMeta,
+    path: str,
+    *,
+    options: ReadOptions,
+    drop_variables: str | Iterable[str] | None,
+    decoders: dict[str, Any],
+) -> xr.Dataset:
+    drop = {drop_variables} if isinstance(drop_variables, str) else set(drop_variables or ())
+    contents = group_contents(tree, path, options=options, drop_variables=drop)
+    store = ZStringsDataStore(contents, tree.store)
+    if decoders.get("concat_characters") is True:
+        # the reader decided which NC_CHAR variables are joined (as engine="netcdf4" decides it
+        # over all variables, dropped ones included); xarray must not join the rest again now
+        # that drop_variables has removed some users of their character dimension
+        keep = {n: False for n, v in contents.variables.items() if v.data.decode in ("char-raw", "char-sep")}
+        if keep:
+            decoders = {**decoders, "concat_characters": keep}
+    ds = StoreBackendEntrypoint().open_dataset(store, drop_variables=None, **decoders)
+    ds.encoding["zstrings_requests"] = tree.store.requests  # what opening cost (object storage)
+    return ds
+
+
+class ZStringsBackendEntrypoint(BackendEntrypoint):
+    """Open NCZarr (every netcdf-c generation) and Zarr v2 stores with real ``str`` variables.
+
+    Extra keyword arguments: ``string_dtype`` ("T" numpy StringDType (default), "O" object, "U"
+    fixed width, "bytes" the stored bytes of every string layout), ``utf8_errors`` ("drop" (default) drops a character that netcdf-c cut in half,
+    "replace", "strict"), ``storage_options`` for the store layer, ``decode_threads`` (threads that
+    decode chunks; default ``$XR_ZSTRINGS_DECODE_THREADS`` or min(8, CPUs); 1 decodes on the caller).
+    """
+
+    description = "NCZarr / Zarr v2 stores with strings decoded to str (xr_zstrings)"
+    url = "https://github.com/xr-zstrings/xr_zstrings"
+    open_dataset_parameters = (
+        "filename_or_obj",
+        "drop_variables",
+        "mask_and_scale",
+        "decode_times",
+        "concat_characters",
+        "decode_coords",
+        "use_cftime",
+        "decode_timedelta",
+        "group",
+        "string_dtype",
+        "utf8_errors",
+        "storage_options",
+        "decode_threads",
+    )
+
+    def guess_can_open(self, filename_or_obj: Any) -> bool:
+        return looks_like_zstrings_target(filename_or_obj)
+
+    def open_dataset(  # type: ignore[override]
+        self,
+        filename_or_obj: str | os.PathLike[Any] | Any,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        mask_and_scale: bool = True,
+        decode_times: bool = True,
+        concat_characters: bool = True,
+        decode_coords: bool = True,
+        use_cftime: bool | None = None,
+        decode_timedelta: bool | None = None,
+        group: str | None = None,
+        string_dtype: Any = "T",
+        utf8_errors: str = "drop",
+        storage_options: dict[str, Any] | None = None,
+        decode_threads: int | None = None,
+    ) -> xr.Dataset:
+        # checked first
+        options = _options(string_dtype, utf8_errors, concat_characters, decode_threads, mask_and_scale)
+        tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
+        tree.store.pin_version(tree.version)  # lazy reads refuse a version swapped in later
+        return _to_dataset(
+            tree,
+            group or "/",
+            options=options,
+            drop_variables=drop_variables,
+            decoders=_decoders(mask_and_scale, decode_times, concat_characters, decode_coords,
+                               use_cftime, decode_timedelta),
+        )
+
+    def open_groups_as_dict(  # type: ignore[override]
+        self,
+        filename_or_obj: str | os.PathLike[Any] | Any,
+        *,
+        drop_variables: str | Iterable[str] | None = None,
+        group: str | None = None,
+        string_dtype: Any = "T",
+        utf8_errors: str = "drop",
+        storage_options: dict[str, Any] | None = None,
+        decode_threads: int | None = None,
+        **decoders: Any,
+    ) -> dict[str, xr.Dataset]:
+        """Every group below ``group`` as its own Dataset, keyed by path relative to it."""
+        if decoders.pop("decode_cf", True) is False:
+            decoders.update(mask_and_scale=False, decode_times=False, concat_characters=False,
+                            decode_coords=False, decode_timedelta=False)
+        options = _options(string_dtype, utf8_errors, decoders.get("concat_characters", True), decode_threads,
+                           decoders.get("mask_and_scale", True))
+        tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
+        tree.store.pin_version(tree.version)  # lazy reads refuse a version swapped in later
+        root = "/" + (group or "").strip("/") if (group or "").strip("/") else "/"
+        decoders = _decoders(**{k: decoders.get(k, v) for k, v in _DECODER_DEFAULTS.items()})
+        out: dict[str, xr.Dataset] = {}
+        for path in sorted(tree.groups, key=lambda p: (p.count("/"), p)):
+            if not (path == root or root == "/" or path.startswith(root + "/")):
+                continue
+            rel = "/" if path == root else path[len(root.rstrip("/")):]
+            out[rel] = _to_dataset(tree, path, options=options, drop_variables=drop_variables,
+                                   decoders=decoders)
+        return out
+
+    def open_datatree(  # type: ignore[override]
+        self,
+        filename_or_obj: str | os.PathLike[Any] | Any,
+        **kwargs: Any,
+    ) -> xr.DataTree:
+        groups = self.open_groups_as_dict(filename_or_obj, **kwargs)
+        _check_tree_alignment(groups, source=str(filename_or_obj))
+        return xr.DataTree.from_dict(groups)
+
+
+_DECODER_DEFAULTS: dict[str, Any] = dict(mask_and_scale=True, decode_times=True, concat_characters=True,
+                                         decode_coords=True, use_cftime=None, decode_timedelta=None)
+
+
+def _decoders(mask_and_scale: bool, decode_times: bool, concat_characters: bool, decode_coords: bool,
+              use_cftime: bool | None, decode_timedelta: bool | None) -> dict[str, Any]:
+    return dict(mask_and_scale=mask_and_scale, decode_times=decode_times,
+                concat_characters=concat_characters, decode_coords=decode_coords,
+                use_cftime=use_cftime, decode_timedelta=decode_timedelta)
+
+
+def _check_tree_alignment(groups: dict[str, xr.Dataset], *, source: str) -> None:
+    """DataTree needs a child's dimensions to match its ancestors'; netCDF allows shadowing."""
+    for path, ds in groups.items():
+        parts = [p for p in path.split("/") if p]
+        for depth in range(len(parts)):
+            anc = "/" + "/".join(parts[:depth])
+            if anc not in groups:
+                continue
+            for dim, size in ds.sizes.items():
+                asize = groups[anc].sizes.get(dim)
+                conflict = asize is not None and asize != size
+                if not conflict and asize is not None and dim in ds.variables and dim in groups[anc].variables:
+                    # dimension coordinates become indexes later (in xarray's api): compare values
+                    conflict = not ds[dim].variable.equals(groups[anc][dim].variable)
+                if conflict:
+                    raise DimensionError(
+                        f"Cannot open {source} as a DataTree: group {path!r} has dimension {dim!r} "
+                        f"(size {size}) that does not align with {dim!r} of its ancestor group {anc!r} "
+                        f"(size {asize}, or other coordinate values). netCDF allows a subgroup to shadow "
+                        "a dimension; xarray's DataTree does not. "
+                        "Use xr.open_groups(..., engine='zstrings') to get each group as its own Dataset."
+                    )

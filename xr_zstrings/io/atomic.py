@@ -1,0 +1,332 @@
+"""How every writer commits: nothing a reader can open until the new data is complete.
+
+Local directories and zip files are written *beside* the target (a hidden sibling
+``.<name>.zstrings-tmp-<pid>-<hex>``) and swapped in at the end: ``rename`` for a new target or a
+zip file, and for a directory that already exists an atomic exchange of the two directories
+(Linux ``renameat2(RENAME_EXCHANGE)``, macOS ``renamex_np(RENAME_SWAP)``). An append or an added
+variable works on a clone of the store made of hard links (one link per file, no data copied), so
+the old store stays untouched and readable until the exchange. Writers of one target are serialised
+by an advisory lock on a sibling file ``.<name>.zstrings-lock`` (``flock``; the kernel releases it
+when a writer dies, so a killed writer never leaves a stale lock). Whoever holds the lock removes
+what a killed writer left beside the target.
+
+Object storage and zarr-python ``Store`` objects have no rename: there the root metadata is written
+last, and a *placeholder* root object (``INCOMPLETE_MARKER``) is written first, so every state in
+between is refused by engine="zstrings", netcdf-c and zarr-python (see docs/reliability.md).
+
+Python has no binding for renameat2/renamex_np (the only atomic way to replace a non-empty
+directory), so ``_exchange`` calls the C library through ctypes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import os
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from zarr.storage import LocalStore
+
+from ..errors import ConcurrentWriteError, TargetExistsError, ZStringsError
+from .store import refuse_links
+
+__all__ = ["INCOMPLETE_MARKER", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "local_commit", "target_lock"]
+
+# The key that marks a placeholder root object written first and replaced last on stores that cannot
+# swap (object storage, zarr-python Store objects); the reader refuses it with "incomplete".
+INCOMPLETE_MARKER = "xr_zstrings_incomplete"
+_MARKER_TEXT = ("a write by xr_zstrings started here and has not finished (or was interrupted); "
+                "the store is incomplete until this object is replaced")
+
+
+def incomplete_v2_group() -> bytes:
+    """A root ``.zgroup`` that netcdf-c, zarr-python and our reader all refuse (``zarr_format`` is
+    not a number: netcdf-c answers "NCZarr error" instead of reading a half-written store). Each
+    is unique, so a writer can tell whether its own create-only write won."""
+    import json
+
+    return json.dumps({"zarr_format": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT,
+                       "writer": f"{os.getpid()}-{uuid.uuid4().hex}"}).encode()
+
+
+def incomplete_v3_root() -> bytes:
+    """A root ``zarr.json`` that zarr-python, xarray and our reader all refuse (unknown node type)."""
+    import json
+
+    return json.dumps({"zarr_format": 3, "node_type": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT,
+                       "writer": f"{os.getpid()}-{uuid.uuid4().hex}"}).encode()
+
+
+def lock_timeout() -> float:
+    """Seconds a writer waits for another writer of the same target (``XR_ZSTRINGS_LOCK_TIMEOUT``)."""
+    try:
+        return float(os.environ.get("XR_ZSTRINGS_LOCK_TIMEOUT", "600"))
+    except ValueError:
+        return 600.0
+
+
+def _sibling(target: Path, tag: str, suffix: str = "") -> Path:
+    return target.with_name(f".{target.name}.zstrings-{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
+
+
+@contextlib.contextmanager
+def target_lock(target: Path, display: str) -> Iterator[None]:
+    """Hold the exclusive writer lock of ``target`` (a sibling lock file, ``flock``).
+
+    A second writer waits (up to ``XR_ZSTRINGS_LOCK_TIMEOUT`` seconds, default 600) and then raises
+    ``ConcurrentWriteError``. Without ``fcntl`` (Windows) writers are not serialised.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        yield
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    lock = target.with_name(f".{target.name}.zstrings-lock")
+    timeout = lock_timeout()
+    deadline = time.monotonic() + timeout
+    delay = 0.005
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                raise ConcurrentWriteError(
+                    f"Cannot write to {display}: another process has been writing it for more than "
+                    f"{timeout:g} s (it holds the lock {str(lock)!r}). Wait for it to finish, or raise "
+                    "XR_ZSTRINGS_LOCK_TIMEOUT."
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+            continue
+        try:  # the holder before us removes the file when done: lock the file that is there now
+            same = os.stat(lock).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(lock)  # no lock file is left beside the store
+        os.close(fd)  # releases the lock
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        _rmtree(os.fspath(p))
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            p.unlink()
+
+
+def _rmtree(top: str) -> None:
+    """Remove a folder tree, ignoring errors, without recursion: ``shutil.rmtree`` recurses once
+    per level before Python 3.13 (RecursionError on a store 1,000 groups deep)."""
+    stack, dirs = [top], []
+    while stack:
+        d = stack.pop()
+        dirs.append(d)
+        try:
+            with os.scandir(d) as it:
+                for e in it:
+                    if e.is_dir(follow_symlinks=False):
+                        stack.append(e.path)
+                    else:
+                        with contextlib.suppress(OSError):
+                            os.unlink(e.path)
+        except OSError:
+            continue
+    for d in reversed(dirs):  # children were listed after their parents
+        with contextlib.suppress(OSError):
+            os.rmdir(d)
+
+
+def _recover(target: Path) -> None:
+    """Under the lock: clean up after writers that were killed. A target that a killed fallback swap
+    left missing gets its old version back; temporary trees are deleted."""
+    prefix = f".{target.name}.zstrings-"
+    olds: list[Path] = []
+    try:
+        siblings = list(target.parent.iterdir())
+    except FileNotFoundError:
+        return
+    for p in siblings:
+        if not p.name.startswith(prefix) or p.name == f"{prefix}lock":  # the lock we hold
+            continue
+        if p.name.startswith(prefix + "old-"):
+            olds.append(p)
+        else:
+            _remove(p)
+    if olds and not os.path.lexists(target):
+        newest = max(olds, key=lambda q: q.stat().st_mtime)
+        os.rename(newest, target)
+        olds.remove(newest)
+    for p in olds:
+        _remove(p)
+
+
+def _libc() -> Any:
+    try:
+        return ctypes.CDLL(None, use_errno=True)
+    except OSError:  # pragma: no cover
+        return None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Atomically swap two existing paths; False where the platform or file system cannot."""
+    libc = _libc()
+    if libc is None:
+        return False
+    sys.audit("xr_zstrings.exchange", str(a), str(b))  # lets tests stop a writer right here
+    if sys.platform.startswith("linux"):
+        fn = getattr(libc, "renameat2", None)
+        if fn is None:
+            return False
+        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+        at_fdcwd, rename_exchange = -100, 2
+        rc = fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange)
+    elif sys.platform == "darwin":
+        fn = getattr(libc, "renamex_np", None)
+        if fn is None:
+            return False
+        fn.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_uint]
+        rc = fn(os.fsencode(a), os.fsencode(b), 0x2)  # RENAME_SWAP
+    else:
+        return False
+    if rc == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EXDEV):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def _swap_in(tmp: Path, target: Path) -> None:
+    """Make ``tmp`` the target. A directory target that exists is exchanged atomically; where the
+    platform cannot, it is renamed aside first (readers briefly find no store: refused, not wrong)."""
+    if not os.path.lexists(target) or target.is_file() or target.is_symlink():
+        os.replace(tmp, target)
+        return
+    if not any(target.iterdir()):
+        os.rmdir(target)
+        os.rename(tmp, target)
+        return
+    if _exchange(tmp, target):
+        _remove(tmp)  # now the old version
+        return
+    old = _sibling(target, "old")
+    os.rename(target, old)
+    os.rename(tmp, target)
+    _remove(old)
+
+
+def _link_tree(src: Path, dst: Path) -> bool:
+    """Clone a directory tree with hard links (no data copied). False when links are not possible."""
+    # a stack, not os.walk/Path.mkdir(parents=True): both recurse per level before Python 3.12
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    stack = [(os.fspath(src), os.fspath(dst))]
+    while stack:
+        s_dir, d_dir = stack.pop()
+        os.makedirs(d_dir, exist_ok=True)  # its parent exists: one level
+        with os.scandir(s_dir) as it:
+            entries = list(it)
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                stack.append((e.path, os.path.join(d_dir, e.name)))
+                continue
+            if e.is_symlink() or e.name.endswith(".partial"):  # .partial: a killed zarr-python write's
+                continue
+            try:
+                os.link(e.path, os.path.join(d_dir, e.name))
+            except OSError as err:
+                if err.errno in (errno.EPERM, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+                    return False
+                raise
+    return True
+
+
+def recover(target: Path, display: str) -> None:
+    """Clean up after killed writers of ``target`` now (under its lock), e.g. before checking that
+    a store to append to exists."""
+    target = Path(os.path.abspath(target))
+    if not target.parent.is_dir():
+        return
+    with target_lock(target, display):
+        _recover(target)
+
+
+class CloneStore(LocalStore):
+    """The store of a hard-link clone (see ``_link_tree``): a write gives its key a file of its own.
+
+    The clone's files share their data with the live store until the swap. zarr-python before 3.1.3
+    writes an existing key in place (``open("wb")``), which would change the live store mid-append
+    (a killed append would leave it torn); unlinking a shared file first keeps the old store intact
+    whatever zarr-python does. Written by hand: no zarr-python store is copy-on-write."""
+
+    def _unshare(self, key: str) -> None:
+        path = os.path.join(self.root, key)
+        try:
+            if os.lstat(path).st_nlink > 1:
+                os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+    async def set(self, key: str, value: Any) -> None:
+        self._unshare(key)
+        await super().set(key, value)
+
+    if hasattr(LocalStore, "set_sync"):  # zarr >= 3.2 writes through it without the event loop
+
+        def set_sync(self, key: str, value: Any) -> None:
+            self._unshare(key)
+            super().set_sync(key, value)  # type: ignore[misc]
+
+
+def is_nonempty(target: Path) -> bool:
+    if target.is_dir():
+        return any(target.iterdir())
+    return os.path.lexists(target)
+
+
+@contextlib.contextmanager
+def local_commit(target: Path, *, mode: str, display: str, zip_file: bool = False) -> Iterator[Path | None]:
+    """Yield where to write instead of ``target``; on success swap it in, on any error remove it.
+
+    ``mode``: ``"w-"`` (refuse an existing target), ``"w"`` (replace it), ``"a"`` (yield a hard-link
+    clone of the existing directory to change). Yields ``None`` for ``"a"`` when the file system
+    cannot hard-link: the caller then changes the store in place (metadata last). All under the
+    target's writer lock.
+    """
+    target = Path(os.path.abspath(target))
+    with target_lock(target, display):
+        _recover(target)
+        if mode == "w-" and is_nonempty(target):
+            raise TargetExistsError(
+                f"Cannot write to {display}: it is not empty and mode='w-' never overwrites. Pass "
+                "mode='w' to replace it, or mode='a' with append_dim to append."
+            )
+        tmp = _sibling(target, "tmp", ".zip" if zip_file else "")
+        try:
+            if mode == "a":
+                refuse_links(target, display)  # never written through, and a clone cannot hold them
+                if not _link_tree(target, tmp):
+                    _remove(tmp)
+                    yield None
+                    return
+            yield tmp
+            _swap_in(tmp, target)
+        except BaseException:
+            _remove(tmp)
+            raise

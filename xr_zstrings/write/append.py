@@ -1,0 +1,319 @@
+"""Change an existing NCZarr 2 (or Zarr v2) store: append along an unlimited dimension, or add
+variables.
+
+Appended values are planned like a fresh write but with the stored encoding, written chunk by chunk
+(a partial last chunk is read, completed and rewritten), then the metadata grows: arrays first, the
+root group last.  Added variables are planned like a fresh write against the dimensions the store
+already declares; their chunks and metadata come first, the groups' ``_nczarr_group`` (new arrays
+and dimensions) last, the root last of all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xarray as xr
+from xarray import conventions
+
+from .chunks import _write_numpy, attach_pipelines, write_arrays
+from ..codecs.v2 import build_pipeline
+from .dimensions import _resolve_dimensions
+from ..errors import DimensionError, ZStringsError
+from ..formats.nczarr_json import _attrs_json, _dumps
+from ..io.store import ZStore
+from .plan import (
+    GROUP_KEYS,
+    _Array,
+    _is_dask,
+    _numeric_array,
+    _Options,
+    _plan_group,
+    _string_array,
+    _string_like,
+    _what,
+    layout_of_generation,
+)
+
+
+def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, opts: _Options) -> None:
+    """Append each variable that has ``append_dim`` to the existing arrays, then grow the metadata.
+
+    New chunks are written first; a partial last chunk is read, completed and rewritten (its old part
+    unchanged, so readers of the old metadata still see the old values). Then each ``.zarray`` shape,
+    then the declaring group's ``_nczarr_group`` size (the root last). Variables without ``append_dim``
+    are left as stored. Strings keep the stored width: ``on_overflow="widen"`` cannot apply.
+    """
+    from ..formats.nczarr import parse_json
+    from ..read.tree import open_tree
+
+    tree = open_tree(zstore)
+    nczarr = tree.root.is_nczarr
+    updates: list[tuple[str, bytes]] = []
+    dim_growth: dict[str, int] = {}  # declaring group -> new size of append_dim there
+    for gpath, ds in groups.items():
+        if gpath not in tree.groups:
+            raise ZStringsError(f"Cannot append group {gpath!r}: {zstore.display} has no such group. Groups: "
+                                f"{sorted(tree.groups)}.")
+        variables, _ = conventions.encode_dataset_coordinates(ds)
+        for name, var in variables.items():
+            name = str(name)
+            if append_dim not in var.dims:
+                continue
+            apath = f"{gpath.rstrip('/')}/{name}"
+            meta = tree.arrays.get(apath)
+            what = _what(gpath, name)
+            if meta is None:
+                raise ZStringsError(f"Cannot append {what}: it is not in {zstore.display}. Appending adds values "
+                                    "to existing variables only; write new variables with mode='w'.")
+            axis = list(var.dims).index(append_dim)
+            offset = meta.shape[axis]
+            if nczarr:
+                ref = (meta.dimension_references or ())[axis] if meta.dimension_references else None
+                dim = tree.dimension(ref, where=zstore.where(apath)) if ref else None
+                if dim is None or not dim.unlimited:
+                    raise ZStringsError(
+                        f"Cannot append {what} along {append_dim!r}: the dimension is not unlimited in "
+                        f"{zstore.display}. Write the store with unlimited_dims=[{append_dim!r}] first.")
+                offset = dim.size
+                decl = (ref or "").rpartition("/")[0] or "/"
+            else:
+                decl = gpath
+            # encode the new values as the stored ones were (CF attributes, string width, char width)
+            var = var.copy(deep=False)
+            enc = dict(var.encoding)
+            for k in ("units", "calendar", "scale_factor", "add_offset", "_FillValue"):
+                if k in meta.attrs:
+                    enc[k] = meta.attrs[k]
+            if meta.string_kind == "string":
+                enc.update(maxstrlen=meta.dtype.itemsize, nc_type="NC_STRING")
+            elif meta.string_kind == "char":
+                enc.update(nc_type="NC_CHAR", char_dim_width=meta.shape[-1])
+                enc.setdefault("_Encoding", meta.attrs.get("_Encoding", "utf-8"))
+            else:
+                enc["dtype"] = meta.dtype
+            var.encoding = enc
+            var.attrs = {k: v for k, v in var.attrs.items() if k not in enc}
+            policy = "error" if opts.on_overflow == "widen" else opts.on_overflow
+            one = _Options(fmt=opts.fmt, on_overflow=policy, maxstrlen=None, default_maxstrlen=None,
+                           compressor=None, strict_codecs=False)
+            kind = _string_like(var)
+            new_len = offset
+            for piece in _pieces(var, axis, append_dim, offset, meta.chunks[axis]):
+                new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
+            zarray = dict(meta.raw_zarray)
+            zarray["shape"] = [new_len if i == axis else n for i, n in enumerate(meta.shape)]
+            updates.append((f"{apath.strip('/')}/.zarray", _dumps(zarray)))
+            dim_growth[decl] = max(dim_growth.get(decl, 0), new_len)
+    if nczarr:
+        # netcdf-c sizes every array on an unlimited dimension to the dimension (else it refuses the
+        # store): grow the arrays this append did not touch too; their new part reads as fill
+        grown = {f"{decl.rstrip('/')}/{append_dim}": size for decl, size in dim_growth.items()}
+        touched = {k.rsplit("/", 1)[0] for k, _ in updates}
+        for apath, meta in tree.arrays.items():
+            refs = meta.dimension_references or ()
+            if apath.strip("/") in touched or not any(r in grown for r in refs):
+                continue
+            zarray = dict(meta.raw_zarray)
+            zarray["shape"] = [max(n, grown.get(r, n)) for r, n in zip(refs, meta.shape, strict=True)]
+            updates.append((f"{apath.strip('/')}/.zarray", _dumps(zarray)))
+    zstore.set_many(updates)
+    group_updates: list[tuple[str, bytes]] = []
+    obj, gkey, dkey, _, _ = GROUP_KEYS[layout_of_generation(tree.root.generation) or "4.9.4"]
+    for gpath, size in dim_growth.items():
+        if not nczarr:
+            continue
+        key = obj if gpath == "/" else f"{gpath.strip('/')}/{obj}"
+        za = parse_json(_current(zstore, key) or b"{}", where=zstore.where(key))
+        info = za.setdefault(gkey, {})
+        dims = info.setdefault(dkey, {})
+        spec = dims.get(append_dim)
+        if isinstance(spec, Mapping):
+            spec = dict(spec)
+            spec["size"] = max(int(spec.get("size", 0)), size)
+        else:
+            spec = {"size": max(int(spec or 0), size), "unlimited": 1}
+        dims[append_dim] = spec
+        group_updates.append((key, _dumps(za)))
+    group_updates.sort(key=lambda kv: kv[0] == obj)  # the root last
+    for key, data in group_updates:
+        _put(zstore, key, data)
+
+
+def _current(zstore: ZStore, key: str) -> bytes | None:
+    """A metadata object as the store's readers see it: the root ``.zgroup`` the writer holds back
+    while its placeholder is in the store (``writer._claim_v2``), else the stored one."""
+    if key == ".zgroup" and zstore.root_zgroup is not None:
+        return zstore.root_zgroup
+    return zstore.get_bytes(key)
+
+
+def _put(zstore: ZStore, key: str, data: bytes) -> None:
+    """Write a metadata object; the held-back root ``.zgroup`` is updated instead, and the writer puts
+    it in the store as its last write (``writer._restore_root``)."""
+    if key == ".zgroup" and zstore.root_zgroup is not None:
+        zstore.root_zgroup = data
+    else:
+        zstore.set_many([(key, data)])
+
+
+def _pieces(var: xr.Variable, axis: int, append_dim: str, offset: int, c: int) -> Any:
+    """The new values in pieces that end on the store's chunk boundaries along ``append_dim`` (the
+    first completes the partial last chunk): one piece for in-memory values; for dask-backed ones
+    each piece is computed on its own, so memory holds one row of chunks, never the whole."""
+    if not _is_dask(var.data):
+        yield var
+        return
+    n = var.shape[axis]
+    first = (-offset) % c or c
+    bounds = [0, *range(min(first, n), n, c), n]
+    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+        if hi > lo:
+            yield var.isel({append_dim: slice(lo, hi)}).compute()
+
+
+def _append_piece(zstore: ZStore, meta: Any, var: xr.Variable, kind: str | None, one: _Options, gpath: str,
+                  name: str, append_dim: str, offset: int) -> int:
+    """Encode ``var`` as the stored array and write it at ``offset`` along ``append_dim``; the new length."""
+    from ..read.tree import ChunkedArray
+
+    what = _what(gpath, name)
+    axis = list(var.dims).index(append_dim)
+    var = var.compute() if _is_dask(var.data) else var
+    a = (_string_array(gpath, name, var, kind, one, set()) if kind is not None
+         else _numeric_array(gpath, name, var, one, set()))
+    storage = np.asarray(a.data)
+    if storage.dtype != meta.dtype:
+        if meta.string_kind is not None:
+            raise ZStringsError(f"Cannot append {what}: the new values are stored as {storage.dtype} "
+                                f"but the store has {meta.dtype_str}.")
+        storage = storage.astype(meta.dtype)
+    expect = list(meta.shape)
+    expect[axis] = storage.shape[axis]
+    if list(storage.shape) != expect:
+        raise DimensionError(f"Cannot append {what}: new values have shape {list(storage.shape)}, "
+                             f"expected {expect} (only {append_dim!r} may differ).")
+    # the partial chunk before the new values, read back so it can be rewritten whole
+    c = meta.chunks[axis]
+    start = (offset // c) * c
+    if start < offset:
+        logical = list(meta.shape)
+        logical[axis] = offset
+        raw = ChunkedArray(zstore, meta, tuple(logical))
+        region = tuple(slice(start, offset) if i == axis else slice(0, n)
+                       for i, n in enumerate(meta.shape))
+        storage = np.concatenate([raw.read(region), storage], axis=axis)
+    target = _Array(
+        group=gpath, name=name, dims=(), ref_hints=(), unlimited=frozenset(),
+        shape=tuple(storage.shape), chunks=meta.chunks, dtype=meta.dtype, dtype_str=meta.dtype_str,
+        fill_json=None, fill_storage=ChunkedArray(zstore, meta, meta.shape)._fill(),
+        compressor=None, filters=None, attrs={}, kind=a.kind, data=storage,
+        pipeline=build_pipeline(meta.compressor, meta.filters, dtype=meta.dtype,
+                                string_kind=meta.string_kind, where=what),
+    )
+    origin = tuple(start // c if i == axis else 0 for i in range(len(meta.shape)))
+    _write_numpy(zstore, target, storage, origin)
+    return offset + (storage.shape[axis] - (offset - start))
+
+
+def _same_stored(zstore: ZStore, meta: Any, a: _Array) -> bool:
+    """Whether a planned array holds exactly what the store holds (a coordinate sent again)."""
+    from ..read.tree import ChunkedArray
+
+    shape = meta.shape or (1,)
+    new = np.asarray(a.data.compute() if _is_dask(a.data) else a.data).reshape(tuple(a.shape) or (1,))
+    if tuple(new.shape) != tuple(shape):
+        return False
+    stored = ChunkedArray(zstore, meta, shape).read(tuple(slice(0, n) for n in shape))
+    if stored.dtype.kind == "S" and new.dtype.kind == "S":  # widths may differ: compare the values
+        return bool(np.array_equal(stored.astype(object), new.astype(object)))
+    if stored.dtype != new.dtype:
+        return False
+    return bool(np.array_equal(stored, new, equal_nan=stored.dtype.kind in "fc"))
+
+
+def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Options) -> None:
+    """``mode="a"`` without ``append_dim``: write the variables the store does not hold yet.
+
+    As xarray's ``to_zarr(mode="a")``: new variables go into existing groups, on dimensions the
+    groups (or their ancestors) declare (same size) or on new ones; group attributes are updated.
+    A variable the store already holds is left alone when its values are the same (a coordinate
+    sent again) and refused otherwise.
+    """
+    from ..formats.nczarr import parse_json
+    from ..read.tree import open_tree
+
+    tree = open_tree(zstore)
+    nczarr = tree.root.is_nczarr
+    layout = layout_of_generation(tree.root.generation)
+    if nczarr and layout is None:
+        raise ZStringsError(
+            f"Cannot add variables to {zstore.display}: it is {tree.root.generation}; only NCZarr 2 stores "
+            "(netcdf-c 4.9.0+, as to_nczarr writes) can be extended. "
+            "Convert it first: xr_zstrings.convert or zstrings convert."
+        )
+    if layout == "4.9.0":  # the store's readers are netcdf-c 4.9.0: write what it reads
+        from .nczarr import _for_netcdf_c_4_9_0
+
+        groups = _for_netcdf_c_4_9_0(dict(groups))
+    fmt = "nczarr" if nczarr else "zarr2"
+    one = _Options(fmt=fmt, on_overflow=opts.on_overflow, maxstrlen=opts.maxstrlen,
+                   default_maxstrlen=opts.default_maxstrlen, compressor=opts.compressor,
+                   strict_codecs=opts.strict_codecs, layout=layout or "4.9.4")
+    obj, gkey, dkey, akey, tkey = GROUP_KEYS[one.layout]
+    plans: dict[str, list[_Array]] = {}
+    group_attrs: dict[str, dict[str, object]] = {}
+    unlimited: dict[str, set[str]] = {}
+    for gpath, ds in groups.items():
+        if gpath not in tree.groups:
+            raise ZStringsError(
+                f"Cannot add group {gpath!r} to {zstore.display}: mode='a' adds variables to the groups "
+                f"it has ({sorted(tree.groups)}). Write new groups with mode='w'."
+            )
+        unlimited[gpath] = set(ds.encoding.get("unlimited_dims") or ())
+        arrays, group_attrs[gpath] = _plan_group(gpath, ds, one, unlimited[gpath])
+        plans[gpath] = []
+        for a in arrays:
+            meta = tree.arrays.get(f"{gpath.rstrip('/')}/{a.name}")
+            if meta is None:
+                plans[gpath].append(a)
+            elif not _same_stored(zstore, meta, a):
+                raise ZStringsError(
+                    f"Cannot add {_what(gpath, a.name)}: {zstore.display} already holds it with other "
+                    "values or shape. mode='a' adds new variables (and leaves identical ones alone); "
+                    "use append_dim=<unlimited dimension> to extend it, or mode='w' to rewrite the store."
+                )
+    existing = {g: {d.name: [d.size, bool(d.unlimited)] for d in meta.dimensions.values()}
+                for g, meta in tree.groups.items()}
+    declared = _resolve_dimensions(plans, unlimited, existing) if nczarr else {}
+    new_arrays = [a for arrays in plans.values() for a in arrays]
+    attach_pipelines(new_arrays)
+    items = write_arrays(zstore, new_arrays, fmt, one.layout)
+    # the groups: new arrays and dimensions in the NCZarr group listing, attributes updated (root last)
+    from .plan import _old_types
+
+    for gpath in sorted(plans, key=lambda p: p == "/"):
+        prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
+        za = parse_json(zstore.get_bytes(prefix + ".zattrs") or b"{}", where=zstore.where(prefix + ".zattrs"))
+        values, types = _attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
+        za.update(values)
+        group_items = []
+        if nczarr:
+            za.setdefault(tkey, {}).setdefault("types", {}).update(_old_types(types, one.layout))
+            holder = za if obj == ".zattrs" else parse_json(_current(zstore, prefix + obj) or b"{}",
+                                                            where=zstore.where(prefix + obj))
+            info = holder.setdefault(gkey, {})
+            dims = info.setdefault(dkey, {})
+            for name, (size, unl) in declared.get(gpath, {}).items():
+                if name not in dims:
+                    dims[name] = {"size": size, "unlimited": 1} if unl else size
+            info[akey] = [*info.get(akey, []), *[a.name for a in plans[gpath]]]
+            if holder is not za:
+                group_items.append((prefix + obj, _dumps(holder)))
+        items.append((prefix + ".zattrs", _dumps(za)))
+        items.extend(group_items)
+    n_root = 2 if obj != ".zattrs" and "/" in plans else 1
+    zstore.set_many(items[:-n_root])
+    for key, data in items[-n_root:]:
+        _put(zstore, key, data)

@@ -1,0 +1,512 @@
+"""Write xarray objects as NCZarr 2 (exactly as netcdf-c 4.10 lays it out) or pure Zarr v2.
+
+``to_nczarr`` turns a ``Dataset``, a ``DataTree`` or a mapping of group paths to Datasets into a store
+that netcdf-c (``netCDF4.Dataset(url, "r")``, ``ncdump``) and ``engine="zstrings"`` both read back:
+
+* strings become NC_STRING ``|Sn`` (``n`` = ``_nczarr_maxstrlen``), or NC_CHAR ``>S1`` with a
+  string-length dimension when ``encoding["nc_type"] == "NC_CHAR"`` (or ``encoding["dtype"]`` is
+  ``S1``, as xarray spells it);
+* nothing is cut unless asked: a value longer than the width raises (``on_overflow="error"``), is cut
+  at a UTF-8 character boundary with a warning (``"truncate"``), or widens the width (``"widen"``);
+* chunks are written first and the root group's metadata last, so an interrupted write leaves a store
+  without a root ``.zgroup`` that neither netcdf-c nor ``engine="zstrings"`` opens as a dataset;
+* dask-backed variables are written block by block in parallel, never loaded whole.
+
+Everything string-specific reuses ``strings`` (encoders and truncation policies) and ``codecs``
+(numcodecs plus netcdf-c's HDF5 shuffle); all I/O goes through ``store.ZStore``. This module is the
+public layer (inputs, targets, the write order); the work is in ``write_plan`` (each variable's on-disk
+form), ``dimensions``, ``chunk_io``, ``nczarr_json`` and ``append``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import xarray as xr
+from zarr.storage import LocalStore, ZipStore
+
+from ..text import fixed as strings
+from ..zarr_compat import sync
+from .append import _add_variables, _append
+from ..io.atomic import CloneStore, incomplete_v2_group, local_commit, recover
+from .chunks import attach_pipelines, local_scheduler, write_arrays
+from .dimensions import _ancestors, _resolve_dimensions
+from ..errors import TargetExistsError, UnsupportedError, ZStringsError
+from ..formats.nczarr import NC_FILL_VALUES
+from ..formats.nczarr_json import _dumps
+from ..io.store import ZStore, _mapped_errors, local_target, open_store, parse_nczarr_url
+from .plan import (
+    DEFAULT_NETCDF_C,
+    NETCDF_C_CODECS,
+    SCALAR_DIM_4_9_0,
+    Format,
+    Layout,
+    _Array,
+    _group_objects,
+    _is_dask,
+    _codecs_from_encoding,
+    _Options,
+    _plan_group,
+    _string_array,
+    _string_like,
+    check_names,
+    netcdf_c_layout,
+)
+from ..codecs.encoding import for_zarr
+
+__all__ = [
+    "DEFAULT_NETCDF_C",
+    "NC_FILL_VALUES",
+    "NETCDF_C_CODECS",
+    "prepare_for_zarr",
+    "to_nczarr",
+]
+
+Mode = Literal["w-", "w", "a"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs
+# ---------------------------------------------------------------------------------------------
+
+
+def _as_groups(obj: Any) -> dict[str, xr.Dataset]:
+    """Dataset / DataTree / mapping of group paths -> {"/": ds, "/sub": ds, ...} with every parent."""
+    if isinstance(obj, xr.Dataset):
+        groups = {"/": obj}
+    elif isinstance(obj, xr.DataTree):
+        groups = {node.path: node.to_dataset(inherit=False) for node in obj.subtree}
+        groups["/"] = obj.to_dataset(inherit=False)
+    elif isinstance(obj, xr.DataArray):
+        groups = {"/": obj.to_dataset(name=obj.name if obj.name is not None else "__xarray_dataarray_variable__")}
+    elif isinstance(obj, Mapping):
+        groups = {}
+        for k, v in obj.items():
+            if not isinstance(v, xr.Dataset):
+                raise ZStringsError(f"Group {k!r}: expected an xarray.Dataset, got {type(v).__name__}.")
+            key = "/" + str(k).strip("/")
+            groups["/" if key == "/" else key] = v
+    else:
+        raise ZStringsError(
+            f"Cannot write {type(obj).__name__}: expected an xarray Dataset, DataTree or a mapping of group "
+            "paths to Datasets (as xr.open_groups returns)."
+        )
+    for path in list(groups):
+        for anc in _ancestors(path)[1:]:
+            if anc not in groups:  # not setdefault: a Dataset built per ancestor made 1,000 levels O(n^2)
+                groups[anc] = xr.Dataset()
+    for path in groups:
+        parent, _, leaf = path.rpartition("/")
+        if path != "/" and leaf in groups[parent or "/"].variables:
+            raise ZStringsError(
+                f"Cannot write group {path!r}: its parent {parent or '/'!r} has a variable of the same name, "
+                "and a Zarr key cannot be both. Rename the group or the variable."
+            )
+    for path in list(groups):
+        for part in path.strip("/").split("/"):
+            if part in (".", "..") or (path != "/" and not part):
+                raise ZStringsError(f"Invalid group path {path!r}: expected names without '.', '..' or '//'.")
+    return dict(sorted(groups.items(), key=lambda kv: (kv[0].count("/") if kv[0] != "/" else 0, kv[0])))
+
+
+def _display(target: Any) -> str:
+    return os.fspath(target) if isinstance(target, str | os.PathLike) else repr(target)
+
+
+def _is_zip_target(target: Any) -> Path | None:
+    local = local_target(target)  # object storage: open_store decides (and refuses zip writes there)
+    return local[0] if local is not None and local[1] else None
+
+
+def _check_mode(mode: str) -> None:
+    if mode not in ("w-", "w", "a"):
+        raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite), 'w' "
+                            "(overwrite) or 'a' (append along an unlimited dimension).")
+
+
+def _local_dir(target: Any) -> Path | None:
+    """The directory a local path / file:// URL target names (not a zip, not object storage)."""
+    if isinstance(target, os.PathLike):
+        target = os.fspath(target)
+    if not isinstance(target, str) or _is_zip_target(target) is not None:
+        return None
+    parsed = parse_nczarr_url(target)
+    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
+        return None
+    return Path(parsed.path).expanduser()
+
+
+@contextlib.contextmanager
+def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | None = None
+                  ) -> Iterator[ZStore]:
+    """The store a write goes into, committed when the block ends without error.
+
+    Local directories and zip files: a sibling written beside the target and swapped in
+    (``atomic.local_commit``); ``mode="a"`` gets a hard-link clone of the store. Other targets
+    (object storage, zarr-python Stores): the target itself, with the placeholder root ``.zgroup``
+    written first so that every state before the last write is refused (``_claim_v2``).
+    """
+    _check_mode(mode)
+    display = str(target)
+    zip_path = _is_zip_target(target)
+    if zip_path is not None and mode == "a":
+        raise UnsupportedError(f"Cannot append to zip store {target}: zip files cannot be changed in place; "
+                               "write a directory store, append there, then zip it.")
+    local = zip_path if zip_path is not None else _local_dir(target)
+    if local is not None:
+        if storage_options:
+            open_store(os.fspath(target), mode="r", storage_options=dict(storage_options))  # its message
+        modes = parse_nczarr_url(os.fspath(target)).modes
+        if mode == "a":
+            recover(local, display)  # a store a killed writer renamed aside is put back first
+            if not (local / ".zgroup").is_file() and not (local / ".nczarr").is_file():
+                open_store(os.fspath(target), mode="r")  # a clear "no store" error
+        with local_commit(local, mode=mode, display=display, zip_file=zip_path is not None) as tmp:
+            if tmp is None:  # cannot hard-link here: change the store in place, root metadata last
+                zstore = ZStore(LocalStore(local, read_only=False), display=display, modes=modes)
+                _claim_v2(zstore, "a")
+            elif zip_path is not None:
+                zstore = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display,
+                                modes=modes)
+            else:
+                zstore = ZStore(CloneStore(tmp, read_only=False), display=display, modes=modes)
+            try:
+                yield zstore
+            finally:
+                _close(zstore)
+        return
+    so = dict(storage_options) if storage_options else None
+    zstore = open_store(target, mode="a" if mode == "a" else "w", storage_options=so)
+    if zstore.store.read_only:
+        zstore = _reopen_rw(target)
+    _claim_v2(zstore, mode)
+    try:
+        yield zstore
+    finally:
+        _close(zstore)
+
+
+def _claim_v2(zstore: ZStore, mode: Mode) -> None:
+    """Where the store cannot be swapped: before the first write, replace the root ``.zgroup`` by a
+    placeholder every reader refuses (netcdf-c says "NCZarr error" instead of crashing on a root
+    ``.zattrs`` without ``.zgroup``); the writer puts the real one back as its last write. For
+    ``mode="w"`` the old objects are then removed (root metadata first); ``mode="w-"`` refuses a
+    non-empty target and claims the root with a create-only write where the store offers one."""
+    from zarr.buffer import cpu
+
+    placeholder = incomplete_v2_group()
+    if mode == "a":
+        original = zstore.get_bytes(".zgroup")
+
+        def claim() -> None:
+            zstore.set_many([(".zgroup", placeholder)])
+
+        zstore.before_first_write(claim)
+        zstore.root_zgroup = original
+        return
+    existing = zstore.list_dir("")
+    if existing and mode == "w-":
+        raise TargetExistsError(
+            f"Cannot write to {zstore.display}: it is not empty (found {sorted(existing)[:5]}) and "
+            "mode='w-' never overwrites. Pass mode='w' to replace it, or mode='a' with append_dim to append."
+        )
+    if mode == "w-" and type(zstore.store).__name__ == "ObjectStore":
+        with _mapped_errors(f"Could not write to {zstore.display}"):
+            sync(zstore.store.set_if_not_exists(zstore.full_key(".zgroup"), cpu.Buffer.from_bytes(placeholder)))
+        if zstore.get_bytes(".zgroup") != placeholder:
+            raise TargetExistsError(f"Cannot write to {zstore.display}: another writer created it first (mode='w-').")
+        return
+    zstore.set_many([(".zgroup", placeholder)])
+    if existing:
+        from .zarr3 import _clear_except
+
+        _clear_except(zstore, ".zgroup")
+
+
+def _reopen_rw(target: Any) -> ZStore:
+    from zarr.storage import LocalStore
+
+    parsed = parse_nczarr_url(os.fspath(target) if isinstance(target, os.PathLike) else target)
+    return ZStore(LocalStore(Path(parsed.path).expanduser(), read_only=False), display=str(target),
+                  modes=parsed.modes)
+
+
+# ---------------------------------------------------------------------------------------------
+# The public API
+# ---------------------------------------------------------------------------------------------
+
+
+def to_nczarr(
+    obj: xr.Dataset | xr.DataTree | Mapping[str, xr.Dataset],
+    target: str | os.PathLike[str] | Any,
+    *,
+    mode: Mode = "w-",
+    format: Format = "nczarr",
+    maxstrlen: int | Mapping[str, int] | None = None,
+    default_maxstrlen: int | None = None,
+    on_overflow: strings.OnOverflow = "error",
+    unlimited_dims: Iterable[str] | None = None,
+    append_dim: str | None = None,
+    compressor: Any = None,
+    netcdf_c_codecs_only: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    netcdf_c: str | None = None,
+) -> None:
+    """Write ``obj`` as an NCZarr 2 store that netcdf-c (``netcdf_c`` and later) and ``engine="zstrings"`` read.
+
+    ``obj`` is a Dataset, a DataTree (groups become NCZarr groups; a variable references the nearest
+    ancestor's dimension of the same name and size, with fully qualified names) or a mapping of group
+    paths to Datasets (``xr.open_groups`` output), which can hold a subgroup dimension that shadows
+    an ancestor's with another size. ``target`` is a directory path, a ``.zip`` path, a
+    ``file:///abs/path#mode=nczarr,file`` URL or a zarr-python ``Store``.
+
+    Strings: NC_STRING ``|Sn`` whose width ``n`` is, in order, ``maxstrlen`` (one int, or a mapping of
+    variable name/path to int), ``encoding["maxstrlen"]``, ``default_maxstrlen`` (also written as the
+    root's ``_nczarr_default_maxstrlen``), else the longest UTF-8 encoding in the data (at least 1).
+    Values longer than a given width follow ``on_overflow``: ``"error"`` (default) raises
+    ``StringOverflowError``, ``"truncate"`` cuts at a character boundary and warns
+    (``StringTruncationWarning`` with the count), ``"widen"`` raises the width. NC_CHAR on request:
+    ``encoding={"nc_type": "NC_CHAR"}`` (or xarray's ``{"dtype": "S1"}``), with
+    ``encoding["char_dim_name"]``; NC_CHAR keeps NULs inside values (netcdf-c's rule). NC_STRING values
+    containing NUL, values ending with NUL, and lone surrogates raise ``ZStringsError``.
+
+    ``mode``: ``"w-"`` (default) refuses a non-empty target, ``"w"`` replaces it, ``"a"`` appends
+    along ``append_dim``, which must be unlimited in the store (``unlimited_dims=[...]`` or
+    ``ds.encoding["unlimited_dims"]`` when first written), or without ``append_dim`` adds the
+    variables the store does not hold yet (identical ones, such as coordinates sent again, are
+    left alone; different ones are refused) and updates group attributes. ``format="zarr2"`` writes pure Zarr v2
+    (``_ARRAY_DIMENSIONS`` only, no ``_nczarr_*`` metadata) that netcdf-c reads with ``mode=zarr``.
+    ``compressor`` is the default for variables whose encoding names none (e.g. ``{"id": "zstd",
+    "level": 3}``); codecs netcdf-c cannot read are refused unless ``netcdf_c_codecs_only=False``.
+    ``storage_options`` go to the store layer for ``s3://`` / ``https://...#mode=nczarr,s3`` targets.
+
+    ``netcdf_c`` is the oldest netcdf-c that must read the store (docs/netcdf-c-versions.md has the
+    reader x target matrix the tests see). The default (None) writes the layout that every netcdf-c
+    from 4.9.1 (Ubuntu 24.04 has 4.9.2) through 4.10 reads: NCZarr keys in ``.zgroup``/``.zarray``;
+    unlimited dimensions are kept, and a store with one is read from netcdf-c 4.9.4 on. ``"4.9.1"``
+    to ``"4.9.3"`` write the same layout with unlimited dimensions made fixed (4.9.1-4.9.3 fail on
+    them), with a ``NetcdfCompatibilityWarning``. ``"4.9.4"`` (or ``"4.10"``) writes netcdf-c 4.10's
+    own layout (metadata in ``.zattrs``), which netcdf-c 4.9.1-4.9.3 cannot read.
+    ``"4.9.0"`` (Debian 12) writes its uppercase layout, and since 4.9.0 cannot read NC_STRING from
+    NCZarr nor scalars, strings become NC_CHAR with a string-length dimension and scalars one-element
+    arrays on a dimension ``scalar1``, each with a ``NetcdfCompatibilityWarning``; string-list
+    attributes are refused. The target applies to ``format="nczarr"``.
+    """
+    if format not in ("nczarr", "zarr2"):
+        raise ZStringsError(f"Invalid format={format!r}: expected 'nczarr' (NCZarr 2, the default) or "
+                            "'zarr2' (pure Zarr v2 that netcdf-c reads with mode=zarr).")
+    strings.check_on_overflow(on_overflow)
+    layout = netcdf_c_layout(DEFAULT_NETCDF_C if netcdf_c is None else netcdf_c)
+    groups = _as_groups(obj)
+    check_names(groups, netcdf_c="zarr" if format == "zarr2" else "nczarr", target=_display(target))
+    if format == "nczarr" and layout == "4.9.0":
+        groups = _for_netcdf_c_4_9_0(groups)
+    root_ds = groups["/"]
+    if default_maxstrlen is None and root_ds.encoding.get("default_maxstrlen") is not None:
+        default_maxstrlen = int(root_ds.encoding["default_maxstrlen"])
+    opts = _Options(fmt=format, on_overflow=on_overflow, maxstrlen=maxstrlen,
+                    default_maxstrlen=default_maxstrlen, compressor=compressor,
+                    strict_codecs=netcdf_c_codecs_only, layout=layout if format == "nczarr" else "4.9.4")
+    _check_mode(mode)
+    if mode == "a":
+        with _write_target(target, "a", storage_options) as zstore:
+            if append_dim is None:
+                _add_variables(zstore, groups, opts)
+            else:
+                _append(zstore, groups, append_dim, opts)
+            _restore_root(zstore)
+        return
+    if append_dim is not None:
+        raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
+    unl: dict[str, set[str]] = {}
+    extra_unlimited = set(unlimited_dims or ())
+    plans: dict[str, list[_Array]] = {}
+    gattrs: dict[str, dict[str, Any]] = {}
+    for path, ds in groups.items():
+        unl[path] = set(ds.encoding.get("unlimited_dims") or ()) | extra_unlimited
+        if netcdf_c is not None:
+            unl[path] = _fixed_for_netcdf_c(path, ds, unl[path], opts.layout, netcdf_c)
+        plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
+    declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
+    attach_pipelines(a for arrays in plans.values() for a in arrays)
+    with _write_target(target, mode, storage_options) as zstore, local_scheduler(zstore):
+        _write_all(zstore, groups, plans, gattrs, declared, opts)
+
+
+def _restore_root(zstore: ZStore) -> None:
+    """After an in-place change: the real root ``.zgroup`` replaces the placeholder (last write)."""
+    original = getattr(zstore, "root_zgroup", None)
+    if original is not None and zstore.claimed:
+        zstore.set_many([(".zgroup", original)])
+
+
+def _write_all(
+    zstore: ZStore,
+    groups: Mapping[str, xr.Dataset],
+    plans: Mapping[str, list[_Array]],
+    gattrs: Mapping[str, dict[str, Any]],
+    declared: Mapping[str, Mapping[str, list[Any]]],
+    opts: _Options,
+) -> None:
+    # 1. chunks, 2. array and subgroup metadata, 3. the root group last: until then the store is
+    # not a dataset
+    items = write_arrays(zstore, [a for arrays in plans.values() for a in arrays], opts.fmt, opts.layout)
+    children = {p: [c.rsplit("/", 1)[1] for c in groups if c != "/" and (c.rsplit("/", 1)[0] or "/") == p]
+                for p in groups}
+    root_items: list[tuple[str, bytes]] = []
+    for path in groups:
+        zg, za = _group_objects(path, gattrs[path], declared.get(path, {}), [a.name for a in plans[path]],
+                                children[path], opts.fmt, default_maxstrlen=opts.default_maxstrlen,
+                                layout=opts.layout)
+        prefix = "" if path == "/" else path.strip("/") + "/"
+        if path == "/":
+            root_items = [(".zattrs", _dumps(za)), (".zgroup", _dumps(zg))]
+        else:
+            items.append((prefix + ".zattrs", _dumps(za)))
+            items.append((prefix + ".zgroup", _dumps(zg)))
+    zstore.set_many(items)
+    zstore.set_many(root_items[:1])
+    zstore.set_many(root_items[1:])
+
+
+def _fixed_for_netcdf_c(path: str, ds: xr.Dataset, unlimited: set[str], layout: Layout, netcdf_c: str) -> set[str]:
+    """Unlimited dimensions, or none (with a warning) for netcdf-c before 4.9.4, which cannot read them."""
+    if layout == "4.9.4" or not unlimited:
+        return unlimited
+    import warnings
+
+    from ..errors import NetcdfCompatibilityWarning
+
+    mine = sorted(d for d in unlimited if d in ds.dims)
+    if mine:
+        warnings.warn(NetcdfCompatibilityWarning(
+            f"group {path!r}: unlimited dimension(s) {mine} written as fixed-size for netcdf_c={netcdf_c!r} "
+            "(netcdf-c 4.9.0-4.9.3 fail on unlimited NCZarr dimensions); appending along them is then "
+            "impossible. Pass netcdf_c='4.9.4' to keep them unlimited (netcdf-c 4.9.4+ reads that)."),
+            stacklevel=4)
+    return set()
+
+
+def _for_netcdf_c_4_9_0(groups: dict[str, xr.Dataset]) -> dict[str, xr.Dataset]:
+    """What netcdf-c 4.9.0 can read: strings as NC_CHAR, scalars as one-element arrays (warned);
+    string-list attributes refused (4.9.0 fails to open a store holding one)."""
+    import warnings
+
+    import numpy as np
+
+    from ..errors import NetcdfCompatibilityWarning
+
+    out: dict[str, xr.Dataset] = {}
+    to_char: list[str] = []
+    to_1d: list[str] = []
+    for path, ds in groups.items():
+        for owner, attrs in [(f"group {path!r}", ds.attrs)] + [
+                (f"variable {path.rstrip('/')}/{n}", v.attrs) for n, v in ds.variables.items()]:
+            for k, v in attrs.items():
+                if isinstance(v, list | tuple | np.ndarray) and np.asarray(v).dtype.kind in "OUST":
+                    raise UnsupportedError(
+                        f"Cannot write attribute {k!r} of {owner} for netcdf_c='4.9.0': it is a list of "
+                        "strings (NC_STRING), and netcdf-c 4.9.0 fails to open an NCZarr store holding one. "
+                        "Join it into one text (e.g. ', '.join(...)), drop it, or target netcdf_c='4.9.1'.")
+        new: dict[str, xr.Variable] = {}
+        for name, var in ds.variables.items():
+            where = f"{path.rstrip('/')}/{name}"
+            if _string_like(var) is not None and var.encoding.get("nc_type") != "NC_CHAR" and not (
+                    var.encoding.get("dtype") is not None and not isinstance(var.encoding["dtype"], type)
+                    and np.dtype(var.encoding["dtype"]) == np.dtype("S1")):
+                var = var.copy(deep=False)
+                var.encoding = {**var.encoding, "nc_type": "NC_CHAR"}
+                to_char.append(where)
+            elif var.ndim == 0:
+                enc = dict(var.encoding)
+                var = xr.Variable((SCALAR_DIM_4_9_0,), np.asarray(var.values).reshape(1), var.attrs, enc)
+                to_1d.append(where)
+            new[str(name)] = var
+        coords = {n: new[str(n)] for n in ds.coords}
+        nds = xr.Dataset({n: v for n, v in new.items() if n not in coords}, coords=coords, attrs=ds.attrs)
+        nds.encoding = dict(ds.encoding)
+        out[path] = nds
+    if to_char:
+        warnings.warn(NetcdfCompatibilityWarning(
+            f"{len(to_char)} string variable(s) written as NC_CHAR with a string-length dimension for "
+            f"netcdf_c='4.9.0', which cannot read NC_STRING from NCZarr: {to_char[:5]}. netCDF4 and "
+            "xarray join them back into strings (_Encoding='utf-8'); ncdump shows character arrays. "
+            "Pass netcdf_c='4.9.1' to keep NC_STRING."), stacklevel=3)
+    if to_1d:
+        warnings.warn(NetcdfCompatibilityWarning(
+            f"{len(to_1d)} scalar variable(s) written as one-element arrays on dimension "
+            f"{SCALAR_DIM_4_9_0!r} for netcdf_c='4.9.0', which aborts on NCZarr scalars: {to_1d[:5]}. "
+            "Pass netcdf_c='4.9.1' to keep them scalars."), stacklevel=3)
+    return out
+
+
+def _close(zstore: ZStore) -> None:
+    if type(zstore.store).__name__ == "ZipStore":
+        zstore.store.close()
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers for other workflows
+# ---------------------------------------------------------------------------------------------
+
+
+def prepare_for_zarr(
+    ds: xr.Dataset,
+    *,
+    maxstrlen: int | Mapping[str, int] | None = None,
+    on_overflow: strings.OnOverflow = "error",
+    netcdf_c_codecs_only: bool = True,
+) -> xr.Dataset:
+    """A copy of ``ds`` whose string variables are NUL-padded UTF-8 ``|Sn`` bytes, for ``ds.to_zarr``.
+
+    ``prepare_for_zarr(ds).to_zarr(path, zarr_format=2, consolidated=False)`` then writes strings as
+    netcdf-c's NC_STRING layout (``|Sn`` plus ``_nczarr_maxstrlen``) instead of ``<U``/vlen-utf8, which
+    netcdf-c cannot read; open the result with ``netCDF4.Dataset(".../x.zarr#mode=zarr,file")`` or
+    ``xr.open_dataset(path, engine="zstrings")`` (strings come back as ``str``). The width and the
+    overflow policy are as in ``to_nczarr``. Dask-backed variables stay lazy when a width is given.
+    Codecs come out as Zarr v2 numcodecs objects; one netcdf-c cannot read (gzip, lz4, ...) raises
+    ``UnsupportedError`` unless ``netcdf_c_codecs_only=False``, as in ``to_nczarr``.
+    """
+    opts = _Options(fmt="zarr2", on_overflow=on_overflow, maxstrlen=maxstrlen, default_maxstrlen=None,
+                    compressor=None, strict_codecs=False)
+    out = ds.copy()
+    for name, var in ds.variables.items():
+        if _string_like(var) != "str":
+            continue
+        enc = dict(var.encoding)
+        enc.pop("nc_type", None)
+        enc.pop("dtype", None)
+        tmp = xr.Variable(var.dims, var.data, {}, enc)
+        a = _string_array("/", str(name), tmp, "str", opts, set())
+        data = a.data
+        if _is_dask(data):
+            enc_block = a.encode_block
+            assert enc_block is not None
+            # named: dask would otherwise tokenize the encoder by pickling its closure
+            data = data.map_blocks(lambda b, f=enc_block: f(b)[0], dtype=a.dtype,
+                                   name=f"zstrings-encode-{uuid.uuid4().hex}")
+        attrs = dict(var.attrs)
+        attrs["_nczarr_maxstrlen"] = a.maxstrlen
+        new = xr.Variable(var.dims, data, attrs)
+        # compressors=None too: without the key zarr-python would pick its default compressor
+        new.encoding = {k: var.encoding[k] for k in ("chunks", "compressors") if k in var.encoding}
+        if new.encoding.get("chunks") is None:
+            new.encoding.pop("chunks", None)
+        if name in ds.indexes:
+            out = out.assign_coords({name: new})
+        else:
+            out[name] = new
+    # engine="zstrings" gives codecs for the default (v3) format; netcdf-c reads Zarr v2 only
+    out = for_zarr(out, 2)
+    if netcdf_c_codecs_only:
+        for name, var in out.variables.items():
+            _codecs_from_encoding(var.encoding, None, where=f"variable {name!r}", strict=True)  # raises
+    return out
+
+
+from .. import accessor as _accessor  # noqa: E402,F401  (registers the .zstrings accessor)

@@ -1,0 +1,822 @@
+"""The write plan: what each variable becomes on disk (dtype, shape, chunks, codecs, fill, attributes).
+
+``_plan_group`` turns one group's variables into ``_Array`` descriptions: strings as NC_STRING ``|Sn``
+or NC_CHAR ``>S1`` (via ``strings``), everything else CF-encoded to numbers; ``_zarray``,
+``_array_zattrs`` and ``_group_zattrs`` give the metadata objects netcdf-c writes for them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import xarray as xr
+from xarray import conventions
+
+from .. import __version__
+from ..text import fixed as strings
+from ..codecs.v2 import ChunkPipeline
+from ..errors import DimensionError, UnsupportedError, ZStringsError
+from ..formats.nczarr import NC_FILL_VALUES, name_problem
+from ..formats.nczarr_json import _attrs_json, _plain
+from ..codecs.encoding import OBJECT_CODECS, v2_configs
+
+Format = Literal["nczarr", "zarr2"]
+
+#: The three NCZarr 2 layouts netcdf-c has written, named by the oldest netcdf-c that reads each:
+#: "4.9.0" keys ``_NCZARR_*`` inside ``.zgroup``/``.zarray`` (NC_CHAR as ``<U1``); "4.9.1" keys
+#: ``_nczarr_*`` inside ``.zgroup``/``.zarray`` (read by every netcdf-c from 4.9.1 to 4.10.1, see
+#: docs/netcdf-c-versions.md); "4.9.4" everything in ``.zattrs`` (netcdf-c 4.9.4/4.10's own output,
+#: which netcdf-c before 4.9.3's last snapshots cannot read).
+Layout = Literal["4.9.0", "4.9.1", "4.9.4"]
+#: ``to_nczarr``'s default target: the layout every netcdf-c from 4.9.1 through 4.10 reads.
+DEFAULT_NETCDF_C = "4.9.1"
+#: A scalar becomes a one-element array on this dimension for netcdf-c 4.9.0 (which aborts on scalars).
+SCALAR_DIM_4_9_0 = "scalar1"
+
+
+def netcdf_c_layout(netcdf_c: str) -> Layout:
+    """The layout for a reader's netcdf-c version (``"4.9.2"``, ``"4.10"``, ``"4.9.3-development"``)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.(\d+))?(?:[-.+]?\w*)?\s*", str(netcdf_c))
+    if not m:
+        raise ZStringsError(f"Invalid netcdf_c={netcdf_c!r}: expected the reader's netcdf-c version, such as "
+                            "'4.9.0', '4.9.2' (Ubuntu 24.04) or '4.10'.")
+    v = (int(m[1]), int(m[2]), int(m[3] or 0))
+    if v < (4, 9, 0):
+        raise UnsupportedError(
+            f"Cannot write for netcdf-c {netcdf_c}: netcdf-c before 4.9.0 reads NCZarr 1.0 (separate .ncz* "
+            "objects), which to_nczarr does not write. Upgrade the reader, or write format='zarr2'.")
+    if v < (4, 9, 1):
+        return "4.9.0"
+    if v < (4, 9, 4):
+        return "4.9.1"
+    return "4.9.4"
+
+#: Compressor/filter ids that netcdf-c 4.10 (as shipped in the netCDF4 wheel) decodes in NCZarr.
+#: Checked one by one against the real library: ``gzip`` and ``lz4`` fail ("undefined filter"),
+#: ``blosc`` (every cname, every shuffle mode) reads even though netcdf-c cannot *write* it there.
+NETCDF_C_CODECS = frozenset({"zlib", "zstd", "bz2", "blosc"})
+_NETCDF_C_FILTERS = frozenset({"shuffle"})
+
+_NCZARR_VERSION = "2.0.0"
+_NCPROPERTIES = f"version=2,xr_zstrings={__version__},nczarr={_NCZARR_VERSION}"
+_CHUNK_TARGET_BYTES = 4 << 20  # default chunks aim at ~4 MiB (netcdf-c writes small arrays whole)
+_WHOLE_BYTES = 16 << 20  # arrays up to this size are one chunk, as netcdf-c does
+
+
+# ---------------------------------------------------------------------------------------------
+# The plan: what each array looks like on disk
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Array:
+    """One array to write: its on-disk description plus a way to produce storage blocks."""
+
+    group: str
+    name: str
+    dims: tuple[str, ...]  # storage dimensions (NC_CHAR: with the string-length dimension)
+    ref_hints: tuple[str | None, ...]
+    unlimited: frozenset[str]
+    shape: tuple[int, ...]  # storage shape; () for scalars (stored as [1])
+    chunks: tuple[int, ...]
+    dtype: np.dtype
+    dtype_str: str
+    fill_json: Any
+    fill_storage: Any
+    compressor: dict[str, Any] | None
+    filters: list[dict[str, Any]] | None
+    attrs: dict[str, Any]
+    kind: str  # "numeric", "string", "char", "bytes"
+    data: Any  # numpy storage array, or a dask array of logical values
+    encode_block: Callable[[np.ndarray], tuple[np.ndarray, int]] | None = None  # dask: logical -> storage
+    maxstrlen: int | None = None
+    dimrefs: tuple[str, ...] = ()
+    pipeline: ChunkPipeline | None = field(default=None, repr=False)
+
+    @property
+    def path(self) -> str:
+        return f"{self.group.rstrip('/')}/{self.name}"
+
+    @property
+    def scalar(self) -> bool:
+        return self.shape == ()
+
+    @property
+    def key(self) -> str:
+        return self.path.strip("/")
+
+
+def _what(group: str, name: Hashable) -> str:
+    return f"variable {f'{group.rstrip(chr(47))}/{name}'!r}"
+
+
+def check_names(groups: Mapping[str, xr.Dataset], *, netcdf_c: str | None, target: Any) -> None:
+    """Refuse, before anything is written, every group, variable or dimension name that our
+    reader or netcdf-c (in mode ``netcdf_c``: "nczarr", "zarr"; None for Zarr v3) could not open,
+    naming each and the rule it breaks."""
+    bad: list[str] = []
+    for path, ds in groups.items():
+        gpath = "/" if path in ("/", "") else "/" + path.strip("/")
+        if gpath != "/":
+            for part in gpath.strip("/").split("/"):
+                rule = name_problem(part, key=True, netcdf_c=netcdf_c)
+                if rule is not None:
+                    bad.append(f"group {gpath!r}: {rule}")
+                    break
+        for name in ds.variables:
+            rule = name_problem(str(name), key=True, netcdf_c=netcdf_c)
+            if rule is not None:
+                bad.append(f"{_what(gpath, name)}: {rule}")
+        dims = {str(d) for d in ds.dims}
+        dims |= {str(v.encoding["char_dim_name"]) for v in ds.variables.values() if v.encoding.get("char_dim_name")}
+        for d in sorted(dims):
+            rule = name_problem(d, key=False, netcdf_c=netcdf_c)
+            if rule is not None:
+                bad.append(f"dimension {d!r} in group {gpath!r}: {rule}")
+    if bad:
+        shown = "; ".join(dict.fromkeys(bad[:10])) + (f"; and {len(bad) - 10} more" if len(bad) > 10 else "")
+        raise ZStringsError(
+            f"Cannot write to {target}: {shown}. Nothing was written. Rename them first, e.g. "
+            "ds.rename({old: new}) (dimensions too), or DataTree nodes with tree.rename(...)."
+        )
+
+
+def _is_dask(data: Any) -> bool:
+    return type(data).__module__.startswith("dask.")
+
+
+def _string_like(var: xr.Variable) -> str | None:
+    """"str", "bytes" or None for a variable's values (object arrays are peeked at, cheaply)."""
+    k = var.dtype.kind
+    if k in "TU":
+        return "str"
+    if k == "S":
+        return "bytes"
+    if k == "O":
+        if var.size == 0:
+            return "str"
+        first = var.data[(0,) * var.ndim]
+        if _is_dask(first):
+            first = first.compute()
+        first = first.item() if isinstance(first, np.ndarray) else first
+        if isinstance(first, str):
+            return "str"
+        if isinstance(first, bytes):
+            return "bytes"
+    return None
+
+
+def _codec_config(codec: Any, *, where: str) -> dict[str, Any]:
+    if codec is None:
+        return {}
+    if isinstance(codec, str):
+        return {"id": codec}
+    if isinstance(codec, Mapping):
+        return dict(codec)
+    get_config = getattr(codec, "get_config", None)
+    if get_config is None:
+        raise ZStringsError(
+            f"Invalid compressor/filter {codec!r} for {where}: expected a numcodecs codec, a config dict "
+            "such as {'id': 'zlib', 'level': 4} or a name ('zlib', 'zstd', 'bz2', 'blosc')."
+        )
+    return dict(get_config())
+
+
+def _codecs_from_encoding(
+    enc: Mapping[str, Any], default: Any, *, where: str, strict: bool
+) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
+    """Compressor and filters from zarr-style (``compressor``/``filters``) or netCDF4-style
+    (``zlib``/``compression``/``complevel``/``shuffle``) encodings; refuse what netcdf-c cannot read."""
+    comp: dict[str, Any] | None = None
+    filters: list[dict[str, Any]] = []
+    if "compressors" in enc and "compressor" not in enc:
+        # xarray with zarr-python 3 records a tuple of compressors (zarr v2 holds at most one);
+        # engine="zstrings" and engine="zarr" on a v3 store give v3 codec objects: in v2 terms here
+        comp0, filters0 = v2_configs(enc, where=where)
+        if isinstance(comp0, list):
+            raise UnsupportedError(
+                f"Cannot write {where} with {len(comp0)} compressors: Zarr v2 (and netcdf-c) hold one. "
+                "Keep one in encoding['compressors'] (or set encoding['compressor'])."
+            )
+        # text read by engine="zstrings" has no 'filters' (xarray's vlen strings take none): the
+        # store's own (netcdf-c's shuffle of the fixed-width bytes) are kept for NCZarr
+        # (a |O source's vlen-utf8/vlen-bytes is the object codec of that layout, not a filter:
+        # NCZarr text is |Sn or >S1, so it is left out)
+        stored = [f for f in enc.get("zstrings_filters") or () if dict(f).get("id") not in OBJECT_CODECS]
+        enc = {**enc, "compressor": comp0, "filters": filters0 if "filters" in enc else (stored or None)}
+    if "compressor" in enc or enc.get("filters"):
+        comp = _codec_config(enc.get("compressor"), where=where) or None
+        filters = [_codec_config(f, where=where) for f in (enc.get("filters") or [])]
+    elif enc.get("zlib") or enc.get("compression"):
+        name = enc.get("compression") or "zlib"
+        name = {"zlib": "zlib", "zstd": "zstd", "bzip2": "bz2"}.get(name, name)
+        level = enc.get("complevel")
+        comp = {"id": name, "level": 4 if level is None else int(level)}
+        if enc.get("shuffle"):
+            filters = [{"id": "shuffle", "elementsize": 0}]
+    elif default is not None:
+        comp = _codec_config(default, where=where) or None
+    if comp is not None and comp.get("id") == "zlib" and "level" not in comp:
+        comp["level"] = 4
+    for f in filters:
+        if f.get("id") == "shuffle":
+            f.clear()
+            f.update({"id": "shuffle", "elementsize": 0})  # netcdf-c shuffles by the element size
+    if strict:
+        bad = [c["id"] for c in ([comp] if comp else []) if c.get("id") not in NETCDF_C_CODECS]
+        bad += [f.get("id") for f in filters if f.get("id") not in _NETCDF_C_FILTERS]
+        if bad:
+            raise UnsupportedError(
+                f"Cannot write {where} with codec {bad[0]!r}: netcdf-c 4.10 cannot read it (it reads the "
+                f"compressors {sorted(NETCDF_C_CODECS)} and the 'shuffle' filter). Use e.g. "
+                "encoding={'compressor': {'id': 'zstd', 'level': 3}}, or pass netcdf_c_codecs_only=False "
+                "to write it anyway for other Zarr readers."
+            )
+    return comp, (filters or None)
+
+
+def _default_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """One chunk for small arrays (as netcdf-c writes them); ~4 MiB chunks otherwise."""
+    shape = tuple(n if n > 0 else 1024 for n in shape)
+    if math.prod(shape) * itemsize <= _WHOLE_BYTES:
+        return tuple(max(1, n) for n in shape)
+    chunks = list(shape)
+    target = max(1, _CHUNK_TARGET_BYTES // max(itemsize, 1))
+    while math.prod(chunks) > target:
+        i = int(np.argmax(chunks))
+        if chunks[i] <= 1:
+            break
+        chunks[i] = math.ceil(chunks[i] / 2)
+    return tuple(chunks)
+
+
+def _pick_chunks(
+    var: xr.Variable, shape: tuple[int, ...], itemsize: int, extra: tuple[int, ...], unlimited: set[str]
+) -> tuple[int, ...]:
+    """Chunks from ``encoding["chunks"]`` / ``["chunksizes"]``, else dask's, else a default.
+
+    ``shape`` is the storage shape; ``extra`` the string-length dimension of NC_CHAR (always one chunk).
+    """
+    logical = shape[: len(shape) - len(extra)]
+    enc = var.encoding
+    want = enc.get("chunks") or enc.get("chunksizes")
+    if want is not None and not isinstance(want, tuple | list):
+        want = None
+    if want is not None and len(want) == len(shape):
+        want = tuple(want)[: len(logical)]
+    if want is not None and len(want) != len(logical):
+        want = None
+    if want is None and _is_dask(var.data):
+        want = tuple(max(c) if c else 1 for c in var.data.chunks)
+    if want is None:
+        return _default_chunks(shape, itemsize)[: len(logical)] + extra
+    out = []
+    for c, n, d in zip(want, logical, var.dims, strict=True):
+        c = max(1, int(c))
+        if d not in unlimited and n > 0:
+            c = min(c, n)
+        out.append(c)
+    return tuple(out) + extra
+
+
+# ---------------------------------------------------------------------------------------------
+# Strings
+# ---------------------------------------------------------------------------------------------
+
+
+def _str_lengths(block: np.ndarray, fill: str | None, what: str) -> np.ndarray:
+    """UTF-8 lengths of a block of str, missing values counted as the fill value (or refused)."""
+    return _filling_missing(strings.utf8_lengths, block, fill, what)
+
+
+def _utf8_longest(block: np.ndarray, fill: str | None, what: str) -> np.ndarray:
+    """The longest UTF-8 encoding in a block of str (for widths of dask-backed variables)."""
+    lengths = _str_lengths(block, fill, what)
+    n = int(lengths.max()) if lengths.size else 0
+    return np.full((1,) * max(np.ndim(block), 1), n, np.int64)
+
+
+def _over_count(block: np.ndarray, width: int, fill: str | None, what: str) -> int:
+    return int((_str_lengths(block, fill, what) > width).sum())
+
+
+@dataclass
+class _Options:
+    fmt: Format
+    on_overflow: strings.OnOverflow
+    maxstrlen: Mapping[str, int] | int | None
+    default_maxstrlen: int | None
+    compressor: Any
+    strict_codecs: bool
+    layout: Layout = "4.9.4"
+
+
+def _width_for(name: str, path: str, var: xr.Variable, opts: _Options) -> int | None:
+    m = opts.maxstrlen
+    if isinstance(m, Mapping):
+        for key in (path, path.lstrip("/"), name):
+            if key in m:
+                return int(m[key])
+    elif m is not None:
+        return int(m)
+    if var.encoding.get("maxstrlen") is not None:
+        return int(var.encoding["maxstrlen"])
+    return opts.default_maxstrlen
+
+
+def _string_array(
+    group: str, name: str, var: xr.Variable, kind: str, opts: _Options, unlimited: set[str]
+) -> _Array:
+    """Plan an NC_STRING (``|Sn``) or NC_CHAR (``>S1`` + string-length dimension) array."""
+    enc = var.encoding
+    what = _what(group, name)
+    path = f"{group.rstrip('/')}/{name}"
+    attrs = dict(var.attrs)
+    nc_type = enc.get("nc_type")
+    enc_dtype = enc.get("dtype")
+    want_char = nc_type == "NC_CHAR" or (
+        nc_type is None and enc_dtype is not None and not isinstance(enc_dtype, type)
+        and np.dtype(enc_dtype) == np.dtype("S1")
+    )
+    data = var.data
+    dask = _is_dask(data)
+    dims = tuple(str(d) for d in var.dims)
+    hints: list[str | None] = list(enc.get("dimension_references") or [])
+    if kind == "bytes":
+        if not dask:
+            data = np.asarray(data)
+            if data.dtype.kind == "O":
+                data = data.astype(bytes)
+        if data.dtype.itemsize == 1 and dims and nc_type != "NC_STRING" and (
+                want_char or "_Encoding" in attrs or "char_dim_name" not in enc):
+            want_char = True  # raw NC_CHAR (read with concat_characters=False): keep its dimensions
+            kind = "rawchar"
+        elif nc_type != "NC_STRING":
+            want_char = True
+    had_encoding = "_Encoding" in attrs or "_Encoding" in enc
+    text_encoding = str(attrs.pop("_Encoding", enc.get("_Encoding", "utf-8")))
+    fill_text = attrs.pop("_FillValue", enc.get("_FillValue"))
+    if fill_text is not None and not isinstance(fill_text, str | bytes | np.str_ | np.bytes_):
+        fill_text = None  # a NaN mask marker is not a string fill value
+    if isinstance(fill_text, bytes | np.bytes_):
+        fill_text = bytes(fill_text).decode("utf-8")
+
+    if kind == "rawchar":
+        arr = data if dask else np.asarray(data).astype("S1")
+        shape = tuple(arr.shape)
+        chunks = _pick_chunks(var, shape, 1, (), unlimited)
+        out_attrs = dict(attrs)
+        if had_encoding:
+            out_attrs["_Encoding"] = text_encoding
+        return _Array(
+            group=group, name=name, dims=dims, ref_hints=_hints(hints, len(dims)),
+            unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype("S1"),
+            dtype_str=">S1", fill_json="", fill_storage=b"", compressor=None, filters=None,
+            attrs=out_attrs, kind="char", data=arr,
+            encode_block=(lambda b: (np.asarray(b).astype("S1"), 0)) if dask else None,
+        )
+
+    width = _width_for(name, path, var, opts)
+    min_width = 0
+    if want_char:
+        cw = enc.get("char_dim_width") if width is None else width
+        width = None if cw is None else int(cw)
+        chunks_enc = enc.get("chunks") or enc.get("chunksizes")
+        if width is None and isinstance(chunks_enc, tuple | list) and len(chunks_enc) == var.ndim + 1:
+            # read from a store: the string-length dimension was one chunk; keep at least its size
+            min_width = int(chunks_enc[-1])
+    on_overflow = opts.on_overflow
+    if kind == "bytes":
+        encoder = _bytes_encoder(what, chars=want_char)
+    elif want_char:
+        def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+            return strings.encode_char_array(values, w, encoding=text_encoding, on_overflow=policy,  # type: ignore[arg-type]
+                                             what=what)
+    else:
+        def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+            return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]
+
+    fill = None if fill_text is None else str(fill_text)
+    block_what = f"{what} (a dask block of it)" if dask else what  # dask: counted per block
+    if kind != "bytes":  # missing values: as the string fill value, or refused
+        encoder = _with_missing(encoder, fill, block_what)
+    encode_block = None
+    fill_len = 0 if fill_text is None or want_char else len(str(fill_text).encode("utf-8"))
+    if want_char:
+        min_width = max(min_width, 1)  # netcdf-c cannot read a zero-length char dimension
+    if not dask:
+        stored = encoder(np.asarray(data), width, on_overflow)
+        if want_char:
+            width = stored.shape[-1]
+            if width < min_width:
+                stored = _pad_chars(stored, min_width)
+                width = min_width
+        else:
+            width = stored.dtype.itemsize
+            if fill_len > width and (_width_for(name, path, var, opts) is None or on_overflow == "widen"):
+                stored = stored.astype(f"S{fill_len}")  # the fill value must fit the width too
+                width = fill_len
+    else:
+        if kind != "bytes" and (width is None or on_overflow == "widen"):
+            longest = int(data.map_blocks(_utf8_longest, fill, block_what, dtype=np.int64,
+                                          chunks=tuple((1,) * len(c) for c in data.chunks) or ((1,),)).max().compute()) \
+                if data.size else 0
+            width = max(longest, width or 0, fill_len, 1)
+        elif kind == "bytes" and width is None:
+            width = data.dtype.itemsize
+        fixed_width = int(width or 0)
+        policy = "truncate" if on_overflow == "truncate" else "error"
+
+        def encode_block(block: np.ndarray) -> tuple[np.ndarray, int]:
+            cut = _over_count(block, fixed_width, fill, block_what) if policy == "truncate" and kind != "bytes" else 0
+            return encoder(np.asarray(block), fixed_width, policy), cut
+
+        stored = data
+    assert width is not None
+
+    if want_char:
+        char_dim = str(enc.get("char_dim_name") or f"string{width}")
+        if char_dim in dims:
+            raise DimensionError(
+                f"Cannot write {what} as NC_CHAR: its string-length dimension name {char_dim!r} is "
+                f"already one of its dimensions {dims}. Set encoding['char_dim_name'] to another name."
+            )
+        sdims = dims + (char_dim,)
+        shape = tuple(var.shape) + (width,)
+        chunks = _pick_chunks(var, shape, 1, (max(width, 1),), unlimited)
+        if kind != "bytes" or had_encoding:
+            attrs["_Encoding"] = text_encoding  # tells netCDF4-python (and xarray) how to join the chars
+        fill_json: Any = ""
+        if fill_text is not None and fill_text != "":
+            if len(str(fill_text)) != 1 or ord(str(fill_text)) > 127:
+                # one byte, and ASCII: netcdf-c keeps the fill as JSON text in .zarray
+                raise ZStringsError(
+                    f"Cannot write {what} as NC_CHAR with _FillValue {fill_text!r}: an NC_CHAR fill value is "
+                    "one byte (ASCII here). Use a one-byte character (e.g. ' ') or drop the fill value."
+                )
+            fill_json = str(fill_text)
+            attrs["_FillValue"] = fill_json  # netcdf-c writes it typed '>S1', as here
+        return _Array(
+            group=group, name=name, dims=sdims, ref_hints=_hints(hints, len(sdims)),
+            unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype("S1"),
+            dtype_str=">S1", fill_json=fill_json, fill_storage=fill_json.encode("latin-1"),
+            compressor=None, filters=None, attrs=attrs, kind="char", data=stored,
+            encode_block=encode_block, maxstrlen=None,
+        )
+    shape = tuple(var.shape)
+    chunks = _pick_chunks(var, shape, width, (), unlimited) if shape else ()
+    fill_bytes = b"" if fill_text is None else strings.encode_fixed_utf8(
+        [fill_text], width, on_overflow="error", what=f"{what} _FillValue").tobytes().rstrip(b"\x00")
+    if fill_text is not None:
+        attrs["_FillValue"] = fill_text
+    attrs["_nczarr_maxstrlen"] = np.int32(width)  # netcdf-c writes it in both nczarr and zarr mode
+    return _Array(
+        group=group, name=name, dims=dims, ref_hints=_hints(hints, len(dims)),
+        unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype(f"S{width}"),
+        dtype_str=f"|S{width}", fill_json=fill_bytes.decode("utf-8"), fill_storage=fill_bytes,
+        compressor=None, filters=None, attrs=attrs, kind="string", data=stored,
+        encode_block=encode_block, maxstrlen=width,
+    )
+
+
+def _missing(values: np.ndarray) -> np.ndarray | None:
+    """Where an object (or NA-aware StringDType) array of str holds a missing value (None, NaN,
+    NA), or None when it cannot hold one."""
+    if _na_aware(values):
+        na = values.dtype.na_object
+        if na is not None and pd.isna(na):  # NaN-like NA (np.nan, pd.NA): no object copy
+            return np.asarray(np.isnan(values), dtype=bool)
+        values = values.astype(object)
+    if values.dtype.kind != "O":
+        return None
+    return np.asarray(pd.isnull(values), dtype=bool)
+
+
+def _na_aware(values: np.ndarray) -> bool:
+    """A StringDType array with an NA object (it may hold missing values; NA-free ones cannot)."""
+    return values.dtype.kind == "T" and hasattr(values.dtype, "na_object")
+
+
+def _missing_as(values: Any, fill: str | None, what: str) -> np.ndarray:
+    """Missing values replaced by the string fill value (the CF way), or, without one, a
+    ZStringsError naming the count, the first one and the fix.  Arrays without any: unchanged."""
+    arr = np.asarray(values)
+    missing = _missing(arr)
+    if missing is None or not missing.any():
+        return arr
+    if fill is None:
+        i = int(np.flatnonzero(missing.reshape(-1))[0])
+        raise ZStringsError(
+            f"{what}: {int(missing.sum())} missing value(s) (None/NaN), e.g. element "
+            f"{strings._index(i, arr.shape)}. A netCDF string has no missing value but the fill "
+            "value: set encoding['_FillValue'] to a string (e.g. '' or 'N/A') to write them as "
+            "that string (engine='netcdf4' masks it back to NaN), or fill them first."
+        )
+    out = arr.copy() if arr.dtype.kind == "T" else arr.astype(object)  # the caller's data stay as they are
+    out[missing] = fill
+    return out
+
+
+def _filling_missing(fn: Callable[[np.ndarray], Any], values: Any, fill: str | None, what: str) -> Any:
+    """``fn(values)``; when it fails and the values hold missing ones, ``fn`` of the values with
+    them as the string fill value (or the error naming the fix).  Values are searched only after
+    a failure: no cost for data without missing values."""
+    arr = np.asarray(values)
+    if _na_aware(arr):  # NA reaches no encoder: numpy's casts and our kernels refuse it
+        return fn(_missing_as(arr, fill, what))
+    try:
+        return fn(arr)
+    except ZStringsError:
+        filled = _missing_as(arr, fill, what)
+        if filled is arr:
+            raise  # no missing value: fn's own error
+        return fn(filled)
+
+
+def _with_missing(
+    encoder: Callable[[np.ndarray, int | None, str], np.ndarray], fill: str | None, what: str
+) -> Callable[[np.ndarray, int | None, str], np.ndarray]:
+    """An encoder that writes missing values as the string ``_FillValue`` (or names the fix)."""
+
+    def encode(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+        return _filling_missing(lambda v: encoder(v, w, policy), values, fill, what)
+
+    return encode
+
+
+def _pad_chars(stored: np.ndarray, width: int) -> np.ndarray:
+    """Widen an NC_CHAR ``(..., n)`` array with NUL padding (lossless)."""
+    pad = [(0, 0)] * (stored.ndim - 1) + [(0, width - stored.shape[-1])]
+    return np.pad(stored.view(np.uint8), pad).view("S1")
+
+
+def _unify_char_widths(arrays: list[_Array]) -> None:
+    """NC_CHAR variables sharing a string-length dimension get its largest width (NUL padded)."""
+    by_dim: dict[str, list[_Array]] = {}
+    for a in arrays:
+        if a.kind == "char" and a.dims:
+            by_dim.setdefault(a.dims[-1], []).append(a)
+    for group in by_dim.values():
+        width = max(a.shape[-1] for a in group)
+        for a in group:
+            if a.shape[-1] == width:
+                continue
+            if _is_dask(a.data):
+                continue  # fixed before writing; a clash is reported by _resolve_dimensions
+            a.data = _pad_chars(np.asarray(a.data), width)
+            a.shape = a.shape[:-1] + (width,)
+            a.chunks = a.chunks[:-1] + (width,)
+
+
+def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, int | None, str], np.ndarray]:
+    """Fixed bytes values (``|Sn`` data) stored as they are: NC_CHAR by default, like xarray does,
+    or NC_STRING ``|Sn`` when ``chars`` is false (encoding ``nc_type="NC_STRING"``)."""
+
+    def enc(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+        arr = np.asarray(values)
+        if arr.dtype.kind == "O":
+            arr = arr.astype(bytes)
+        n = max(arr.dtype.itemsize, 1)
+        if w is not None and n > w:
+            longest = int(np.strings.str_len(arr).max()) if arr.size else 0
+            if longest > w and policy == "error":
+                raise strings.StringOverflowError(
+                    f"{what}: bytes values of up to {longest} bytes do not fit width {w}; pass "
+                    "on_overflow='widen' or 'truncate', or a larger maxstrlen."
+                )
+            n = w if policy == "truncate" else max(longest, w)
+        elif w is not None:
+            n = w
+        fixed = arr.astype(f"S{n}")
+        if not chars and fixed.size and n > 1 and strings._has_embedded_nul(fixed.view(np.uint8).reshape(-1, n)):
+            # netcdf-c ends an NC_STRING at its first NUL: the rest would be lost without a word
+            z = fixed.view(np.uint8).reshape(-1, n) == 0
+            rows = np.flatnonzero((z[:, :-1] & ~z[:, 1:]).any(axis=1))
+            raise ZStringsError(
+                f"{what}: {rows.size} bytes value(s) hold a NUL before other bytes, e.g. value "
+                f"{int(rows[0])} = {bytes(fixed.reshape(-1)[rows[0]])!r}; netcdf-c ends an NC_STRING value at its "
+                "first NUL, so they cannot be written faithfully as NC_STRING -- write the variable as "
+                "NC_CHAR (drop encoding['nc_type']='NC_STRING'), which keeps NULs inside a value")
+        return fixed.view("S1").reshape(arr.shape + (n,)) if chars else fixed
+
+    return enc
+
+
+def _hints(hints: list[str | None], n: int) -> tuple[str | None, ...]:
+    return tuple(hints) if len(hints) == n else (None,) * n
+
+
+# ---------------------------------------------------------------------------------------------
+# Numbers (everything xarray's CF encoder turns into numbers)
+# ---------------------------------------------------------------------------------------------
+
+
+def _numeric_array(group: str, name: str, var: xr.Variable, opts: _Options, unlimited: set[str]) -> _Array:
+    what = _what(group, name)
+    enc = dict(var.encoding)
+    if "_FillValue" not in enc and "_FillValue" not in var.attrs and ("zarr_dtype" in enc or "original_shape" in enc):
+        # read from a file that had no fill value: do not let xarray add its default NaN one
+        var = var.copy(deep=False)
+        var.encoding = {**enc, "_FillValue": None}
+    var = conventions.encode_cf_variable(var, name=name)
+    dtype = var.dtype
+    if dtype.kind == "b":
+        var = var.astype("i1")
+        var.attrs["dtype"] = "bool"
+        dtype = np.dtype("i1")
+    if dtype.kind not in "iuf":
+        raise UnsupportedError(
+            f"Cannot write {what}: dtype {dtype} has no netCDF type netcdf-c reads from Zarr. Expected "
+            "numbers, booleans, datetimes/timedeltas (CF-encoded) or strings; convert the variable."
+        )
+    dtype = dtype.newbyteorder("<") if dtype.itemsize > 1 else dtype
+    attrs = dict(var.attrs)
+    fill = attrs.pop("_FillValue", None)
+    code = dtype.str[1:]
+    if fill is None:  # no mask: netcdf-c's default fill in .zarray, no _FillValue attribute
+        fill_storage = np.array(NC_FILL_VALUES[code]).astype(dtype)[()]
+        fill_json: Any = 9.96921e36 if dtype.kind == "f" else NC_FILL_VALUES[code]  # netcdf-c's %g text
+    else:
+        fill_storage = np.array(fill).astype(dtype)[()]
+        attrs["_FillValue"] = fill_storage
+        fill_json = _plain(fill_storage)
+    data = var.data
+    if not _is_dask(data):
+        data = np.ascontiguousarray(np.asarray(data), dtype=dtype)
+    elif data.dtype != dtype:
+        data = data.astype(dtype)
+    shape = tuple(var.shape)
+    chunks = _pick_chunks(var, shape, dtype.itemsize, (), unlimited) if shape else ()
+    comp, filters = _codecs_from_encoding(enc, opts.compressor, where=what, strict=opts.strict_codecs)
+    dtype_str = dtype.str if dtype.itemsize > 1 else "|" + code
+    return _Array(
+        group=group, name=name, dims=tuple(str(d) for d in var.dims),
+        ref_hints=_hints(list(enc.get("dimension_references") or []), var.ndim),
+        unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=dtype, dtype_str=dtype_str,
+        fill_json=fill_json, fill_storage=fill_storage, compressor=comp, filters=filters, attrs=attrs,
+        kind="numeric", data=data,
+        encode_block=(lambda b: (np.asarray(b, dtype=dtype), 0)) if _is_dask(data) else None,
+    )
+
+
+def _plan_group(group: str, ds: xr.Dataset, opts: _Options, unlimited: set[str]) -> tuple[list[_Array], dict[str, Any]]:
+    variables, gattrs = conventions.encode_dataset_coordinates(ds)
+    arrays = []
+    for name, var in variables.items():
+        name = str(name)
+        if "/" in name or not name or name in (".", ".."):
+            raise ZStringsError(f"Cannot write variable {name!r} in group {group!r}: the name is not a valid "
+                                "Zarr key (no '/', not empty, not '.' or '..'); rename it.")
+        kind = _string_like(var)
+        if kind is not None:
+            a = _string_array(group, name, var, kind, opts, unlimited)
+        else:
+            a = _numeric_array(group, name, var, opts, unlimited)
+        if a.kind != "numeric":
+            comp, filters = _codecs_from_encoding(var.encoding, opts.compressor, where=_what(group, name),
+                                                  strict=opts.strict_codecs)
+            a.compressor, a.filters = comp, filters
+        arrays.append(a)
+    _unify_char_widths(arrays)
+    return arrays, dict(gattrs)
+
+
+# ---------------------------------------------------------------------------------------------
+# Metadata objects
+# ---------------------------------------------------------------------------------------------
+
+
+def _zarray(a: _Array, fmt: Format = "nczarr", layout: Layout = "4.9.4") -> dict[str, Any]:
+    out = {
+        "zarr_format": 2,
+        "shape": list(a.shape) or [1],
+        "dtype": "<U1" if a.kind == "char" and fmt == "nczarr" and layout == "4.9.0" else a.dtype_str,
+        "chunks": list(a.chunks) or [1],
+        "fill_value": a.fill_json,
+        "order": "C",
+        "compressor": a.compressor,
+        "filters": a.filters,
+    }
+    if fmt == "nczarr" and layout == "4.9.1":
+        # "scalar": 1 for netcdf-c 4.9.3's later snapshots and 4.9.4+, "storage": "scalar" for 4.9.1-4.9.3
+        # (each segfaults on the other's form alone; both read this one)
+        out["_nczarr_array"] = ({"dimrefs": [], "scalar": 1, "storage": "scalar"} if a.scalar
+                                else {"dimrefs": list(a.dimrefs), "storage": "chunked"})
+    elif fmt == "nczarr" and layout == "4.9.0":
+        out["_NCZARR_ARRAY"] = {"dimrefs": list(a.dimrefs), "storage": "scalar" if a.scalar else "chunked"}
+    return out
+
+
+def _old_types(types: dict[str, str], layout: Layout) -> dict[str, str]:
+    """Attribute types as netcdf-c 4.9.0 (text ``<U1``) or 4.9.1 (``>S1``) wrote them."""
+    return {k: ("<U1" if v == ">S1" and layout == "4.9.0" else v) for k, v in types.items()}
+
+
+def _array_zattrs(a: _Array, fmt: Format, layout: Layout = "4.9.4") -> dict[str, Any]:
+    where = _what(a.group, a.name)
+    values, types = _attrs_json(a.attrs, where=where, typed=fmt == "nczarr")
+    if "_FillValue" in a.attrs and a.kind == "numeric":
+        types["_FillValue"] = "<" + a.dtype.str[1:]
+    if "_FillValue" in a.attrs and a.kind == "string":
+        types["_FillValue"] = a.dtype_str
+    if "_nczarr_maxstrlen" in a.attrs:
+        types["_nczarr_maxstrlen"] = "<i4"
+    out = dict(values)
+    out["_ARRAY_DIMENSIONS"] = list(a.dims) if a.dims else ["_scalar_"]
+    if fmt == "nczarr" and layout != "4.9.4":
+        out["_NCZARR_ATTR" if layout == "4.9.0" else "_nczarr_attr"] = {"types": _old_types(types, layout)}
+    elif fmt == "nczarr":
+        info: dict[str, Any] = {"dimension_references": list(a.dimrefs)}
+        if a.scalar:
+            info["scalar"] = 1
+        info["storage"] = "chunked"
+        out["_nczarr_array"] = info
+        types.update({"_nczarr_array": "|J0", "_nczarr_attr": "|J0"})
+        out["_nczarr_attr"] = {"types": types}
+    return out
+
+
+def _group_zattrs(
+    path: str, attrs: Mapping[str, Any], dims: Mapping[str, list[Any]], arrays: list[str], groups: list[str],
+    fmt: Format, *, default_maxstrlen: int | None,
+) -> dict[str, Any]:
+    attrs = dict(attrs)
+    if path == "/" and default_maxstrlen is not None:
+        attrs["_nczarr_default_maxstrlen"] = np.int32(default_maxstrlen)
+    values, types = _attrs_json(attrs, where=f"group {path!r}", typed=fmt == "nczarr")
+    if "_nczarr_default_maxstrlen" in attrs:
+        types["_nczarr_default_maxstrlen"] = "<i4"
+    out = dict(values)
+    if path == "/":
+        out["_NCProperties"] = _NCPROPERTIES
+        types["_NCProperties"] = ">S1"
+    if fmt == "nczarr":
+        out["_nczarr_group"] = {
+            "dimensions": {n: ({"size": s, "unlimited": 1} if u else s) for n, (s, u) in dims.items()},
+            "arrays": arrays,
+            "groups": groups,
+        }
+        if path == "/":
+            out["_nczarr_superblock"] = {"version": _NCZARR_VERSION}
+            types["_nczarr_superblock"] = "|J0"
+        types["_nczarr_group"] = "|J0"
+        types["_nczarr_attr"] = "|J0"
+        out["_nczarr_attr"] = {"types": types}
+    return out
+
+
+def _group_objects(
+    path: str, attrs: Mapping[str, Any], dims: Mapping[str, list[Any]], arrays: list[str], groups: list[str],
+    fmt: Format, *, default_maxstrlen: int | None, layout: Layout = "4.9.4",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A group's ``.zgroup`` and ``.zattrs`` in the target layout."""
+    if fmt != "nczarr" or layout == "4.9.4":
+        return {"zarr_format": 2}, _group_zattrs(path, attrs, dims, arrays, groups, fmt,
+                                                 default_maxstrlen=default_maxstrlen)
+    attrs = dict(attrs)
+    if path == "/" and default_maxstrlen is not None:
+        attrs["_nczarr_default_maxstrlen"] = np.int32(default_maxstrlen)
+    values, types = _attrs_json(attrs, where=f"group {path!r}", typed=True)
+    if "_nczarr_default_maxstrlen" in attrs:
+        types["_nczarr_default_maxstrlen"] = "<i4"
+    if path == "/":
+        values["_NCProperties"] = _NCPROPERTIES
+        types["_NCProperties"] = ">S1"
+    upper = layout == "4.9.0"
+    zgroup: dict[str, Any] = {"zarr_format": 2}
+    if path == "/":
+        zgroup["_NCZARR_SUPERBLOCK" if upper else "_nczarr_superblock"] = {"version": _NCZARR_VERSION}
+    zgroup["_NCZARR_GROUP" if upper else "_nczarr_group"] = {
+        "dims": {n: ({"size": s, "unlimited": 1} if u else s) for n, (s, u) in dims.items()},
+        "vars": arrays,
+        "groups": groups,
+    }
+    zattrs = dict(values)
+    zattrs["_NCZARR_ATTR" if upper else "_nczarr_attr"] = {"types": _old_types(types, layout)}
+    return zgroup, zattrs
+
+
+#: Where each layout keeps a group's NCZarr listing: (object, key, dimensions key, arrays key, types key)
+GROUP_KEYS: dict[str, tuple[str, str, str, str, str]] = {
+    "4.9.4": (".zattrs", "_nczarr_group", "dimensions", "arrays", "_nczarr_attr"),
+    "4.9.1": (".zgroup", "_nczarr_group", "dims", "vars", "_nczarr_attr"),
+    "4.9.0": (".zgroup", "_NCZARR_GROUP", "dims", "vars", "_NCZARR_ATTR"),
+}
+
+
+def layout_of_generation(generation: str) -> Layout | None:
+    """The writer layout of a store the reader parsed (``GroupMeta.generation``), None for NCZarr 1.0."""
+    if generation.startswith("nczarr-2 (.zattrs"):
+        return "4.9.4"
+    if generation.startswith("nczarr-2 (.zgroup"):
+        return "4.9.1"
+    if generation.startswith("nczarr-2 (upper"):
+        return "4.9.0"
+    return None
