@@ -155,7 +155,7 @@ def _chunk_buffers(store: Path) -> tuple[str, list[Any], int, list[bytes], Any]:
     meta = tree.arrays["/s"]
     arr = ChunkedArray(tree.store, meta, meta.shape)
     n = meta.shape[0]
-    keys = [arr._chunk_key((i,) + (0,) * (len(meta.shape) - 1)) for i in range(math.ceil(n / meta.chunks[0]))]
+    keys = [arr.chunk_key((i,) + (0,) * (len(meta.shape) - 1)) for i in range(math.ceil(n / meta.chunks[0]))]
     raws = tree.store.get_many(keys)
     if not arr.v3:
         comp = arr.pipeline.compressor
@@ -166,14 +166,14 @@ def _chunk_buffers(store: Path) -> tuple[str, list[Any], int, list[bytes], Any]:
     if p.sharded:  # the reference reads the inner chunks (vlen-utf8 + zstd, all present here)
         inner_raws = []
         for r in raws:
-            u8 = p._bytes_decode(r, "")
+            u8 = p.bytes_decode(r, "")
             idx = p.ab.read_index(u8, "")
             inner_raws += [u8[int(o) : int(o) + int(nb)].tobytes() for o, nb in idx]
         raws = inner_raws
-        return "vlen-utf8", [p.ab.inner._bytes_decode(r, "").tobytes() for r in raws], n, raws, comp
+        return "vlen-utf8", [p.ab.inner.bytes_decode(r, "").tobytes() for r in raws], n, raws, comp
     out = []
     for r in raws:
-        u8 = p._bytes_decode(r, "")
+        u8 = p.bytes_decode(r, "")
         if p.layout == "vlen-utf8":
             out.append(u8.tobytes())
         else:

@@ -44,7 +44,7 @@ def main():
     print("-- building blocks")
     bench("numpy raw.astype(StringDType) [no validation!]", lambda: raw.astype(T), N)
     bench("ASCII check u8.max()", lambda: u8.max(), N)
-    bench("embedded-NUL check (flat NUL->non-NUL)", lambda: S._has_embedded_nul(u8), N)
+    bench("embedded-NUL check (flat NUL->non-NUL)", lambda: S.has_embedded_nul(u8), N)
     bench("np.strings.find(raw, b'\\0') (alternative)", lambda: np.strings.find(raw, b"\0"), N)
     bench("pyarrow zero-copy view + validate(full=True)", lambda: S._invalid_rows(raw, u8), N)
     rows = np.flatnonzero(u8.max(axis=1) >= 0x80)

@@ -484,7 +484,7 @@ def test_roundtrip_numeric_transpose_big_endian(arr):
 
 
 def _raw_after(pipe, enc):
-    return pipe._bytes_decode(enc, "t").tobytes()
+    return pipe.bytes_decode(enc, "t").tobytes()
 
 
 def test_long_strings_embedded_nul_and_empty():

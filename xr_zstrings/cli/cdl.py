@@ -23,10 +23,10 @@ _CDL_SUFFIX = {"i1": "b", "u1": "UB", "i2": "s", "u2": "US", "i4": "", "u4": "U"
 def _resolve_dims(tree: Any, meta: Any) -> list[Any]:
     """An array's dimensions; a broken reference is shown, not fatal (``check`` reports it)."""
     from ..formats.nczarr import Dimension
-    from ..read.tree import _resolve_dims
+    from ..read.tree import resolve_dims
 
     try:
-        return _resolve_dims(tree, meta)
+        return resolve_dims(tree, meta)
     except Exception:  # noqa: BLE001 - info shows what it can
         refs = meta.dimension_references or meta.array_dimensions or ()
         names = [r.rsplit("/", 1)[-1] for r in refs] or [f"?{i}" for i in range(len(meta.shape))]

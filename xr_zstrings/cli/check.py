@@ -121,7 +121,7 @@ def _check_regions(arr: Any, meta: Any, full: bool, sampled: list[str]) -> Itera
     batch: list[tuple[int, ...]] = []
 
     def regions(ixs: list[tuple[int, ...]]) -> Iterator[tuple[slice, ...]]:
-        present = arr.store.get_many([arr._chunk_key(ix) for ix in ixs])
+        present = arr.store.get_many([arr.chunk_key(ix) for ix in ixs])
         for ix, raw in zip(ixs, present, strict=True):
             if raw is not None:
                 yield tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(ix, chunks, shape, strict=True))
@@ -138,7 +138,11 @@ def _check_regions(arr: Any, meta: Any, full: bool, sampled: list[str]) -> Itera
 def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[str], *, full_read: bool = False,
                  sampled: list[str] | None = None) -> list[Finding]:
     """Read one array (or, when it is huge, a sample of its chunks: noted in ``sampled``) and
-    return what netcdf-c would fail on or truncate."""
+    return what netcdf-c would fail on or truncate.
+
+    Long because it is one list of netcdf-c's limits checked in order (layout, codecs, then the
+    values), each finding with its own fix.
+    """
     from ..read.tree import ChunkedArray
 
     where = meta.path

@@ -962,6 +962,10 @@ class V3Pipeline:
         ``fill_value`` (already parsed to a Python/numpy scalar) fills empty inner chunks of a
         shard; None means the data type's default ("" / b"" / 0).  ``utf8_errors`` ("strict",
         "replace", "drop") applies to invalid UTF-8 in variable-length strings.
+
+        Long because it validates the whole chain in one pass, in the order the spec requires
+        (array->array, one array->bytes, bytes->bytes), each position with its own error naming the
+        codec; the per-codec classes it builds hold the rest.
         """
         if codecs is None:
             codecs = []
@@ -1108,7 +1112,7 @@ class V3Pipeline:
 
     # ---------------------------------------------------------------------------- decoding
 
-    def _ctx(self, key: Any) -> str:
+    def context(self, key: Any) -> str:
         w = _w(self.where)
         return f"{w} chunk {key}" if key not in (None, "") else w
 
@@ -1118,7 +1122,7 @@ class V3Pipeline:
             shapes.append(step.out_shape(shapes[-1]))
         return shapes
 
-    def _bytes_decode(self, raw: Any, ctx: str, *, scratch: bool = False) -> np.ndarray:
+    def bytes_decode(self, raw: Any, ctx: str, *, scratch: bool = False) -> np.ndarray:
         """The bytes->bytes chain undone.  ``scratch``: the last decompressor may write into this
         thread's reused buffer (codecs.bounded_decode); the caller consumes the result first."""
         try:
@@ -1140,10 +1144,10 @@ class V3Pipeline:
         of the chunk that will be used; a shard then decodes only the inner chunks it touches.
         """
         shape = self.chunk_shape if chunk_shape is None else tuple(int(s) for s in chunk_shape)
-        ctx = _ctx or self._ctx(key)
+        ctx = _ctx or self.context(key)
         with self.decode_errors(ctx):
             shapes = self._shapes(shape)
-            u8 = self._bytes_decode(raw, ctx)
+            u8 = self.bytes_decode(raw, ctx)
             if self.sharded and not self.aa and region is not None:
                 arr = self.ab.decode(u8, shapes[-1], ctx, region=region)
             else:
@@ -1178,7 +1182,7 @@ class V3Pipeline:
         Zero-copy for the Arrow layout (and for zarrs.vlen when the data chain hands back its
         buffer); needs a layout without transpose or sharding.
         """
-        ctx = self._ctx(key)
+        ctx = self.context(key)
         if self.kind is None or self.aa or self.sharded:
             raise UnsupportedError(
                 f"{_w(self.where)}: decode_arrow needs a variable-length string/bytes chain without "
@@ -1186,7 +1190,7 @@ class V3Pipeline:
             )
         shape = self.chunk_shape if chunk_shape is None else tuple(chunk_shape)
         try:
-            u8 = self._bytes_decode(raw, ctx)
+            u8 = self.bytes_decode(raw, ctx)
             chunk = self.ab.to_vlen(u8, math.prod(shape), ctx)
             large = getattr(self.ab, "large", False) or chunk.offsets.dtype.itemsize == 8
             return vlen_to_arrow(chunk, kind=self.kind, large=large, what=ctx)
@@ -1204,7 +1208,7 @@ class V3Pipeline:
         ``write_empty_chunks=False`` (zarr-python's default) leaves inner chunks of a shard that
         hold only the fill value out of the shard (index entry 2**64-1).
         """
-        ctx = self._ctx(key)
+        ctx = self.context(key)
         if isinstance(arr, VlenChunk):  # already packed values (the writer's fast path)
             n = arr.offsets.shape[0] - 1
             if not self.accepts_vlen or n != math.prod(self.chunk_shape):

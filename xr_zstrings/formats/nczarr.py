@@ -591,6 +591,11 @@ def parse_array(
 
     ``netcdf_c`` says the root carries netcdf-c's ``_NCProperties``: then a ``<U1`` array is NC_CHAR
     even in pure-Zarr mode, as netcdf-c <= 4.9.0 wrote it (one byte per element).
+
+    Long because it is one linear list of checks in .zarray field order (shape, chunks, dtype, fill,
+    codecs, then each NCZarr generation's dimension and type objects), each raising its own
+    MetadataError naming the key; split, the same ``where`` and partial results would travel between
+    the pieces.
     """
     where = f"{store}{node.path}"
     zarray = node.get(".zarray")

@@ -1,7 +1,7 @@
 """The JSON of an NCZarr 2 store as netcdf-c writes it: values, typed attributes (Appendix G).
 
-The write side of ``metadata``: ``_dumps`` serialises like netcdf-c (``{"a": 1, "b": [1,2]}``,
-non-finite floats as strings) and ``_attrs_json`` types each attribute as netcdf-c does.
+The write side of ``metadata``: ``dumps`` serialises like netcdf-c (``{"a": 1, "b": [1,2]}``,
+non-finite floats as strings) and ``attrs_json`` types each attribute as netcdf-c does.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from .nczarr import NC_DEFAULT_MAXSTRLEN, unparse_json
 # ---------------------------------------------------------------------------------------------
 
 
-def _plain(value: Any) -> Any:
+def json_value(value: Any) -> Any:
     """A JSON-ready value: numpy scalars/arrays to Python, non-finite floats to netcdf-c's strings."""
     if isinstance(value, np.ndarray):
-        return [_plain(v) for v in value.tolist()] if value.ndim else _plain(value[()])
+        return [json_value(v) for v in value.tolist()] if value.ndim else json_value(value[()])
     if isinstance(value, np.floating):
         if value.dtype == np.float32 and np.isfinite(value):
             return float(str(value))  # the shortest text that reads back as the same float32
@@ -35,15 +35,15 @@ def _plain(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
     if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
+        return {str(k): json_value(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_plain(v) for v in value]
+        return [json_value(v) for v in value]
     return value
 
 
-def _dumps(obj: Any) -> bytes:
+def dumps(obj: Any) -> bytes:
     """Serialise metadata like netcdf-c: ``{"a": 1, "b": [1,2]}``, UTF-8, no ASCII escaping."""
-    return unparse_json(_plain(obj)).encode("utf-8")
+    return unparse_json(json_value(obj)).encode("utf-8")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def _attr_entry(name: str, value: Any, *, where: str) -> tuple[Any, str]:
                 return parsed, ">S1"
         return value, ">S1"
     if isinstance(value, Mapping):
-        return _plain(value), ">S1"  # Appendix G: JSON-valued text; reads back as its text
+        return json_value(value), ">S1"  # Appendix G: JSON-valued text; reads back as its text
     if isinstance(value, bool | np.bool_):
         return int(value), "<i1"
     if isinstance(value, int) and not isinstance(value, bool):
@@ -84,9 +84,9 @@ def _attr_entry(name: str, value: Any, *, where: str) -> tuple[Any, str]:
             "store it as a float or as text."
         )
     if isinstance(value, float):
-        return _plain(value), "<f8"
+        return json_value(value), "<f8"
     if isinstance(value, np.generic) and value.dtype.kind in "iuf":
-        return _plain(value), "<" + value.dtype.str[1:]
+        return json_value(value), "<" + value.dtype.str[1:]
     if isinstance(value, list | tuple | np.ndarray):
         arr = np.asarray(value)
         if arr.dtype.kind == "O" and all(isinstance(v, str) for v in arr.reshape(-1)):
@@ -98,7 +98,7 @@ def _attr_entry(name: str, value: Any, *, where: str) -> tuple[Any, str]:
         if arr.dtype.kind == "b":
             arr = arr.astype("i1")
         if arr.dtype.kind in "iuf":
-            return _plain(arr.reshape(-1)), "<" + arr.dtype.str[1:]
+            return json_value(arr.reshape(-1)), "<" + arr.dtype.str[1:]
     raise ZStringsError(
         f"Cannot write attribute {name!r} of {where}: got {value!r} of type {type(value).__name__}. "
         "netCDF attributes hold text, numbers, lists of numbers or lists of strings (or a dict, stored "
@@ -106,14 +106,14 @@ def _attr_entry(name: str, value: Any, *, where: str) -> tuple[Any, str]:
     )
 
 
-def _attrs_json(attrs: Mapping[str, Any], *, where: str, typed: bool) -> tuple[dict[str, Any], dict[str, str]]:
+def attrs_json(attrs: Mapping[str, Any], *, where: str, typed: bool) -> tuple[dict[str, Any], dict[str, str]]:
     out: dict[str, Any] = {}
     types: dict[str, str] = {}
     for k, v in attrs.items():
         key = str(k)
         value, dtype = _attr_entry(key, v, where=where)
         if not typed and isinstance(v, Mapping):
-            value = _plain(v)
+            value = json_value(v)
         out[key] = value
         types[key] = dtype
     return out, types

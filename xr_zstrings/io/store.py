@@ -302,7 +302,7 @@ class ZStore:
             return []
         if self._local_direct:
             return self._get_many_local(keys)
-        with _mapped_errors(f"Could not read from {self.display}", self.probe):
+        with mapped_errors(f"Could not read from {self.display}", self.probe):
             out = sync(self._get_many(list(keys), limit))
         # zarr opened the store on that get (Store._ensure_open): read it directly from now on
         self._local_direct = type(self.store) is LocalStore
@@ -314,7 +314,7 @@ class ZStore:
         Measured 2x faster than LocalStore.get_sync (its Buffer copy) for 2000 small objects."""
         root = self.store.root
         out: list[bytes | None] = []
-        with _mapped_errors(f"Could not read from {self.display}"):
+        with mapped_errors(f"Could not read from {self.display}"):
             for k in keys:
                 self._count()
                 try:
@@ -352,7 +352,7 @@ class ZStore:
             self._count()
             return [x async for x in self.store.list_dir(prefix)]
 
-        with _mapped_errors(f"Could not list {self.where(path)}", self.probe):
+        with mapped_errors(f"Could not list {self.where(path)}", self.probe):
             return sorted(set(sync(run())))
 
     def probe(self) -> BaseException | None:
@@ -396,7 +396,7 @@ class ZStore:
 
             await asyncio.gather(*(one(k, v) for k, v in items))
 
-        with _mapped_errors(f"Could not write to {self.display}", self.probe):
+        with mapped_errors(f"Could not write to {self.display}", self.probe):
             sync(run())
 
 
@@ -470,7 +470,7 @@ def refuse_links(root: str | os.PathLike[str], display: str) -> None:
 
 
 @contextlib.contextmanager
-def _mapped_errors(what: str, probe: Any = None) -> Iterator[None]:
+def mapped_errors(what: str, probe: Any = None) -> Iterator[None]:
     """Re-raise a store library's exception as one of ours (``_store_error``); ours pass through."""
     try:
         yield

@@ -190,6 +190,12 @@ def open_tree(zstore: ZStore) -> TreeMeta:
 
 
 def _open_tree(zstore: ZStore) -> TreeMeta:
+    """Read every metadata object of the store, level by level (breadth first), concurrently per level.
+
+    Long because each level is one batch: list the groups NCZarr does not list, fetch every
+    object of the next level in one ``get_json_many``, probe unlisted children as arrays first,
+    then parse; split, the batch's state would travel between the steps.
+    """
     tree = TreeMeta(store=zstore)
     # object storage: also ask for Zarr v2 consolidated metadata (same round trip); when present,
     # every other metadata object comes from it instead of one request each
@@ -594,7 +600,7 @@ class ChunkedArray:
             return np.zeros((), self.meta.dtype)[()]
         return fv
 
-    def _chunk_key(self, idx: tuple[int, ...]) -> str:
+    def chunk_key(self, idx: tuple[int, ...]) -> str:
         if self.v3:
             return _key(self.meta.path, self.meta.chunk_key(idx if self.meta.shape else ()))
         name = self.meta.dimension_separator.join(str(i) for i in idx)
@@ -618,7 +624,7 @@ class ChunkedArray:
                 lo, hi = max(s.start, c0), min(s.stop, c0 + c, n)
                 src.append(slice(lo - c0, hi - c0))
                 dst.append(slice(lo - s.start, hi - s.start))
-            plan.append((self._chunk_key(ix), tuple(src), tuple(dst)))
+            plan.append((self.chunk_key(ix), tuple(src), tuple(dst)))
         return plan, fill
 
     def _group_size(self) -> int:
@@ -727,9 +733,9 @@ class ChunkedArray:
             return False
         if decode in ("fixed", "text-S"):
             return (not self.v3 and meta.dtype.kind == "S" and meta.dtype.itemsize > 0
-                    and strings._norm_encoding(text_encoding) == "utf-8")
+                    and strings.norm_encoding(text_encoding) == "utf-8")
         if decode == "char":
-            return (not self.v3 and meta.order == "C" and strings._norm_encoding(text_encoding) == "utf-8"
+            return (not self.v3 and meta.order == "C" and strings.norm_encoding(text_encoding) == "utf-8"
                     and meta.dtype.itemsize == 1 and meta.dtype.kind in "SUu" and len(self.shape) >= 1
                     and self.chunk_shape[-1] == self.stored_shape[-1] == self.shape[-1] > 0)
         if decode == "vlen":  # Zarr v2 |O + vlen-utf8 (what xarray and zarr-python write for str)
@@ -783,7 +789,7 @@ class ChunkedArray:
             def index(k: int) -> str:
                 loc = np.unravel_index(k, shape) if shape else ()
                 flat = int(np.ravel_multi_index(tuple(a + b for a, b in zip(loc, starts, strict=True)), out_shape)) if out_shape else 0
-                return strings._index(flat, out_shape)
+                return strings.position_label(flat, out_shape)
 
             return index
 
@@ -828,12 +834,12 @@ class ChunkedArray:
                    src: tuple[slice, ...] = ()) -> None:
         """One v3 chunk (or shard: each inner chunk the ``src`` box touches) into ``view``."""
         p = self.pipeline_v3
-        ctx = p._ctx(None)
+        ctx = p.context(None)
         try:
             with p.decode_errors(ctx):
                 # a plain chunk's bytes are consumed right away: decompress into scratch; a shard
                 # stays whole while its inner chunks (which use the scratch) are decoded
-                u8 = p._bytes_decode(raw, ctx, scratch=not p.sharded)
+                u8 = p.bytes_decode(raw, ctx, scratch=not p.sharded)
                 if not p.sharded:
                     self._inner_into(p, u8, view, sel, math.prod(self.meta.chunks), ctx)
                     return
@@ -855,7 +861,7 @@ class ChunkedArray:
                         continue
                     inner = shard.inner
                     ictx = f"{ctx}, inner chunk {tuple(int(c) for c in np.unravel_index(j, shard.cps))}"
-                    iu8 = inner._bytes_decode(u8[o : o + nb], ictx, scratch=True)
+                    iu8 = inner.bytes_decode(u8[o : o + nb], ictx, scratch=True)
                     self._inner_into(inner, iu8, sub, self._sel(box, shard.inner_shape, "C"),
                                      math.prod(shard.inner_shape), ictx)
         except ZStringsError as e:
@@ -1123,7 +1129,7 @@ class LazyArray:
         o = self.options
         if self.decode in ("fixed", "text-S"):
             trailing = self.decode == "text-S"
-            if strings._norm_encoding(self.text_encoding) != "utf-8":  # _Encoding: as an NC_CHAR row
+            if strings.norm_encoding(self.text_encoding) != "utf-8":  # _Encoding: as an NC_CHAR row
                 n = max(raw.dtype.itemsize, 1)
                 u8 = np.ascontiguousarray(raw.astype(f"S{n}")).view(np.uint8).reshape(raw.shape + (n,))
                 return strings.decode_char_array(u8, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
@@ -1136,7 +1142,7 @@ class LazyArray:
         if self.decode == "bytes-obj":
             return raw.astype(object)
         if self.decode == "bytes-char":  # the characters joined, as xarray's concat_characters joins them
-            u8 = strings._char_bytes(raw, self.what)
+            u8 = strings.char_bytes(raw, self.what)
             n = u8.shape[-1]
             if n == 0:
                 return np.full(u8.shape[:-1], b"", dtype=object)
@@ -1202,7 +1208,7 @@ class GroupContents:
     encoding: dict[str, Any]
 
 
-def _resolve_dims(tree: TreeMeta, meta: ArrayMeta) -> list[Dimension]:
+def resolve_dims(tree: TreeMeta, meta: ArrayMeta) -> list[Dimension]:
     """The netCDF dimensions of an array: NCZarr references, else _ARRAY_DIMENSIONS, else anonymous."""
     where = tree.store.where(meta.path.strip("/"))
     if meta.scalar:
@@ -1232,7 +1238,12 @@ def group_contents(
     options: ReadOptions = ReadOptions(),
     drop_variables: set[str] | None = None,
 ) -> GroupContents:
-    """Build one group's variables with resolved, consistent dimension names and sizes."""
+    """Build one group's variables with resolved, consistent dimension names and sizes.
+
+    Long because dimension names and sizes are reconciled across all of a group's variables at once
+    (shadowing, unlimited sizes, NC_CHAR string dimensions, coordinates), which needs the whole
+    group in view.
+    """
     path = "/" + path.strip("/") if path.strip("/") else "/"
     group = tree.groups.get(path)
     if group is None:
@@ -1247,7 +1258,7 @@ def group_contents(
     resolved: dict[str, list[Dimension]] = {}
     for name in arrays:
         try:
-            resolved[name] = _resolve_dims(tree, tree.arrays[_join(path, name)])
+            resolved[name] = resolve_dims(tree, tree.arrays[_join(path, name)])
         except ZStringsError:
             if name not in drop:
                 raise
@@ -1392,6 +1403,12 @@ def _char_dims_joinable(tree: TreeMeta, path: str, arrays: list[str],
 
 def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: ReadOptions,
               join_chars: bool = True) -> VariableSpec:
+    """One array as a variable: logical shape, fill and missing values, string layout and decoder,
+    encoding and the lazy data.
+
+    Long because these decisions depend on each other (an NC_CHAR's joined string dimension
+    changes the shape, the layout chooses the decoder and the encoding) and on both Zarr versions.
+    """
     logical = tuple(max(d.size, n) if d.unlimited else n for d, n in zip(dims, meta.shape, strict=False))
     if meta.scalar:
         logical = (1,)
@@ -1573,7 +1590,7 @@ def read_arrow(target: Any, variable: str, *, group: str = "/", storage_options:
         raise UnsupportedError(f"read_arrow reads 1-D arrays; {path!r} has shape {list(meta.shape)}.")
     arr = ChunkedArray(tree.store, meta, meta.shape)
     n, c = meta.shape[0], meta.chunks[0]
-    keys = [arr._chunk_key((i,)) for i in range(math.ceil(n / c))]
+    keys = [arr.chunk_key((i,)) for i in range(math.ceil(n / c))]
     pieces = []
     for i, (key, raw) in enumerate(zip(keys, tree.store.get_many(keys), strict=True)):
         length = min(c, n - i * c)

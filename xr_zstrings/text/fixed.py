@@ -257,7 +257,7 @@ def _refuse_trailing_nuls(t: np.ndarray, u: np.ndarray, what: str) -> None:
     if lost.size:
         i = int(lost[0])
         raise ZStringsError(
-            f"{_ctx(what)}{lost.size} value(s) end with NUL characters, e.g. value {_index(i, t.shape)} = "
+            f"{_ctx(what)}{lost.size} value(s) end with NUL characters, e.g. value {position_label(i, t.shape)} = "
             f"{str(flat[i])!r}, which string_dtype='U' cannot hold (numpy's fixed-width strings drop "
             "trailing NULs). Read with string_dtype='T' (the default) or 'O', which keep every character."
         )
@@ -277,14 +277,14 @@ def _objects_to_T(arr: np.ndarray, what: str) -> np.ndarray:
                 else ""
             )
             raise ZStringsError(
-                f"{_ctx(what)}object array element {_index(i, arr.shape)} is {v!r} of type "
+                f"{_ctx(what)}object array element {position_label(i, arr.shape)} is {v!r} of type "
                 f"{type(v).__name__}, not str{hint}"
             )
         try:
             v.encode("utf-8")
         except UnicodeEncodeError as e:
             raise ZStringsError(
-                f"{_ctx(what)}element {_index(i, arr.shape)} {v!r} contains a lone surrogate "
+                f"{_ctx(what)}element {position_label(i, arr.shape)} {v!r} contains a lone surrogate "
                 f"(code point U+{ord(v[e.start]):04X}), which has no UTF-8 encoding"
             ) from None
     raise ZStringsError(f"{_ctx(what)}could not convert the object array to strings")
@@ -299,7 +299,7 @@ def _ctx(what: str) -> str:
     return f"{what}: " if what else ""
 
 
-def _index(i: int, shape: tuple[int, ...]) -> str:
+def position_label(i: int, shape: tuple[int, ...]) -> str:
     if len(shape) <= 1:
         return f"[{i}]"
     return str(tuple(int(x) for x in np.unravel_index(i, shape)))
@@ -341,7 +341,7 @@ def check_on_overflow(on_overflow: str) -> str:
     return on_overflow
 
 
-def _norm_encoding(encoding: str | None) -> str:
+def norm_encoding(encoding: str | None) -> str:
     """Normalised codec name ('utf-8', 'ascii', 'iso8859-1', ...) or a clear error."""
     if encoding is None:
         return "utf-8"
@@ -500,7 +500,7 @@ def _as_fixed_bytes(raw: Any, what: str) -> tuple[np.ndarray, tuple[int, ...], i
     )
 
 
-def _has_embedded_nul(u8: np.ndarray) -> bool:
+def has_embedded_nul(u8: np.ndarray) -> bool:
     """True if some row of the (N, n) byte matrix has a NUL followed by a non-NUL byte."""
     n = u8.shape[1]
     if n < 2:
@@ -648,13 +648,13 @@ def _decode_flat_utf8(flat: np.ndarray, n: int, policy: str, what: str, shape: t
         return _empty_T(N)
     if kernels() is not None:
         out = np.empty(N, _T)
-        decode_fixed_into(flat, n, out, None, policy, what, lambda k: _index(k, shape), trailing=trailing)
+        decode_fixed_into(flat, n, out, None, policy, what, lambda k: position_label(k, shape), trailing=trailing)
         return out
     u8 = flat.view(np.uint8).reshape(N, n)
     # Fast path: numpy's S->T cast strips trailing NULs, which equals the first-NUL rule when
     # no row has a NUL followed by more bytes; UTF-8 validity is checked separately (ASCII
     # max-byte test, else pyarrow) because the cast itself does not check it.
-    if (trailing or not _has_embedded_nul(u8)) and _invalid_rows(flat, u8, first_only=True).size == 0:
+    if (trailing or not has_embedded_nul(u8)) and _invalid_rows(flat, u8, first_only=True).size == 0:
         return flat.astype(_T)
     return _decode_slow(u8, policy, what, shape, trailing)
 
@@ -679,7 +679,7 @@ def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple, trailing:
             try:
                 b.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise _decode_error(what, _index(i, shape), b, e, policy) from None
+                raise _decode_error(what, position_label(i, shape), b, e, policy) from None
         fixed = [b.decode("utf-8", "replace") for b in canon_s[bad].tolist()]
         first_bad = canon_s[int(bad[0])].tobytes()[: int(L[int(bad[0])])]
         # blank the invalid rows before the cast: numpy 2.5's S->T cast raises a bare TypeError on
@@ -689,12 +689,12 @@ def _decode_slow(u8: np.ndarray, policy: str, what: str, shape: tuple, trailing:
     if bad.size:
         out[bad] = np.array(fixed, dtype=_T)
         i = int(bad[0])
-        report_change("replace", bad.size, f"value {_index(i, shape)}", first_bad, fixed[0])
+        report_change("replace", bad.size, f"value {position_label(i, shape)}", first_bad, fixed[0])
     if tail is not None:
         dropped = np.flatnonzero(tail > 0)
         if dropped.size:
             i = int(dropped[0])
-            report_change("drop", dropped.size, f"value {_index(i, shape)}", u8[i, : L0[i]].tobytes(), str(out[i]))
+            report_change("drop", dropped.size, f"value {position_label(i, shape)}", u8[i, : L0[i]].tobytes(), str(out[i]))
     return out
 
 
@@ -821,13 +821,13 @@ def _nul_error(what: str, t: np.ndarray, rows: np.ndarray, trailing: bool = Fals
     if trailing:  # NC_CHAR
         return ZStringsError(
             f"{_ctx(what)}{rows.size} value(s) end with a NUL character, e.g. value "
-            f"{_index(i, t.shape)} = {t.reshape(-1)[i]!r}; NC_CHAR keeps NULs inside a value but "
+            f"{position_label(i, t.shape)} = {t.reshape(-1)[i]!r}; NC_CHAR keeps NULs inside a value but "
             "netcdf-c and xarray drop the trailing ones when reading, so these cannot be written "
             "faithfully -- remove the trailing NULs"
         )
     return ZStringsError(
         f"{_ctx(what)}{rows.size} value(s) contain a NUL character, e.g. value "
-        f"{_index(i, t.shape)} = {t.reshape(-1)[i]!r}; netcdf-c ends an NC_STRING value at its "
+        f"{position_label(i, t.shape)} = {t.reshape(-1)[i]!r}; netcdf-c ends an NC_STRING value at its "
         "first NUL, so such values cannot be written faithfully as NC_STRING -- write the variable "
         "as NC_CHAR (encoding={'nc_type': 'NC_CHAR'}), which keeps NULs inside a value, or remove "
         "or replace the NULs"
@@ -914,7 +914,7 @@ def _utf8_matrix(
         en = enc.dtype.itemsize
         u8 = enc.view(np.uint8).reshape(N, en)
         lengths = np.strings.str_len(enc) - 1
-        if _has_embedded_nul(u8):
+        if has_embedded_nul(u8):
             z = u8 == 0
             rows = np.flatnonzero((z[:, :-1] & ~z[:, 1:]).any(axis=1))
             if embedded_nul:  # only the NULs right before the sentinel (a value's end) are lost
@@ -999,7 +999,7 @@ def decode_utf32(raw: np.ndarray, *, string_dtype: Any = "T", what: str = "") ->
         i = int(np.flatnonzero(bad)[0]) if bad.any() else 0
         w = max(raw.dtype.itemsize // 4, 1)
         raise StringDecodeError(
-            f"{_ctx(what)}value {_index(i // w, raw.shape)} holds code point "
+            f"{_ctx(what)}value {position_label(i // w, raw.shape)} holds code point "
             f"0x{int(cps[i]) if bad.any() else 0:X}, which is not a Unicode scalar value "
             "(surrogate or above U+10FFFF); the UTF-32 data is corrupt or not text"
         ) from None
@@ -1028,7 +1028,7 @@ def decode_objects(raw: np.ndarray, *, string_dtype: Any = "T", what: str = "") 
 # --------------------------------------------------------------------------------------------
 
 
-def _char_bytes(raw: Any, what: str) -> np.ndarray:
+def char_bytes(raw: Any, what: str) -> np.ndarray:
     """(..., nchar) uint8 matrix from S1 bytes, uint8, or old-NCZarr <U1 (one byte per element)."""
     raw = np.asarray(raw)
     if raw.ndim == 0:
@@ -1044,7 +1044,7 @@ def _char_bytes(raw: Any, what: str) -> np.ndarray:
             i = int(np.argmax(cps > 0xFF))
             raise StringDecodeError(
                 f"{_ctx(what)}old-style <U1 char data must hold one byte (code point < 256) per "
-                f"element, but element {_index(i, raw.shape)} is U+{int(cps.reshape(-1)[i]):04X}"
+                f"element, but element {position_label(i, raw.shape)} is U+{int(cps.reshape(-1)[i]):04X}"
             )
         return cps.astype(np.uint8)
     raise ZStringsError(
@@ -1069,8 +1069,8 @@ def decode_char_array(
     """
     policy = check_utf8_errors(utf8_errors)
     target = resolve_string_dtype(string_dtype)
-    enc = _norm_encoding(encoding)
-    u8 = _char_bytes(raw, what)
+    enc = norm_encoding(encoding)
+    u8 = char_bytes(raw, what)
     shape, n = u8.shape[:-1], u8.shape[-1]
     N = int(np.prod(shape))
     if n == 0 or N == 0:
@@ -1109,7 +1109,7 @@ def _decode_codec(flat: np.ndarray, enc: str, policy: str, what: str, shape: tup
         except UnicodeDecodeError as e:
             if policy != "replace":
                 raise StringDecodeError(
-                    f"{_ctx(what)}value {_index(i, shape)} is not valid {enc} ({e.reason} at "
+                    f"{_ctx(what)}value {position_label(i, shape)} is not valid {enc} ({e.reason} at "
                     f"byte {e.start}: {b!r}); check the _Encoding attribute, or pass "
                     "utf8_errors='replace' to turn undecodable bytes into U+FFFD"
                 ) from None
@@ -1117,7 +1117,7 @@ def _decode_codec(flat: np.ndarray, enc: str, policy: str, what: str, shape: tup
             replaced.append((i, b))
     if replaced:
         i, b = replaced[0]
-        report_change("replace", len(replaced), f"value {_index(i, shape)} ({enc})", b, vals[i])
+        report_change("replace", len(replaced), f"value {position_label(i, shape)} ({enc})", b, vals[i])
     return np.array(vals, dtype=_T) if vals else _empty_T(0)
 
 
@@ -1136,7 +1136,7 @@ def encode_char_array(
     are kept (NC_CHAR ends only at trailing NULs); a value ending with NUL raises ZStringsError.
     """
     check_on_overflow(on_overflow)
-    enc = _norm_encoding(encoding)
+    enc = norm_encoding(encoding)
     if enc == "utf-8":
         kv = _kernel_values(values, what)
         if kv is not None:
@@ -1167,12 +1167,12 @@ def _codec_matrix(
             b = s.encode(enc)
         except UnicodeEncodeError as e:
             raise ZStringsError(
-                f"{_ctx(what)}value {_index(i, flat.shape)} {s!r} cannot be encoded as {enc} "
+                f"{_ctx(what)}value {position_label(i, flat.shape)} {s!r} cannot be encoded as {enc} "
                 f"({e.reason}: {s[e.start:e.end]!r}); use encoding='utf-8' or change the value"
             ) from None
         if b"\x00" in b and not (embedded_nul and "\x00" in s and not b.endswith(b"\x00")):
             raise ZStringsError(
-                f"{_ctx(what)}encoding {enc} turns value {_index(i, flat.shape)} {s!r} into bytes "
+                f"{_ctx(what)}encoding {enc} turns value {position_label(i, flat.shape)} {s!r} into bytes "
                 "containing NUL, which netcdf-c reads as the end of the string; use utf-8"
             )
         encoded.append(b)

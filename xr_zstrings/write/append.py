@@ -21,7 +21,7 @@ from .chunks import _write_numpy, attach_pipelines, write_arrays
 from ..codecs.v2 import build_pipeline
 from .dimensions import _resolve_dimensions
 from ..errors import DimensionError, ZStringsError
-from ..formats.nczarr_json import _attrs_json, _dumps
+from ..formats.nczarr_json import attrs_json, dumps
 from ..io.store import ZStore
 from .plan import (
     GROUP_KEYS,
@@ -44,6 +44,10 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
     unchanged, so readers of the old metadata still see the old values). Then each ``.zarray`` shape,
     then the declaring group's ``_nczarr_group`` size (the root last). Variables without ``append_dim``
     are left as stored. Strings keep the stored width: ``on_overflow="widen"`` cannot apply.
+
+    Long because its order is the crash-safety contract (new chunks, then partial last chunks, then
+    each array's shape, then the groups' sizes, root last); kept in one function so that order reads
+    top to bottom.
     """
     from ..formats.nczarr import parse_json
     from ..read.tree import open_tree
@@ -104,7 +108,7 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
                 new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
             zarray = dict(meta.raw_zarray)
             zarray["shape"] = [new_len if i == axis else n for i, n in enumerate(meta.shape)]
-            updates.append((f"{apath.strip('/')}/.zarray", _dumps(zarray)))
+            updates.append((f"{apath.strip('/')}/.zarray", dumps(zarray)))
             dim_growth[decl] = max(dim_growth.get(decl, 0), new_len)
     if nczarr:
         # netcdf-c sizes every array on an unlimited dimension to the dimension (else it refuses the
@@ -117,7 +121,7 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
                 continue
             zarray = dict(meta.raw_zarray)
             zarray["shape"] = [max(n, grown.get(r, n)) for r, n in zip(refs, meta.shape, strict=True)]
-            updates.append((f"{apath.strip('/')}/.zarray", _dumps(zarray)))
+            updates.append((f"{apath.strip('/')}/.zarray", dumps(zarray)))
     zstore.set_many(updates)
     group_updates: list[tuple[str, bytes]] = []
     obj, gkey, dkey, _, _ = GROUP_KEYS[layout_of_generation(tree.root.generation) or "4.9.4"]
@@ -135,7 +139,7 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
         else:
             spec = {"size": max(int(spec or 0), size), "unlimited": 1}
         dims[append_dim] = spec
-        group_updates.append((key, _dumps(za)))
+        group_updates.append((key, dumps(za)))
     group_updates.sort(key=lambda kv: kv[0] == obj)  # the root last
     for key, data in group_updates:
         _put(zstore, key, data)
@@ -240,6 +244,9 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     groups (or their ancestors) declare (same size) or on new ones; group attributes are updated.
     A variable the store already holds is left alone when its values are the same (a coordinate
     sent again) and refused otherwise.
+
+    Long because planning, the same-values check for variables the store already holds and the
+    metadata update share one opened tree and must happen in this order.
     """
     from ..formats.nczarr import parse_json
     from ..read.tree import open_tree
@@ -296,7 +303,7 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     for gpath in sorted(plans, key=lambda p: p == "/"):
         prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
         za = parse_json(zstore.get_bytes(prefix + ".zattrs") or b"{}", where=zstore.where(prefix + ".zattrs"))
-        values, types = _attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
+        values, types = attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
         za.update(values)
         group_items = []
         if nczarr:
@@ -310,8 +317,8 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
                     dims[name] = {"size": size, "unlimited": 1} if unl else size
             info[akey] = [*info.get(akey, []), *[a.name for a in plans[gpath]]]
             if holder is not za:
-                group_items.append((prefix + obj, _dumps(holder)))
-        items.append((prefix + ".zattrs", _dumps(za)))
+                group_items.append((prefix + obj, dumps(holder)))
+        items.append((prefix + ".zattrs", dumps(za)))
         items.extend(group_items)
     n_root = 2 if obj != ".zattrs" and "/" in plans else 1
     zstore.set_many(items[:-n_root])

@@ -22,7 +22,7 @@ _THREADS = max(2, min(8, os.cpu_count() or 1))
 _BATCH_BYTES = 64 << 20
 
 
-def _chunk_key(a: _Array, idx: tuple[int, ...]) -> str:
+def chunk_key(a: _Array, idx: tuple[int, ...]) -> str:
     return f"{a.key}/{'.'.join(str(i) for i in idx) or '0'}"
 
 
@@ -78,7 +78,7 @@ def _write_numpy(zstore: ZStore, a: _Array, storage: np.ndarray, origin: tuple[i
 
     def one(idx: tuple[int, ...]) -> tuple[str, bytes]:
         sel = tuple(slice(i * c, (i + 1) * c) for i, c in zip(idx, chunks, strict=True))
-        key = _chunk_key(a, tuple(i + o for i, o in zip(idx, origin, strict=True)))
+        key = chunk_key(a, tuple(i + o for i, o in zip(idx, origin, strict=True)))
         return key, _encode_chunk(a, storage[sel], chunks)
 
     idxs = list(np.ndindex(*(len(r) for r in grid)))
@@ -115,7 +115,7 @@ def _dask_writer(zstore: ZStore, a: _Array) -> Any:
         if a.scalar:
             stored = np.asarray(stored).reshape(1)
             loc = (0,)
-        zstore.set_many([(_chunk_key(a, loc + (0,) * extra), _encode_chunk(a, stored, chunk_shape))])
+        zstore.set_many([(chunk_key(a, loc + (0,) * extra), _encode_chunk(a, stored, chunk_shape))])
         return np.full((1,) * max(block.ndim, 1), cut, np.int64)
 
     # a unique name: without one dask tokenizes `write` by pickling its closure, which can hold
@@ -181,7 +181,7 @@ def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str, layout: str = "
     import warnings
 
     from ..errors import StringTruncationWarning
-    from ..formats.nczarr_json import _dumps
+    from ..formats.nczarr_json import dumps
     from .plan import _array_zattrs, _is_dask, _what, _zarray
 
     lazy: list[tuple[_Array, Any]] = []
@@ -203,6 +203,6 @@ def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str, layout: str = "
                     "bytes were cut at a character boundary (on_overflow='truncate')"), stacklevel=4)
     items: list[tuple[str, bytes]] = []
     for a in arrays:
-        items.append((f"{a.key}/.zarray", _dumps(_zarray(a, fmt, layout))))  # type: ignore[arg-type]
-        items.append((f"{a.key}/.zattrs", _dumps(_array_zattrs(a, fmt, layout))))  # type: ignore[arg-type]
+        items.append((f"{a.key}/.zarray", dumps(_zarray(a, fmt, layout))))  # type: ignore[arg-type]
+        items.append((f"{a.key}/.zattrs", dumps(_array_zattrs(a, fmt, layout))))  # type: ignore[arg-type]
     return items

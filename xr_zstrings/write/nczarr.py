@@ -38,8 +38,8 @@ from .chunks import attach_pipelines, local_scheduler, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
 from ..errors import TargetExistsError, UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES
-from ..formats.nczarr_json import _dumps
-from ..io.store import ZStore, _mapped_errors, local_target, open_store, parse_nczarr_url
+from ..formats.nczarr_json import dumps
+from ..io.store import ZStore, mapped_errors, local_target, open_store, parse_nczarr_url
 from .plan import (
     DEFAULT_NETCDF_C,
     NETCDF_C_CODECS,
@@ -216,7 +216,7 @@ def _claim_v2(zstore: ZStore, mode: Mode) -> None:
             "mode='w-' never overwrites. Pass mode='w' to replace it, or mode='a' with append_dim to append."
         )
     if mode == "w-" and type(zstore.store).__name__ == "ObjectStore":
-        with _mapped_errors(f"Could not write to {zstore.display}"):
+        with mapped_errors(f"Could not write to {zstore.display}"):
             sync(zstore.store.set_if_not_exists(zstore.full_key(".zgroup"), cpu.Buffer.from_bytes(placeholder)))
         if zstore.get_bytes(".zgroup") != placeholder:
             raise TargetExistsError(f"Cannot write to {zstore.display}: another writer created it first (mode='w-').")
@@ -296,6 +296,9 @@ def to_nczarr(
     NCZarr nor scalars, strings become NC_CHAR with a string-length dimension and scalars one-element
     arrays on a dimension ``scalar1``, each with a ``NetcdfCompatibilityWarning``; string-list
     attributes are refused. The target applies to ``format="nczarr"``.
+
+    Long because it is the public entry point: it checks every argument before anything is written,
+    then runs plan, write and commit; the steps themselves live in plan/chunks/append.
     """
     if format not in ("nczarr", "zarr2"):
         raise ZStringsError(f"Invalid format={format!r}: expected 'nczarr' (NCZarr 2, the default) or "
@@ -365,10 +368,10 @@ def _write_all(
                                 layout=opts.layout)
         prefix = "" if path == "/" else path.strip("/") + "/"
         if path == "/":
-            root_items = [(".zattrs", _dumps(za)), (".zgroup", _dumps(zg))]
+            root_items = [(".zattrs", dumps(za)), (".zgroup", dumps(zg))]
         else:
-            items.append((prefix + ".zattrs", _dumps(za)))
-            items.append((prefix + ".zgroup", _dumps(zg)))
+            items.append((prefix + ".zattrs", dumps(za)))
+            items.append((prefix + ".zgroup", dumps(zg)))
     zstore.set_many(items)
     zstore.set_many(root_items[:1])
     zstore.set_many(root_items[1:])

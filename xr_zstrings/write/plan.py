@@ -22,7 +22,7 @@ from ..text import fixed as strings
 from ..codecs.v2 import ChunkPipeline
 from ..errors import DimensionError, UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
-from ..formats.nczarr_json import _attrs_json, _plain
+from ..formats.nczarr_json import attrs_json, json_value
 from ..codecs.encoding import OBJECT_CODECS, v2_configs
 
 Format = Literal["nczarr", "zarr2"]
@@ -334,7 +334,12 @@ def _width_for(name: str, path: str, var: xr.Variable, opts: _Options) -> int | 
 def _string_array(
     group: str, name: str, var: xr.Variable, kind: str, opts: _Options, unlimited: set[str]
 ) -> _Array:
-    """Plan an NC_STRING (``|Sn``) or NC_CHAR (``>S1`` + string-length dimension) array."""
+    """Plan an NC_STRING (``|Sn``) or NC_CHAR (``>S1`` + string-length dimension) array.
+
+    Long because the NC_STRING and NC_CHAR plans share the width, fill-value, overflow and encoding
+    decisions, which depend on each other (a fill wider than the data widens it; NC_CHAR needs its
+    string-length dimension).
+    """
     enc = var.encoding
     what = _what(group, name)
     path = f"{group.rstrip('/')}/{name}"
@@ -515,7 +520,7 @@ def _missing_as(values: Any, fill: str | None, what: str) -> np.ndarray:
         i = int(np.flatnonzero(missing.reshape(-1))[0])
         raise ZStringsError(
             f"{what}: {int(missing.sum())} missing value(s) (None/NaN), e.g. element "
-            f"{strings._index(i, arr.shape)}. A netCDF string has no missing value but the fill "
+            f"{strings.position_label(i, arr.shape)}. A netCDF string has no missing value but the fill "
             "value: set encoding['_FillValue'] to a string (e.g. '' or 'N/A') to write them as "
             "that string (engine='netcdf4' masks it back to NaN), or fill them first."
         )
@@ -595,7 +600,7 @@ def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, in
         elif w is not None:
             n = w
         fixed = arr.astype(f"S{n}")
-        if not chars and fixed.size and n > 1 and strings._has_embedded_nul(fixed.view(np.uint8).reshape(-1, n)):
+        if not chars and fixed.size and n > 1 and strings.has_embedded_nul(fixed.view(np.uint8).reshape(-1, n)):
             # netcdf-c ends an NC_STRING at its first NUL: the rest would be lost without a word
             z = fixed.view(np.uint8).reshape(-1, n) == 0
             rows = np.flatnonzero((z[:, :-1] & ~z[:, 1:]).any(axis=1))
@@ -646,7 +651,7 @@ def _numeric_array(group: str, name: str, var: xr.Variable, opts: _Options, unli
     else:
         fill_storage = np.array(fill).astype(dtype)[()]
         attrs["_FillValue"] = fill_storage
-        fill_json = _plain(fill_storage)
+        fill_json = json_value(fill_storage)
     data = var.data
     if not _is_dask(data):
         data = np.ascontiguousarray(np.asarray(data), dtype=dtype)
@@ -721,7 +726,7 @@ def _old_types(types: dict[str, str], layout: Layout) -> dict[str, str]:
 
 def _array_zattrs(a: _Array, fmt: Format, layout: Layout = "4.9.4") -> dict[str, Any]:
     where = _what(a.group, a.name)
-    values, types = _attrs_json(a.attrs, where=where, typed=fmt == "nczarr")
+    values, types = attrs_json(a.attrs, where=where, typed=fmt == "nczarr")
     if "_FillValue" in a.attrs and a.kind == "numeric":
         types["_FillValue"] = "<" + a.dtype.str[1:]
     if "_FillValue" in a.attrs and a.kind == "string":
@@ -750,7 +755,7 @@ def _group_zattrs(
     attrs = dict(attrs)
     if path == "/" and default_maxstrlen is not None:
         attrs["_nczarr_default_maxstrlen"] = np.int32(default_maxstrlen)
-    values, types = _attrs_json(attrs, where=f"group {path!r}", typed=fmt == "nczarr")
+    values, types = attrs_json(attrs, where=f"group {path!r}", typed=fmt == "nczarr")
     if "_nczarr_default_maxstrlen" in attrs:
         types["_nczarr_default_maxstrlen"] = "<i4"
     out = dict(values)
@@ -783,7 +788,7 @@ def _group_objects(
     attrs = dict(attrs)
     if path == "/" and default_maxstrlen is not None:
         attrs["_nczarr_default_maxstrlen"] = np.int32(default_maxstrlen)
-    values, types = _attrs_json(attrs, where=f"group {path!r}", typed=True)
+    values, types = attrs_json(attrs, where=f"group {path!r}", typed=True)
     if "_nczarr_default_maxstrlen" in attrs:
         types["_nczarr_default_maxstrlen"] = "<i4"
     if path == "/":

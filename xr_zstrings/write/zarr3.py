@@ -545,6 +545,9 @@ def to_zarr_v3(
     with ``storage_options``) or a zarr-python Store. Every chunk is written before any metadata
     and the root ``zarr.json`` last; a local directory or zip is written beside the target and
     swapped in whole (``mode="w"`` keeps the old store until then): see docs/reliability.md.
+
+    Long because it is the public entry point: argument checks before anything is written, the
+    stand-in variables for xarray's own writer, then the chunk writes and the commit.
     """
     if layout not in LAYOUTS:
         raise ZStringsError(f"Unknown layout {layout!r}: expected one of {LAYOUTS}.")
@@ -626,9 +629,9 @@ def _claim_v3(zs: ZStore, mode: str) -> None:
 
 
 def _mapped_store_errors(zs: ZStore) -> Any:
-    from ..io.store import _mapped_errors
+    from ..io.store import mapped_errors
 
-    return _mapped_errors(f"Could not write to {zs.display}", zs.probe)
+    return mapped_errors(f"Could not write to {zs.display}", zs.probe)
 
 
 def _clear_except(zs: ZStore, keep: str) -> None:

@@ -1,0 +1,111 @@
+"""The package layout (issue 16): nothing private crosses a folder boundary.
+
+A module may use the ``_private`` names of its own folder (``xr_zstrings/write/*.py`` share
+``write``'s helpers); from any other folder it imports public names only, and it reads no
+``_private`` attribute of a module or object it imported from there. The top-level modules
+(``errors``, ``backend``, ``cli``, ...) count as one folder. Checked on the source with ``ast``, so a
+new crossing fails here rather than waiting for review.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import xr_zstrings
+
+PACKAGE = Path(xr_zstrings.__file__).resolve().parent
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _folder(parts: list[str]) -> str:
+    """The folder of a module or name (dotted parts below xr_zstrings): "" for the top level."""
+    return parts[0] if len(parts) > 1 and (PACKAGE / parts[0]).is_dir() else ""
+
+
+def crossings(source: str, module: list[str], is_package: bool = False) -> list[str]:
+    """The private names ``source`` (module ``xr_zstrings.<module>``) takes from another folder."""
+    package = module if is_package else module[:-1]
+    mine = _folder([*module, "x"] if is_package else module)
+    found: list[str] = []
+    foreign: set[str] = set()  # local names bound to a module or object of another folder
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == "xr_zstrings" and _folder(parts[1:] + ["x"]) != mine:
+                    if any(_private(p) for p in parts):
+                        found.append(f"import {a.name}")
+                    if a.asname:
+                        foreign.add(a.asname)
+            continue
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        if node.level:
+            target = [*package[: len(package) - node.level + 1], *(node.module or "").split(".")]
+            target = [t for t in target if t]
+        elif node.module and node.module.split(".")[0] == "xr_zstrings":
+            target = node.module.split(".")[1:]
+        else:
+            continue
+        for a in node.names:
+            full = [*target, a.name]
+            if _folder(full) == mine:
+                continue
+            if any(_private(p) for p in full):
+                found.append(f"from {'.' * node.level}{node.module or ''} import {a.name}")
+            foreign.add(a.asname or a.name)
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Attribute) and _private(node.attr) and isinstance(node.value, ast.Name)
+                and node.value.id in foreign):
+            found.append(f"{node.value.id}.{node.attr}")
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_no_private_name_crosses_a_folder(path: Path) -> None:
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    is_package = parts[-1] == "__init__"
+    module = parts[:-1] if is_package else parts
+    found = crossings(path.read_text(encoding="utf-8"), module, is_package)
+    assert found == [], (f"{path.relative_to(PACKAGE.parent)} uses private names of another folder: {found}; "
+                         "give them a public name in their own folder, or move them where they belong")
+
+
+def test_the_check_sees_a_crossing() -> None:
+    """The check itself: a private import from another folder and a private attribute of a module
+    imported from there are reported; the same folder's private names and public ones are not."""
+    source = ("from ..write.plan import _Array, check_names\n"
+              "from ..text import fixed as strings\n"
+              "from .. import errors\n"
+              "from .tree import _own\n"
+              "import xr_zstrings.codecs.v3 as v3\n"
+              "def f(p):\n"
+              "    return strings._index, strings.decode_utf32, _own, v3._helper, p._anything\n")
+    assert crossings(source, ["read", "probe"]) == [
+        "from ..write.plan import _Array", "strings._index", "v3._helper"]
+    assert crossings("from .plan import _Array\n", ["write", "append"]) == []
+    assert crossings("from .read.tree import _resolve_dims\n", ["cli"]) == ["from .read.tree import _resolve_dims"]
+
+
+LONG = 80
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_long_functions_say_why(path: Path) -> None:
+    """No function over ~80 lines without a reason ("Long because ...") in its docstring."""
+    unexplained = [
+        f"{node.name} ({node.end_lineno - node.lineno + 1} lines, line {node.lineno})"
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.end_lineno - node.lineno + 1 > LONG
+        and "Long because" not in " ".join((ast.get_docstring(node) or "").split())
+    ]
+    assert unexplained == [], f"{path.name}: split these or say why they are long: {unexplained}"
