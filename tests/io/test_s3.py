@@ -190,14 +190,11 @@ def _many_variables(path: Path, n: int) -> None:
 def test_open_200_variables_is_cheap_in_requests(s3: S3Server, tmp_path: Path) -> None:
     _many_variables(tmp_path / "many.zarr", 200)
     url = s3.upload(tmp_path / "many.zarr", BUCKET, "many/nc200.zarr")
-    t = time.perf_counter()
     ds = xr.open_dataset(url, engine="zstrings", storage_options=s3.options())
-    took = time.perf_counter() - t
     n = ds.encoding["zstrings_requests"]
     # the root's objects, then .zarray + .zattrs per variable from the _nczarr_group listing, no LIST
     assert n <= 2 * 200 + 10, n
     assert len(ds.data_vars) == 200 and ds["v0199"].values.tolist()[-1] == "199-3"
-    assert took < 30
     # zarr-python's consolidated metadata: a handful of requests whatever the variable count
     xr.open_dataset(tmp_path / "many.zarr", engine="zstrings").to_zarr(
         tmp_path / "many_v2.zarr", zarr_format=2, consolidated=True)

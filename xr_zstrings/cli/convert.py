@@ -186,40 +186,18 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     return OK
 
 
-#: what a Zarr store (v2, NCZarr, v3) holds at its root or one level down
-_STORE_OBJECTS = (".zgroup", ".zarray", ".zattrs", ".zmetadata", "zarr.json")
-
-
 def _exists_text(dst: str) -> str:
     """The one wording for a target that exists, whatever the format."""
     return f"DST {dst} exists; pass --overwrite to replace it, or choose another DST."
 
 
-def _found(names: list[str]) -> str:
-    return ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
-
-
 def _not_a_store(path: Path, fmt: str) -> str | None:
-    """What a local target that ``--overwrite`` must not replace holds, or None when it is a store,
-    a zip or netCDF file, or empty: ``--overwrite`` replaces what zstrings could have written only."""
-    if path.is_dir():
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
-        if not names:
-            return None
-        if any((path / o).exists() for o in _STORE_OBJECTS):
-            return None
-        if any((path / n.rstrip("/") / o).exists() for n in names if n.endswith("/") for o in _STORE_OBJECTS):
-            return None  # an NCZarr store whose root object an interrupted write left out
-        return f"a directory that is not a Zarr store (found {_found(names)})"
-    if path.is_file():
-        import zipfile
+    """What a local target that ``--overwrite`` must not replace holds (the writers' own rule), or
+    None when it is a store, a zip or netCDF file, or empty."""
+    from ..io.atomic import not_replaceable
 
-        if fmt == "netcdf4" and _is_netcdf_file(str(path)):
-            return None
-        if fmt != "netcdf4" and zipfile.is_zipfile(path):
-            return None
-        return f"a file that is not {'a netCDF file' if fmt == 'netcdf4' else 'a zip'} ({path.stat().st_size:,} bytes)"
-    return None
+    kind = "netcdf" if fmt == "netcdf4" else ("zip" if path.is_file() else "zarr")  # (dirs: one rule)
+    return not_replaceable(path, kind)
 
 
 def _check_target(dst: str, fmt: str, *, overwrite: bool) -> None:

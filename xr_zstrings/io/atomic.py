@@ -294,6 +294,44 @@ class CloneStore(LocalStore):
             super().set_sync(key, value)  # type: ignore[misc]
 
 
+#: what a Zarr store (v2, NCZarr 2, Zarr v3) holds at its root, or one level down when an
+#: interrupted write left the root out; NCZarr 1.0 (netcdf-c 4.8) roots hold ``.nczarr``
+STORE_OBJECTS = (".zgroup", ".zarray", ".zattrs", ".zmetadata", "zarr.json", ".nczarr")
+NETCDF_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")
+
+
+def _listing(names: list[str]) -> str:
+    return ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+
+
+def not_replaceable(path: Path, kind: str) -> str | None:
+    """What an existing local ``path`` holds that a ``mode="w"`` write of ``kind`` (``"zarr"``: a
+    store directory, ``"zip"``, ``"netcdf"``) must not replace, or None when it is what such a write
+    could have made (or empty, or absent). Replacing is for earlier versions, never other files."""
+    if path.is_dir() and not path.is_symlink():
+        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
+        if not names:
+            return None
+        if any((path / o).exists() for o in STORE_OBJECTS):
+            return None
+        if any((path / n.rstrip("/") / o).exists() for n in names if n.endswith("/") for o in STORE_OBJECTS):
+            return None  # a store whose root object an interrupted write left out
+        return f"a directory that is not a Zarr store (found {_listing(names)})"
+    if path.is_file():
+        if kind == "zip":
+            import zipfile
+
+            if zipfile.is_zipfile(path):
+                return None
+        elif kind == "netcdf":
+            with path.open("rb") as f:
+                if f.read(8).startswith(NETCDF_MAGIC):
+                    return None
+        what = {"zip": "a zip", "netcdf": "a netCDF file", "zarr": "a Zarr store"}[kind]
+        return f"a file that is not {what} ({path.stat().st_size:,} bytes)"
+    return None
+
+
 def is_nonempty(target: Path) -> bool:
     if target.is_dir():
         return any(target.iterdir())
@@ -301,21 +339,30 @@ def is_nonempty(target: Path) -> bool:
 
 
 @contextlib.contextmanager
-def local_commit(target: Path, *, mode: str, display: str, zip_file: bool = False) -> Iterator[Path | None]:
+def local_commit(target: Path, *, mode: str, display: str, zip_file: bool = False,
+                 kind: str | None = None) -> Iterator[Path | None]:
     """Yield where to write instead of ``target``; on success swap it in, on any error remove it.
 
     ``mode``: ``"w-"`` (refuse an existing target), ``"w"`` (replace it), ``"a"`` (yield a hard-link
     clone of the existing directory to change). Yields ``None`` for ``"a"`` when the file system
     cannot hard-link: the caller then changes the store in place (metadata last). All under the
-    target's writer lock.
+    target's writer lock. ``kind`` (``"zarr"``, ``"zip"``, ``"netcdf"``; default from ``zip_file``):
+    what ``mode="w"`` may replace; anything else there (a folder of other files) is refused.
     """
     target = Path(os.path.abspath(target))
+    kind = kind or ("zip" if zip_file else "zarr")
     with target_lock(target, display):
         _recover(target)
         if mode == "w-" and is_nonempty(target):
             raise TargetExistsError(
                 f"Cannot write to {display}: it is not empty and mode='w-' never overwrites. Pass "
                 "mode='w' to replace it, or mode='a' with append_dim to append."
+            )
+        found = not_replaceable(target, kind) if mode == "w" else None
+        if found is not None:
+            raise TargetExistsError(
+                f"Cannot replace {display}: it is {found}, and mode='w' replaces only what a write "
+                "could have made. Choose another target (or remove it yourself if it is meant to go)."
             )
         tmp = _sibling(target, "tmp", ".zip" if zip_file else "")
         try:

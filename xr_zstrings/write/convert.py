@@ -126,7 +126,7 @@ def write_netcdf4_file(groups: Mapping[str, xr.Dataset], dst: str, mode: str = "
     when complete: a failure (bad name, full disk, interrupt) leaves no partial file and ``dst``
     as it was."""
     check_names(groups, netcdf_c="nczarr", target=dst)
-    with local_commit(Path(dst), mode=mode, display=dst) as tmp:
+    with local_commit(Path(dst), mode=mode, display=dst, kind="netcdf") as tmp:
         assert tmp is not None
         write_netcdf4(groups, os.fspath(tmp))
 
