@@ -4,10 +4,12 @@ that reads while another process appends sees the old or the new length, never a
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import time
 import uuid
 from pathlib import Path
+from collections.abc import Iterator
 from typing import Any
 
 import netCDF4
@@ -57,26 +59,27 @@ def _appender(path: str, writer: int, n: int, go: Any) -> None:
         to_nczarr(_batch(writer, i), path, mode="a", append_dim="t")
 
 
-def _run_all(procs: list[Any], timeout: float = 120) -> None:
+@contextlib.contextmanager
+def _released(target: Any, arg_sets: list[tuple[Any, ...]], timeout: float = 120) -> Iterator[list[Any]]:
+    """One forked process per argument tuple (each gets a shared start event as its last argument),
+    released together; yields them running, then joins them and asserts each exited 0."""
+    ctx = _ctx()
+    go = ctx.Event()
+    procs = [ctx.Process(target=target, args=(*args, go)) for args in arg_sets]
     for p in procs:
         p.start()
+    go.set()
+    yield procs
     for p in procs:
         p.join(timeout)
-    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
+    assert [p.exitcode for p in procs] == [0] * len(procs)
 
 
 def test_two_processes_appending_lose_no_batch(tmp_path: Path) -> None:
     path = tmp_path / "log.zarr"
     _start(path)
-    ctx = _ctx()
-    go = ctx.Event()
-    procs = [ctx.Process(target=_appender, args=(str(path), w, 8, go)) for w in (1, 2)]
-    for p in procs:
-        p.start()
-    go.set()
-    for p in procs:
-        p.join(120)
-    assert [p.exitcode for p in procs] == [0, 0]
+    with _released(_appender, [(str(path), w, 8) for w in (1, 2)]):
+        pass
     ds = xr.open_dataset(path, engine="zstrings")
     tags = ds["tag"].values.tolist()
     assert len(tags) == BATCH * (1 + 2 * 8)
@@ -152,24 +155,16 @@ def _overwrite(path: str, writer: int, n: int, go: Any) -> None:
 def test_two_processes_overwriting_leave_one_whole_version(tmp_path: Path) -> None:
     path = tmp_path / "w.zarr"
     _start(path)
-    ctx = _ctx()
-    go = ctx.Event()
-    procs = [ctx.Process(target=_overwrite, args=(str(path), w, 6, go)) for w in (1, 2)]
-    for p in procs:
-        p.start()
-    go.set()
     seen = set()
-    while any(p.is_alive() for p in procs):  # whatever a reader reads meanwhile is one whole version
-        try:
-            tags = xr.open_dataset(path, engine="zstrings")["tag"].values.tolist()
-        except (ZStringsError, OSError):
-            # a reader racing a replacement may be refused (documented); it never gets a mix
-            continue
-        assert len(tags) == BATCH and len(set(tags)) == 1, tags
-        seen.add(tags[0])
-    for p in procs:
-        p.join(120)
-    assert [p.exitcode for p in procs] == [0, 0]
+    with _released(_overwrite, [(str(path), w, 6) for w in (1, 2)]) as procs:
+        while any(p.is_alive() for p in procs):  # whatever a reader reads meanwhile is one whole version
+            try:
+                tags = xr.open_dataset(path, engine="zstrings")["tag"].values.tolist()
+            except (ZStringsError, OSError):
+                # a reader racing a replacement may be refused (documented); it never gets a mix
+                continue
+            assert len(tags) == BATCH and len(set(tags)) == 1, tags
+            seen.add(tags[0])
     final = xr.open_dataset(path, engine="zstrings")["tag"].values.tolist()
     assert final in ([f"w1-b5"] * BATCH, [f"w2-b5"] * BATCH)
     assert [q.name for q in tmp_path.iterdir()] == ["w.zarr"]  # nothing left beside it
@@ -178,31 +173,21 @@ def test_two_processes_overwriting_leave_one_whole_version(tmp_path: Path) -> No
 def test_reading_while_another_process_appends(tmp_path: Path) -> None:
     path = tmp_path / "grow.zarr"
     _start(path)
-    ctx = _ctx()
-    go = ctx.Event()
     n = 15
-    proc = ctx.Process(target=_appender, args=(str(path), 1, n, go))
-    proc.start()
-    go.set()
     expected = ["w0-b0"] * BATCH + [f"w1-b{i}" for i in range(1, n + 1) for _ in range(BATCH)]
-    lengths = set()
     reads = 0
     deadline = time.monotonic() + 120
-    refused = 0
-    while proc.is_alive() and time.monotonic() < deadline:
-        ds = xr.open_dataset(path, engine="zstrings")
-        try:
-            tags = ds["tag"].values.tolist()
-            rows = ds["row"].values.tolist()
-        except StoreReplacedError:  # an append swapped in between the open and the read: refused
-            refused += 1
-            continue
-        reads += 1
-        assert len(tags) % BATCH == 0 and len(rows) == len(tags), len(tags)
-        assert tags == expected[: len(tags)]  # the old or the new length, never a torn read
-        lengths.add(len(tags))
-    proc.join(120)
-    assert proc.exitcode == 0
+    with _released(_appender, [(str(path), 1, n)]) as (proc,):
+        while proc.is_alive() and time.monotonic() < deadline:
+            ds = xr.open_dataset(path, engine="zstrings")
+            try:
+                tags = ds["tag"].values.tolist()
+                rows = ds["row"].values.tolist()
+            except StoreReplacedError:  # an append swapped in between the open and the read: refused
+                continue
+            reads += 1
+            assert len(tags) % BATCH == 0 and len(rows) == len(tags), len(tags)
+            assert tags == expected[: len(tags)]  # the old or the new length, never a torn read
     assert reads > 0
     assert xr.open_dataset(path, engine="zstrings")["tag"].values.tolist() == expected
 
@@ -244,16 +229,12 @@ def test_lazy_read_after_another_version_is_swapped_in_is_refused(tmp_path: Path
     path = tmp_path / "v.zarr"
     _start(path)  # chunks of 5: two chunks
     old = xr.open_dataset(path, engine="zstrings")
-    ctx = _ctx()
-    go = ctx.Event()
-    go.set()
     if change == "overwrite":  # one chunk of 7 rows, as in test_two_processes_overwriting_...
-        proc = ctx.Process(target=_overwrite, args=(str(path), 1, 1, go))
-        expected = ["w1-b0"] * BATCH
+        writer, expected = _overwrite, ["w1-b0"] * BATCH
     else:
-        proc = ctx.Process(target=_appender, args=(str(path), 1, 1, go))
-        expected = ["w0-b0"] * BATCH + ["w1-b1"] * BATCH
-    _run_all([proc])
+        writer, expected = _appender, ["w0-b0"] * BATCH + ["w1-b1"] * BATCH
+    with _released(writer, [(str(path), 1, 1)]):
+        pass
     with pytest.raises(StoreReplacedError, match="was replaced by another writer.*Open it again"):
         old["tag"].values
     with pytest.raises(StoreReplacedError):
