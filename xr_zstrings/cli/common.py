@@ -33,9 +33,11 @@ def _is_netcdf_file(target: str) -> bool:
         return False
     p = Path(target).expanduser()
     if p.is_file():
+        from ..io.atomic import NETCDF_MAGIC  # (here: the package's import stays light for the CLI)
+
         with p.open("rb") as f:
             head = f.read(8)
-        return head.startswith((b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n"))
+        return head.startswith(NETCDF_MAGIC)
     return not p.exists() and p.suffix.lower() in _NETCDF_SUFFIXES
 
 

@@ -225,7 +225,7 @@ class ZStore:
         A swap changes the directory's inode, so a read that ends with the pinned token in place
         began and ended in the pinned version (hard links keep that version's chunks unchanged).
         """
-        pinned = getattr(self, "pinned_version", None)
+        pinned = self.pinned_version
         if pinned is None or self.version_token() == pinned:
             return
         raise StoreReplacedError(

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..io.atomic import local_commit
+from ..io.atomic import NETCDF_MAGIC, local_commit
 from ..errors import TargetExistsError, ZStringsError
 from .plan import _is_dask, check_names
 from .nczarr import Mode, _string_like, to_nczarr
@@ -60,7 +60,7 @@ def is_netcdf_file(path: str) -> bool:
         return False
     with open(os.path.expanduser(path), "rb") as f:
         head = f.read(8)
-    return head.startswith((b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n"))
+    return head.startswith(NETCDF_MAGIC)
 
 
 def convert(
