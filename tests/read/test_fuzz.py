@@ -55,7 +55,8 @@ from xr_zstrings import (
     ZStringsError,
     errors,
 )
-from xr_zstrings.codecs.v2 import build_pipeline, zstd_decoded_bound
+from xr_zstrings.codecs.bounded import zstd_decoded_bound
+from xr_zstrings.codecs.v2 import build_pipeline
 from xr_zstrings.formats.nczarr import NodeObjects, parse_array, parse_group
 from xr_zstrings.formats.zarr3 import parse_node_v3
 
@@ -611,7 +612,7 @@ def test_scratch_decoding_refuses_the_same_bombs(name):
 def test_scratch_decoding_same_bytes_and_reused(cfg):
     """scratch=True decodes the same bytes; the buffer is this thread's and is reused by its next
     scratch decode (the contract the reader's direct path relies on: consume before decoding)."""
-    from xr_zstrings.codecs.v2 import bounded_decode
+    from xr_zstrings.codecs.bounded import bounded_decode
 
     codec = numcodecs.get_codec(cfg)
     a, b = (np.random.default_rng(i).integers(0, 5, 5000).astype("u1").tobytes() for i in (1, 2))

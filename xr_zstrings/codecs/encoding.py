@@ -29,7 +29,7 @@ import numcodecs
 import numpy as np
 
 from ..errors import CodecDroppedWarning
-from .v3 import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
+from .zarrs import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
 
 __all__ = ["CodecDroppedWarning", "default_zarr_format", "for_zarr", "store_codecs_encoding", "v2_configs"]
 

@@ -1,0 +1,182 @@
+"""``sharding_indexed``: a shard of inner chunks, each through its own inner codec chain.
+
+The shard index is ``(chunks_per_shard..., 2)`` uint64 ``offset, nbytes`` through ``index_codecs``
+(at the ``start`` or ``end``); ``2**64-1`` marks an inner chunk never written (the fill value).
+Inner chains are built recursively as :class:`~.v3.V3Pipeline` objects, so shards nest.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
+from .bounded import MAX_CHUNK_BYTES_ENV, max_chunk_bytes
+from .chunk import ChunkSpec, as_u8, check_shape, codec_name_cfg, label
+from .registry import register
+
+__all__ = ["ShardingCodec"]
+
+_MAX_U64 = 2**64 - 1
+_DEFAULT_INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
+
+
+def _all_fill(a: np.ndarray, fill: Any) -> bool:
+    try:
+        if a.dtype.kind in "fc" and isinstance(fill, float) and math.isnan(fill):
+            return bool(np.isnan(a).all())
+        return bool(np.all(a == fill))
+    except Exception:  # noqa: BLE001 - third-party codec errors become ChunkError/MetadataError
+        return False
+
+
+def _pipeline() -> Any:
+    from .v3 import V3Pipeline  # inner and index chains are pipelines (v3 imports this module)
+
+    return V3Pipeline
+
+
+@register("sharding_indexed")
+class ShardingCodec:
+    """``sharding_indexed``: decode/encode a whole shard."""
+
+    family = "array_bytes"
+    sharded = True
+
+    @classmethod
+    def from_json(cls, name: str, cfg: dict, spec: ChunkSpec) -> ShardingCodec:
+        """The step for a sharding_indexed entry (``spec.shape`` is the shard shape)."""
+        return cls(cfg, data_type=spec.data_type, dtype=spec.dtype, shard_shape=spec.shape,
+                   fill_value=spec.fill_value, kind=spec.kind, utf8_errors=spec.utf8_errors, where=spec.where)
+
+    @classmethod
+    def nullable(cls, name: str, cfg: Any, where: str) -> bool:
+        """Whether the inner chain holds missing values (zarrs.optional inside the shard)."""
+        from .v3 import nullable_chain
+
+        codecs = cfg.get("codecs") if isinstance(cfg, dict) else None
+        return isinstance(codecs, list) and nullable_chain([codec_name_cfg(c, where) for c in codecs], where)
+
+    def __init__(self, cfg: dict, *, data_type: Any, dtype: np.dtype, shard_shape: tuple[int, ...],
+                 fill_value: Any, kind: str | None, utf8_errors: str, where: str):
+        inner = check_shape(cfg.get("chunk_shape", ()), where, "sharding chunk_shape")
+        if len(inner) != len(shard_shape) or any(i == 0 for i in inner):
+            raise MetadataError(
+                f"{label(where)}: sharding chunk_shape {list(inner)} does not match the shard shape "
+                f"{list(shard_shape)} (same number of dimensions, no zero extents expected)"
+            )
+        if any(s % i for s, i in zip(shard_shape, inner, strict=True)):
+            raise MetadataError(
+                f"{label(where)}: the shard shape {list(shard_shape)} is not a multiple of the inner "
+                f"chunk shape {list(inner)}"
+            )
+        loc = cfg.get("index_location", "end")
+        if loc not in ("start", "end"):
+            raise MetadataError(f"{label(where)}: sharding index_location={loc!r}; expected 'start' or 'end'")
+        codecs = cfg.get("codecs")
+        if not isinstance(codecs, list):
+            raise MetadataError(f"{label(where)}: sharding_indexed needs a 'codecs' list, got {codecs!r}")
+        self.shard_shape = shard_shape
+        self.inner_shape = inner
+        self.cps = tuple(s // i for s, i in zip(shard_shape, inner, strict=True))
+        self.n_inner = math.prod(self.cps)
+        self.index_location = loc
+        self.fill_value = fill_value
+        self.dtype = dtype
+        self.inner = _pipeline().from_metadata(
+            codecs, data_type=data_type, dtype=dtype, chunk_shape=inner,
+            where=f"{label(where)} (inner chunk)", fill_value=fill_value, utf8_errors=utf8_errors,
+        )
+        self.layout = self.inner.layout
+        self.index = _pipeline().from_metadata(
+            cfg.get("index_codecs", _DEFAULT_INDEX_CODECS), data_type="uint64", dtype=np.dtype("<u8"),
+            chunk_shape=(*self.cps, 2), where=f"{label(where)} sharding index_codecs",
+        )
+        self.index_size = self.index._encoded_size(self.n_inner * 16)
+        maxb = max_chunk_bytes()
+        if self.n_inner * 16 > maxb:
+            raise UnsupportedError(
+                f"{label(where)}: sharding chunk_shape {list(inner)} makes {self.n_inner} inner chunks per "
+                f"shard {list(shard_shape)}, whose index alone is beyond the {maxb}-byte chunk limit "
+                f"({MAX_CHUNK_BYTES_ENV}); expected a shard holding a sensible number of inner chunks"
+            )
+        self.where = where
+
+    @property
+    def slices(self) -> Any:
+        """C-order slices of each inner chunk within the shard (generated, never all held)."""
+        inner = self.inner_shape
+        return (tuple(slice(c * i, (c + 1) * i) for c, i in zip(coords, inner, strict=True)) for coords in np.ndindex(*self.cps))
+
+    def _empty(self, shape: tuple[int, ...]) -> np.ndarray:
+        out = np.empty(shape, self.dtype)
+        out[...] = self.fill_value
+        return out
+
+    def read_index(self, u8: np.ndarray, ctx: str) -> np.ndarray:
+        B = int(u8.size)
+        if B < self.index_size:
+            raise ChunkError(
+                f"{ctx}: shard of {B} bytes is shorter than its {self.index_size}-byte index "
+                f"({self.n_inner} inner chunks); the shard is truncated"
+            )
+        ib = u8[: self.index_size] if self.index_location == "start" else u8[B - self.index_size:]
+        idx = self.index.decode(ib, key=ctx, _ctx=f"{ctx} (shard index)").reshape(self.n_inner, 2)
+        off, nb = idx[:, 0], idx[:, 1]
+        empty = (off == _MAX_U64) & (nb == _MAX_U64)
+        full = ~empty
+        if full.any():
+            o = off[full]
+            bad = (o > B) | (nb[full] > B) | (o + np.minimum(nb[full], B) > B)
+            if bad.any():
+                j = int(np.flatnonzero(full)[np.flatnonzero(bad)[0]])
+                raise ChunkError(
+                    f"{ctx}: shard index entry {j} says inner chunk at byte {int(off[j])} with "
+                    f"{int(nb[j])} bytes, beyond the {B}-byte shard; the shard is truncated or corrupt"
+                )
+        return idx
+
+    def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str,
+               region: tuple[slice, ...] | None = None) -> np.ndarray:
+        """The shard's values; with ``region`` only the inner chunks it touches are decoded (the
+        rest is the fill value), as the compiled read path does."""
+        if tuple(shape) != self.shard_shape:
+            raise ChunkError(f"{ctx}: a shard has shape {list(self.shard_shape)}, asked to decode {list(shape)}")
+        idx = self.read_index(u8, ctx)
+        nbytes = math.prod(self.shard_shape) * (self.dtype.itemsize or 16)
+        if nbytes > max_chunk_bytes():
+            raise ChunkError(
+                f"{ctx}: a shard of shape {list(self.shard_shape)} decodes to {nbytes} bytes, beyond the "
+                f"{max_chunk_bytes()}-byte chunk limit ({MAX_CHUNK_BYTES_ENV}); expected a smaller shard "
+                "(raise the limit if the data are genuine)"
+            )
+        out = np.empty(self.shard_shape, self.dtype)
+        for j, sl in enumerate(self.slices):
+            o, n = int(idx[j, 0]), int(idx[j, 1])
+            untouched = region is not None and any(
+                r.start >= b.stop or r.stop <= b.start for r, b in zip(region, sl, strict=True))
+            if (o == _MAX_U64 and n == _MAX_U64) or untouched:
+                out[sl] = self.fill_value
+            else:
+                out[sl] = self.inner.decode(u8[o:o + n], _ctx=f"{ctx}, inner chunk {tuple(int(c) for c in np.unravel_index(j, self.cps))}")
+        return out
+
+    def encode(self, arr: np.ndarray, ctx: str, write_empty_chunks: bool = False) -> np.ndarray:
+        parts: list[bytes] = []
+        idx = np.full((self.n_inner, 2), _MAX_U64, np.uint64)
+        pos = self.index_size if self.index_location == "start" else 0
+        for j, sl in enumerate(self.slices):
+            sub = arr[sl]
+            if not write_empty_chunks and _all_fill(sub, self.fill_value):
+                continue
+            b = self.inner.encode(np.ascontiguousarray(sub))
+            idx[j] = (pos, len(b))
+            parts.append(b)
+            pos += len(b)
+        ib = self.index.encode(idx.reshape(*self.cps, 2))
+        if len(ib) != self.index_size:  # pragma: no cover - guarded at build time
+            raise ZStringsError(f"{ctx}: shard index encoded to {len(ib)} bytes, expected {self.index_size}")
+        parts = [ib, *parts] if self.index_location == "start" else [*parts, ib]
+        return as_u8(b"".join(parts))
