@@ -148,20 +148,21 @@ def _chunk_buffers(store: Path) -> tuple[str, list[Any], int, list[bytes], Any]:
     decompressor of the stored chunks or None) of variable "s" of a store."""
     import numcodecs
 
-    from xr_zstrings.read.tree import ChunkedArray, open_tree
+    from xr_zstrings.read.chunked import open_chunked
+    from xr_zstrings.read.tree import open_tree
     from xr_zstrings.io.store import open_store
 
     tree = open_tree(open_store(store))
     meta = tree.arrays["/s"]
-    arr = ChunkedArray(tree.store, meta, meta.shape)
+    arr = open_chunked(tree.store, meta, meta.shape)
     n = meta.shape[0]
     keys = [arr.chunk_key((i,) + (0,) * (len(meta.shape) - 1)) for i in range(math.ceil(n / meta.chunks[0]))]
     raws = tree.store.get_many(keys)
-    if not arr.v3:
+    if meta.zarr_format == 2:
         comp = arr.pipeline.compressor
         plain = [r if comp is None else bytes(memoryview(comp.decode(r)).cast("B")) for r in raws]
         return ("vlen-utf8" if meta.dtype.kind == "O" else "fixed"), plain, n, raws, comp
-    p = arr.pipeline_v3
+    p = arr.pipeline
     comp = numcodecs.Zstd() if "zstd" in json.dumps(list(meta.codecs)) else None
     if p.sharded:  # the reference reads the inner chunks (vlen-utf8 + zstd, all present here)
         inner_raws = []
@@ -380,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
             ref_store = tmpd / "v3_raw.zarr"
             t_ref, _ = _time(lambda: xr.open_dataset(ref_store, engine="zarr", consolidated=False)["s"].values,
                              args.repeat)
-            from xr_zstrings.read.tree import read_arrow
+            from xr_zstrings.read.arrow import read_arrow
             from xr_zstrings.write.zarr3 import to_zarr_v3
 
             for layout in ("zarrs.vlen", "arrow", "arrow-large"):

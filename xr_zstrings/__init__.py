@@ -45,7 +45,7 @@ _LAZY = {
     "to_zarr_v3": "xr_zstrings.write.zarr3",
     "convert": "xr_zstrings.write.convert",
     "for_zarr": "xr_zstrings.codecs.encoding",
-    "read_arrow": "xr_zstrings.read.tree",
+    "read_arrow": "xr_zstrings.read.arrow",
     "show_versions": "xr_zstrings.versions",
 }
 
@@ -80,6 +80,7 @@ __all__ = [
     "StringDecodeWarning",
     "StringOverflowError",
     "StringTruncationWarning",
+    "TargetExistsError",
     "UnknownCodecError",
     "UnsupportedError",
     "ZStringsError",

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from xr_zstrings import ZStringsError
-from xr_zstrings.read.tree import read_arrow
+from xr_zstrings.read.arrow import read_arrow
 from xr_zstrings.write.zarr3 import LAYOUTS, to_zarr_v3
 
 warnings.filterwarnings("ignore", message=".*Consolidated metadata.*")

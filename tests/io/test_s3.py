@@ -258,7 +258,9 @@ def test_open_is_lazy_and_chunks_are_read_independently(s3: S3Server, stores: di
     assert pickle.loads(pickle.dumps(arr)).blocks[2].compute().tolist() == STATIONS[32:48].tolist()
     del backend
     zstore = open_store(stores["nc"], storage_options=s3.options())
-    from xr_zstrings.read.tree import ReadOptions, group_contents, open_tree
+    from xr_zstrings.read.options import ReadOptions
+    from xr_zstrings.read.tree import open_tree
+    from xr_zstrings.read.variables import group_contents
 
     tree = open_tree(zstore)
     opened = zstore.requests

@@ -21,7 +21,7 @@ import pytest
 import xarray as xr
 from peers import nc_url
 
-from xr_zstrings.read import tree as reader
+from xr_zstrings.read import threads as reader
 from xr_zstrings.errors import ZStringsError
 
 N = 200_000

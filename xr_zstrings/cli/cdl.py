@@ -23,21 +23,21 @@ _CDL_SUFFIX = {"i1": "b", "u1": "UB", "i2": "s", "u2": "US", "i4": "", "u4": "U"
 def _resolve_dims(tree: Any, meta: Any) -> list[Any]:
     """An array's dimensions; a broken reference is shown, not fatal (``check`` reports it)."""
     from ..formats.nczarr import Dimension
-    from ..read.tree import resolve_dims
+    from ..read.variables import resolve_dims
 
     try:
         return resolve_dims(tree, meta)
     except Exception:  # noqa: BLE001 - info shows what it can
-        refs = meta.dimension_references or meta.array_dimensions or ()
+        refs = meta.dimension_references or [n for n in meta.dimension_names or () if n is not None]
         names = [r.rsplit("/", 1)[-1] for r in refs] or [f"?{i}" for i in range(len(meta.shape))]
         return [Dimension(n, s) for n, s in zip(names, meta.shape, strict=False)]
 
 
 def _v3_layout(tree: Any, meta: Any) -> str | None:
-    from ..read.tree import ChunkedArray
+    from ..read.chunked import open_chunked
 
     try:
-        return ChunkedArray(tree.store, meta, meta.shape).pipeline_v3.layout
+        return open_chunked(tree.store, meta, meta.shape).layout
     except Exception:  # noqa: BLE001 - an unreadable chain is reported by check
         return None
 

@@ -143,7 +143,7 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
     Long because it is one list of netcdf-c's limits checked in order (layout, codecs, then the
     values), each finding with its own fix.
     """
-    from ..read.tree import ChunkedArray
+    from ..read.chunked import open_chunked
 
     where = meta.path
     out: list[Finding] = []
@@ -171,7 +171,7 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
             out.append(Finding(where, f"codec {', '.join(unreadable)}: netcdf-c (netCDF4 wheel) cannot decode "
                                "it ('NetCDF: Filter error: undefined filter encountered')",
                                f"{convert} --compressor zstd  (netcdf-c reads zlib, zstd, bz2 or blosc)"))
-    arr = ChunkedArray(tree.store, meta, meta.shape)
+    arr = open_chunked(tree.store, meta, meta.shape)
     itemsize = meta.dtype.itemsize if meta.dtype.kind not in "OT" else 16
     chunk_bytes = math.prod(arr.chunk_shape) * max(itemsize, 1)
     if meta.shape and chunk_bytes > CHECK_MAX_CHUNK_BYTES:
@@ -261,7 +261,8 @@ def _name_findings(tree: Any) -> list[Finding]:
     for path, meta in tree.arrays.items():
         parent = path.rsplit("/", 1)[0] or "/"
         names.append((parent, "variable", meta.name))
-        names += [(parent, "dimension", str(d)) for d in meta.array_dimensions or ()]
+        if meta.zarr_format == 2:  # (netcdf-c reads no Zarr v3)
+            names += [(parent, "dimension", str(d)) for d in meta.dimension_names or ()]
     # netcdf-c's JSON parser keeps \uXXXX escapes as text: a non-ASCII name that a writer escaped
     # (zarr-python and xarray do) comes out as 'u00e9' (or crashes netcdf-c when long)
     raw = b""

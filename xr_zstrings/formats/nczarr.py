@@ -2,9 +2,9 @@
 
 No I/O and no xarray/zarr imports: callers hand in the decoded JSON objects of one node
 (``.zgroup``/``.zarray``/``.zattrs`` and, for NCZarr 1.0, ``.nczarr``/``.nczgroup``/``.nczvar``/
-``.nczarray``/``.nczattr``) and get a ``GroupMeta`` or ``ArrayMeta`` back. The generations differ
-only in *where* the NCZarr keys live and what they are called; ``_lookup`` hides that, and
-``docs/format-notes.md`` records which netcdf-c release wrote what.
+``.nczarray``/``.nczattr``) and get a ``GroupMeta`` or ``ArrayMetaV2`` (an ``array.ArrayMeta``)
+back. The generations differ only in *where* the NCZarr keys live and what they are called;
+``_lookup`` hides that, and ``docs/format-notes.md`` records which netcdf-c release wrote what.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ __all__ = [
     "NC_DEFAULT_MAXSTRLEN",
     "NC_FILL_VALUES",
     "NC_TYPE_CODES",
-    "ArrayMeta",
+    "ArrayMetaV2",
     "Dimension",
     "GroupMeta",
     "NodeObjects",
@@ -135,8 +135,11 @@ class GroupMeta:
 
 
 @dataclass(frozen=True)
-class ArrayMeta:
-    """One Zarr v2 array with everything netCDF adds: dimension references, scalar flag, types."""
+class ArrayMetaV2:
+    """One Zarr v2 array with everything netCDF adds: dimension references, scalar flag, types.
+
+    Implements ``array.ArrayMeta``; ``compressor``/``filters``/``dimension_separator`` are v2's own.
+    """
 
     path: str
     shape: tuple[int, ...]
@@ -170,6 +173,30 @@ class ArrayMeta:
     def logical_shape(self) -> tuple[int, ...]:
         """The netCDF shape: ``()`` for scalars, which Zarr stores with shape ``[1]``."""
         return () if self.scalar else self.shape
+
+    @property
+    def zarr_format(self) -> int:
+        return 2
+
+    @property
+    def dimension_names(self) -> tuple[str, ...] | None:
+        return self.array_dimensions
+
+    @property
+    def null_fill(self) -> bool:
+        # zarr-python 2 reads a never-written chunk of a |O array with fill_value null as None
+        return self.generation == "zarr-v2" and self.dtype.kind == "O" and self.fill_value is None
+
+    @property
+    def declares_text(self) -> bool:
+        return self.generation != "zarr-v2" or self.maxstrlen_attr
+
+    def chunk_key(self, idx: tuple[int, ...]) -> str:
+        """The key of chunk ``idx`` relative to the array (``0.1``, ``0/1``; a scalar's is ``0``)."""
+        return self.dimension_separator.join(str(int(i)) for i in idx) or "0"
+
+    def cf_attributes(self, *, store: str = "") -> dict[str, Any]:
+        return dict(self.attrs)
 
 
 def parse_json(raw: bytes | str, *, where: str) -> Any:
@@ -586,8 +613,8 @@ _SUPPORTED_KINDS = "biufSUO"
 
 def parse_array(
     node: NodeObjects, *, store: str = "", default_maxstrlen: int | None = None, netcdf_c: bool = False
-) -> ArrayMeta:
-    """Parse one array's objects into an ``ArrayMeta``; every check names the store key.
+) -> ArrayMetaV2:
+    """Parse one array's objects into an ``ArrayMetaV2``; every check names the store key.
 
     ``netcdf_c`` says the root carries netcdf-c's ``_NCProperties``: then a ``<U1`` array is NC_CHAR
     even in pure-Zarr mode, as netcdf-c <= 4.9.0 wrote it (one byte per element).
@@ -712,7 +739,7 @@ def parse_array(
         plain_text=netcdf_c or generation != "zarr-v2",
     )
     attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2" or bool(attr_types))
-    return ArrayMeta(
+    return ArrayMetaV2(
         path=node.path,
         shape=shape,
         chunks=chunks,

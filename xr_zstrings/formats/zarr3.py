@@ -140,7 +140,11 @@ class ArrayMetaV3:
     extra_fields: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
-    # --- names the v2 reader also uses (duck typing with metadata.ArrayMeta) --------------
+    # --- the ArrayMeta interface (formats/array.py) the v2 metadata implements too ------------
+    @property
+    def zarr_format(self) -> int:
+        return 3
+
     @property
     def name(self) -> str:
         return self.path.rstrip("/").rsplit("/", 1)[-1]
@@ -155,17 +159,29 @@ class ArrayMetaV3:
 
     @property
     def dimension_references(self) -> None:
-        return None
-
-    @property
-    def array_dimensions(self) -> None:
-        return None
+        return None  # NCZarr's shared dimensions: no netcdf-c writes Zarr v3
 
     @property
     def maxstrlen(self) -> int | None:
         if self.data_type == "null_terminated_bytes":
             return self.dtype.itemsize
         return None
+
+    @property
+    def null_fill(self) -> bool:
+        return self.optional  # zarrs' nullable type: chunks hold None, the fill may be null
+
+    @property
+    def declares_text(self) -> bool:
+        return False  # null_terminated_bytes is bytes unless xarray's _Encoding says text
+
+    def cf_attributes(self, *, store: str = "") -> dict[str, Any]:
+        """The attributes with xarray's encoded ``_FillValue`` attribute decoded (see
+        ``decode_xarray_fill_attr``)."""
+        attrs = dict(self.attrs)
+        if "_FillValue" in attrs:
+            attrs["_FillValue"] = decode_xarray_fill_attr(attrs["_FillValue"], self, store=store)
+        return attrs
 
     # --- sharding and the chunk grid ------------------------------------------------------
     @property

@@ -180,7 +180,7 @@ def _pieces(var: xr.Variable, axis: int, append_dim: str, offset: int, c: int) -
 def _append_piece(zstore: ZStore, meta: Any, var: xr.Variable, kind: str | None, one: _Options, gpath: str,
                   name: str, append_dim: str, offset: int) -> int:
     """Encode ``var`` as the stored array and write it at ``offset`` along ``append_dim``; the new length."""
-    from ..read.tree import ChunkedArray
+    from ..read.chunked import open_chunked
 
     what = _what(gpath, name)
     axis = list(var.dims).index(append_dim)
@@ -204,14 +204,14 @@ def _append_piece(zstore: ZStore, meta: Any, var: xr.Variable, kind: str | None,
     if start < offset:
         logical = list(meta.shape)
         logical[axis] = offset
-        raw = ChunkedArray(zstore, meta, tuple(logical))
+        raw = open_chunked(zstore, meta, tuple(logical))
         region = tuple(slice(start, offset) if i == axis else slice(0, n)
                        for i, n in enumerate(meta.shape))
         storage = np.concatenate([raw.read(region), storage], axis=axis)
     target = _Array(
         group=gpath, name=name, dims=(), ref_hints=(), unlimited=frozenset(),
         shape=tuple(storage.shape), chunks=meta.chunks, dtype=meta.dtype, dtype_str=meta.dtype_str,
-        fill_json=None, fill_storage=ChunkedArray(zstore, meta, meta.shape)._fill(),
+        fill_json=None, fill_storage=open_chunked(zstore, meta, meta.shape).stored_fill(),
         compressor=None, filters=None, attrs={}, kind=a.kind, data=storage,
         pipeline=build_pipeline(meta.compressor, meta.filters, dtype=meta.dtype,
                                 string_kind=meta.string_kind, where=what),
@@ -223,13 +223,13 @@ def _append_piece(zstore: ZStore, meta: Any, var: xr.Variable, kind: str | None,
 
 def _same_stored(zstore: ZStore, meta: Any, a: _Array) -> bool:
     """Whether a planned array holds exactly what the store holds (a coordinate sent again)."""
-    from ..read.tree import ChunkedArray
+    from ..read.chunked import open_chunked
 
     shape = meta.shape or (1,)
     new = np.asarray(a.data.compute() if _is_dask(a.data) else a.data).reshape(tuple(a.shape) or (1,))
     if tuple(new.shape) != tuple(shape):
         return False
-    stored = ChunkedArray(zstore, meta, shape).read(tuple(slice(0, n) for n in shape))
+    stored = open_chunked(zstore, meta, shape).read(tuple(slice(0, n) for n in shape))
     if stored.dtype.kind == "S" and new.dtype.kind == "S":  # widths may differ: compare the values
         return bool(np.array_equal(stored.astype(object), new.astype(object)))
     if stored.dtype != new.dtype:

@@ -1,0 +1,291 @@
+"""Reading rectangular regions of one stored array, chunk by chunk, whatever its Zarr version.
+
+``ChunkedArray`` plans which chunks a region touches, fetches them in groups on the decode
+threads and places each decoded chunk; what a chunk's bytes mean is the subclass's:
+``chunked_v2.ChunkedArrayV2`` (numcodecs filters and compressor, netcdf-c's shuffle) and
+``chunked_v3.ChunkedArrayV3`` (the Zarr v3 codec chain, shards). ``open_chunked`` picks one.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from typing import Any
+
+import numpy as np
+
+from ..errors import ZStringsError
+from ..formats.array import ArrayMeta
+from ..io.store import ZStore
+from ..text import fixed as strings
+from .paths import node_key
+from .threads import decode_threads, executor
+
+__all__ = ["ChunkedArray", "open_chunked"]
+
+#: a planned chunk: (its store key, the box to take from it, where the box goes in the output)
+Plan = list[tuple[str, tuple, tuple]]
+
+
+class ChunkedArray:
+    """Reads rectangular regions of one stored array in its storage dtype (no string decoding),
+    or, for string arrays the kernels decode, straight into a StringDType result (``read_into``)."""
+
+    #: how ``LazyArray`` decodes this version's variable-length text: "vlen" (v2: objects) or
+    #: "text" (v3: chunks decode straight to StringDType)
+    vlen_decode = "vlen"
+
+    def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...],
+                 utf8_errors: str = "strict", threads: int | None = None, null_fill: bool = False,
+                 raw_bytes: bool = False) -> None:
+        """``utf8_errors``: the policy for invalid UTF-8 in variable-length string chunks (v2
+        vlen-utf8, every v3 layout); fixed-width decoding takes its policy per call.
+        ``threads``: decode threads (None: ``decode_threads()``'s default, 1: no pool).
+        ``null_fill``: a ``|O`` array's ``fill_value: null`` gives None, as zarr-python 2 reads it
+        (else ``""``/``b""``).
+        ``raw_bytes``: variable-length text is read as the stored bytes (``string_dtype="bytes"``):
+        the same chunk layouts decoded as their bytes twins (vlen-utf8 as vlen-bytes, ``string`` as
+        ``bytes``), so nothing is UTF-8 decoded."""
+        self.threads = threads
+        self.raw_bytes = raw_bytes = bool(raw_bytes and meta.string_kind == "vlen")
+        self.dtype = np.dtype(object) if raw_bytes else meta.dtype  # what read() assembles
+        self.store = zstore
+        self.meta = meta
+        self.null_fill = null_fill and meta.dtype.kind == "O" and meta.fill_value is None
+        self.shape = logical_shape  # may exceed meta.shape along unlimited dimensions
+        self.stored_shape = meta.shape or (1,)  # scalars: netCDF stores shape [1]
+        self.chunk_shape = meta.chunks or (1,)
+        self.vlen = meta.dtype.kind == "O"
+        self.parallel = True  # decode several chunks on the pool (subclasses narrow it)
+        self.utf8_errors = utf8_errors
+
+    def __getstate__(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+    # ------------------------------------------------------------------ what subclasses define
+
+    @property
+    def layout(self) -> str | None:
+        """The variable-length string layout of the chunks (v3: ``vlen-utf8``, ``zarrs.vlen``,
+        ``arrow``, ...), or None."""
+        return None
+
+    def store_encoding(self, where: str) -> dict[str, Any]:
+        """The array's storage facts for ``encoding``: its metadata, and its codecs as the codec
+        objects xarray's ``to_zarr`` takes (``where`` names the variable in errors)."""
+        raise NotImplementedError
+
+    def decode_chunk(self, raw: bytes, key: str, chunks: tuple[int, ...],
+                     region: tuple[slice, ...] | None = None) -> np.ndarray:
+        """One stored chunk's bytes as a storage-dtype array of shape ``chunks``."""
+        raise NotImplementedError
+
+    def _can_read_into(self, decode: str, text_encoding: str, null_chunks: bool) -> bool:
+        return False
+
+    def _decode_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
+                     src: tuple[slice, ...], decode: str, policy: str, what: str, index: Any) -> None:
+        """One chunk decoded into its part of a StringDType result (``view``); ``sel``: the
+        chunk's elements in the box (None: all), ``index(k)``: the label of the box's k-th value."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ chunks and the plan
+
+    def stored_fill(self) -> Any:
+        """The value of an element no chunk holds, in the storage dtype (None: missing)."""
+        fv = self.meta.fill_value
+        if self.raw_bytes:
+            if fv is None:
+                return None if self.null_fill else b""
+            return fv.encode("utf-8") if isinstance(fv, str) else fv
+        if fv is None:
+            if self.meta.dtype.kind == "O":
+                if self.null_fill:
+                    return None
+                return "" if self.meta.string_kind == "vlen" else b""
+            return np.zeros((), self.meta.dtype)[()]
+        return fv
+
+    def chunk_key(self, idx: tuple[int, ...]) -> str:
+        """The store key of chunk ``idx`` (from the store's root)."""
+        return node_key(self.meta.path, self.meta.chunk_key(idx if self.meta.shape else ()))
+
+    def _plan(self, region: tuple[slice, ...]) -> tuple[Plan, bool]:
+        """(per touched chunk: (key, src slices in the chunk, dst slices in the output), needs fill)."""
+        stored_shape, chunks = self.stored_shape, self.chunk_shape
+        ranges = []
+        for s, n, c in zip(region, stored_shape, chunks, strict=True):
+            stop = min(s.stop, n)
+            if s.start >= stop:
+                return [], True
+            ranges.append(range(s.start // c, (stop - 1) // c + 1))
+        fill = any(s.stop > n for s, n in zip(region, stored_shape, strict=True))
+        plan = []
+        for ix in itertools.product(*ranges):
+            src, dst = [], []
+            for i, s, n, c in zip(ix, region, stored_shape, chunks, strict=True):
+                c0 = i * c
+                lo, hi = max(s.start, c0), min(s.stop, c0 + c, n)
+                src.append(slice(lo - c0, hi - c0))
+                dst.append(slice(lo - s.start, hi - s.start))
+            plan.append((self.chunk_key(ix), tuple(src), tuple(dst)))
+        return plan, fill
+
+    def _group_size(self) -> int:
+        """Chunks one task fetches and decodes together: ~4 MiB of stored values (many small
+        chunks share one store round trip), one chunk when chunks are bigger than that."""
+        itemsize = self.meta.dtype.itemsize if self.meta.dtype.kind not in "OT" else 32
+        chunk_bytes = max(1, math.prod(self.chunk_shape) * max(itemsize, 1))
+        return max(1, min(256, (4 << 20) // chunk_bytes))
+
+    def _run(self, plan: Plan, fn: Any, parallel: bool) -> None:
+        """fn(key, raw_or_None, src, dst) for every planned chunk.
+
+        Each task fetches its own group of chunks and decodes them, on the thread pool: one
+        thread's fetch overlaps another's decoding (the kernels release the GIL), and at most
+        one group per thread is in memory at a time.
+        """
+        step = self._group_size()
+        groups = [plan[b0 : b0 + step] for b0 in range(0, len(plan), step)]
+        changes = strings.active_changes()  # the read's policy report, shared with the workers
+
+        def task(group: Plan) -> None:
+            with strings.reporting(changes):
+                raws = self.store.get_many([k for k, _, _ in group])
+                for (k, src, dst), i in zip(group, range(len(raws)), strict=True):
+                    raw, raws[i] = raws[i], None  # drop each chunk's bytes once decoded
+                    fn(k, raw, src, dst)
+                    del raw
+
+        threads = decode_threads(self.threads)
+        try:
+            if parallel and len(groups) > 1 and threads > 1:
+                list(executor(threads).map(task, groups))
+            else:
+                for g in groups:
+                    task(g)
+        except (ZStringsError, OSError):
+            self.store.check_version()  # a swapped-in version's chunks fail: say that instead
+            raise
+        # chunks of one version, the one whose metadata were read (or StoreReplacedError)
+        self.store.check_version()
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, region: tuple[slice, ...]) -> np.ndarray:
+        """The values in ``region`` (step-1 slices within ``self.shape``) as a storage-dtype array."""
+        chunks = self.chunk_shape
+        out_shape = tuple(s.stop - s.start for s in region)
+        out = np.empty(out_shape, dtype=self.dtype)
+        if out.size == 0:
+            return out
+        plan, fill = self._plan(region)
+        if fill:
+            out[...] = self.stored_fill()  # beyond the stored shape (unlimited dimension): fill
+        if not plan:
+            return out
+
+        def place(key: str, raw: bytes | None, src: tuple, dst: tuple) -> None:
+            if raw is None:
+                out[dst] = self.stored_fill()  # a chunk never written reads as the fill value
+            else:
+                with strings.in_chunk(self.store.where(key)):
+                    out[dst] = self.decode_chunk(raw, key, chunks, region=src)[src]
+
+        self._run(plan, place, self.parallel and len(plan) > 2)
+        return out
+
+    def can_read_into(self, decode: str, text_encoding: str, null_chunks: bool = False) -> bool:
+        """Whether ``read_into`` can decode this array's chunks straight into a StringDType result."""
+        return strings.kernels() is not None and self._can_read_into(decode, text_encoding, null_chunks)
+
+    @staticmethod
+    def sel(src: tuple, chunk_shape: tuple[int, ...], order: str) -> np.ndarray | None:
+        """Element numbers (in the chunk's storage order) of the ``src`` box, C order; None = all."""
+        full = all(s.start == 0 and s.stop == c for s, c in zip(src, chunk_shape, strict=True))
+        if full and (order == "C" or sum(c > 1 for c in chunk_shape) <= 1):
+            return None
+        # element strides of the chunk in its storage order; only the box is materialised (a
+        # chunk may be far larger than the array it belongs to)
+        strides, acc = [0] * len(chunk_shape), 1
+        for d in (range(len(chunk_shape) - 1, -1, -1) if order == "C" else range(len(chunk_shape))):
+            strides[d], acc = acc, acc * chunk_shape[d]
+        idx = np.zeros((), np.int64)
+        for s, st in zip(src, strides, strict=True):
+            idx = np.add.outer(idx, np.arange(s.start, s.stop, dtype=np.int64) * st)
+        return np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
+
+    def read_into(self, region: tuple[slice, ...], decode: str, policy: str, what: str,
+                  dtype: np.dtype | None = None, null_chunks: bool = False) -> np.ndarray:
+        """``region`` decoded straight into a StringDType array, one chunk at a time on the pool.
+
+        No storage-dtype copy of the region is assembled: each chunk's decompressed bytes are
+        decoded by the compiled kernels into its slot of the result (see ``can_read_into``).
+        ``dtype``: the StringDType of the result (one with an NA object for masked variables);
+        ``null_chunks``: never-written chunks are NA (a ``fill_value: null`` ``|O`` array).
+        """
+        T = np.dtypes.StringDType() if dtype is None else dtype
+        null_chunks = null_chunks and self.stored_fill() is None
+        char = decode == "char"
+        lead = region[:-1] if char else region
+        out_shape = tuple(s.stop - s.start for s in lead)
+        out = np.empty(out_shape, dtype=T)
+        if out.size == 0:
+            return out
+        plan, fill = self._plan(region)
+        if char:  # the string-length axis is one whole chunk: drop it from the boxes
+            plan = [(k, src[:-1], dst[:-1]) for k, src, dst in plan]
+        lead_chunks = self.chunk_shape[:-1] if char else self.chunk_shape
+        fill_value = "" if null_chunks else str(self._fill_T(decode, policy, what))
+        if fill:
+            out[...] = getattr(T, "na_object", "") if null_chunks else fill_value
+        if not plan:
+            return out
+        unwritten: list[tuple] = []  # (null_chunks) boxes set to NA after the threads are done
+
+        def index_of(dst: tuple) -> Any:
+            starts = [d.start for d in dst]
+            shape = tuple(d.stop - d.start for d in dst)
+
+            def index(k: int) -> str:
+                loc = np.unravel_index(k, shape) if shape else ()
+                flat = int(np.ravel_multi_index(tuple(a + b for a, b in zip(loc, starts, strict=True)), out_shape)) if out_shape else 0
+                return strings.position_label(flat, out_shape)
+
+            return index
+
+        def place(key: str, raw: bytes | None, src: tuple, dst: tuple) -> None:
+            view = out[dst + (Ellipsis,)]  # a view even when dst is () (0-d result)
+            if raw is None and null_chunks:
+                unwritten.append(dst)
+                return
+            if raw is None:  # (not view[...] = fill: this runs on threads, see _kernels.pack_at)
+                strings.kernels().pack_at(view, None, [fill_value.encode("utf-8")])
+                return
+            sel = self.sel(src, lead_chunks, self.meta.order)
+            self._decode_into(raw, key, view, sel, src, decode, policy, what, index_of(dst))
+
+        self._run(plan, place, True)
+        for dst in unwritten:
+            out[dst + (Ellipsis,)] = T.na_object
+        return out
+
+    def _fill_T(self, decode: str, policy: str, what: str) -> Any:
+        fv = self.stored_fill()
+        if decode in ("text", "vlen"):
+            return fv
+        if decode == "char":
+            b = fv if isinstance(fv, bytes) else np.asarray(fv).astype("S1").tobytes()
+            row = np.frombuffer(b[:1] * self.shape[-1], np.uint8).reshape(1, -1)
+            return strings.decode_char_array(row, utf8_errors=policy, what=what)[0]
+        return strings.decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=policy, what=what)[()]
+
+
+def open_chunked(zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...], **options: Any) -> ChunkedArray:
+    """The chunk reader for ``meta``'s Zarr version (``options``: ``ChunkedArray``'s keywords)."""
+    # imported here: each subclass's module imports this one for the base class
+    from .chunked_v2 import ChunkedArrayV2
+    from .chunked_v3 import ChunkedArrayV3
+
+    cls = ChunkedArrayV3 if meta.zarr_format == 3 else ChunkedArrayV2
+    return cls(zstore, meta, logical_shape, **options)

@@ -1,0 +1,265 @@
+"""A variable's lazily indexed values with strings decoded: what xarray's BackendArray wraps.
+
+Outer indexing reads only the chunks the selection touches; strings are decoded by the decoder the
+variable's layout chose (``decode``: fixed-width, NC_CHAR rows, UTF-32, vlen, v3 text, bytes ...),
+straight into StringDType with the compiled kernels where the chunk reader can.
+"""
+
+from __future__ import annotations
+
+import itertools
+from typing import Any
+
+import numpy as np
+
+from ..text import fixed as strings
+from .chunked import ChunkedArray
+from .options import ReadOptions
+
+__all__ = ["LazyArray"]
+
+
+class LazyArray:
+    """A variable's values with strings decoded: ``shape``, ``dtype`` and basic indexing.
+
+    NC_CHAR variables with ``concat_characters`` drop the last (string-length) dimension and
+    come back as strings; everything else keeps the stored shape (``()`` for scalars).
+    """
+
+    def __init__(
+        self,
+        raw: ChunkedArray,
+        *,
+        decode: str,
+        options: ReadOptions,
+        encoding: str = "utf-8",
+        what: str = "",
+        missing: str | None = None,
+        null_chunks: bool = False,
+    ) -> None:
+        """``missing``: a string value read as missing (a masked string ``_FillValue``);
+        ``null_chunks``: never-written chunks are missing (Zarr v2 ``|O`` with ``fill_value: null``)."""
+        self.raw = raw
+        self.decode = decode  # "numeric", "fixed", "char", "char-sep", "char-raw", "unicode", "vlen", ...
+        self.options = options
+        self.text_encoding = encoding
+        self.what = what
+        self.missing = missing
+        self.null_chunks = null_chunks
+        shape = raw.shape if not raw.meta.scalar else ()
+        if decode in ("char", "bytes-char") and shape:
+            shape = shape[:-1]
+        self.shape: tuple[int, ...] = tuple(shape)
+        if decode in ("fixed", "text-S", "char", "char-sep", "unicode", "vlen", "text"):
+            self.dtype = strings.resolve_string_dtype(options.string_dtype)
+            if self.dtype.kind == "U":
+                # fixed width: the stored width bounds the characters (vlen: only known after reading)
+                meta = raw.meta
+                width = {"fixed": meta.dtype.itemsize, "text-S": meta.dtype.itemsize,
+                         "unicode": meta.dtype.itemsize // 4, "char-sep": 1,
+                         "char": raw.shape[-1] if raw.shape else 1}.get(decode)
+                self.dtype = np.dtype(f"U{max(width or 1, 1)}")
+                self._fixed_u = width is not None
+            if missing is not None or null_chunks:
+                self.dtype = strings.missing_string_dtype(options.string_dtype)
+                self._fixed_u = False
+        elif decode in ("vlen-bytes", "bytes-obj", "bytes-unicode"):
+            self.dtype = np.dtype(object)
+        elif decode == "bytes-char":  # joined characters; one character stays an object (see _decode)
+            n = raw.shape[-1] if raw.shape else 1
+            self.dtype = np.dtype(f"S{n}") if n > 1 else np.dtype(object)
+        else:
+            self.dtype = raw.meta.dtype.newbyteorder("=") if raw.meta.dtype.kind in "biuf" else raw.meta.dtype
+        # strings are decoded chunk by chunk straight into a StringDType result (compiled kernels);
+        # object and U results are converted from it (faster than their numpy decode paths)
+        self._masked = missing is not None or null_chunks
+        self._direct = (self.dtype.kind in "OU" or self.dtype == np.dtypes.StringDType() or self._masked) and (
+            not raw.meta.scalar and raw.can_read_into(decode, encoding, null_chunks))
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, key: tuple[Any, ...]) -> np.ndarray:
+        """Outer indexing (ints, slices of any step, 1-D integer arrays per axis).
+
+        Only the chunks the selection touches are read: along each axis the wanted indices are
+        grouped into runs of adjacent chunks, so ``[::10**9]`` or ``[[0, -1]]`` on a huge array reads
+        a few chunks, not the span between them.
+        """
+        # every value a utf8_errors policy changes in this read is counted: one warning at the end
+        with strings.policy_scope(self.what, stacklevel=5):
+            return self._getitem(key)
+
+    def _getitem(self, key: tuple[Any, ...]) -> np.ndarray:
+        if not isinstance(key, tuple):
+            key = (key,)
+        key = key + (slice(None),) * (self.ndim - len(key))
+        if self.raw.meta.scalar:
+            raw = self.raw.read((slice(0, 1),))
+            if self.decode in ("char", "bytes-char"):
+                raw = raw.reshape(1, 1)
+            return self._mask(self._convert(raw)).reshape(())
+        chunks = self.raw.chunk_shape
+        axes: list[list[tuple[slice, Any, Any]]] = []  # per axis: (read range, local take, output slot)
+        squeeze: list[int] = []
+        out_shape: list[int] = []
+        for ax, (k, n) in enumerate(zip(key, self.shape, strict=True)):
+            if isinstance(k, slice) and k.indices(n)[2] == 1:
+                start, stop, _ = k.indices(n)
+                stop = max(start, stop)
+                axes.append([(slice(start, stop), slice(None), slice(None))])
+                out_shape.append(stop - start)
+                continue
+            if isinstance(k, slice):
+                idx = np.arange(*k.indices(n), dtype=np.int64)
+            else:
+                idx = np.asarray(k, dtype=np.int64)
+                if idx.ndim == 0:
+                    squeeze.append(ax)
+                idx = idx.reshape(-1) % max(n, 1) if ((idx >= -n) & (idx < n)).all() else None
+                if idx is None:
+                    raise IndexError(f"index {k!r} is out of bounds for axis {ax} with size {n}")
+            out_shape.append(idx.size)
+            axes.append(self._runs(idx, chunks[ax] if ax < len(chunks) else 1))
+        out: np.ndarray | None = None
+        pieces = []
+        for combo in itertools.product(*axes):
+            region = [c[0] for c in combo]
+            if self.decode in ("char", "bytes-char"):
+                region.append(slice(0, self.raw.shape[-1]))
+            data = self._read_region(tuple(region))
+            take = tuple(c[1] for c in combo)
+            if any(not isinstance(t, slice) for t in take):
+                data = data[np.ix_(*[np.arange(data.shape[i])[t] for i, t in enumerate(take)])]
+            pieces.append((tuple(c[2] for c in combo), data))
+        if len(pieces) == 1 and all(isinstance(s, slice) for s in pieces[0][0]):
+            out = pieces[0][1]  # one contiguous read: no copy (copying StringDType allocates)
+            if squeeze:
+                out = out[tuple(0 if i in squeeze else slice(None) for i in range(out.ndim)) + (Ellipsis,)]
+            return out
+        dtype = np.result_type(*[p[1].dtype for p in pieces]) if pieces else self.dtype
+        out = np.empty(tuple(out_shape), dtype=dtype)
+        for slot, data in pieces:
+            if any(not isinstance(s, slice) for s in slot):
+                out[np.ix_(*[np.arange(out.shape[i])[s] for i, s in enumerate(slot)])] = data
+            else:
+                out[slot] = data
+        if squeeze:
+            out = out[tuple(0 if i in squeeze else slice(None) for i in range(out.ndim)) + (Ellipsis,)]
+        return out
+
+    @staticmethod
+    def _runs(idx: np.ndarray, chunk: int) -> list[tuple[slice, Any, Any]]:
+        """Group wanted indices into runs of adjacent chunks: (read range, local take, output slots)."""
+        if idx.size == 0:
+            return [(slice(0, 0), slice(None), slice(None))]
+        order = np.argsort(idx, kind="stable")
+        sorted_idx = idx[order]
+        cid = sorted_idx // chunk
+        breaks = np.flatnonzero(np.diff(cid) > 1) + 1
+        runs = []
+        for grp in np.split(np.arange(idx.size), breaks):
+            lo, hi = int(sorted_idx[grp[0]]), int(sorted_idx[grp[-1]]) + 1
+            runs.append((slice(lo, hi), sorted_idx[grp] - lo, order[grp]))
+        return runs
+
+    def _read_region(self, region: tuple[slice, ...]) -> np.ndarray:
+        if self._direct and strings.kernels() is not None:
+            t = self.raw.read_into(region, self.decode, self.options.utf8_errors, self.what,
+                                   dtype=self._na_T() if self._masked else None, null_chunks=self.null_chunks)
+            if self._masked:
+                return self._mask(t)
+            if self.dtype.kind == "T":
+                return t
+            if getattr(self, "_fixed_u", False):
+                return t.astype(self.dtype)  # never truncates: the stored width bounds the characters
+            return strings.convert_string_dtype(t, self.dtype.kind, self.what)
+        raw = self.raw.read(region)
+        nulls = None
+        if self.null_chunks and raw.dtype.kind == "O":
+            nulls = np.equal(raw, None)  # never-written chunks (ChunkedArray fills them with None)
+            raw[nulls] = ""
+        return self._mask(self._convert(raw), nulls)
+
+    def _mask(self, arr: np.ndarray, nulls: np.ndarray | None = None) -> np.ndarray:
+        """Missing values into a decoded string array: elements equal to the masked fill string
+        (and ``nulls``) become NA (StringDType, compared there: fast) or NaN (object results)."""
+        if not self._masked:
+            return arr
+        T = self._na_T()
+        if arr.dtype.kind in "TU" and arr.dtype != T:
+            arr = arr.astype(T)
+        hit = nulls
+        if self.missing is not None:
+            hit = arr == self.missing if hit is None else (arr == self.missing) | hit
+        if hit is not None and hit.any():
+            if not arr.flags.writeable:
+                arr = arr.copy()
+            arr[hit] = getattr(arr.dtype, "na_object", np.nan)
+        return arr if arr.dtype == self.dtype else arr.astype(self.dtype)
+
+    def _na_T(self) -> np.dtype:
+        """The StringDType (with an NA object) a masked variable is decoded into."""
+        return self.dtype if self.dtype.kind == "T" else strings.NA_T
+
+    def _convert(self, raw: np.ndarray) -> np.ndarray:
+        out = self._decode(raw)
+        if getattr(self, "_fixed_u", False) and out.dtype != self.dtype:
+            out = out.astype(self.dtype)  # never truncates: the width bounds the characters
+        return out
+
+    def _decode(self, raw: np.ndarray) -> np.ndarray:
+        o = self.options
+        if self.decode in ("fixed", "text-S"):
+            trailing = self.decode == "text-S"
+            if strings.norm_encoding(self.text_encoding) != "utf-8":  # _Encoding: as an NC_CHAR row
+                n = max(raw.dtype.itemsize, 1)
+                u8 = np.ascontiguousarray(raw.astype(f"S{n}")).view(np.uint8).reshape(raw.shape + (n,))
+                return strings.decode_char_array(u8, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
+                                                 string_dtype=o.string_dtype, what=self.what)
+            return strings.decode_fixed_utf8(
+                raw, utf8_errors=o.utf8_errors, string_dtype=o.string_dtype, what=self.what, trailing=trailing
+            )
+        if self.decode == "bytes":  # the stored |Sn values, as engine="zarr" returns them
+            return raw
+        if self.decode == "bytes-obj":
+            return raw.astype(object)
+        if self.decode == "bytes-char":  # the characters joined, as xarray's concat_characters joins them
+            u8 = strings.char_bytes(raw, self.what)
+            n = u8.shape[-1]
+            if n == 0:
+                return np.full(u8.shape[:-1], b"", dtype=object)
+            joined = np.ascontiguousarray(u8).view(f"S{n}").reshape(u8.shape[:-1])
+            # (one character: |S1 would be joined again by xarray's CharacterArrayCoder)
+            return joined if n > 1 else joined.astype(object)
+        if self.decode == "bytes-unicode":  # code points: their UTF-8 bytes
+            flat = raw.reshape(-1).tolist()
+            return np.array([s.encode("utf-8", "surrogatepass") for s in flat] or [], dtype=object).reshape(raw.shape)
+        if self.decode == "char":
+            return strings.decode_char_array(
+                raw, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
+                string_dtype=o.string_dtype, what=self.what,
+            )
+        if self.decode == "char-sep":  # each character its own value
+            return strings.decode_char_array(
+                self._char_raw(raw)[..., None], encoding=self.text_encoding, utf8_errors=o.utf8_errors,
+                string_dtype=o.string_dtype, what=self.what,
+            )
+        if self.decode == "char-raw":
+            return self._char_raw(raw)
+        if self.decode == "unicode":
+            return strings.decode_utf32(raw, string_dtype=o.string_dtype)
+        if self.decode == "vlen":
+            return strings.decode_objects(raw, string_dtype=o.string_dtype, what=self.what)
+        if self.decode == "text":
+            return strings.convert_string_dtype(raw, o.string_dtype, self.what)
+        if self.decode == "vlen-bytes":
+            return raw
+        return raw.astype(self.dtype, copy=False)
+
+    @staticmethod
+    def _char_raw(raw: np.ndarray) -> np.ndarray:
+        if raw.dtype.kind == "U":  # old NCZarr NC_CHAR: one byte per <U1 element
+            return np.char.encode(raw, "latin-1").astype("S1")
+        return raw.astype("S1")

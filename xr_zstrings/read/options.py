@@ -1,0 +1,29 @@
+"""How a read returns strings (the ``open_dataset`` keywords, checked when the store is opened)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..text import fixed as strings
+from .threads import check_decode_threads
+
+__all__ = ["ReadOptions"]
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    """How strings come back: output dtype, UTF-8 policy, NC_CHAR joining, masking of a string
+    ``_FillValue`` (xarray's ``mask_and_scale``)."""
+
+    string_dtype: Any = "T"
+    utf8_errors: strings.Utf8Errors = "drop"
+    concat_characters: bool = True
+    decode_threads: int | None = None  # None: $XR_ZSTRINGS_DECODE_THREADS or min(8, CPUs); 1: no pool
+    mask_and_scale: bool = True
+
+    def __post_init__(self) -> None:
+        # reject bad options when the store is opened, not when data are first read
+        strings.resolve_string_dtype(self.string_dtype)
+        strings.check_utf8_errors(self.utf8_errors)
+        object.__setattr__(self, "decode_threads", check_decode_threads(self.decode_threads))

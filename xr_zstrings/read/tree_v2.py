@@ -1,0 +1,236 @@
+"""The metadata tree of a Zarr v2 store in every NCZarr generation (and of pure Zarr v2).
+
+Read level by level (breadth first), one batch of concurrent requests per level, using the NCZarr
+group listings where they exist instead of listing keys. A store without a root ``.zgroup`` is read
+when it is plainly Zarr (with a warning) and refused when it is an interrupted NCZarr write.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Any
+
+from ..errors import IncompleteStoreError, MetadataError, StoreNotFoundError, UnsupportedError
+from ..formats.nczarr import NC_DEFAULT_MAXSTRLEN, NodeObjects, check_name, parse_array, parse_group
+from ..io.store import ZStore
+from .paths import join_path as _join
+from .paths import node_key as _key
+
+if TYPE_CHECKING:
+    from .tree import TreeMeta
+
+__all__ = ["ROOT_OBJECTS", "walk"]
+
+_GROUP_OBJECTS = (".zgroup", ".zattrs")
+_GROUP_OBJECTS_V1 = (".nczgroup", ".nczattr", ".nczattrs")
+_ARRAY_OBJECTS = (".zarray", ".zattrs")
+_ARRAY_OBJECTS_V1 = (".nczvar", ".nczarray", ".nczattr", ".nczattrs")
+#: the root objects of every generation, fetched together (``tree.open_tree`` adds ``zarr.json``)
+ROOT_OBJECTS = _GROUP_OBJECTS + (".nczarr", ".nczgroup", ".nczattr", ".nczattrs")
+# what netcdf-c's #mode=zarr ignores: NCZarr's structure (dimensions, listings, references); it
+# still types attributes by _nczarr_attr (netcdf-c 4.10.1 does, tests/interop/test_netcdf_c_parity.py)
+_NCZARR_STRUCTURE = ("_nczarr_superblock", "_NCZARR_SUPERBLOCK", "_nczarr_group", "_NCZARR_GROUP",
+                     "_nczarr_array", "_NCZARR_ARRAY")
+_NCZARR_V1_STRUCTURE = (".nczarr", ".nczgroup", ".nczvar", ".nczarray")
+
+
+def _pure_zarr(objs: dict[str, Any], *, noxarray: bool) -> dict[str, Any]:
+    """A node's metadata objects as netcdf-c's ``#mode=zarr`` reads them: without NCZarr's
+    structure keys (and, with ``noxarray``, without ``_ARRAY_DIMENSIONS``)."""
+    out = dict(objs)
+    drop = _NCZARR_STRUCTURE + (("_ARRAY_DIMENSIONS",) if noxarray else ())
+    for name in (".zgroup", ".zarray", ".zattrs"):
+        obj = out.get(name)
+        if isinstance(obj, dict) and any(k in obj for k in drop):
+            out[name] = {k: v for k, v in obj.items() if k not in drop}
+    for name in _NCZARR_V1_STRUCTURE:
+        if name in out:
+            out[name] = None
+    return out
+
+
+def _has_nczarr_markers(obj: Any) -> bool:
+    """Whether a metadata object carries any NCZarr key (``_nczarr_*``/``_NCZARR_*``)."""
+    return isinstance(obj, dict) and any(str(k).lower().startswith("_nczarr") for k in obj)
+
+
+def walk(tree: TreeMeta, root_objs: dict[str, Any], zmetadata: Any) -> None:
+    """Read every group and array below the root (whose objects ``root_objs`` holds) into ``tree``.
+
+    Long because each level is one batch: list the groups NCZarr does not list, fetch every
+    object of the next level in one ``get_json_many``, probe unlisted children as arrays first,
+    then parse; split, the batch's state would travel between the steps.
+    """
+    zstore = tree.store
+    if zmetadata is not None and root_objs[".zgroup"] is not None:
+        zstore.use_consolidated(zmetadata)
+    if root_objs[".zgroup"] is None and root_objs[".nczgroup"] is None:
+        if zstore.get_bytes(".zarray") is not None:
+            raise MetadataError(
+                f"{zstore.display} is a single Zarr array, not a group: expected .zgroup at the root."
+            )
+        root_objs = _missing_root(zstore, root_objs, zmetadata)
+    pure = zstore.read_mode == "zarr"
+    noxarray = pure and "noxarray" in zstore.modes
+    if pure:
+        root_objs = _pure_zarr(root_objs, noxarray=noxarray)
+    v1 = root_objs[".nczarr"] is not None or root_objs[".nczgroup"] is not None
+    root = parse_group(NodeObjects("/", root_objs), store=zstore.display)
+    tree.groups["/"] = root
+    default_maxstrlen = root.default_maxstrlen
+    if root.is_nczarr and default_maxstrlen is None:
+        default_maxstrlen = NC_DEFAULT_MAXSTRLEN
+
+    level = ["/"]
+    while level:
+        # 0. (arrays found unreadable below are taken out of their group's listing at the end)
+        # 1. discover each group's children (listing from NCZarr metadata, else list the store)
+        candidates: list[tuple[str, str]] = []  # (parent, child path)
+        listed: dict[str, tuple[list[str], list[str]]] = {}
+        for gpath in level:
+            g = tree.groups[gpath]
+            if g.arrays is not None and g.groups is not None:
+                listed[gpath] = (list(g.arrays), list(g.groups))
+            else:
+                names = [
+                    check_name(n, where=zstore.where(gpath))
+                    for n in zstore.list_dir(gpath.strip("/"))
+                    if not n.startswith(".") and n != "zarr.json"
+                ]
+                for n in names:
+                    candidates.append((gpath, _join(gpath, n)))
+        # 2. fetch all metadata objects of the next level at once
+        array_objs = _ARRAY_OBJECTS + (_ARRAY_OBJECTS_V1 if v1 else ())
+        group_objs = _GROUP_OBJECTS + (_GROUP_OBJECTS_V1 if v1 else ())
+        wanted: list[tuple[str, str, str]] = []  # (path, kind, object)
+        for gpath, (arrays, groups) in listed.items():
+            for a in arrays:
+                wanted += [(_join(gpath, a), "array", o) for o in array_objs]
+            for c in groups:
+                wanted += [(_join(gpath, c), "group", o) for o in group_objs]
+        # an unlisted child is probed as an array first (.zarray, .zattrs: the usual case, one
+        # request fewer per variable than probing .zgroup too); only the others as groups, below
+        for _, cpath in candidates:
+            wanted += [(cpath, "probe", o) for o in (".zarray", ".zattrs")]
+        values = zstore.get_json_many([_key(p, o) for p, _, o in wanted]) if wanted else []
+        objs: dict[str, dict[str, Any]] = {}
+        for (p, _kind, o), v in zip(wanted, values, strict=True):
+            objs.setdefault(p, {})[o] = v
+        not_arrays = [cpath for _, cpath in candidates if objs[cpath][".zarray"] is None]
+        if not_arrays:
+            zgroups = zstore.get_json_many([_key(p, ".zgroup") for p in not_arrays])
+            for p, v in zip(not_arrays, zgroups, strict=True):
+                objs[p][".zgroup"] = v
+        if pure:
+            objs = {p: _pure_zarr(o, noxarray=noxarray) for p, o in objs.items()}
+        next_level: list[str] = []
+        for gpath in level:
+            arrays_here: list[str] = []
+            groups_here: list[str] = []
+            if gpath in listed:
+                arrays_here, groups_here = listed[gpath]
+            else:
+                for parent, cpath in candidates:
+                    if parent != gpath:
+                        continue
+                    o = objs[cpath]
+                    name = cpath.rsplit("/", 1)[-1]
+                    if o.get(".zarray") is not None:
+                        arrays_here.append(name)
+                    elif o.get(".zgroup") is not None:
+                        groups_here.append(name)
+            tree.children[gpath] = (arrays_here, groups_here)
+            for a in list(arrays_here):
+                apath = _join(gpath, a)
+                o = objs.get(apath, {})
+                if o.get(".zarray") is None:
+                    raise MetadataError(
+                        f"Group {gpath!r} of {zstore.display} lists array {a!r} but key "
+                        f"{_key(apath, '.zarray')!r} is missing. The store is incomplete (an interrupted "
+                        "write?) or the listing is stale; rewrite the store."
+                    )
+                try:
+                    tree.arrays[apath] = parse_array(
+                        NodeObjects(apath, o), store=zstore.display, default_maxstrlen=default_maxstrlen,
+                        netcdf_c=root.nc_properties is not None,
+                    )
+                except UnsupportedError as e:  # one undecodable array does not block its group
+                    tree.unreadable[apath] = str(e)
+            for c in groups_here:
+                cpath = _join(gpath, c)
+                o = objs.get(cpath, {})
+                if o.get(".zgroup") is None and o.get(".nczgroup") is None:
+                    raise MetadataError(
+                        f"Group {gpath!r} of {zstore.display} lists subgroup {c!r} but key "
+                        f"{_key(cpath, '.zgroup')!r} is missing. The store is incomplete; rewrite it."
+                    )
+                tree.groups[cpath] = parse_group(NodeObjects(cpath, o), store=zstore.display)
+                next_level.append(cpath)
+        level = next_level
+    _unlist_unreadable(tree)
+
+def _unlist_unreadable(tree: TreeMeta) -> None:
+    for apath in tree.unreadable:
+        parent, _, name = apath.rpartition("/")
+        arrays = tree.children.get(parent or "/", ([], []))[0]
+        if name in arrays:
+            arrays.remove(name)
+
+
+def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> dict[str, Any]:
+    """A store without a root ``.zgroup``: read it when it is plainly Zarr (its consolidated
+    ``.zmetadata``, else arrays/groups below the root), with a warning naming what is missing;
+    refuse it when it carries NCZarr metadata (what an interrupted ``to_nczarr`` leaves)."""
+    raw = zstore.get_bytes(".zgroup")
+    if raw is not None:  # there, but JSON null: damaged, not missing
+        raise MetadataError(
+            f"Invalid metadata at {zstore.where('.zgroup')}: got {bytes(raw[:40])!r}, expected a JSON "
+            "object such as {\"zarr_format\": 2}. Fix or rewrite the root '.zgroup'."
+        )
+    interrupted = IncompleteStoreError(
+        f"Store {zstore.display} is incomplete: it has NCZarr data but no root '.zgroup' (an "
+        "interrupted write?). Rewrite it (to_nczarr(..., mode='w'))."
+    )
+    if any(_has_nczarr_markers(v) for v in root_objs.values()):
+        raise interrupted
+    if zmetadata is None and not zstore.remote:  # (object storage asked for it already)
+        zmetadata = zstore.get_json_many([".zmetadata"])[0]
+    meta = zmetadata.get("metadata") if isinstance(zmetadata, dict) else None
+    if isinstance(meta, dict) and zstore.use_consolidated(zmetadata, force=True):
+        if any(_has_nczarr_markers(v) for v in meta.values()):
+            raise interrupted
+        warnings.warn(
+            f"{zstore.display} has no root '.zgroup' object; reading every group and array from its "
+            "consolidated '.zmetadata' (as zarr.open_consolidated and xarray's engine='zarr' do). "
+            "Write the missing objects (zarr.open_group(...) on a copy) to silence this.",
+            UserWarning, stacklevel=4,
+        )
+        objs = dict(root_objs)
+        objs[".zgroup"] = meta.get(".zgroup") or {"zarr_format": 2}
+        objs[".zattrs"] = meta.get(".zattrs", objs[".zattrs"])
+        return objs
+    names = [n for n in zstore.list_dir("") if not n.startswith(".")]
+    if not names:
+        raise StoreNotFoundError(
+            f"No Zarr group at {zstore.display}: key '.zgroup' is missing. Expected an NCZarr or Zarr v2 "
+            "store (a directory with .zgroup); check the path."
+        )
+    probes = [(n, o) for n in names for o in (".zarray", ".zgroup", ".zattrs")]
+    found = dict(zip(probes, zstore.get_json_many([f"{n}/{o}" for n, o in probes]), strict=True))
+    if any(_has_nczarr_markers(v) for v in found.values()):
+        raise interrupted
+    nodes = sorted({n for (n, o), v in found.items() if v is not None and o != ".zattrs"})
+    if not nodes:
+        shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
+        raise StoreNotFoundError(
+            f"No Zarr store at {zstore.display}: it holds {shown} but no '.zgroup' or 'zarr.json' at its "
+            "root and no Zarr array or group below it. Expected an NCZarr, Zarr v2 or Zarr v3 store; "
+            "check the path."
+        )
+    warnings.warn(
+        f"{zstore.display} has no root '.zgroup' object; reading the Zarr arrays and groups below its "
+        f"root ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''}) as an implicit root group. "
+        "Add the missing '.zgroup' ({\"zarr_format\": 2}) to silence this.",
+        UserWarning, stacklevel=4,
+    )
+    return {**root_objs, ".zgroup": {"zarr_format": 2}}

@@ -1,0 +1,397 @@
+"""One group as variables, without xarray: resolved dimensions, typed attributes, encodings and
+the lazily decoded data of each array (``group_contents``).
+
+Which decoder a variable gets follows from its string layout and the store's conventions
+(NCZarr's NC_STRING/NC_CHAR, xarray's ``_Encoding``, pure Zarr's bytes), the same for both Zarr
+versions; what only one version has (codecs, shards) comes from its chunk reader.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ChunkError, DimensionError, MetadataError, UnknownCodecError, ZStringsError
+from ..formats.array import ArrayMeta
+from ..formats.nczarr import Dimension
+from ..text import fixed as strings
+from .chunked import open_chunked
+from .lazy import LazyArray
+from .options import ReadOptions
+from .paths import join_path as _join
+from .tree import TreeMeta
+
+__all__ = ["ANONYMOUS_DIM", "GroupContents", "VariableSpec", "anonymous_dims", "group_contents", "resolve_dims"]
+
+#: netcdf-c names the dimensions it invents for arrays without any: ``_Anonymous_Dim_<len>``.
+ANONYMOUS_DIM = "_Anonymous_Dim_{}"
+
+
+def anonymous_dims(shape: tuple[int, ...], names: tuple[str | None, ...] | None = None) -> list[str]:
+    """netcdf-c's invented names for the unnamed axes of one array, made distinct within it.
+
+    netcdf-c gives a 5x5 array ``(_Anonymous_Dim_5, _Anonymous_Dim_5)``: one dimension used
+    twice, which xarray cannot index (``isel`` silently returns the wrong shape). The second and
+    later uses get ``_Anonymous_Dim_5_1``, ``_Anonymous_Dim_5_2``, ... (never a netcdf-c name).
+    """
+    names = names or (None,) * len(shape)
+    out: list[str] = []
+    for n, size in zip(names, shape, strict=True):
+        if n is not None:
+            out.append(n)
+            continue
+        base = ANONYMOUS_DIM.format(size)
+        k = sum(1 for o in out if o == base or o.startswith(base + "_"))
+        out.append(base if k == 0 else f"{base}_{k}")
+    return out
+
+
+@dataclass
+class VariableSpec:
+    """Everything xarray needs for one variable, without xarray."""
+
+    name: str
+    dims: tuple[str, ...]
+    data: LazyArray
+    attrs: dict[str, Any]
+    encoding: dict[str, Any]
+
+
+@dataclass
+class GroupContents:
+    """One group, ready for xarray: variables, attributes, dimensions, dataset encoding."""
+
+    path: str
+    variables: dict[str, VariableSpec]
+    attrs: dict[str, Any]
+    dimensions: dict[str, Dimension]
+    encoding: dict[str, Any]
+
+
+def resolve_dims(tree: TreeMeta, meta: ArrayMeta) -> list[Dimension]:
+    """The netCDF dimensions of an array: NCZarr references, else the names the array carries
+    (``_ARRAY_DIMENSIONS``, v3 ``dimension_names``), else netcdf-c's anonymous ones."""
+    where = tree.store.where(meta.path.strip("/"))
+    if meta.scalar:
+        return []
+    if meta.dimension_references is not None:
+        dims = [tree.dimension(r, where=where) for r in meta.dimension_references]
+        for d, n in zip(dims, meta.shape, strict=True):
+            if n != d.size and not (d.unlimited and n <= d.size):
+                raise DimensionError(
+                    f"Array {meta.path!r} in {tree.store.display} has shape {list(meta.shape)} but "
+                    f"dimension {d.name!r} has size {d.size} (references "
+                    f"{list(meta.dimension_references)}). Fix .zarray's shape or the dimension size."
+                )
+        return dims
+    names = anonymous_dims(meta.shape, meta.dimension_names)
+    return [Dimension(n, s) for n, s in zip(names, meta.shape, strict=True)]
+
+
+def group_contents(
+    tree: TreeMeta,
+    path: str = "/",
+    *,
+    options: ReadOptions = ReadOptions(),
+    drop_variables: set[str] | None = None,
+) -> GroupContents:
+    """Build one group's variables with resolved, consistent dimension names and sizes.
+
+    Long because dimension names and sizes are reconciled across all of a group's variables at once
+    (shadowing, unlimited sizes, NC_CHAR string dimensions, coordinates), which needs the whole
+    group in view.
+    """
+    path = "/" + path.strip("/") if path.strip("/") else "/"
+    group = tree.groups.get(path)
+    if group is None:
+        raise MetadataError(
+            f"No group {path!r} in {tree.store.display}. Available groups: {sorted(tree.groups)}."
+        )
+    arrays, _ = tree.children[path]
+    drop = drop_variables or set()
+    variables: dict[str, VariableSpec] = {}
+    sizes: dict[str, tuple[int, str]] = {}
+    unlimited: set[str] = {d.name for d in group.dimensions.values() if d.unlimited}
+    resolved: dict[str, list[Dimension]] = {}
+    for name in arrays:
+        try:
+            resolved[name] = resolve_dims(tree, tree.arrays[_join(path, name)])
+        except ZStringsError:
+            if name not in drop:
+                raise
+            resolved[name] = []  # a dropped variable's broken dimensions do not block the group
+    joinable = _char_dims_joinable(tree, path, arrays, resolved)
+    for name in arrays:
+        if name in drop:
+            continue
+        meta = tree.arrays[_join(path, name)]
+        dims = resolved[name]
+        if len({d.name for d in dims}) < len(dims):  # netCDF allows v(x, x); xarray does not
+            _leave_out(tree, meta.path, f"it uses one dimension twice ({[d.name for d in dims]}), "
+                       "which an xarray Dataset cannot hold")
+            continue
+        for d in dims:
+            size = d.size
+            prev = sizes.get(d.name)
+            if prev is not None and prev[0] != size:
+                raise DimensionError(
+                    f"Group {path!r} of {tree.store.display}: variable {name!r} uses dimension {d.name!r} "
+                    f"with size {size} but variable {prev[1]!r} uses it with size {prev[0]}. A netCDF "
+                    "group can reference an ancestor's dimension and a shadowing one of the same name; "
+                    "an xarray Dataset cannot hold both. Drop one of the variables (drop_variables=...)."
+                )
+        join = bool(dims) and dims[-1].name in joinable
+        try:
+            variables[name] = _variable(tree, meta, dims, options, join_chars=join)
+        except UnknownCodecError as e:  # (not a refusal to protect memory: those still raise)
+            tree.unreadable[meta.path] = str(e)
+            continue
+        for d in dims:
+            sizes.setdefault(d.name, (d.size, name))
+            if d.unlimited:
+                unlimited.add(d.name)
+    for apath, why in tree.unreadable.items():
+        parent, _, name = apath.rpartition("/")
+        if (parent or "/") != path or name in drop or name in variables:
+            continue
+        spec = _through_zarr_python(tree, apath, why)
+        if spec is None:
+            continue
+        for d, size in zip(spec.dims, spec.data.shape, strict=True):
+            prev = sizes.get(d)
+            if prev is not None and prev[0] != size:
+                _leave_out(tree, apath, f"its dimension {d!r} has size {size} but variable {prev[1]!r} "
+                           f"uses it with size {prev[0]}")
+                break
+        else:
+            for d, size in zip(spec.dims, spec.data.shape, strict=True):
+                sizes[d] = (size, name)
+            variables[name] = spec
+    attrs = dict(group.attrs)
+    encoding: dict[str, Any] = {
+        "source": tree.store.display,
+        "unlimited_dims": {u for u in unlimited if u in sizes or u in group.dimensions},
+        "zstrings_format": group.generation,
+    }
+    if path == "/" and group.default_maxstrlen is not None:
+        encoding["default_maxstrlen"] = group.default_maxstrlen
+    return GroupContents(
+        path=path, variables=variables, attrs=attrs, dimensions=dict(group.dimensions), encoding=encoding
+    )
+
+
+def _leave_out(tree: TreeMeta, apath: str, why: str) -> None:
+    name = apath.rsplit("/", 1)[-1]
+    warnings.warn(
+        f"Variable {apath!r} of {tree.store.display} is left out: {why}. Every other variable is "
+        f"read. Pass drop_variables=[{name!r}] to silence this, or read it with engine='zarr'.",
+        UserWarning, stacklevel=6,
+    )
+
+
+class ZarrPythonArray:
+    """An array this package does not decode, read lazily through zarr-python (outer indexing)."""
+
+    def __init__(self, arr: Any, what: str) -> None:
+        self.arr = arr
+        self.what = what
+        self.shape: tuple[int, ...] = tuple(arr.shape)
+        self.dtype = np.dtype(arr.dtype)
+        self.decode = "zarr-python"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __getitem__(self, key: tuple[Any, ...]) -> np.ndarray:
+        try:
+            if not self.shape:
+                return np.asarray(self.arr[...])
+            return np.asarray(self.arr.oindex[key])
+        except Exception as e:  # noqa: BLE001 - zarr-python's errors, named and explained
+            raise ChunkError(
+                f"zarr-python cannot read {self.what}: {type(e).__name__}: {e}. It was read through "
+                "zarr-python because this package does not decode it; drop it (drop_variables=...)."
+            ) from None
+
+
+def _through_zarr_python(tree: TreeMeta, apath: str, why: str) -> VariableSpec | None:
+    """An array this package cannot decode, read by zarr-python when it can; else None (with a
+    warning naming the array, the reason and the fix)."""
+    try:
+        import zarr
+
+        arr = zarr.open_array(tree.store.store, path=tree.store.full_key(apath.strip("/")), mode="r")
+        np.dtype(arr.dtype)  # zarr-python's own extension types (no numpy dtype) are not read
+    except Exception as e:  # noqa: BLE001 - zarr-python cannot either: say both reasons
+        _leave_out(tree, apath, f"{why} (zarr-python cannot read it either: {type(e).__name__}: {e})")
+        return None
+    meta = arr.metadata
+    if getattr(meta, "zarr_format", 2) == 3:
+        names: Any = tuple(meta.dimension_names) if meta.dimension_names else None
+        attrs = dict(arr.attrs)
+    else:
+        attrs = dict(arr.attrs)
+        names = attrs.pop("_ARRAY_DIMENSIONS", None)
+        names = tuple(names) if isinstance(names, list) and len(names) == arr.ndim else None
+    dims = tuple(anonymous_dims(tuple(arr.shape), names))
+    encoding = {"chunks": tuple(arr.chunks), "preferred_chunks": dict(zip(dims, arr.chunks, strict=True)),
+                "read_by": "zarr-python", "zstrings_unsupported": why}
+    return VariableSpec(name=apath.rsplit("/", 1)[-1], dims=dims, data=ZarrPythonArray(arr, f"variable {apath!r} of {tree.store.display}"),  # type: ignore[arg-type]
+                        attrs=attrs, encoding=encoding)
+
+
+def _char_dims_joinable(tree: TreeMeta, path: str, arrays: list[str],
+                        resolved: Mapping[str, list[Dimension]]) -> set[str]:
+    """The dimensions an NC_CHAR variable's characters may be joined along, as xarray decides it
+    (``xarray.conventions.decode_cf_variables``' ``stackable``): no variable is named after the
+    dimension and every variable using it (dropped ones too) is NC_CHAR with it as last dimension.
+    Elsewhere engine="netcdf4" returns the separate characters, and so do we."""
+    users: dict[str, list[tuple[bool, bool]]] = {}
+    for name in arrays:
+        meta = tree.arrays[_join(path, name)]
+        names = [d.name for d in resolved.get(name, [])]
+        for i, d in enumerate(names):
+            users.setdefault(d, []).append((meta.string_kind == "char", i == len(names) - 1))
+    return {d for d, us in users.items() if d not in arrays and all(c and last for c, last in us)}
+
+
+def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: ReadOptions,
+              join_chars: bool = True) -> VariableSpec:
+    """One array as a variable: logical shape, fill and missing values, string layout and decoder,
+    encoding and the lazy data.
+
+    Long because these decisions depend on each other (an NC_CHAR's joined string dimension
+    changes the shape, the layout chooses the decoder and the encoding) and on both Zarr versions.
+    """
+    logical = tuple(max(d.size, n) if d.unlimited else n for d, n in zip(dims, meta.shape, strict=False))
+    if meta.scalar:
+        logical = (1,)
+    # never-written chunks (and zarrs' null elements) are missing values, as zarr-python 2 reads a
+    # |O array's fill_value null
+    null_fill = meta.null_fill
+    wants_bytes = strings.resolve_string_dtype(options.string_dtype).kind == "S"
+    raw = open_chunked(tree.store, meta, logical, utf8_errors=options.utf8_errors, threads=options.decode_threads,
+                       null_fill=null_fill, raw_bytes=wants_bytes)
+    # (Zarr v3: xarray stores the CF _FillValue attribute encoded, base64 bytes of the value)
+    attrs = meta.cf_attributes(store=tree.store.display)
+    encoding: dict[str, Any] = {
+        "chunks": None if meta.scalar else meta.chunks,
+        "preferred_chunks": {} if meta.scalar else dict(zip([d.name for d in dims], meta.chunks, strict=True)),
+    }
+    where = f"variable {meta.path!r} of {tree.store.display}"
+    # compressors/filters as the codec objects xarray's to_zarr takes (zarr_encoding explains the
+    # vocabulary); the store's own JSON stays under zstrings_* keys, which xarray's writers ignore
+    encoding.update(raw.store_encoding(where))
+    dim_names = tuple(d.name for d in dims)
+    what = f"variable {meta.path!r} of {tree.store.display}"
+    kind = meta.string_kind
+    decode = "numeric"
+    text_encoding = "utf-8"
+    netcdf_c = tree.netcdf_c
+    if kind == "string":
+        decode, text_encoding = _fixed_bytes_decode(meta, attrs, encoding, netcdf_c=netcdf_c,
+                                                    wants_bytes=wants_bytes)
+    elif kind == "char" and wants_bytes:  # the stored characters, joined where text would be
+        if "_Encoding" in attrs:  # kept as information; xarray must not decode the bytes with it
+            encoding["_Encoding"] = attrs.pop("_Encoding")
+        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"),
+                        char_dim_width=meta.shape[-1] if meta.shape and not meta.scalar else 1)
+        decode = "char-raw"
+        if options.concat_characters and ((dims and join_chars) or meta.scalar):
+            decode = "bytes-char"
+            if dims:
+                encoding["char_dim_name"] = dim_names[-1]
+                dim_names = dim_names[:-1]
+                encoding["preferred_chunks"].pop(dims[-1].name, None)
+    elif kind == "char":
+        stored_encoding = attrs.pop("_Encoding", None)  # decode as UTF-8 when the store says nothing
+        text_encoding = str(stored_encoding or "utf-8")
+        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"),
+                        char_dim_width=meta.shape[-1] if meta.shape and not meta.scalar else 1)
+        if stored_encoding is not None:
+            encoding["_Encoding"] = text_encoding
+        if options.concat_characters and dims and join_chars:
+            decode = "char"
+            encoding["char_dim_name"] = dim_names[-1]
+            dim_names = dim_names[:-1]
+            encoding["preferred_chunks"].pop(dims[-1].name, None)
+        elif options.concat_characters and meta.scalar:
+            decode = "char"
+        elif options.concat_characters and stored_encoding is not None:
+            # characters not joined (see _char_dims_joinable): engine="netcdf4" decodes each
+            # one with _Encoding; so do we, with the utf8_errors policy
+            decode = "char-sep"
+        else:
+            decode = "char-raw"
+            if stored_encoding is not None:  # as stored: xarray's own CF decoding may use it
+                attrs["_Encoding"] = encoding.pop("_Encoding")
+    elif kind == "unicode":
+        decode = "bytes-unicode" if wants_bytes else "unicode"
+    elif kind == "vlen" and wants_bytes:
+        decode = "vlen-bytes"  # (the ChunkedArray reads the chunks as their bytes twins)
+    elif kind == "vlen":
+        decode = raw.vlen_decode  # "vlen" (v2: objects) or "text" (v3: straight to StringDType)
+    elif kind == "vlen-bytes":
+        decode = "vlen-bytes"
+    missing = None
+    if kind in ("string", "char", "unicode", "vlen") and "_FillValue" in attrs:
+        # xarray would mask a string fill value into an object array; we mask it ourselves (below)
+        # into a StringDType with an NA object, and keep the fill in encoding, as engine="netcdf4"
+        encoding["_FillValue"] = attrs.pop("_FillValue")
+        fv = encoding["_FillValue"]
+        if options.mask_and_scale and kind != "char" and isinstance(fv, str):
+            # (NC_CHAR: engine="netcdf4" compares the joined strings with a one-character fill,
+            # which a joined value never equals; we do not mask either)
+            missing = fv
+    if decode.startswith(("bytes", "vlen-bytes", "char-raw")):
+        missing = None  # bytes are returned as stored: a str fill value cannot match them
+    # (Zarr v3: xarray writes _FillValue as an attribute and does not mask with fill_value)
+    if (kind is None and meta.generation == "zarr-v2" and not netcdf_c and meta.fill_value is not None
+            and "_FillValue" not in attrs):
+        # pure Zarr: the .zarray fill value is the missing-value marker, as xarray's zarr engine reads
+        # it; not for netcdf-c's mode=zarr stores, whose default fill is no mask (as engine="netcdf4")
+        attrs["_FillValue"] = meta.fill_value
+    data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what,
+                     missing=missing, null_chunks=null_fill and decode in ("vlen", "text"))
+    # xarray keeps StringDType only when encoding["dtype"] says so (else it casts to object), and
+    # turns object arrays into fixed-width U when encoding["dtype"] is str: say what we return.
+    if data.dtype.kind == "T":
+        encoding["dtype"] = data.dtype
+    elif data.dtype.kind == "U" and decode != "char":
+        encoding["dtype"] = str
+    return VariableSpec(name=meta.name, dims=dim_names, data=data, attrs=attrs, encoding=encoding)
+
+
+def _fixed_bytes_decode(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], *, netcdf_c: bool,
+                        wants_bytes: bool) -> tuple[str, str]:
+    """(decode, text encoding) of a fixed-width bytes array (``|Sn``, v3 ``null_terminated_bytes``).
+
+    It is text when the store says so: NCZarr's NC_STRING, anything netcdf-c wrote (its pure-Zarr
+    mode too), a ``_nczarr_maxstrlen`` attribute (``prepare_for_zarr``), or xarray's ``_Encoding``
+    attribute (decoded with it as xarray's CF decoding does, only trailing NULs ending a value).
+    Otherwise it is bytes, returned as stored exactly as engine="zarr" and zarr-python return it:
+    ``|Sn`` in a pure Zarr store is what xarray writes for a bytes variable (binary payloads too),
+    and nothing says it is text. ``string_dtype="bytes"`` returns the stored bytes for every array.
+    """
+    declared = meta.declares_text or netcdf_c
+    enc = attrs.get("_Encoding")
+    if declared:
+        encoding.update(nc_type="NC_STRING", maxstrlen=meta.dtype.itemsize)
+    if wants_bytes or (not declared and enc is None):
+        if enc is not None:  # kept as information; xarray must not decode the bytes with it
+            encoding["_Encoding"] = attrs.pop("_Encoding")
+        # one byte per value of NC_STRING: an object array, so xarray does not join it as characters
+        return ("bytes-obj" if declared and meta.dtype.itemsize == 1 else "bytes"), "utf-8"
+    if declared:
+        return "fixed", "utf-8"
+    if meta.dtype.itemsize == 1 and meta.shape and not meta.scalar:
+        # |S1 + _Encoding is xarray's char array (encoding dtype "S1"): xarray's own CF decoding
+        # joins the characters where it may and decodes them with _Encoding, as for engine="zarr"
+        return "bytes", "utf-8"
+    encoding["_Encoding"] = attrs.pop("_Encoding")
+    return "text-S", str(enc)
