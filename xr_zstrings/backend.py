@@ -21,7 +21,9 @@ from xarray.core.utils import FrozenDict
 from . import accessor  # noqa: F401  (registers ds.zstrings / tree.zstrings)
 from .errors import DimensionError
 from .read.tree import GroupContents, LazyArray, ReadOptions, TreeMeta, group_contents, open_tree
-from .io.store import ZStore, looks_like_zstrings_target, open_store
+from .io.store import open_store
+from .io.targets import looks_like_zstrings_target
+from .io.zstore import ZStore
 
 __all__ = ["ZStringsBackendEntrypoint", "ZStringsBackendArray", "ZStringsDataStore"]
 

@@ -35,7 +35,7 @@ from typing import Any
 from zarr.storage import LocalStore
 
 from ..errors import ConcurrentWriteError, TargetExistsError, ZStringsError
-from .store import refuse_links
+from .zstore import refuse_links
 
 __all__ = ["INCOMPLETE_MARKER", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "local_commit", "target_lock"]
 

@@ -42,7 +42,7 @@ from ..formats.nczarr import (
     parse_array,
     parse_group,
 )
-from ..io.store import ZStore
+from ..io.zstore import ZStore
 from ..codecs.encoding import store_codecs_encoding, v3_codecs_encoding
 
 __all__ = [
