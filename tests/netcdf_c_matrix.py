@@ -15,7 +15,6 @@ netcdf-c 4.9.0 aborts the whole process on stores it cannot read.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -20,7 +20,6 @@ from typing import Any
 
 import moto.server  # noqa: F401 - the test extra installs moto[server]; a missing one fails the run
 import obstore
-import pytest
 
 KEY, SECRET, REGION = "testing", "testing", "us-east-1"
 

@@ -11,7 +11,6 @@ from pathlib import Path
 
 import myst_nb  # noqa: F401 - the test extra installs these; missing ones fail the run
 import myst_parser  # noqa: F401
-import pytest
 import sphinx  # noqa: F401
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

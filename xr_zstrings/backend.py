@@ -20,11 +20,13 @@ from xarray.core.utils import FrozenDict
 
 from . import accessor  # noqa: F401  (registers ds.zstrings / tree.zstrings)
 from .errors import DimensionError
+from .io.store import open_store
+from .io.targets import looks_like_zstrings_target
+from .io.zstore import ZStore
 from .read.lazy import LazyArray
 from .read.options import ReadOptions
 from .read.tree import TreeMeta, open_tree
 from .read.variables import GroupContents, group_contents
-from .io.store import ZStore, looks_like_zstrings_target, open_store
 
 __all__ = ["ZStringsBackendEntrypoint", "ZStringsBackendArray", "ZStringsDataStore"]
 

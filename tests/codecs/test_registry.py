@@ -12,7 +12,7 @@ from zarr.registry import get_codec_class
 
 from xr_zstrings.codecs import registry
 from xr_zstrings.codecs.array_array import TransposeCodec, ZarrArrayArray
-from xr_zstrings.codecs.array_bytes import BytesCodec, VlenCodec, ZarrArrayBytes
+from xr_zstrings.codecs.array_bytes import BytesCodec, VlenCodec
 from xr_zstrings.codecs.bytes_bytes import ZarrBytesBytes
 from xr_zstrings.codecs.sharding import ShardingCodec
 from xr_zstrings.codecs.v3 import V3Pipeline

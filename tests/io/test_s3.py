@@ -23,7 +23,8 @@ from xr_zstrings.errors import (
     UnsupportedError,
     ZStringsError,
 )
-from xr_zstrings.io.store import open_store, parse_s3_url
+from xr_zstrings.io.s3 import parse_s3_url
+from xr_zstrings.io.store import open_store
 from xr_zstrings.write.nczarr import to_nczarr
 
 

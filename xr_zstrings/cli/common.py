@@ -54,7 +54,7 @@ def _open_tree(target: str) -> Any:
 
 
 def _store_name(target: str) -> str:
-    from ..io.store import parse_nczarr_url
+    from ..io.targets import parse_nczarr_url
 
     path = parse_nczarr_url(target).path if "://" in target else target
     stem = Path(str(path).rstrip("/")).name

@@ -203,7 +203,7 @@ def _not_a_store(path: Path, fmt: str) -> str | None:
 def _check_target(dst: str, fmt: str, *, overwrite: bool) -> None:
     """Refuse an existing local target without ``--overwrite`` (one wording for every format), and
     any target that is not something zstrings writes (a directory of other files) even with it."""
-    from ..io.store import local_target
+    from ..io.targets import local_target
 
     local = local_target(dst) if fmt != "netcdf4" else (Path(dst).expanduser(), False)
     if local is None:  # object storage: the writers refuse an existing store (TargetExistsError)

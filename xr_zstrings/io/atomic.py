@@ -24,7 +24,6 @@ import contextlib
 import ctypes
 import errno
 import os
-import shutil
 import sys
 import time
 import uuid
@@ -34,8 +33,8 @@ from typing import Any
 
 from zarr.storage import LocalStore
 
-from ..errors import ConcurrentWriteError, TargetExistsError, ZStringsError
-from .store import refuse_links
+from ..errors import ConcurrentWriteError, TargetExistsError
+from .zstore import refuse_links
 
 __all__ = ["INCOMPLETE_MARKER", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "local_commit", "target_lock"]
 

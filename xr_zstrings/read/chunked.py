@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import ZStringsError
 from ..formats.array import ArrayMeta
-from ..io.store import ZStore
+from ..io.zstore import ZStore
 from ..text import fixed as strings
 from .paths import node_key
 from .threads import decode_threads, executor

@@ -17,7 +17,7 @@ from ..codecs.encoding import store_codecs_encoding
 from ..codecs.v2 import ChunkPipeline, SafeVLen, bounded_decode, build_pipeline
 from ..errors import ChunkError
 from ..formats.nczarr import ArrayMetaV2
-from ..io.store import ZStore
+from ..io.zstore import ZStore
 from ..text import fixed as strings
 from ..text import vlen
 from .chunked import ChunkedArray

@@ -16,7 +16,7 @@ from ..codecs.encoding import v3_codecs_encoding
 from ..codecs.v3 import V3Pipeline, classify_data_type
 from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from ..formats.zarr3 import ArrayMetaV3
-from ..io.store import ZStore
+from ..io.zstore import ZStore
 from ..text import fixed as strings
 from ..text import vlen
 from .chunked import ChunkedArray

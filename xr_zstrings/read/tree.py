@@ -12,7 +12,7 @@ from ..errors import DimensionError, IncompleteStoreError, ZStringsError
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension, GroupMeta
 from ..io.atomic import INCOMPLETE_MARKER
-from ..io.store import ZStore
+from ..io.zstore import ZStore
 from . import tree_v2, tree_v3
 from .paths import node_key
 

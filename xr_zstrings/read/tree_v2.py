@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IncompleteStoreError, MetadataError, StoreNotFoundError, UnsupportedError
 from ..formats.nczarr import NC_DEFAULT_MAXSTRLEN, NodeObjects, check_name, parse_array, parse_group
-from ..io.store import ZStore
+from ..io.zstore import ZStore
 from .paths import join_path as _join
 from .paths import node_key as _key
 

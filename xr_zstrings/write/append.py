@@ -22,7 +22,7 @@ from ..codecs.v2 import build_pipeline
 from .dimensions import _resolve_dimensions
 from ..errors import DimensionError, ZStringsError
 from ..formats.nczarr_json import attrs_json, dumps
-from ..io.store import ZStore
+from ..io.zstore import ZStore
 from .plan import (
     GROUP_KEYS,
     _Array,

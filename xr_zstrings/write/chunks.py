@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ..io.store import ZStore
+from ..io.zstore import ZStore
 from .plan import _Array
 
 _THREADS = max(2, min(8, os.cpu_count() or 1))

@@ -39,7 +39,10 @@ from .dimensions import _ancestors, _resolve_dimensions
 from ..errors import TargetExistsError, UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
-from ..io.store import ZStore, mapped_errors, local_target, open_store, parse_nczarr_url
+from ..io.store import open_store
+from ..io.store_errors import mapped_errors
+from ..io.targets import local_target, parse_nczarr_url
+from ..io.zstore import ZStore
 from .plan import (
     DEFAULT_NETCDF_C,
     NETCDF_C_CODECS,

@@ -43,7 +43,9 @@ from ..io.atomic import CloneStore, incomplete_v3_root, local_commit
 from .chunks import ChunkBatch, compute_sums, local_scheduler
 from ..codecs.v3 import V3Pipeline
 from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
-from ..io.store import ZStore, local_target, open_store
+from ..io.store import open_store
+from ..io.targets import local_target
+from ..io.zstore import ZStore
 from ..text.fixed import kernels
 from ..text.vlen import VlenChunk, values_to_vlen
 from .plan import _is_dask, _missing, check_names
@@ -629,7 +631,7 @@ def _claim_v3(zs: ZStore, mode: str) -> None:
 
 
 def _mapped_store_errors(zs: ZStore) -> Any:
-    from ..io.store import mapped_errors
+    from ..io.store_errors import mapped_errors
 
     return mapped_errors(f"Could not write to {zs.display}", zs.probe)
 

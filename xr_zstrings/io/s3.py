@@ -1,0 +1,249 @@
+"""S3 object storage: netcdf-c's S3 URL forms, ``storage_options``, and opening a bucket prefix.
+
+``parse_s3_url`` reads ``s3://bucket/key`` and netcdf-c's
+``https://host/bucket/key#mode=nczarr,s3`` / ``https://bucket.host/key#mode=...`` URLs;
+``s3_store`` turns ``storage_options`` (s3fs spellings accepted) into an obstore ``S3Store``;
+``_open_s3`` opens the target as a ``ZStore`` (a zip archive in a bucket through ``zip``). Object
+storage goes through obstore (Rust, ``zarr.storage.ObjectStore``); see docs/cloud.md for why
+(measured against s3fs) and for the ``storage_options`` it understands.
+"""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import UnsupportedError, ZStringsError
+from .targets import ParsedTarget, parse_nczarr_url
+from .zip import _open_remote_zip
+from .zstore import ZStore
+
+__all__ = ["S3Location", "parse_s3_url", "s3_store"]
+
+
+@dataclass(frozen=True)
+class S3Location:
+    """Where an S3 URL points: bucket, key (the dataset's prefix), and what the URL says of the
+    service (endpoint, region, virtual-host addressing); ``storage_options`` override the latter."""
+
+    bucket: str
+    key: str
+    endpoint: str | None = None
+    region: str | None = None
+    virtual_hosted: bool = False
+
+
+_AWS_HOST = ("amazonaws.com", "amazonaws.com.cn")
+
+
+def _aws_region(labels: list[str]) -> str | None:
+    """``s3.eu-west-1`` / ``s3-eu-west-1`` / ``s3`` (+ optional ``dualstack``) -> the region."""
+    labels = [x for x in labels if x != "dualstack"]
+    if not labels:
+        return None
+    head = labels[0]
+    if head.startswith("s3-"):
+        return head[3:]
+    if head == "s3" and len(labels) > 1:
+        return labels[1]
+    return None
+
+
+# netcdf-c's URL forms are parsed by hand. obstore's own ``S3Store.from_url`` and
+# ``obstore.store.from_url`` (0.12.1, checked) read ``s3://bucket/key`` and two AWS spellings
+# (``https://s3.<region>.amazonaws.com/bucket/key``, ``https://bucket.s3.<region>.amazonaws.com/key``)
+# but refuse netcdf-c's path style on any other host (``https://<host>/bucket/key#mode=nczarr,s3``:
+# MinIO, Ceph, ...), ``http://``, ``s3.amazonaws.com``, ``s3-<region>``, dualstack, ``.com.cn`` and
+# dotted bucket names, so this parser is needed anyway; it serves the forms from_url reads too, as
+# from_url would build a client (reading the ``AWS_*`` environment) only to split a URL.
+def parse_s3_url(target: str, storage_options: dict[str, Any] | None = None) -> S3Location:
+    """Bucket, key, endpoint and region of an S3 URL in any of netcdf-c's forms.
+
+    * ``s3://bucket/key``: the endpoint comes from ``storage_options`` or the AWS environment.
+    * ``https://s3.<region>.amazonaws.com/bucket/key`` (path style, AWS) and
+      ``https://bucket.s3.<region>.amazonaws.com/key`` (virtual host, AWS).
+    * ``https://<host>/bucket/key`` (path style, any S3-compatible service: MinIO, Ceph, ...).
+    * ``https://bucket.<host>/key`` (virtual host, any service): recognised when
+      ``storage_options["endpoint_url"]`` is ``https://<host>`` or ``virtual_hosted_style=True``.
+
+    The fragment (``#mode=nczarr,s3``) is ignored here; ``aws.region=...`` in it sets the region.
+    """
+    opts = storage_options or {}
+    parsed = parse_nczarr_url(target)
+    base = target.partition("#")[0]
+    u = urllib.parse.urlparse(base)
+    scheme = u.scheme.lower()
+    region = parsed.fragment.get("aws.region") or None
+    path = urllib.parse.unquote(u.path).strip("/")
+    if scheme == "s3":
+        if not u.netloc:
+            raise ZStringsError(f"Invalid S3 URL {target!r}: expected s3://bucket/key.")
+        return S3Location(bucket=u.netloc, key=path, region=region)
+    if scheme not in ("http", "https") or not u.hostname:
+        raise ZStringsError(
+            f"Invalid S3 URL {target!r}: expected s3://bucket/key, https://host/bucket/key#mode=nczarr,s3 "
+            "or https://bucket.host/key#mode=nczarr,s3."
+        )
+    host = u.hostname.lower()
+    netloc = u.netloc.rsplit("@", 1)[-1]
+    labels = host.split(".")
+    aws = next((h for h in _AWS_HOST if host == h or host.endswith("." + h)), None)
+    if aws is not None:
+        pre = labels[: -len(aws.split("."))]
+        if pre and (pre[0] == "s3" or pre[0].startswith("s3-")):  # path style
+            bucket, _, key = path.partition("/")
+            region = region or _aws_region(pre)
+            endpoint = f"{scheme}://{netloc}"
+        else:  # virtual host: <bucket>.s3.<region>.amazonaws.com (bucket names may contain dots)
+            i = next((j for j, x in enumerate(pre) if x == "s3" or x.startswith("s3-")), None)
+            if i is None or i == 0:
+                raise ZStringsError(f"Invalid S3 URL {target!r}: cannot find the bucket in host {host!r}.")
+            bucket, key = ".".join(pre[:i]), path
+            region = region or _aws_region(pre[i:])
+            endpoint = f"{scheme}://" + netloc.split(".", i)[-1] if region is None else None
+            if endpoint is None:
+                endpoint = f"{scheme}://s3.{region}.{aws}"
+        if not bucket:
+            raise ZStringsError(f"Invalid S3 URL {target!r}: no bucket name.")
+        return S3Location(bucket=bucket, key=key, endpoint=endpoint, region=region)
+    ep = _endpoint_option(opts)
+    ep_netloc = urllib.parse.urlparse(ep).netloc.lower() if ep else ""
+    if ep_netloc and netloc.lower().endswith("." + ep_netloc):
+        bucket = netloc[: -len(ep_netloc) - 1]
+        return S3Location(bucket=bucket, key=path, endpoint=ep, region=region)
+    if opts.get("virtual_hosted_style"):
+        bucket = labels[0]
+        return S3Location(bucket=bucket, key=path, endpoint=f"{scheme}://{netloc}", region=region,
+                          virtual_hosted=True)
+    bucket, _, key = path.partition("/")
+    if not bucket:
+        raise ZStringsError(
+            f"Invalid S3 URL {target!r}: no bucket. Expected https://host/bucket/key#mode=nczarr,s3 "
+            "(path style) or, for https://bucket.host/key, storage_options={'endpoint_url': "
+            "'https://host'} or {'virtual_hosted_style': True}."
+        )
+    return S3Location(bucket=bucket, key=key, endpoint=f"{scheme}://{netloc}", region=region)
+
+
+_OPTION_ALIASES: dict[str, tuple[str, ...]] = {
+    "access_key_id": ("key", "aws_access_key_id", "access_key_id"),
+    "secret_access_key": ("secret", "aws_secret_access_key", "secret_access_key"),
+    "token": ("token", "session_token", "aws_session_token"),
+    "region": ("region", "region_name", "aws_region"),
+}
+_OUR_OPTIONS = {"endpoint_url", "endpoint", "anon", "anonymous", "timeout", "connect_timeout",
+                "max_retries", "retry_timeout", "client_options", "retry_config", "client_kwargs",
+                "virtual_hosted_style", "config_kwargs"}
+
+
+def _endpoint_option(opts: dict[str, Any]) -> str | None:
+    ck = opts.get("client_kwargs") or {}
+    ep = opts.get("endpoint_url") or opts.get("endpoint") or ck.get("endpoint_url")
+    return str(ep).rstrip("/") if ep else None
+
+
+def s3_store(loc: S3Location, storage_options: dict[str, Any] | None = None) -> Any:
+    """An obstore ``S3Store`` for ``loc`` configured from ``storage_options``.
+
+    Understood (s3fs spellings accepted too): ``endpoint_url`` (``endpoint``,
+    ``client_kwargs={"endpoint_url": ...}``), ``key``/``secret``/``token`` (or ``aws_access_key_id``,
+    ...), ``anon=True`` (unsigned requests, public buckets), ``region`` (``region_name``),
+    ``timeout`` (seconds per request, default 30), ``connect_timeout`` (default 5),
+    ``max_retries`` (default 2), ``retry_timeout`` (seconds, default 10), ``virtual_hosted_style``,
+    ``client_options``/``retry_config`` (obstore's, merged last); any other key is an obstore
+    ``S3Config`` key (e.g. ``request_payer``). Unset values come from the ``AWS_*`` environment.
+    """
+    from datetime import timedelta
+
+    try:
+        from obstore.store import S3Store
+    except ImportError as e:  # pragma: no cover - obstore is a dependency
+        raise ZStringsError("Object storage needs the obstore package: pip install obstore") from e
+    opts = dict(storage_options or {})
+    config: dict[str, Any] = {}
+    for name, aliases in _OPTION_ALIASES.items():
+        for a in aliases:
+            if opts.get(a) is not None:
+                config[name] = opts[a]
+    ck = opts.get("client_kwargs") or {}
+    if "region" not in config and ck.get("region_name"):
+        config["region"] = ck["region_name"]
+    if "region" not in config and loc.region:
+        config["region"] = loc.region
+    endpoint = _endpoint_option(opts)
+    if endpoint and loc.virtual_hosted and not urllib.parse.urlparse(endpoint).netloc.startswith(loc.bucket + "."):
+        endpoint = None  # the URL's own virtual host wins over a plain service endpoint
+    endpoint = endpoint or loc.endpoint
+    if loc.virtual_hosted or (opts.get("virtual_hosted_style") and endpoint):
+        config["virtual_hosted_style_request"] = True
+    if endpoint:
+        config["endpoint"] = endpoint
+    if opts.get("anon") or opts.get("anonymous"):
+        config["skip_signature"] = True
+    known = {a for al in _OPTION_ALIASES.values() for a in al} | _OUR_OPTIONS
+    for k, v in opts.items():
+        if k not in known:
+            config[k] = v
+    for k, v in (opts.get("config_kwargs") or {}).items():
+        config.setdefault(k, v)
+    client: dict[str, Any] = {
+        "timeout": timedelta(seconds=float(opts.get("timeout", 30))),
+        "connect_timeout": timedelta(seconds=float(opts.get("connect_timeout", 5))),
+    }
+    env_endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
+    if (endpoint or env_endpoint).startswith("http://"):
+        client["allow_http"] = True
+    client.update(opts.get("client_options") or {})
+    retry: dict[str, Any] = {
+        "max_retries": int(opts.get("max_retries", 2)),
+        "retry_timeout": timedelta(seconds=float(opts.get("retry_timeout", 10))),
+        "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2),
+                    "base": 2},
+    }
+    retry.update(opts.get("retry_config") or {})
+    try:
+        return S3Store(loc.bucket, client_options=client, retry_config=retry, **config)
+    except Exception as e:
+        raise ZStringsError(
+            f"Invalid storage_options for s3://{loc.bucket}/{loc.key}: {type(e).__name__}: "
+            f"{str(e).splitlines()[0] if str(e) else ''}. Expected endpoint_url, key, secret, token, "
+            "anon, region, timeout, connect_timeout, max_retries or an obstore S3Config key."
+        ) from e
+
+
+def _redact(target: str) -> str:
+    """The URL for messages, without user:password@ or credential-looking fragment values."""
+    base, sep, frag = target.partition("#")
+    u = urllib.parse.urlparse(base)
+    if u.password or u.username:
+        u = u._replace(netloc=u.netloc.rsplit("@", 1)[-1])
+    return urllib.parse.urlunparse(u) + sep + frag
+
+
+def _open_s3(target: str, parsed: ParsedTarget, *, mode: str,
+             storage_options: dict[str, Any] | None) -> ZStore:
+    from zarr.storage import ObjectStore
+
+    if parsed.scheme in ("http", "https") and not parsed.modes & {"s3", "nczarr", "zarr"}:
+        raise ZStringsError(
+            f"Cannot open {target!r}: an http(s) URL is read as netcdf-c's S3 URL only with a mode "
+            "fragment, e.g. https://host/bucket/key#mode=nczarr,s3 (or use s3://bucket/key)."
+        )
+    loc = parse_s3_url(target, storage_options)
+    display = _redact(target)
+    obj = s3_store(loc, storage_options)
+    key = loc.key.strip("/")
+    if "zip" in parsed.modes or key.lower().endswith(".zip"):
+        if mode != "r":
+            raise UnsupportedError(
+                f"Cannot write the zip archive {display}: zip files in object storage are read-only "
+                "here. Write a local .zip (to_nczarr(ds, 'out.zip')) and upload it, or write a "
+                "directory-style store to s3://bucket/key."
+            )
+        return _open_remote_zip(obj, key, display=display, modes=parsed.modes)
+    # Object stores are always opened writable-capable: the writer's append path reopens a target
+    # it first opened for reading; the reader never writes.
+    return ZStore(ObjectStore(obj, read_only=False), prefix=key, display=display, modes=parsed.modes,
+                  remote=True)

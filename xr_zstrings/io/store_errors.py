@@ -1,0 +1,81 @@
+"""Store exceptions mapped to the package's error classes.
+
+obstore (object storage) and the OS (local stores) raise their own exception types;
+``mapped_errors`` re-raises them as ``StoreNotFoundError``, ``StorePermissionError``,
+``StoreConnectionError`` or ``ZStringsError`` with a message that says what to do, so a caller
+catches one hierarchy whatever the store. Its own module because the writers wrap their store calls
+in it as well as ``ZStore`` does.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import Any
+
+from ..errors import StoreConnectionError, StoreNotFoundError, StorePermissionError, ZStringsError
+
+__all__ = ["mapped_errors"]
+
+
+@contextlib.contextmanager
+def mapped_errors(what: str, probe: Any = None) -> Iterator[None]:
+    """Re-raise a store library's exception as one of ours (``_store_error``); ours pass through."""
+    try:
+        yield
+    except ZStringsError:
+        raise
+    except Exception as e:
+        err = _store_error(e, what, probe)
+        if err is None:
+            raise
+        raise err from e
+
+
+#: what bounds a request to object storage (``storage_options`` keys, defaults in ``s3_store``)
+_RETRY_HELP = ("each request gives up after storage_options 'timeout' (default 30 s; connecting: "
+               "'connect_timeout', 5 s) and is retried up to 'max_retries' times (default 2) within "
+               "'retry_timeout' (default 10 s); see docs/cloud.md")
+
+
+def _store_error(e: BaseException, what: str, probe: Any = None) -> Exception | None:
+    """Map a store library's exception to our hierarchy by its type, with a message that says what
+    to do. obstore types GET/PUT/HEAD failures (``FileNotFoundError``, ``PermissionDeniedError``,
+    ``UnauthenticatedError``) but reports a failed LIST, and a server that does not answer, as
+    ``GenericError``: then ``probe()`` (a typed HEAD request on the same store) tells which it was."""
+    from obstore import exceptions as ox
+
+    name = type(e).__name__
+    text = str(e).split("\n", 1)[0][:400]
+    listed = False  # a failed LIST whose bucket answers "not found": the bucket does not exist
+    if isinstance(e, ox.GenericError) and probe is not None:
+        found = probe()
+        listed = isinstance(found, FileNotFoundError | ox.NotFoundError)
+        if isinstance(found, PermissionError | ox.PermissionDeniedError | ox.UnauthenticatedError
+                      | FileNotFoundError | ox.NotFoundError):
+            e, name = found, type(found).__name__
+            text = f"{text} (then, asked for one object: {str(found).splitlines()[0][:200]})"
+    if isinstance(e, PermissionError | ox.PermissionDeniedError | ox.UnauthenticatedError):
+        return StorePermissionError(
+            f"{what}: permission denied ({name}: {text}). Check the credentials in storage_options "
+            "(key/secret/token, or anon=True for a public bucket) or the AWS_* environment variables, "
+            "and that they may read (and, for writing, write) this bucket and prefix."
+        )
+    if listed:
+        return StoreNotFoundError(
+            f"{what}: the bucket does not exist ({text}). Check the bucket name in the URL and the "
+            "endpoint_url in storage_options."
+        )
+    if isinstance(e, FileNotFoundError | ox.NotFoundError):
+        return StoreNotFoundError(
+            f"{what}: not found ({name}: {text}). Check the bucket name in the URL (the bucket may not "
+            "exist) and the endpoint_url in storage_options."
+        )
+    if isinstance(e, ConnectionError | TimeoutError | ox.GenericError):
+        return StoreConnectionError(
+            f"{what}: the object store did not answer or failed ({name}: {text}). Check endpoint_url in "
+            f"storage_options (or AWS_ENDPOINT_URL) and the network; {_RETRY_HELP}."
+        )
+    if isinstance(e, OSError | ValueError | ox.BaseError):
+        return ZStringsError(f"{what}: {name}: {text}")
+    return None  # not a storage error: let it propagate unchanged
