@@ -2,7 +2,7 @@
 
 Run with the test extra installed: ``python scripts/netcdf_c_matrix.py`` (creates the netCDF4 side
 venvs on first use, see tests/netcdf_c_matrix.py). ``--venvs`` only creates the side venvs (CI does
-this once before the suite). The same code runs in tests/test_netcdf_c_versions.py, which checks
+this once before the suite). The same code runs in tests/interop/test_netcdf_c_versions.py, which checks
 that the docs' table is what the tests see.
 """
 

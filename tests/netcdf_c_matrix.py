@@ -1,6 +1,6 @@
 """Which netcdf-c reads what ``to_nczarr`` writes: the reader x target matrix, measured.
 
-Shared by ``tests/test_netcdf_c_versions.py`` (which asserts every cell) and
+Shared by ``tests/interop/test_netcdf_c_versions.py`` (which asserts every cell) and
 ``scripts/netcdf_c_matrix.py`` (which writes the table into docs/netcdf-c-versions.md), so the docs
 show exactly what the tests see.
 

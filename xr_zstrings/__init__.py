@@ -12,28 +12,8 @@ entry point) and ``accessor``; ``cli``.
 
 from __future__ import annotations
 
-from .errors import (
-    ChunkError,
-    CodecDroppedWarning,
-    ConcurrentWriteError,
-    DimensionError,
-    IncompleteStoreError,
-    MetadataError,
-    NetcdfCompatibilityWarning,
-    MissingStringsWarning,
-    StoreConnectionError,
-    StoreNotFoundError,
-    StoreReplacedError,
-    StorePermissionError,
-    StringDecodeError,
-    StringDecodeWarning,
-    StringOverflowError,
-    StringTruncationWarning,
-    TargetExistsError,
-    UnknownCodecError,
-    UnsupportedError,
-    ZStringsError,
-)
+from . import errors
+from .errors import *  # noqa: F403  (every error and warning class; errors.__all__ lists them)
 
 __version__ = "0.1.0"
 
@@ -63,33 +43,5 @@ def __dir__() -> list[str]:
     return sorted(__all__)
 
 
-__all__ = [
-    "ChunkError",
-    "CodecDroppedWarning",
-    "ConcurrentWriteError",
-    "DimensionError",
-    "IncompleteStoreError",
-    "MetadataError",
-    "NetcdfCompatibilityWarning",
-    "MissingStringsWarning",
-    "StoreConnectionError",
-    "StoreNotFoundError",
-    "StoreReplacedError",
-    "StorePermissionError",
-    "StringDecodeError",
-    "StringDecodeWarning",
-    "StringOverflowError",
-    "StringTruncationWarning",
-    "TargetExistsError",
-    "UnknownCodecError",
-    "UnsupportedError",
-    "ZStringsError",
-    "__version__",
-    "convert",
-    "for_zarr",
-    "prepare_for_zarr",
-    "read_arrow",
-    "show_versions",
-    "to_nczarr",
-    "to_zarr_v3",
-]
+#: every error and warning class, the public functions, the version
+__all__ = [*errors.__all__, *_LAZY, "__version__"]

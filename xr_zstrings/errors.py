@@ -18,6 +18,7 @@ __all__ = [
     "StoreConnectionError",
     "StoreNotFoundError",
     "StorePermissionError",
+    "StoreReplacedError",
     "StringDecodeError",
     "StringDecodeWarning",
     "StringOverflowError",

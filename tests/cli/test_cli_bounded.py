@@ -83,7 +83,7 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     _edit(p / "x" / ".zarray", shape=[10**9], chunks=[1000])
 
     # 1,000 nested groups, a variable in the deepest (built by hand, quicker than to_nczarr's 1,000
-    # groups: tests/test_deep_groups.py writes them; shutil.rmtree recurses once per level)
+    # groups: tests/write/test_deep_groups.py writes them; shutil.rmtree recurses once per level)
     p = stores["1,000 nested groups"] = base / "deep.zarr"
     two = base / "two.zarr"
     to_nczarr({"/": xr.Dataset(), "/g": xr.Dataset(), "/g/g": xr.Dataset({"v": ("y", _strings(2))})}, two, netcdf_c="4.10")
@@ -167,7 +167,7 @@ def test_check_answers_and_says_what_it_sampled(hostile: dict[str, Path], case: 
     if case == "shape 1e12":
         assert r.returncode == 1 and "too large to check" in r.stdout
     elif case == "1,000 nested groups":
-        # netcdf-c 4.10.1 aborts on groups nested more than 30 deep (tests/test_netcdf_c_versions.py)
+        # netcdf-c 4.10.1 aborts on groups nested more than 30 deep (tests/interop/test_netcdf_c_versions.py)
         assert r.returncode == 1 and "groups nested 1000 deep: netcdf-c 4.10.1 aborts" in r.stdout, r.stdout
         assert "ok      /g/g/g" in r.stdout and "1 problem(s) for netcdf-c" in r.stdout
         # netcdf-c 4.10's layout (the fixture edits its .zattrs): 4.9.1-4.9.3 cannot read it

@@ -225,7 +225,7 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
 
 
 #: the deepest group nesting netcdf-c 4.10.1 opens: from 31 levels on it aborts the process
-#: (malloc(): corrupted top size) where 4.9.1-4.9.4 read the store (tests/test_netcdf_c_versions.py)
+#: (malloc(): corrupted top size) where 4.9.1-4.9.4 read the store (tests/interop/test_netcdf_c_versions.py)
 NETCDF_C_4_10_MAX_DEPTH = 30
 
 
@@ -292,7 +292,7 @@ def netcdf_c_verdicts(tree: Any, target: str, whole_store: str = "") -> list[tup
     """Per netcdf-c version (4.9.0, 4.9.1-4.9.3, >= 4.9.4): whether it reads the store, what it cannot
     read or what the fix loses, and the command that fixes it.
 
-    The rules are what tests/test_netcdf_c_versions.py measures with each netcdf-c (and checks this
+    The rules are what tests/interop/test_netcdf_c_versions.py measures with each netcdf-c (and checks this
     function against): which layout each version reads, the scalar forms each accepts, unlimited
     dimensions from 4.9.4 (and 4.9.3's last snapshots) on, no NC_STRING or scalars in 4.9.0.
     ``whole_store`` names a problem that makes every netcdf-c refuse the store (check's findings).

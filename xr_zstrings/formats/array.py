@@ -51,7 +51,7 @@ class ArrayMeta(Protocol):
 
     @property
     def string_kind(self) -> str | None:
-        """``"string"`` (|Sn, NC_STRING), ``"char"`` (NC_CHAR), ``"unicode"`` (UTF-32), ``"vlen"``,
+        """``"string"`` (``|Sn``, NC_STRING), ``"char"`` (NC_CHAR), ``"unicode"`` (UTF-32), ``"vlen"``,
         ``"vlen-bytes"``, or None for numbers."""
 
     @property

@@ -2,7 +2,7 @@
 engine="zstrings" reads the deepest variable back, and mode='a' adds to it. zarr-python's LocalStore
 (Path.mkdir(parents=True)) and, before Python 3.12/3.13, os.walk and shutil.rmtree recurse once per
 level: the writer creates folders, clones and removes trees without recursion (RecursionError before).
-Which netcdf-c opens how deep a store: tests/test_netcdf_c_versions.py.
+Which netcdf-c opens how deep a store: tests/interop/test_netcdf_c_versions.py.
 """
 
 from __future__ import annotations

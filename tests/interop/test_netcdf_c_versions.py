@@ -24,7 +24,7 @@ import xarray as xr
 import netcdf_c_matrix as m
 from xr_zstrings import NetcdfCompatibilityWarning, UnsupportedError, to_nczarr
 
-DOC = Path(__file__).parent.parent / "docs" / "netcdf-c-versions.md"
+DOC = Path(__file__).parents[2] / "docs" / "netcdf-c-versions.md"
 
 #: which readers each target is for (the promise to_nczarr's docstring makes)
 PROMISED = {

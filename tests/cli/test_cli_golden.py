@@ -4,7 +4,7 @@ of wording or layout is a visible diff in review.
 
 Regenerate after an intended change (then read the diff)::
 
-    ZSTRINGS_REGEN_GOLDEN=1 python -m pytest tests/test_cli_golden.py
+    ZSTRINGS_REGEN_GOLDEN=1 python -m pytest tests/cli/test_cli_golden.py
 
 Outputs are made deterministic: commands run in a temporary directory with relative paths (what is
 left of the directory prints as ``<tmp>``), and ``--version`` shows the component names with their
@@ -28,7 +28,7 @@ from xr_zstrings.sample import sample_path
 from xr_zstrings.write.nczarr import to_nczarr
 from xr_zstrings.write.zarr3 import to_zarr_v3
 
-GOLDEN = Path(__file__).parent / "golden_cli"
+GOLDEN = Path(__file__).parent.parent / "golden_cli"
 REGEN = os.environ.get("ZSTRINGS_REGEN_GOLDEN") == "1"
 
 
