@@ -94,7 +94,7 @@ def test_transpose_resolves_to_its_class_and_builds():
 
 
 def test_a_taken_name_cannot_be_registered_twice():
-    class Other:
+    class Other(registry.CodecStep):
         family = "array_bytes"
 
     with pytest.raises(ValueError, match="'bytes' is registered to BytesCodec already"):
@@ -102,8 +102,12 @@ def test_a_taken_name_cannot_be_registered_twice():
     assert "zz-test-unused" not in registry.registered()  # nothing half-registered
     assert registry.lookup("bytes") is BytesCodec
 
-    class NoFamily:
+    class NoFamily(registry.CodecStep):
         pass
 
-    with pytest.raises(TypeError, match="family"):
-        registry.register("zz-test-unused")(NoFamily)
+    class NotACodec:
+        family = "array_bytes"
+
+    for cls in (NoFamily, NotACodec):
+        with pytest.raises(TypeError, match="CodecStep with family"):
+            registry.register("zz-test-unused")(cls)

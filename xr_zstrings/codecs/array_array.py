@@ -12,14 +12,14 @@ import numpy as np
 
 from ..errors import MetadataError, UnsupportedError, ZStringsError
 from .chunk import ChunkSpec, label
-from .registry import register
+from .registry import CodecStep, register
 from .zarr_python import Zarr
 
 __all__ = ["TransposeCodec", "ZarrArrayArray"]
 
 
 @register("transpose")
-class TransposeCodec:
+class TransposeCodec(CodecStep):
     """``transpose``: the chunk is stored with its axes in ``order``."""
 
     family = "array_array"
@@ -57,7 +57,7 @@ class TransposeCodec:
         return np.ascontiguousarray(arr.transpose(self.order))
 
 
-class ZarrArrayArray:
+class ZarrArrayArray(CodecStep):
     """Any other array->array codec, through zarr-python (numeric data only)."""
 
     family = "array_array"

@@ -17,7 +17,7 @@ from ..errors import ChunkError, MetadataError, UnsupportedError
 from ..text.vlen import VlenChunk, decode_arrow_chunk, decode_vlen_utf8_chunk, decode_vlen_utf8_to_numpy
 from ..text.vlen import encode_arrow_chunk, encode_vlen_utf8_chunk, vlen_to_numpy
 from .chunk import ChunkSpec, as_u8, label, string_dtype_arg, to_dtype, writeable
-from .registry import register
+from .registry import CodecStep, register
 from .zarr_python import Zarr
 
 __all__ = ["ZARRS_VLEN_V2_NAMES", "ArrowLayout", "BytesCodec", "VlenCodec", "ZarrArrayBytes"]
@@ -29,7 +29,7 @@ ZARRS_VLEN_V2_NAMES = ("zarrs.vlen_v2", "https://codec.zarrs.dev/array_to_bytes/
 
 
 @register("bytes")
-class BytesCodec:
+class BytesCodec(CodecStep):
     """The ``bytes`` codec: plain fixed-size element bytes (the Arrow layout on variable-length data)."""
 
     family = "array_bytes"
@@ -99,7 +99,7 @@ class BytesCodec:
 
 
 @register(*_VLEN_NAMES, *ZARRS_VLEN_V2_NAMES)
-class VlenCodec:
+class VlenCodec(CodecStep):
     """numcodecs ``vlen-utf8`` / ``vlen-bytes`` (also under zarrs' name ``zarrs.vlen_v2``)."""
 
     family = "array_bytes"
@@ -140,7 +140,7 @@ class VlenCodec:
         return as_u8(encode_vlen_utf8_chunk(arr, kind=self.kind, what=ctx))
 
 
-class ArrowLayout:
+class ArrowLayout(CodecStep):
     """The draft ZEP Arrow layout (int32 offsets, or int64 for the large variants).
 
     Not a codec name: what ``bytes`` (or no array->bytes codec) means on a variable-length data type.
@@ -166,7 +166,7 @@ class ArrowLayout:
         return as_u8(encode_arrow_chunk(arr, large=self.large, binary=self.kind == "bytes", what=ctx))
 
 
-class ZarrArrayBytes:
+class ZarrArrayBytes(CodecStep):
     """Any other array->bytes codec zarr-python registers (numeric data only)."""
 
     family = "array_bytes"

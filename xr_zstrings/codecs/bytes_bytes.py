@@ -15,12 +15,13 @@ import numpy as np
 from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from .bounded import MAX_CHUNK_BYTES_ENV, bounded_decode, max_chunk_bytes, numcodecs_equivalent
 from .chunk import ChunkSpec, as_u8, label
+from .registry import CodecStep
 from .zarr_python import Zarr
 
 __all__ = ["ZarrBytesBytes"]
 
 
-class ZarrBytesBytes:
+class ZarrBytesBytes(CodecStep):
     """A bytes->bytes codec implemented by zarr-python."""
 
     family = "bytes_bytes"

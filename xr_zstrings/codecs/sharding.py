@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from .bounded import MAX_CHUNK_BYTES_ENV, max_chunk_bytes
 from .chunk import ChunkSpec, as_u8, check_shape, codec_name_cfg, label
-from .registry import register
+from .registry import CodecStep, register
 
 __all__ = ["ShardingCodec"]
 
@@ -39,7 +39,7 @@ def _pipeline() -> Any:
 
 
 @register("sharding_indexed")
-class ShardingCodec:
+class ShardingCodec(CodecStep):
     """``sharding_indexed``: decode/encode a whole shard."""
 
     family = "array_bytes"

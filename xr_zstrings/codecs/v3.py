@@ -94,8 +94,7 @@ def nullable_chain(entries: list[tuple[str, Any]], where: str) -> bool:
     sharding_indexed): then a null fill value stays None."""
     for name, cfg in entries:
         cls = registry.find(name, cfg)
-        nullable = getattr(cls, "nullable", None)
-        if nullable is not None and nullable(name, cfg, where):
+        if cls is not None and cls.nullable(name, cfg, where):
             return True
     return False
 
@@ -117,7 +116,7 @@ class V3Pipeline:
         self.kind = kind
         self.fill_value = fill_value
         self.codec_names = codec_names
-        self.sharded = getattr(ab, "sharded", False)  # sharding_indexed
+        self.sharded = ab.sharded  # sharding_indexed
         self.layout = ab.layout
         # whether encode() takes a VlenChunk (packed values) in place of a chunk array
         self.accepts_vlen = not aa and not self.sharded and self.layout in (
@@ -313,7 +312,7 @@ class V3Pipeline:
         try:
             u8 = self.bytes_decode(raw, ctx)
             chunk = self.ab.to_vlen(u8, math.prod(shape), ctx)
-            large = getattr(self.ab, "large", False) or chunk.offsets.dtype.itemsize == 8
+            large = self.ab.large or chunk.offsets.dtype.itemsize == 8
             return vlen_to_arrow(chunk, kind=self.kind, large=large, what=ctx)
         except ZStringsError:
             raise

@@ -15,7 +15,7 @@ from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from ..text.vlen import VlenChunk, decode_offsets_index, join_zarrs_vlen, split_zarrs_vlen, values_to_vlen
 from ..text.vlen import vlen_to_numpy
 from .chunk import ChunkSpec, as_u8, label, string_dtype_arg, to_dtype
-from .registry import register
+from .registry import CodecStep, register
 
 __all__ = ["ZARRS_OPTIONAL_NAMES", "ZARRS_VLEN_NAMES", "PackbitsCodec", "ZarrsOptionalCodec", "ZarrsVlenCodec"]
 
@@ -32,7 +32,7 @@ def _pipeline() -> Any:
 
 
 @register(*ZARRS_VLEN_NAMES)
-class ZarrsVlenCodec:
+class ZarrsVlenCodec(CodecStep):
     """The zarrs ``vlen`` codec, with its index and data chains built as nested pipelines."""
 
     family = "array_bytes"
@@ -104,7 +104,7 @@ class ZarrsVlenCodec:
 
 
 @register("packbits")
-class PackbitsCodec:
+class PackbitsCodec(CodecStep):
     """The zarr-extensions ``packbits`` codec for ``bool`` data (zarrs' optional-codec masks).
 
     Element ``i`` is bit ``i % 8`` (least significant first) of byte ``i // 8``, zero-padded to a
@@ -157,7 +157,7 @@ class PackbitsCodec:
 
 
 @register(*ZARRS_OPTIONAL_NAMES, "optional")
-class ZarrsOptionalCodec:
+class ZarrsOptionalCodec(CodecStep):
     """zarrs' ``zarrs.optional`` codec for its nullable ``optional`` data type (string and bytes).
 
     A chunk is ``u64le mask_len, u64le data_len``, the validity mask (a bool array of the chunk's

@@ -46,6 +46,7 @@ class LazyArray:
         self.what = what
         self.missing = missing
         self.null_chunks = null_chunks
+        self._fixed_u = False  # a U result whose width the stored width bounds (never truncates)
         shape = raw.shape if not raw.meta.scalar else ()
         if decode in ("char", "bytes-char") and shape:
             shape = shape[:-1]
@@ -172,7 +173,7 @@ class LazyArray:
                 return self._mask(t)
             if self.dtype.kind == "T":
                 return t
-            if getattr(self, "_fixed_u", False):
+            if self._fixed_u:
                 return t.astype(self.dtype)  # never truncates: the stored width bounds the characters
             return strings.convert_string_dtype(t, self.dtype.kind, self.what)
         raw = self.raw.read(region)
@@ -205,7 +206,7 @@ class LazyArray:
 
     def _convert(self, raw: np.ndarray) -> np.ndarray:
         out = self._decode(raw)
-        if getattr(self, "_fixed_u", False) and out.dtype != self.dtype:
+        if self._fixed_u and out.dtype != self.dtype:
             out = out.astype(self.dtype)  # never truncates: the width bounds the characters
         return out
 
