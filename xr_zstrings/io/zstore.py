@@ -1,10 +1,11 @@
 """``ZStore``: the wrapper every read and write of the package goes through.
 
 A zarr-python store plus the dataset's root prefix. It fetches keys concurrently through
-zarr-python's async store API and counts its requests, serves Zarr v2 metadata from consolidated
-metadata on object storage, ties chunk reads to the version of a local store whose metadata were
-read, and refuses writes that would leave the store through a symbolic link (``refuse_links`` checks
-a whole tree before a change). Turning a path or URL into one is ``store.open_store``'s job.
+zarr-python's async store API (obstore's directly under zarr's ``ObjectStore``) and counts its
+requests, serves Zarr v2 metadata from consolidated metadata on object storage, ties chunk reads
+to the version of a local store whose metadata were read, and refuses writes that would leave the
+store through a symbolic link (``refuse_links`` checks a whole tree before a change). Turning a
+path or URL into one is ``store.open_store``'s job.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from zarr.abc.store import Store
 from zarr.buffer import cpu, default_buffer_prototype
 from zarr.storage import LocalStore
+from zarr.storage import ObjectStore as _ObjectStore
 
 from ..errors import StoreReplacedError, ZStringsError
 from ..formats.nczarr import parse_json
@@ -36,6 +38,11 @@ __all__ = ["ZStore", "make_parents", "refuse_links"]
 # stores need one connection per request in flight; 512 stays well inside the usual 1024-file limit.
 _MAX_CONCURRENCY = 64
 _METADATA_CONCURRENCY = 512
+# an object read with the synchronous GetResult.bytes() once its headers are in (see _fetcher):
+# well inside the 10 segments (~14 kB) a new TCP connection's server sends in its first flight
+_SYNC_BODY = 8192
+# what zarr's ObjectStore.get reads as a missing key (None)
+_MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
 class ZStore:
@@ -157,19 +164,66 @@ class ZStore:
         return True, self._consolidated.get(key)
 
     # --- reads ----------------------------------------------------------------------------
-    async def _get(self, key: str) -> bytes | None:
-        self._count()
-        buf = await self.store.get(self.full_key(key), prototype=default_buffer_prototype())
-        return None if buf is None else buf.to_bytes()
+    def _fetcher(self) -> Any:
+        """The coroutine function that fetches one key (bytes, or None when it does not exist).
+
+        On object storage (``zarr.storage.ObjectStore``, whose public ``store`` attribute is the
+        obstore store it wraps, in zarr 3.1.6 as in 3.4) obstore is called directly, as
+        ``ObjectStore.get`` would call it, with the same missing-key exceptions read as None: the
+        client's CPU per request is what bounds a wide open on a fast server. Each obstore
+        coroutine completes through a callback from a blocking-pool thread of obstore's runtime
+        (a new Python thread state, a GIL handoff and an event loop wake-up: most of the client's
+        CPU per GET), so an object small enough to have arrived with its headers is read with the
+        synchronous ``GetResult.bytes()``: one completion per GET instead of two. 2,008 GETs of an
+        NCZarr open on SeaweedFS (2 loaded cores): 0.36 -> 0.21 ms of client CPU per GET, all
+        threads. A larger object (more than a new connection's first TCP window) is awaited as
+        ``bytes_async``, so the event loop never waits on the network."""
+        obj = getattr(self.store, "store", None)
+        if type(self.store) is _ObjectStore and type(obj).__module__.startswith("obstore"):
+            import obstore
+
+            get_async = obstore.get_async
+
+            async def fetch(key: str) -> bytes | None:
+                try:
+                    resp = await get_async(obj, key)
+                    start, end = resp.range
+                    data = resp.bytes() if end - start <= _SYNC_BODY else await resp.bytes_async()
+                except _MISSING:
+                    return None
+                return bytes(data)
+
+            return fetch
+        store, prototype = self.store, default_buffer_prototype()
+
+        async def fetch_store(key: str) -> bytes | None:
+            buf = await store.get(key, prototype=prototype)
+            return None if buf is None else buf.to_bytes()
+
+        return fetch_store
 
     async def _get_many(self, keys: Sequence[str], limit: int = _MAX_CONCURRENCY) -> list[bytes | None]:
-        sem = asyncio.Semaphore(limit)
+        """``limit`` workers take the keys in turn (no semaphore, one task per worker, not per key);
+        the first error cancels the requests still in flight and is raised."""
+        fetch = self._fetcher()
+        paths = [self.full_key(k) for k in keys]
+        out: list[bytes | None] = [None] * len(paths)
+        todo = iter(range(len(paths)))
+        self._count(len(paths))
 
-        async def one(k: str) -> bytes | None:
-            async with sem:
-                return await self._get(k)
+        async def worker() -> None:
+            for i in todo:
+                out[i] = await fetch(paths[i])
 
-        return list(await asyncio.gather(*(one(k) for k in keys)))
+        tasks = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(paths)))]
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+        return out
 
     def get_bytes(self, key: str) -> bytes | None:
         """The object's bytes, or ``None`` when the key does not exist."""
