@@ -110,6 +110,15 @@ def block_values(start: int, stop: int) -> np.ndarray:
 _POOL_CACHE: dict[str, np.ndarray] = {}
 
 
+def _module() -> Any:
+    """This module under its importable name (not ``__main__`` when run as a script), so that the
+    functions handed to dask are pickled by reference: the workers import it (its pool stays
+    there between tasks), and no function is pickled by value with its globals."""
+    import scale_dask
+
+    return scale_dask
+
+
 def _block(block_info: Any = None) -> np.ndarray:
     (start, stop), = block_info[None]["array-location"]
     import scale_dask  # on a worker: the importable module (its pool stays between tasks)
@@ -122,7 +131,7 @@ def make_dataset(n: int, chunk: int) -> Any:
     import xarray as xr
 
     chunks = (tuple([chunk] * (n // chunk) + ([n % chunk] if n % chunk else [])),)
-    data = da.map_blocks(_block, chunks=chunks, dtype=T, meta=np.empty(0, T), name=f"labels-{n}-{chunk}")
+    data = da.map_blocks(_module()._block, chunks=chunks, dtype=T, meta=np.empty(0, T), name=f"labels-{n}-{chunk}")
     return xr.Dataset({"s": ("n", data)})
 
 
@@ -133,10 +142,10 @@ def _summary(b: np.ndarray) -> np.ndarray:
     """A block's [values, total length of every SAMPLE-th value]: every value of the block was
     decoded by the reader (both engines hand back StringDType), and the consumer itself costs
     next to nothing (str_len of 1e6 values would cost ~35 ms a block, as much as decoding them).
-    A module function, pickled by reference: a lambda is pickled by value with its globals, and a
-    StringDType instance unpickled with each task keeps the strings of the first array made with
-    it (its arena) alive as long as the task is held (that alone made reads grow to ~27 chunks'
-    worth per worker at 100 blocks)."""
+    Handed to dask as ``scale_dask._summary``, pickled by reference: a lambda is pickled by value
+    with its globals, and a StringDType instance unpickled with each task keeps the strings of the
+    first array made with it (its arena) alive as long as the task is held (that alone made reads
+    grow to ~27 chunks' worth per worker at 100 blocks)."""
     sample = np.asarray(b)[::SAMPLE]
     if sample.dtype.kind != "T":
         sample = sample.astype(np.dtypes.StringDType())
@@ -151,13 +160,13 @@ def summarize(arr: Any) -> tuple[int, int]:
     """(values, total length of every SAMPLE-th value of each block) of a dask array, computed
     where the blocks live, only the two numbers coming back."""
     nb = arr.numblocks[0]
-    out = arr.map_blocks(_summary, new_axis=1, chunks=((1,) * nb, (2,)), dtype=np.int64).sum(axis=0).compute()
+    out = arr.map_blocks(_module()._summary, new_axis=1, chunks=((1,) * nb, (2,)), dtype=np.int64).sum(axis=0).compute()
     return int(out[0]), int(out[1])
 
 
 def count(arr: Any) -> int:
     """The number of values of a dask array, every block made where it is used (the source's rate)."""
-    return int(arr.map_blocks(_count, chunks=((1,) * arr.numblocks[0],), dtype=np.int64).sum().compute())
+    return int(arr.map_blocks(_module()._count, chunks=((1,) * arr.numblocks[0],), dtype=np.int64).sum().compute())
 
 
 def expected_summary(n: int, chunk: int) -> tuple[int, int]:
