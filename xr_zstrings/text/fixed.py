@@ -65,6 +65,20 @@ _S = np.dtype("S")  # string_dtype="bytes": the stored bytes, never decoded
 # arrays, and what xarray's isnull() detects with np.isnan (docs/format-notes.md, "Missing values")
 NA_T = np.dtypes.StringDType(na_object=np.nan)
 
+
+def claim_string_dtypes(*dtypes: np.dtype) -> list[np.ndarray]:
+    """Claim module-level StringDType instances with empty arrays (keep the result).
+
+    A StringDType instance holds the string storage (its arena) of the first array made with it
+    until the instance itself is freed: a module-level instance lives as long as the process, so
+    the first array made with it (a decoded chunk, or a whole read) would keep its strings in
+    memory for good. Once an empty array owns the instance, every array made with it gets an
+    instance of its own, freed with the array."""
+    return [np.empty(0, dtype=t) for t in dtypes]
+
+
+_CLAIMED = claim_string_dtypes(_T, _T_STRICT, NA_T)
+
 _UTF8_ERRORS = ("drop", "replace", "strict")
 _ON_OVERFLOW = ("error", "truncate", "widen")
 

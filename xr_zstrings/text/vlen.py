@@ -26,7 +26,7 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import ChunkError, StringDecodeError, UnsupportedError, ZStringsError
-from .fixed import current_chunk, policy_scope, report_change
+from .fixed import claim_string_dtypes, current_chunk, policy_scope, report_change
 
 __all__ = [
     "VlenChunk",
@@ -57,6 +57,7 @@ IndexDataType = Literal["uint32", "uint64"]
 IndexLocation = Literal["start", "end"]
 
 _T = np.dtypes.StringDType()
+_CLAIMED = claim_string_dtypes(_T)  # arrays made with _T get their own instance (see there)
 _OBJ = np.dtype(object)
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")

@@ -94,39 +94,68 @@ def _write_numpy(zstore: ZStore, a: _Array, storage: np.ndarray, origin: tuple[i
                 zstore.set_many(items)
 
 
+class _BlockWriter:
+    """What the per-block write tasks of one array need: the store, the array's chunk layout and
+    codecs, and its block encoder (``a`` without its data or attributes).
+
+    It is one key of the graph, which every block's task depends on (as xarray's reads depend on
+    one ``original-`` key): a distributed scheduler sends it to each worker once, not inside every
+    task, so a task's message does not hold the whole source graph (its size grew with the number
+    of blocks: 1,000 blocks pickled 133 MB), and the tasks of a worker share one store object
+    (object storage: one client and its connections instead of one per block)."""
+
+    def __init__(self, zstore: ZStore, a: _Array) -> None:
+        import dataclasses
+
+        self.zstore = zstore
+        self.a = dataclasses.replace(a, data=None, attrs={})
+        self.extra = len(a.chunks) - a.data.ndim if not a.scalar else 0
+        self.chunk_shape = a.chunks or (1,)
+
+    def write(self, block: np.ndarray, loc: tuple[int, ...]) -> int:
+        """Encode one block, write it as chunk ``loc``; the number of values cut (truncate)."""
+        a = self.a
+        assert a.encode_block is not None
+        stored, cut = a.encode_block(block)
+        if a.scalar:
+            stored = np.asarray(stored).reshape(1)
+            loc = (0,)
+        self.zstore.set_many([(chunk_key(a, loc + (0,) * self.extra), _encode_chunk(a, stored, self.chunk_shape))])
+        return int(cut)
+
+
+def _write_block(block: np.ndarray, writer: _BlockWriter, block_info: Any = None) -> np.ndarray:
+    if block_info is None:  # dask probing the function (not with meta given): write nothing
+        return np.zeros((1,) * max(block.ndim, 1), np.int64)
+    loc = tuple(block_info[0]["chunk-location"]) if block_info.get(0) else ()
+    cut = writer.write(block, loc)
+    return np.full((1,) * max(block.ndim, 1), cut, np.int64)
+
+
+def _write_scalar(block: np.ndarray, writer: _BlockWriter) -> np.ndarray:
+    return np.full((1,), writer.write(block.reshape(()), ()), np.int64)
+
+
 def _dask_writer(zstore: ZStore, a: _Array) -> Any:
     """A dask array of per-block truncation counts; computing it writes every chunk."""
+    import dask
     import dask.array as da
 
     data = a.data
     logical_chunks = a.chunks[: data.ndim] if not a.scalar else ()
     if data.ndim:
         data = data.rechunk(logical_chunks)
-    extra = len(a.chunks) - data.ndim if not a.scalar else 0
-    chunk_shape = a.chunks or (1,)
-    encode_block = a.encode_block
-    assert encode_block is not None
-
-    def write(block: np.ndarray, block_info: Any = None) -> np.ndarray:
-        if block_info is None:  # dask probing the function while building the graph: write nothing
-            return np.zeros((1,) * max(block.ndim, 1), np.int64)
-        loc = tuple(block_info[0]["chunk-location"]) if block_info.get(0) else ()
-        stored, cut = encode_block(block)
-        if a.scalar:
-            stored = np.asarray(stored).reshape(1)
-            loc = (0,)
-        zstore.set_many([(chunk_key(a, loc + (0,) * extra), _encode_chunk(a, stored, chunk_shape))])
-        return np.full((1,) * max(block.ndim, 1), cut, np.int64)
-
-    # a unique name: without one dask tokenizes `write` by pickling its closure, which can hold
-    # the whole source array (0.7 s for 1e6 strings, 12x the write itself)
-    name = f"zstrings-write-{uuid.uuid4().hex}"
+    assert a.encode_block is not None
+    # unique names: without them dask tokenizes the writer (and the function's arguments) by
+    # pickling them; meta given: dask would otherwise probe the function with the Delayed writer
+    token = uuid.uuid4().hex
+    writer = dask.delayed(_BlockWriter(zstore, a), name=f"zstrings-writer-{token}", pure=False)
+    name = f"zstrings-write-{token}"
     if data.ndim == 0:
-        data = data.reshape(1)
-        return da.map_blocks(lambda b, block_info=None: write(b.reshape(()), {0: {"chunk-location": ()}}),
-                             data, dtype=np.int64, chunks=((1,),), name=name)
-    return da.map_blocks(write, data, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
-                         name=name)
+        return da.map_blocks(_write_scalar, data.reshape(1), writer, dtype=np.int64, chunks=((1,),), name=name,
+                             meta=np.empty((0,), np.int64))
+    return da.map_blocks(_write_block, data, writer, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
+                         name=name, meta=np.empty((0,) * data.ndim, np.int64))
 
 
 def local_scheduler(zstore: ZStore) -> Any:

@@ -366,13 +366,19 @@ class _BlockWriter:
     def graph(self, data: Any) -> Any:
         """The dask graph of block writes (blocks rechunked to the store's chunks first, so that
         every chunk is written by exactly one task): one count per block."""
+        import dask
         import dask.array as da
 
         data = data.rechunk(self.chunks)
-        # a unique name: dask would otherwise tokenize this object by pickling it
-        out = da.map_blocks(self, data, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
-                            name=f"zstrings-v3-write-{uuid.uuid4().hex}")
-        return out
+        # this writer is one key of the graph that every block's task depends on: a distributed
+        # scheduler sends it to each worker once (not inside every task), and a worker's tasks
+        # share its store object and codec chain. Unique names: dask would otherwise tokenize it
+        # by pickling it; meta given: dask would otherwise probe the function with the Delayed.
+        token = uuid.uuid4().hex
+        writer = dask.delayed(self, name=f"zstrings-v3-writer-{token}", pure=False)
+        return da.map_blocks(_write_v3_block, data, writer, dtype=np.int64,
+                             chunks=tuple((1,) * len(c) for c in data.chunks),
+                             name=f"zstrings-v3-write-{token}", meta=np.empty((0,) * data.ndim, np.int64))
 
     def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
         if block_info is None:  # dask probing the function while building the graph: write nothing
@@ -401,6 +407,11 @@ class _BlockWriter:
                                 origin=loc):
             self.zs.set_many([job()])
         return np.full((1,) * values.ndim, n, np.int64)
+
+
+
+def _write_v3_block(block: np.ndarray, writer: _BlockWriter, block_info: Any = None) -> np.ndarray:
+    return writer(block, block_info)
 
 
 def _is_meta_key(key: str) -> bool:
