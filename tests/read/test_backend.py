@@ -95,3 +95,49 @@ def test_pickled_lazy_variable_reads_the_same(store_path):
     ds = xr.open_dataset(store_path, engine="zstrings", chunks={})
     again = pickle.loads(pickle.dumps(ds))
     xr.testing.assert_identical(again.load(), ds.load())
+
+
+class GcWatchingStore(WrapperStore):
+    """A real LocalStore that records whether Python's collector was on at each read."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.gc_on: list[bool] = []
+
+    async def get(self, key, prototype, byte_range=None):
+        import gc
+
+        self.gc_on.append(gc.isenabled())
+        return await self._store.get(key, prototype, byte_range)
+
+
+@pytest.mark.parametrize("enabled", [True, False], ids=["gc-on", "gc-off"])
+def test_opening_pauses_the_collector_and_leaves_it_as_it_was(store_path, enabled):
+    """Opening pauses the cyclic collector (wide stores: benchmarks/wide.py) and leaves it as the
+    caller had it, also when the open fails and when opens run on several threads at once."""
+    import gc
+    import threading
+
+    from xr_zstrings import StoreNotFoundError
+
+    was = gc.isenabled()
+    (gc.enable if enabled else gc.disable)()
+    try:
+        store = GcWatchingStore(LocalStore(store_path, read_only=True))
+        xr.open_dataset(store, engine="zstrings")
+        assert store.gc_on and not any(store.gc_on)  # paused during the open's metadata reads
+        assert gc.isenabled() is enabled
+        with pytest.raises(StoreNotFoundError):
+            xr.open_dataset(store_path.parent / "missing.zarr", engine="zstrings")
+        assert gc.isenabled() is enabled
+        opened: list[int] = []
+        threads = [threading.Thread(target=lambda: opened.append(len(xr.open_dataset(store_path, engine="zstrings").variables)))
+                   for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(opened) == 4 and len(set(opened)) == 1
+        assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()

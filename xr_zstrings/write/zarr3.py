@@ -22,6 +22,7 @@ chunk by the task that computes it (``_BlockWriter``; on a distributed cluster, 
 from __future__ import annotations
 
 import base64
+import collections
 import functools
 import itertools
 import json
@@ -418,6 +419,46 @@ def _is_meta_key(key: str) -> bool:
     return key == "zarr.json" or key.endswith("/zarr.json")
 
 
+class _HeldMetadata(dict):  # type: ignore[type-arg]
+    """The ``zarr.json`` objects ``_MetadataLast`` holds, by key, with the number of keys below each
+    folder (``below["a/b/"]``), so that clearing a folder that holds none costs one lookup.
+
+    zarr-python clears each array's folder before creating it (``delete_dir``): a scan of every
+    held key per array made writing n variables cost n^2 (10,000 variables: 7.5 s of 37 s)."""
+
+    def __init__(self, items: Any = ()) -> None:
+        super().__init__()
+        self.below: collections.Counter[str] = collections.Counter()
+        for k, v in dict(items).items():
+            self[k] = v
+
+    @staticmethod
+    def _folders(key: str) -> list[str]:
+        parts = key.split("/")[:-1]
+        return ["/".join(parts[: i + 1]) + "/" for i in range(len(parts))]
+
+    def __setitem__(self, key: str, value: bytes) -> None:
+        if key not in self:
+            self.below.update(self._folders(key))
+        super().__setitem__(key, value)
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.below.subtract(self._folders(key))
+
+    def pop(self, key: str, *default: Any) -> Any:
+        if key not in self:
+            return dict.pop(self, key, *default)
+        value = self[key]
+        del self[key]
+        return value
+
+    def setdefault(self, key: str, value: Any = None) -> Any:
+        if key not in self:
+            self[key] = value
+        return self[key]
+
+
 class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
     """The store xarray writes through: chunks go to the real store, every ``zarr.json`` stays in
     memory until ``flush`` writes them after all chunks, the root last.
@@ -429,7 +470,7 @@ class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
 
     def __init__(self, store: Any, hidden: frozenset[str] = frozenset()) -> None:
         super().__init__(store)
-        self.meta: dict[str, bytes] = {}
+        self.meta = _HeldMetadata()
         self.hidden = hidden
 
     def _with_store(self, store: Any) -> _MetadataLast:
@@ -477,7 +518,9 @@ class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
     async def delete_dir(self, prefix: str) -> None:
         # the target was emptied before (or is a fresh directory): only our own view is cleared
         lead = prefix.rstrip("/") + "/" if prefix else ""
-        for k in [k for k in self.meta if k.startswith(lead) or k == prefix.rstrip("/") + "/zarr.json"]:
+        if lead and not self.meta.below[lead]:
+            return  # (the usual case: a new array's folder)
+        for k in [k for k in self.meta if k.startswith(lead)]:
             del self.meta[k]
 
     async def list_dir(self, prefix: str) -> Any:
@@ -511,7 +554,7 @@ class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
 
         lead = zs.full_key("").rstrip("/")
         # zarr-python's implicit parents above the store's prefix are not part of this store
-        self.meta = {k: v for k, v in self.meta.items() if not lead or k.startswith(lead + "/")}
+        self.meta = _HeldMetadata((k, v) for k, v in self.meta.items() if not lead or k.startswith(lead + "/"))
         arrays, groups = [], []
         for k, raw in self.meta.items():
             if k == root_key:
