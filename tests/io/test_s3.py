@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pickle
 import socket
-import time
+import threading
 import zipfile
 from pathlib import Path
 
@@ -25,10 +25,14 @@ from xr_zstrings.errors import (
 )
 from xr_zstrings.io.s3 import parse_s3_url
 from xr_zstrings.io.store import open_store
+from xr_zstrings.read.tree_v2 import ROOT_OBJECTS
 from xr_zstrings.write.nczarr import to_nczarr
 
 
 BUCKET = "zstrings-test"
+#: what an open on object storage asks for first, in one batch: the root objects of every NCZarr
+#: generation and Zarr v2, zarr.json and .zmetadata
+ROOT_REQUESTS = len(ROOT_OBJECTS) + 2
 STATIONS = np.array([f"station-{i:03d}-é{'x' * (i % 7)}" for i in range(50)], dtype=object)
 
 
@@ -285,17 +289,24 @@ def test_missing_objects_and_buckets(s3: S3Server) -> None:
 
 
 def test_permission_errors(s3: S3Server, stores: dict) -> None:
-    with s3.enforce_auth() as keys:
-        stranger = s3.options(key=keys["stranger"][0], secret=keys["stranger"][1])
-        t = time.perf_counter()
-        with pytest.raises(StorePermissionError, match="permission denied"):
-            xr.open_dataset(stores["nc"], engine="zstrings", storage_options=stranger)
-        with pytest.raises(StorePermissionError):
-            xr.open_dataset(stores["nc"], engine="zstrings", storage_options=s3.options(key="AKIAWRONG"))
-        assert time.perf_counter() - t < 10
-        admin = s3.options(key=keys["admin"][0], secret=keys["admin"][1])
-        ds = xr.open_dataset(stores["nc"], engine="zstrings", storage_options=admin)
-        assert ds["station"].values.tolist() == STATIONS.tolist()
+    """A refused request is not retried: the failed open makes one request per root object it
+    asked for, plus the typed probe (counted by a proxy that adds no delay)."""
+    from latency_proxy import LatencyProxy
+
+    proxy = LatencyProxy(s3.host, delay=0).start()
+    try:
+        with s3.enforce_auth() as keys:
+            for key, secret in (keys["stranger"], ("AKIAWRONG", "testing")):
+                proxy.reset()
+                with pytest.raises(StorePermissionError, match="permission denied"):
+                    xr.open_dataset(stores["nc"], engine="zstrings",
+                                    storage_options=s3.options(key=key, secret=secret, endpoint_url=proxy.endpoint))
+                assert 1 <= proxy.requests <= ROOT_REQUESTS + 1, proxy.requests
+            admin = s3.options(key=keys["admin"][0], secret=keys["admin"][1])
+            ds = xr.open_dataset(stores["nc"], engine="zstrings", storage_options=admin)
+            assert ds["station"].values.tolist() == STATIONS.tolist()
+    finally:
+        proxy.stop()
 
 
 def test_anonymous_access(s3: S3Server, stores: dict) -> None:
@@ -319,15 +330,40 @@ def test_anonymous_access(s3: S3Server, stores: dict) -> None:
 
 
 def test_unreachable_endpoint_fails_fast() -> None:
+    """Nothing listening: a clear error. A server that drops every connection: each request is
+    tried at most 1 + max_retries (2) times, never until a timeout."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
     sock.close()  # nothing listens there now
-    t = time.perf_counter()
     with pytest.raises(StoreConnectionError, match="did not answer"):
         xr.open_dataset(f"s3://{BUCKET}/x.zarr", engine="zstrings",
                         storage_options={"endpoint_url": f"http://127.0.0.1:{port}", "anon": True})
-    assert time.perf_counter() - t < 10
+
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted = 0
+
+    def drop_all() -> None:
+        nonlocal accepted
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:  # closed: the test is over
+                return
+            accepted += 1
+            conn.close()
+
+    thread = threading.Thread(target=drop_all, daemon=True)
+    thread.start()
+    try:
+        with pytest.raises(StoreConnectionError, match="did not answer"):
+            xr.open_dataset(f"s3://{BUCKET}/x.zarr", engine="zstrings",
+                            storage_options={"endpoint_url": f"http://127.0.0.1:{server.getsockname()[1]}",
+                                             "anon": True})
+    finally:
+        server.close()
+        thread.join(5)
+    assert 1 <= accepted <= (ROOT_REQUESTS + 1) * 3, accepted
 
 
 def test_bad_storage_options(s3: S3Server, tmp_path: Path) -> None:
