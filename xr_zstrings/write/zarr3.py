@@ -432,6 +432,11 @@ class _HeldMetadata(dict):  # type: ignore[type-arg]
         for k, v in dict(items).items():
             self[k] = v
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # (the store goes to dask workers) rebuilt through __init__: pickle's default sets a
+        # dict subclass's items before its attributes exist
+        return (type(self), (dict(self),))
+
     @staticmethod
     def _folders(key: str) -> list[str]:
         parts = key.split("/")[:-1]
