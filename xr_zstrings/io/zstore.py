@@ -41,7 +41,7 @@ _METADATA_CONCURRENCY = 512
 # an object read with the synchronous GetResult.bytes() once its headers are in (see _fetcher):
 # well inside the 10 segments (~14 kB) a new TCP connection's server sends in its first flight
 _SYNC_BODY = 8192
-# what zarr's ObjectStore.get reads as a missing key (None)
+# what zarr's LocalStore and ObjectStore read as a missing key (None)
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 
 
@@ -254,7 +254,7 @@ class ZStore:
                 try:
                     with open(root / self.full_key(k), "rb") as f:
                         out.append(f.read())
-                except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                except _MISSING:
                     out.append(None)
         return out
 

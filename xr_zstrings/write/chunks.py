@@ -98,11 +98,10 @@ class _BlockWriter:
     """What the per-block write tasks of one array need: the store, the array's chunk layout and
     codecs, and its block encoder (``a`` without its data or attributes).
 
-    It is one key of the graph, which every block's task depends on (as xarray's reads depend on
-    one ``original-`` key): a distributed scheduler sends it to each worker once, not inside every
-    task, so a task's message does not hold the whole source graph (its size grew with the number
-    of blocks: 1,000 blocks pickled 133 MB), and the tasks of a worker share one store object
-    (object storage: one client and its connections instead of one per block)."""
+    It is one key of the graph (``block_writes``), so a task's message does not hold the whole
+    source graph (its size grew with the number of blocks: 1,000 blocks pickled 133 MB), and the
+    tasks of a worker share one store object (object storage: one client and its connections
+    instead of one per block)."""
 
     def __init__(self, zstore: ZStore, a: _Array) -> None:
         import dataclasses
@@ -136,26 +135,35 @@ def _write_scalar(block: np.ndarray, writer: _BlockWriter) -> np.ndarray:
     return np.full((1,), writer.write(block.reshape(()), ()), np.int64)
 
 
-def _dask_writer(zstore: ZStore, a: _Array) -> Any:
-    """A dask array of per-block truncation counts; computing it writes every chunk."""
+def block_writes(fn: Any, data: Any, writer: Any, label: str) -> Any:
+    """The dask array of ``fn(block, writer[, block_info])`` over every block of ``data``: one
+    int64 count per block; computing it writes every chunk (both writers' dask graphs).
+
+    ``writer`` is one key of the graph that every block's task depends on (as xarray's reads depend
+    on one ``original-`` key): a distributed scheduler sends it to each worker once, not inside
+    every task, and a worker's tasks share its store object. Unique names: dask would otherwise
+    tokenize the writer by pickling it; ``meta`` given: dask would otherwise probe ``fn`` with the
+    Delayed writer."""
     import dask
     import dask.array as da
 
+    token = uuid.uuid4().hex
+    held = dask.delayed(writer, name=f"{label}-writer-{token}", pure=False)
+    return da.map_blocks(fn, data, held, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
+                         name=f"{label}-write-{token}", meta=np.empty((0,) * data.ndim, np.int64))
+
+
+def _dask_writer(zstore: ZStore, a: _Array) -> Any:
+    """A dask array of per-block truncation counts; computing it writes every chunk."""
     data = a.data
     logical_chunks = a.chunks[: data.ndim] if not a.scalar else ()
     if data.ndim:
         data = data.rechunk(logical_chunks)
     assert a.encode_block is not None
-    # unique names: without them dask tokenizes the writer (and the function's arguments) by
-    # pickling them; meta given: dask would otherwise probe the function with the Delayed writer
-    token = uuid.uuid4().hex
-    writer = dask.delayed(_BlockWriter(zstore, a), name=f"zstrings-writer-{token}", pure=False)
-    name = f"zstrings-write-{token}"
+    writer = _BlockWriter(zstore, a)
     if data.ndim == 0:
-        return da.map_blocks(_write_scalar, data.reshape(1), writer, dtype=np.int64, chunks=((1,),), name=name,
-                             meta=np.empty((0,), np.int64))
-    return da.map_blocks(_write_block, data, writer, dtype=np.int64, chunks=tuple((1,) * len(c) for c in data.chunks),
-                         name=name, meta=np.empty((0,) * data.ndim, np.int64))
+        return block_writes(_write_scalar, data.reshape(1), writer, "zstrings")
+    return block_writes(_write_block, data, writer, "zstrings")
 
 
 def local_scheduler(zstore: ZStore) -> Any:

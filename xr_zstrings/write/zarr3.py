@@ -28,7 +28,6 @@ import itertools
 import json
 import math
 import os
-import uuid
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -41,7 +40,7 @@ import xarray as xr
 from zarr.storage import WrapperStore
 
 from ..io.atomic import CloneStore, incomplete_v3_root, local_commit
-from .chunks import ChunkBatch, compute_sums, local_scheduler
+from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
 from ..codecs.v3 import V3Pipeline
 from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
 from ..io.store import open_store
@@ -367,19 +366,8 @@ class _BlockWriter:
     def graph(self, data: Any) -> Any:
         """The dask graph of block writes (blocks rechunked to the store's chunks first, so that
         every chunk is written by exactly one task): one count per block."""
-        import dask
-        import dask.array as da
-
-        data = data.rechunk(self.chunks)
-        # this writer is one key of the graph that every block's task depends on: a distributed
-        # scheduler sends it to each worker once (not inside every task), and a worker's tasks
-        # share its store object and codec chain. Unique names: dask would otherwise tokenize it
-        # by pickling it; meta given: dask would otherwise probe the function with the Delayed.
-        token = uuid.uuid4().hex
-        writer = dask.delayed(self, name=f"zstrings-v3-writer-{token}", pure=False)
-        return da.map_blocks(_write_v3_block, data, writer, dtype=np.int64,
-                             chunks=tuple((1,) * len(c) for c in data.chunks),
-                             name=f"zstrings-v3-write-{token}", meta=np.empty((0,) * data.ndim, np.int64))
+        # (this writer is one key of the graph: each worker gets it, its store and codec chain once)
+        return block_writes(_write_v3_block, data.rechunk(self.chunks), self, "zstrings-v3")
 
     def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
         if block_info is None:  # dask probing the function while building the graph: write nothing
@@ -408,7 +396,6 @@ class _BlockWriter:
                                 origin=loc):
             self.zs.set_many([job()])
         return np.full((1,) * values.ndim, n, np.int64)
-
 
 
 def _write_v3_block(block: np.ndarray, writer: _BlockWriter, block_info: Any = None) -> np.ndarray:
