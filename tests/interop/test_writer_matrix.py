@@ -428,14 +428,18 @@ def _write(sid: str, writer: str, base: Path, tree: bool):
     return _written[key]
 
 
+#: sources with a codec netcdf-c has no filter for: the writers for netcdf-c refuse them (the cell's
+#: expected outcome; test_to_nczarr_refuses_a_codec_netcdf_c_cannot_read writes them anyway)
+_NETCDF_C_CANNOT_READ = {"zarr3-compressed": "gzip"}
+
+
 @pytest.mark.parametrize(("sid", "writer", "reader"), _CASES, ids=[f"{s} -> {w} -> {r}" for s, w, r in _CASES])
 def test_dataset_writer_reader(sid, writer, reader, source_dir):
-    try:
-        obj, out = _write(sid, writer, source_dir, tree=False)
-    except UnsupportedError as e:
-        if writer == "to_nczarr" and "netcdf-c 4.10 cannot read it" in str(e):
-            pytest.skip(f"netcdf-c cannot read this source's codec, so to_nczarr refuses it: {e}")
-        raise
+    if writer == "to_nczarr" and sid in _NETCDF_C_CANNOT_READ:
+        with pytest.raises(UnsupportedError, match=f"codec '{_NETCDF_C_CANNOT_READ[sid]}': netcdf-c 4.10 cannot read it"):
+            _write(sid, writer, source_dir, tree=False)
+        return
+    obj, out = _write(sid, writer, source_dir, tree=False)
     with _read(out, reader, writer, tree=False) as back:
         back = back.load()
         if reader == "netcdf4" and out.suffix == ".zarr":
@@ -531,11 +535,11 @@ def test_prepare_for_zarr_v2(sid, reader, source_dir):
     key = (sid, "prepare_for_zarr", False)
     if key not in _written:
         src = _open(_source(sid, source_dir)).load()
-        try:
-            prepared = prepare_for_zarr(src)
-        except UnsupportedError as e:
-            assert "netcdf-c 4.10 cannot read it" in str(e)
-            pytest.skip(f"netcdf-c cannot read this source's codec, so prepare_for_zarr refuses it: {e}")
+        if sid in _NETCDF_C_CANNOT_READ:
+            with pytest.raises(UnsupportedError, match=f"codec '{_NETCDF_C_CANNOT_READ[sid]}': netcdf-c 4.10 cannot read it"):
+                prepare_for_zarr(src)
+            return
+        prepared = prepare_for_zarr(src)
         out = source_dir / f"{sid}.prepared.{len(_written)}.zarr"
         prepared.to_zarr(out, zarr_format=2, consolidated=False)
         _written[key] = (src, out)
