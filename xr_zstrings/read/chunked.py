@@ -36,10 +36,10 @@ class ChunkedArray:
     vlen_decode = "vlen"
 
     def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...],
-                 utf8_errors: str = "strict", threads: int | None = None, null_fill: bool = False,
-                 raw_bytes: bool = False) -> None:
-        """``utf8_errors``: the policy for invalid UTF-8 in variable-length string chunks (v2
-        vlen-utf8, every v3 layout); fixed-width decoding takes its policy per call.
+                 threads: int | None = None, null_fill: bool = False, raw_bytes: bool = False) -> None:
+        """(Each version's subclass also takes ``utf8_errors``: the policy for invalid UTF-8 in
+        variable-length string chunks, which its codec pipeline applies; fixed-width decoding
+        takes its policy per call.)
         ``threads``: decode threads (None: ``decode_threads()``'s default, 1: no pool).
         ``null_fill``: a ``|O`` array's ``fill_value: null`` gives None, as zarr-python 2 reads it
         (else ``""``/``b""``).
@@ -55,9 +55,7 @@ class ChunkedArray:
         self.shape = logical_shape  # may exceed meta.shape along unlimited dimensions
         self.stored_shape = meta.shape or (1,)  # scalars: netCDF stores shape [1]
         self.chunk_shape = meta.chunks or (1,)
-        self.vlen = meta.dtype.kind == "O"
         self.parallel = True  # decode several chunks on the pool (subclasses narrow it)
-        self.utf8_errors = utf8_errors
 
     def __getstate__(self) -> dict[str, Any]:
         return self.__dict__.copy()

@@ -34,8 +34,7 @@ class ChunkedArrayV2(ChunkedArray):
     def __init__(self, zstore: ZStore, meta: ArrayMetaV2, logical_shape: tuple[int, ...],
                  utf8_errors: str = "strict", threads: int | None = None, null_fill: bool = False,
                  raw_bytes: bool = False) -> None:
-        super().__init__(zstore, meta, logical_shape, utf8_errors=utf8_errors, threads=threads,
-                         null_fill=null_fill, raw_bytes=raw_bytes)
+        super().__init__(zstore, meta, logical_shape, threads=threads, null_fill=null_fill, raw_bytes=raw_bytes)
         filters = meta.filters
         if self.raw_bytes:  # numcodecs' vlen-utf8 and vlen-bytes share one layout
             filters = tuple({"id": "vlen-bytes"} if f.get("id") == "vlen-utf8" else f for f in filters)
@@ -83,7 +82,7 @@ class ChunkedArrayV2(ChunkedArray):
             buf = self.pipeline.decode(raw)
         except Exception as e:  # noqa: BLE001 - any codec failure is a ChunkError naming the chunk
             raise self._decode_error(key, e) from None
-        if self.vlen:
+        if meta.dtype.kind == "O":  # vlen-utf8 / vlen-bytes: the filter gives the objects
             arr = np.asarray(buf, dtype=object)
             n = math.prod(chunks)
             if arr.size != n:

@@ -37,8 +37,7 @@ class ChunkedArrayV3(ChunkedArray):
     def __init__(self, zstore: ZStore, meta: ArrayMetaV3, logical_shape: tuple[int, ...],
                  utf8_errors: str = "strict", threads: int | None = None, null_fill: bool = False,
                  raw_bytes: bool = False) -> None:
-        super().__init__(zstore, meta, logical_shape, utf8_errors=utf8_errors, threads=threads,
-                         null_fill=null_fill, raw_bytes=raw_bytes)
+        super().__init__(zstore, meta, logical_shape, threads=threads, null_fill=null_fill, raw_bytes=raw_bytes)
         data_type, dtype, fill = meta.data_type, meta.dtype, meta.fill_value
         if self.raw_bytes:
             data_type = "large_binary" if classify_data_type(meta.data_type)[1] else "binary"
