@@ -112,3 +112,30 @@ def test_local_store_reads_directly_after_zarr_opened_it(tmp_path):
     assert zs.get_many(keys) == first
     ref = zarr.storage.LocalStore(tmp_path / "a.zarr", read_only=True)
     assert first == [None if (b := ref.get_sync(k)) is None else b.to_bytes() for k in keys]
+
+
+def test_local_scratch_reads_reuse_one_buffer_per_thread(tmp_path, monkeypatch):
+    """``get_many(scratch=True)`` (the chunk reader's fetch) gives the same bytes as plain reads,
+    as views of one buffer the thread reuses; files beyond the cap, empty files and missing keys
+    come back as plain reads do."""
+    from xr_zstrings.io import zstore
+
+    ds = xr.Dataset({"v": ("x", np.array([f"value-{i}" for i in range(4000)], dtype=np.dtypes.StringDType()))})
+    ds["v"].encoding["chunks"] = (1000,)
+    to_nczarr(ds, tmp_path / "a.zarr")
+    (tmp_path / "a.zarr" / "empty").write_bytes(b"")
+    zs = open_store(tmp_path / "a.zarr")
+    keys = ["v/0", "v/1", "nope", "v/2", "empty", "v/3"]
+    plain = zs.get_many(keys)
+    assert zs._local_direct
+    zs.get_many(keys, scratch=True)  # the thread's buffer grows to the group's size
+    first = zs.get_many(keys, scratch=True)
+    assert [None if v is None else bytes(v) for v in first] == plain
+    views = [v for v in first if isinstance(v, memoryview)]
+    assert len(views) == 4 and len({id(v.obj) for v in views}) == 1  # then one buffer holds a group
+    again = zs.get_many(["v/3", "v/0"], scratch=True)
+    assert again[0].obj is views[0].obj  # reused, not a fresh buffer
+    assert bytes(again[1]) == plain[0] and bytes(views[0]) == plain[5]  # (the contract: overwritten)
+    monkeypatch.setattr(zstore, "_SCRATCH_MAX", 100)
+    big = zs.get_many(["v/1"], scratch=True)
+    assert type(big[0]) is bytes and big == [plain[1]]

@@ -137,7 +137,8 @@ class ChunkedArray:
         return max(1, min(256, (4 << 20) // chunk_bytes))
 
     def _run(self, plan: Plan, fn: Any, parallel: bool) -> None:
-        """fn(key, raw_or_None, src, dst) for every planned chunk.
+        """fn(key, raw_or_None, src, dst) for every planned chunk; fn must not keep ``raw`` (it may
+        be a view of a buffer the thread reuses).
 
         Each task fetches its own group of chunks and decodes them, on the thread pool: one
         thread's fetch overlaps another's decoding (the kernels release the GIL), and at most
@@ -149,7 +150,9 @@ class ChunkedArray:
 
         def task(group: Plan) -> None:
             with strings.reporting(changes):
-                raws = self.store.get_many([k for k, _, _ in group])
+                # fn consumes each chunk's bytes before this thread fetches again: local chunks
+                # may be read into the thread's reused buffer (ZStore.get_many's scratch)
+                raws = self.store.get_many([k for k, _, _ in group], scratch=True)
                 for (k, src, dst), i in zip(group, range(len(raws)), strict=True):
                     raw, raws[i] = raws[i], None  # drop each chunk's bytes once decoded
                     fn(k, raw, src, dst)
