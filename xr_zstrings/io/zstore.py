@@ -45,8 +45,9 @@ _SYNC_BODY = 8192
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # Local chunks read with ``scratch=True`` go into one reused buffer per thread instead of a fresh
 # bytes object each: a fresh 32 MB object costs a page fault per 4 KiB every chunk once dask's
-# workers return freed memory to the system (MALLOC_TRIM_THRESHOLD_), 12 ms of a 66 ms chunk
-# decode (benchmarks/scale_dask.py). Groups larger than this get fresh memory.
+# workers return freed memory to the system (MALLOC_TRIM_THRESHOLD_=65536): a 1e6-string |S32
+# chunk read and decoded took 78 ms fresh, 66 ms reused (1e8 reads on 2 workers, scale_dask.py:
+# 24.7 -> 25.3-26.9 M/s). Groups larger than this get fresh memory (a thread keeps at most this).
 _SCRATCH_MAX = 64 << 20
 _tls = threading.local()
 
