@@ -136,6 +136,6 @@ def test_local_scratch_reads_reuse_one_buffer_per_thread(tmp_path, monkeypatch):
     again = zs.get_many(["v/3", "v/0"], scratch=True)
     assert again[0].obj is views[0].obj  # reused, not a fresh buffer
     assert bytes(again[1]) == plain[0] and bytes(views[0]) == plain[5]  # (the contract: overwritten)
-    monkeypatch.setattr(zstore, "_SCRATCH_MAX", 100)
+    monkeypatch.setattr(zstore._CHUNK_SCRATCH, "limit", 100)
     big = zs.get_many(["v/1"], scratch=True)
     assert type(big[0]) is bytes and big == [plain[1]]

@@ -18,7 +18,6 @@ import io
 import lzma
 import os
 import struct
-import threading
 import zlib
 from typing import Any
 
@@ -26,6 +25,7 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from ..errors import ChunkError
+from ..scratch import ThreadScratch
 
 __all__ = [
     "DEFAULT_MAX_CHUNK_BYTES",
@@ -203,16 +203,8 @@ def _stream_reader(cid: str, codec: Codec, raw: io.BytesIO) -> Any:
 
 # Decompressing into fresh memory costs a page fault per 4 KiB (zstd: ~40% of the time for 5 MB
 # chunks); callers that consume the output before their thread decodes again can ask for a
-# per-thread scratch buffer instead (reused, at most this big, so at most this much per thread).
-_SCRATCH_MAX = 16 << 20
-_tls = threading.local()
-
-
-def _scratch(n: int) -> np.ndarray:
-    buf = getattr(_tls, "buf", None)
-    if buf is None or buf.size < n:
-        buf = _tls.buf = np.empty(n, np.uint8)
-    return buf[:n]
+# per-thread scratch buffer instead (reused, at most 16 MiB, so at most that much per thread).
+_SCRATCH = ThreadScratch(16 << 20)
 
 
 def bounded_decode(codec: Codec, buf: Any, *, limit: int, expected: str = "", scratch: bool = False) -> Any:
@@ -271,8 +263,9 @@ def bounded_decode(codec: Codec, buf: Any, *, limit: int, expected: str = "", sc
         if nbytes > limit:
             raise _too_big(limit, f"{expected}; its lz4 header says {nbytes} bytes")
         exact = nbytes
-    if scratch and exact is not None and 0 < exact <= _SCRATCH_MAX:
-        out = _scratch(exact)
+    reuse = _SCRATCH.get(exact) if scratch and exact else None
+    if reuse is not None:
+        out = reuse[:exact]
         codec.decode(buf, out=out)
         return out
     out = codec.decode(buf)

@@ -25,6 +25,7 @@ from zarr.storage import ObjectStore as _ObjectStore
 
 from ..errors import StoreReplacedError, ZStringsError
 from ..formats.nczarr import parse_json
+from ..scratch import ThreadScratch
 from ..zarr_compat import sync
 from .store_errors import mapped_errors
 
@@ -47,19 +48,8 @@ _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # bytes object each: a fresh 32 MB object costs a page fault per 4 KiB every chunk once dask's
 # workers return freed memory to the system (MALLOC_TRIM_THRESHOLD_=65536): a 1e6-string |S32
 # chunk read and decoded took 78 ms fresh, 66 ms reused (1e8 reads on 2 workers, scale_dask.py:
-# 24.7 -> 25.3-26.9 M/s). Groups larger than this get fresh memory (a thread keeps at most this).
-_SCRATCH_MAX = 64 << 20
-_tls = threading.local()
-
-
-def _scratch(n: int) -> memoryview:
-    """This thread's scratch buffer, at least ``n`` bytes (valid until its next scratch read)."""
-    buf = getattr(_tls, "buf", None)
-    if buf is None or len(buf) < n:
-        # (views handed out earlier keep the old buffer alive: replacing it is safe)
-        grown = max(n, min(2 * len(buf), _SCRATCH_MAX)) if buf is not None else n
-        buf = _tls.buf = memoryview(bytearray(grown))
-    return buf
+# 24.7 -> 25.3-26.9 M/s). Groups larger than 64 MiB get fresh memory (a thread keeps at most that).
+_CHUNK_SCRATCH = ThreadScratch(64 << 20)
 
 
 class ZStore:
@@ -277,11 +267,12 @@ class ZStore:
                 self._count()
                 try:
                     with open(root / self.full_key(k), "rb") as f:
-                        size = os.fstat(f.fileno()).st_size if scratch else -1
-                        if not 0 < size <= _SCRATCH_MAX - used:
+                        size = os.fstat(f.fileno()).st_size if scratch else 0
+                        buf = _CHUNK_SCRATCH.get(used + size) if size else None
+                        if buf is None:
                             out.append(f.read())
                             continue
-                        view = _scratch(used + size)[used : used + size]
+                        view = memoryview(buf)[used : used + size]
                         got = f.readinto(view)
                         rest = f.read()  # the file changed since fstat: keep what it holds now
                         if got < size or rest:
