@@ -269,6 +269,16 @@ def bare_chunk(chunk: int) -> np.ndarray:
     return have
 
 
+def s3_store(url: str, so: dict[str, Any]) -> Any:
+    """obstore's S3Store for ``s3://bucket/prefix`` on the benchmark's server (``so``: the
+    ``storage_options`` our writers get), the client of the bare rows and of the peer's store."""
+    from obstore.store import S3Store
+
+    bucket, _, prefix = url.removeprefix("s3://").partition("/")
+    return S3Store(bucket, prefix=prefix, endpoint=so["endpoint_url"], access_key_id=so["key"],
+                   secret_access_key=so["secret"], region=so["region"], client_options={"allow_http": True})
+
+
 def _bare_io(base: str, so: dict[str, Any] | None) -> tuple[Callable[[str, Any], None], Callable[[str, Any], int]]:
     """(put(key, bytes), read_into(key, buffer) -> size) under ``base``: a local folder, or (``so``
     given) an ``s3://bucket/prefix`` through obstore, the client both engines use."""
@@ -284,11 +294,8 @@ def _bare_io(base: str, so: dict[str, Any] | None) -> tuple[Callable[[str, Any],
 
         return put, read_into
     import obstore
-    from obstore.store import S3Store
 
-    bucket, _, prefix = base.removeprefix("s3://").partition("/")
-    store = S3Store(bucket, prefix=prefix, endpoint=so["endpoint_url"], access_key_id=so["key"],
-                    secret_access_key=so["secret"], region=so["region"], client_options={"allow_http": True})
+    store = s3_store(base, so)
 
     def s3_put(key: str, buf: Any) -> None:
         obstore.put(store, key, memoryview(buf).cast("B"))
@@ -403,12 +410,9 @@ def main() -> None:
 
     def zarr_store(url: str) -> Any:
         """zarr-python's ObjectStore for an s3://scale/... URL (pickles to the workers)."""
-        from obstore.store import S3Store
         from zarr.storage import ObjectStore
 
-        return ObjectStore(S3Store("scale", prefix=url.split("/", 3)[3], endpoint=endpoint, access_key_id=KEY,
-                                   secret_access_key=SECRET, region=REGION,
-                                   client_options={"allow_http": True}), read_only=False)
+        return ObjectStore(s3_store(url, opts), read_only=False)
     rows: list[dict[str, Any]] = []
     chunk_mb = labels(0, chunk).nbytes / 2**20 + sum(
         len(s.encode()) for s in labels(0, 2000).tolist()) / 2000 * chunk / 2**20
