@@ -8,12 +8,31 @@ library reads back with what ``engine="zstrings"`` returns.
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import netCDF4
 import numpy as np
+import pytest
 import xarray as xr
+
+
+def missing_peer(reason: str) -> NoReturn:
+    """A peer this test needs is not on this machine: skipped here, but a failure on CI (``CI`` set),
+    whose .ci/run installs every peer, so that a broken install step cannot pass as a skip."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason} (on CI .ci/run installs it: its install step failed)")
+    pytest.skip(reason)
+
+
+def peer_tool(name: str, package: str = "netcdf-bin") -> str:
+    """The path of one of netcdf-c's command-line tools (Debian's ``netcdf-bin``: ``ncgen``,
+    ``ncdump``), else ``missing_peer``."""
+    exe = shutil.which(name)
+    if exe is None:
+        missing_peer(f"{name} is not installed (apt-get install {package})")
+    return exe
 
 
 def nc_url(path: str | os.PathLike[str], mode: str = "nczarr") -> str:

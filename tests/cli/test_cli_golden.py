@@ -23,6 +23,8 @@ import numpy as np
 import pytest
 import xarray as xr
 
+from peers import peer_tool
+
 from xr_zstrings.cli import main
 from xr_zstrings.sample import sample_path
 from xr_zstrings.write.nczarr import to_nczarr
@@ -187,7 +189,6 @@ def test_every_golden_file_has_a_case() -> None:
 # The peer: Debian's ncdump on a netCDF-4 file holding the same values
 # ---------------------------------------------------------------------------------------------
 
-NCDUMP = shutil.which("ncdump")
 
 
 def _data_blocks(cdl: str) -> dict[str, str]:
@@ -208,13 +209,14 @@ def _data_blocks(cdl: str) -> dict[str, str]:
     return blocks
 
 
-@pytest.mark.skipif(NCDUMP is None, reason="ncdump (Debian netcdf-bin) is not installed; .ci/run installs it")
 def test_dump_data_section_is_what_ncdump_prints(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``zstrings dump`` of a store and ``ncdump`` of the netCDF-4 file ``zstrings convert`` made from
     it print the same data blocks: wrapping, indentation, string escapes, NC_CHAR rows, ``_`` for
     fill values. (Floats here have short exact forms: ncdump rounds others to 7/15 digits, dump
     prints the shortest exact form, as docs/cli.md says.)"""
     import subprocess
+
+    ncdump = peer_tool("ncdump")
 
     names = [f"name {i} \"q\" \\ tab\tnl\n é\x01" if i % 7 == 0 else f"station{i}" for i in range(40)]
     ds = xr.Dataset({
@@ -234,7 +236,7 @@ def test_dump_data_section_is_what_ncdump_prints(tmp_path: Path, capsys: pytest.
     capsys.readouterr()
     assert main(["dump", str(store), "--raw"]) == 0
     ours = _data_blocks(capsys.readouterr().out)
-    theirs = _data_blocks(subprocess.run([NCDUMP, str(nc)], check=True, capture_output=True,
+    theirs = _data_blocks(subprocess.run([ncdump, str(nc)], check=True, capture_output=True,
                                          text=True).stdout)
     assert sorted(ours) == sorted(theirs) == sorted(ds.variables)
     for name in ours:

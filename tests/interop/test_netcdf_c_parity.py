@@ -4,7 +4,6 @@ ncgen from Debian's netcdf-bin), each compared with what the peer reads back fro
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import warnings
 import zipfile
@@ -16,14 +15,17 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from peers import assert_same_as_netcdf4, nc_url, netcdf4_view, write_netcdf_strings, xarray_netcdf4_dims
+from peers import (assert_same_as_netcdf4, nc_url, netcdf4_view, peer_tool, write_netcdf_strings,
+                   xarray_netcdf4_dims)
 
 from xr_zstrings import MetadataError
 
-NCGEN = shutil.which("ncgen")
-needs_ncgen = pytest.mark.skipif(
-    NCGEN is None, reason="ncgen (Debian netcdf-bin) is not installed; .ci/run installs it"
-)
+
+@pytest.fixture
+def ncgen() -> str:
+    """Debian's ncgen (netcdf-c 4.9.0), which turns netcdf-c's own CDL into stores (ncdump beside it)."""
+    peer_tool("ncdump")
+    return peer_tool("ncgen")
 
 
 def _chars(rows: list[bytes], n: int) -> np.ndarray:
@@ -39,8 +41,7 @@ def _as_text(values: list) -> list:
 # ----------------------------------------------------------------------------- NC_CHAR
 
 
-@needs_ncgen
-def test_char_embedded_nul_from_ncgen_cdl_reads_as_netcdf_c_and_xarray(tmp_path):
+def test_char_embedded_nul_from_ncgen_cdl_reads_as_netcdf_c_and_xarray(tmp_path, ncgen):
     """ncgen writes the CDL string "abc\\000def" as 7 chars; netcdf-c keeps the NUL (ncdump prints
     it) and xarray's concat_characters too: only trailing NULs end an NC_CHAR value."""
     cdl = tmp_path / "nul.cdl"
@@ -51,8 +52,8 @@ def test_char_embedded_nul_from_ncgen_cdl_reads_as_netcdf_c_and_xarray(tmp_path)
     # Debian's ncgen (netcdf-c 4.9.0) writes NCZarr that the netCDF4 wheel's 4.10.1 refuses, so the
     # same CDL also goes to a netCDF-4 file for xarray's engine="netcdf4"; ncdump reads the store
     store, ncfile = tmp_path / "nul.zarr", tmp_path / "nul.nc"
-    subprocess.run([NCGEN, "-k", "nc4", "-o", nc_url(store), str(cdl)], check=True)
-    subprocess.run([NCGEN, "-k", "nc4", "-o", str(ncfile), str(cdl)], check=True)
+    subprocess.run([ncgen, "-k", "nc4", "-o", nc_url(store), str(cdl)], check=True)
+    subprocess.run([ncgen, "-k", "nc4", "-o", str(ncfile), str(cdl)], check=True)
     dump = subprocess.run(["ncdump", nc_url(store)], check=True, capture_output=True, text=True).stdout
     assert '"abc\\000def"' in dump  # netcdf-c's own reading of the stored bytes
     peer = xr.open_dataset(ncfile, engine="netcdf4")
@@ -137,13 +138,12 @@ def test_to_nczarr_refuses_nc_string_values_with_a_nul_and_names_nc_char(tmp_pat
 CDL = Path(__file__).parents[1] / "cdl"
 
 
-@needs_ncgen
-def test_ncgen_cdl_chars_read_as_ncdump_and_xarray_netcdf4(tmp_path):
+def test_ncgen_cdl_chars_read_as_ncdump_and_xarray_netcdf4(tmp_path, ncgen):
     """tests/cdl/chars_dims.cdl (see its README) through ncgen: the NCZarr store read by us, the
     netCDF-4 file by xarray's engine="netcdf4"; ncdump shows the stored NULs."""
     store, ncfile = tmp_path / "cd.zarr", tmp_path / "cd.nc"
-    subprocess.run([NCGEN, "-k", "nc4", "-o", nc_url(store), str(CDL / "chars_dims.cdl")], check=True)
-    subprocess.run([NCGEN, "-k", "nc4", "-o", str(ncfile), str(CDL / "chars_dims.cdl")], check=True)
+    subprocess.run([ncgen, "-k", "nc4", "-o", nc_url(store), str(CDL / "chars_dims.cdl")], check=True)
+    subprocess.run([ncgen, "-k", "nc4", "-o", str(ncfile), str(CDL / "chars_dims.cdl")], check=True)
     dump = subprocess.run(["ncdump", nc_url(store)], check=True, capture_output=True, text=True).stdout
     assert '"a\\000b"' in dump and '"\\000\\000cd"' in dump
     peer = xr.open_dataset(ncfile, engine="netcdf4")

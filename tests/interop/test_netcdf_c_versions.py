@@ -22,6 +22,7 @@ import pytest
 import xarray as xr
 
 import netcdf_c_matrix as m
+from peers import missing_peer
 from xr_zstrings import NetcdfCompatibilityWarning, UnsupportedError, to_nczarr
 
 DOC = Path(__file__).parents[2] / "docs" / "netcdf-c-versions.md"
@@ -43,7 +44,8 @@ _stores: dict[str, Path] = {}
 def peers() -> list[str]:
     """The readers, with every side venv created (once per cache; a file lock serialises workers)."""
     if m.base_python() is None:
-        pytest.skip("no Python 3.11 to install the old netCDF4 wheels into (set XR_ZSTRINGS_PEER_PYTHON)")
+        missing_peer("the netCDF4 wheels of netcdf-c 4.9.0-4.9.4 (1.6.2-1.7.2, numpy<2) go into a Python 3.11 "
+                     "(1.6.2 publishes no wheel for a newer CPython): none found, set XR_ZSTRINGS_PEER_PYTHON")
     from peer_venvs import ensure_all
 
     ensure_all()
@@ -87,7 +89,7 @@ def test_docs_matrix_is_what_the_tests_saw(peers, tmp_path_factory):
     another netcdf-c than the one documented checks every other row (its own row is checked against
     the promises above)."""
     if "ncdump" not in peers:
-        pytest.skip("ncdump (apt's netcdf-bin) is not installed: the docs' ncdump row cannot be checked")
+        missing_peer("ncdump is not installed (apt-get install netcdf-bin): the docs' ncdump row cannot be checked")
     matrix = {t: _column(t, tmp_path_factory) for t in m.TARGETS}
     doc, seen = m.docs_table(DOC), m.render(matrix)
     current = m.reader_label("current")
