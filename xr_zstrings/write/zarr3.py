@@ -39,7 +39,7 @@ import pandas as pd
 import xarray as xr
 from zarr.storage import WrapperStore
 
-from ..io.atomic import CloneStore, incomplete_v3_root, local_commit
+from ..io.atomic import CloneStore, incomplete_v3_root, local_commit, not_replaceable
 from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
 from ..codecs.v3 import V3Pipeline
 from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
@@ -626,7 +626,12 @@ def to_zarr_v3(
         from ..zarr_compat import sync
 
         path, is_zip = local
-        with local_commit(path, mode=mode if group is None or not path.exists() else "a", display=display,
+        into = group is not None and path.exists()  # a group written into the store that is there
+        found = not_replaceable(path, "zip" if is_zip else "zarr") if into else None
+        if found is not None:  # (else it would make a folder of other files a store's root)
+            raise TargetExistsError(f"Cannot write group {group!r} into {display}: it is {found}. Write the "
+                                    "group into a store, or choose another target.")
+        with local_commit(path, mode="a" if into else mode, display=display,
                           zip_file=is_zip) as tmp:
             if tmp is None:  # no hard links here: write into the target itself, metadata last
                 zs = open_store(os.fspath(target), mode="a")
