@@ -252,3 +252,14 @@ def test_a_target_that_is_a_symbolic_link_is_refused_before_writing(tmp_path: Pa
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert (_snapshot(real) if real.exists() else None) == before
     assert not [p.name for p in tmp_path.iterdir() if ".zstrings-" in p.name]
+
+
+def test_convert_to_a_netcdf_file_through_a_link_is_refused(tmp_path: Path, source: Path) -> None:
+    real = tmp_path / "real.nc"
+    convert(source, real)
+    link = tmp_path / "link.nc"
+    link.symlink_to(real)
+    before = real.read_bytes()
+    with pytest.raises(TargetExistsError, match=r"is a symbolic link to .*real.nc' \(a file\)"):
+        convert(source, link, mode="w")
+    assert link.is_symlink() and real.read_bytes() == before
