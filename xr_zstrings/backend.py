@@ -23,6 +23,7 @@ from xarray.core.utils import FrozenDict
 
 from . import accessor  # noqa: F401  (registers ds.zstrings / tree.zstrings)
 from .errors import DimensionError
+from .io.redact import shown
 from .io.store import open_store
 from .io.targets import looks_like_zstrings_target
 from .io.zstore import ZStore
@@ -241,7 +242,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         **kwargs: Any,
     ) -> xr.DataTree:
         groups = self.open_groups_as_dict(filename_or_obj, **kwargs)
-        _check_tree_alignment(groups, source=str(filename_or_obj))
+        _check_tree_alignment(groups, source=shown(filename_or_obj))
         return xr.DataTree.from_dict(groups)
 
 

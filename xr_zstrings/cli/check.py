@@ -381,8 +381,10 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from ..errors import ZStringsError
     from ..write.nczarr import NETCDF_C_CODECS
 
-    target = args.target
-    tree = _open_tree(target)
+    from ..io.redact import redact
+
+    tree = _open_tree(args.target)
+    target = redact(args.target)  # as the fixes name it
     findings: list[Finding] = []
     if tree.root.generation == "zarr-v3":
         findings.append(Finding("/", "Zarr v3 store: netcdf-c 4.10 does not open it ('NetCDF: Unknown file "

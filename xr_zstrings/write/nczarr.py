@@ -39,6 +39,7 @@ from .dimensions import _ancestors, _resolve_dimensions
 from ..errors import TargetExistsError, UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
+from ..io.redact import shown
 from ..io.store import open_store
 from ..io.store_errors import mapped_errors
 from ..io.targets import local_target, parse_nczarr_url
@@ -117,10 +118,6 @@ def _as_groups(obj: Any) -> dict[str, xr.Dataset]:
     return dict(sorted(groups.items(), key=lambda kv: (kv[0].count("/") if kv[0] != "/" else 0, kv[0])))
 
 
-def _display(target: Any) -> str:
-    return os.fspath(target) if isinstance(target, str | os.PathLike) else repr(target)
-
-
 def _is_zip_target(target: Any) -> Path | None:
     local = local_target(target)  # object storage: open_store decides (and refuses zip writes there)
     return local[0] if local is not None and local[1] else None
@@ -155,10 +152,10 @@ def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | 
     written first so that every state before the last write is refused (``_claim_v2``).
     """
     _check_mode(mode)
-    display = str(target)
+    display = shown(target)
     zip_path = _is_zip_target(target)
     if zip_path is not None and mode == "a":
-        raise UnsupportedError(f"Cannot append to zip store {target}: zip files cannot be changed in place; "
+        raise UnsupportedError(f"Cannot append to zip store {display}: zip files cannot be changed in place; "
                                "write a directory store, append there, then zip it.")
     local = zip_path if zip_path is not None else _local_dir(target)
     if local is not None:
@@ -235,7 +232,7 @@ def _reopen_rw(target: Any) -> ZStore:
     from zarr.storage import LocalStore
 
     parsed = parse_nczarr_url(os.fspath(target) if isinstance(target, os.PathLike) else target)
-    return ZStore(LocalStore(Path(parsed.path).expanduser(), read_only=False), display=str(target),
+    return ZStore(LocalStore(Path(parsed.path).expanduser(), read_only=False), display=shown(target),
                   modes=parsed.modes)
 
 
@@ -309,7 +306,7 @@ def to_nczarr(
     strings.check_on_overflow(on_overflow)
     layout = netcdf_c_layout(DEFAULT_NETCDF_C if netcdf_c is None else netcdf_c)
     groups = _as_groups(obj)
-    check_names(groups, netcdf_c="zarr" if format == "zarr2" else "nczarr", target=_display(target))
+    check_names(groups, netcdf_c="zarr" if format == "zarr2" else "nczarr", target=shown(target))
     if format == "nczarr" and layout == "4.9.0":
         groups = _for_netcdf_c_4_9_0(groups)
     root_ds = groups["/"]

@@ -23,6 +23,7 @@ from ..codecs.v2 import ChunkPipeline
 from ..errors import DimensionError, UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
 from ..formats.nczarr_json import attrs_json, json_value
+from ..io.redact import shown
 from ..codecs.encoding import OBJECT_CODECS, v2_configs
 
 Format = Literal["nczarr", "zarr2"]
@@ -141,9 +142,9 @@ def check_names(groups: Mapping[str, xr.Dataset], *, netcdf_c: str | None, targe
             if rule is not None:
                 bad.append(f"dimension {d!r} in group {gpath!r}: {rule}")
     if bad:
-        shown = "; ".join(dict.fromkeys(bad[:10])) + (f"; and {len(bad) - 10} more" if len(bad) > 10 else "")
+        listed = "; ".join(dict.fromkeys(bad[:10])) + (f"; and {len(bad) - 10} more" if len(bad) > 10 else "")
         raise ZStringsError(
-            f"Cannot write to {target}: {shown}. Nothing was written. Rename them first, e.g. "
+            f"Cannot write to {shown(target)}: {listed}. Nothing was written. Rename them first, e.g. "
             "ds.rename({old: new}) (dimensions too), or DataTree nodes with tree.rename(...)."
         )
 

@@ -43,6 +43,7 @@ from ..io.atomic import CloneStore, incomplete_v3_root, local_commit, not_replac
 from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
 from ..codecs.v3 import V3Pipeline
 from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
+from ..io.redact import shown
 from ..io.store import open_store
 from ..io.targets import local_target
 from ..io.zstore import ZStore
@@ -605,8 +606,7 @@ def to_zarr_v3(
         base = "/" + (group or "").strip("/")
         named = ({base: ds} if isinstance(ds, xr.Dataset) else
                  {f"{base.rstrip('/')}/{n.path.strip('/')}": n.to_dataset(inherit=False) for n in ds.subtree})
-        check_names(named, netcdf_c=None, target=os.fspath(target) if isinstance(target, str | os.PathLike)
-                    else repr(target))
+        check_names(named, netcdf_c=None, target=shown(target))
     kw: dict[str, Any] = dict(layout=layout, index_data_type=index_data_type, index_location=index_location,
                               index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
     if isinstance(ds, xr.DataTree):
@@ -620,7 +620,7 @@ def to_zarr_v3(
     # every value is checked and packed before the target is touched
     prepared = [(g, *_prepare(d)) for g, d in nodes]
     local = local_target(target)
-    display = str(target)
+    display = shown(target)
     if local is not None:
         from zarr.storage import ZipStore
         from ..zarr_compat import sync
