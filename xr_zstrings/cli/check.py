@@ -104,19 +104,18 @@ def _check_regions(arr: Any, meta: Any, full: bool, sampled: list[str]) -> Itera
     """Regions of ``meta`` for check to read, bounded in memory (one chunk, or ~32 MiB) and, unless
     ``full``, in number (``CHECK_SAMPLE_CHUNKS`` chunks); chunks never written are skipped (they
     read as the fill value). A sample is noted in ``sampled``."""
-    import numpy as np
-
     shape, chunks = tuple(meta.shape), tuple(arr.chunk_shape)
     itemsize = meta.dtype.itemsize if meta.dtype.kind not in "OT" else 16
     if not shape or math.prod(shape) * itemsize <= CHECK_WHOLE_BYTES:
         yield from _row_blocks(meta)
         return
     grid = tuple(-(-n // c) for n, c in zip(shape, chunks, strict=True))
-    total = math.prod(grid)
+    total = math.prod(grid)  # Python ints throughout: a grid of 1e9 x 1e9 chunks overflows int64/float64
     if full or total <= CHECK_SAMPLE_CHUNKS:
         flat: Any = range(total)
     else:
-        flat = np.unique(np.linspace(0, total - 1, CHECK_SAMPLE_CHUNKS).astype(np.int64)).tolist()
+        last, n = total - 1, CHECK_SAMPLE_CHUNKS - 1
+        flat = sorted({i * last // n for i in range(CHECK_SAMPLE_CHUNKS)})  # evenly spread, first and last
         sampled.append(f"{len(flat):,} of {total:,} chunks")
     batch: list[tuple[int, ...]] = []
 
@@ -127,7 +126,11 @@ def _check_regions(arr: Any, meta: Any, full: bool, sampled: list[str]) -> Itera
                 yield tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(ix, chunks, shape, strict=True))
 
     for f in flat:
-        batch.append(tuple(int(i) for i in np.unravel_index(f, grid)))
+        ix = []
+        for g in reversed(grid):  # (np.unravel_index: indices up to the int64 range only)
+            f, i = divmod(f, g)
+            ix.append(i)
+        batch.append(tuple(reversed(ix)))
         if len(batch) == 256:
             yield from regions(batch)
             batch = []
