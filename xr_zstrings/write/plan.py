@@ -591,12 +591,10 @@ def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, in
             arr = arr.astype(bytes)
         n = max(arr.dtype.itemsize, 1)
         if w is not None and n > w:
-            longest = int(np.strings.str_len(arr).max()) if arr.size else 0
+            lengths = np.strings.str_len(arr).reshape(-1) if arr.size else np.zeros(1, np.int64)
+            longest = int(lengths.max())
             if longest > w and policy == "error":
-                raise strings.StringOverflowError(
-                    f"{what}: bytes values of up to {longest} bytes do not fit width {w}; pass "
-                    "on_overflow='widen' or 'truncate', or a larger maxstrlen."
-                )
+                raise strings.overflow_error(what, lengths, w, "", arr, arr.shape)
             n = w if policy == "truncate" else max(longest, w)
         elif w is not None:
             n = w
