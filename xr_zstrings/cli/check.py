@@ -15,6 +15,7 @@ from .common import (
     _TARGET_HELP,
     OK,
     PROBLEMS,
+    UsageError,
     _describe_layout,
     _one_line,
     _open_tree,
@@ -386,6 +387,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
     from ..io.redact import redact
 
+    required = _required_rows(args.netcdf_c)  # (a bad --netcdf-c is refused before the store is read)
     tree = _open_tree(args.target)
     target = redact(args.target)  # as the fixes name it
     findings: list[Finding] = []
@@ -423,13 +425,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
           "netcdf-c build's filter plugins):")
     whole = next((f"{f.where} {f.problem.split(': ', 1)[0]}: netcdf-c refuses the whole store" for f in findings
                   if "whole store" in f.problem), "")
-    current_reads = True
+    failing = []  # the versions that must read the store (--netcdf-c) and do not
     for version, reads, note, fix in netcdf_c_verdicts(tree, target, whole):
         print(f"  {version:12}{'reads' if reads else 'FAILS'}{': ' + note if note else ''}")
         if not reads:
             print(f"  {'':12}fix: {fix}")
-        if version == ">= 4.9.4":
-            current_reads = reads
+            if version in required:
+                failing.append(version)
     n = len(tree.arrays)
     if tree.unreadable:
         n_unread = len(tree.unreadable)
@@ -441,9 +443,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if findings:
         print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.{sample_note}")
         return PROBLEMS
-    if not current_reads:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
+    if failing == [">= 4.9.4"]:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
         print(f"{n} variable(s) read, no problems in the data, but netcdf-c 4.10 does not read this store's "
               f"layout (which versions do, and the fix: above).{sample_note}")
+        return PROBLEMS
+    if failing:  # an older netcdf-c that --netcdf-c says must read it
+        print(f"{n} variable(s) read, no problems in the data, but netcdf-c {', '.join(failing)} does not read "
+              f"this store, and --netcdf-c {args.netcdf_c} says it must (why, and the fix: above).{sample_note}")
         return PROBLEMS
     if n_sampled:
         print(f"{n} variable(s) read, no problems in what was read: netcdf-c reads this store as far as "
@@ -454,6 +460,26 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return OK
 
 
+#: the rows of ``netcdf_c_verdicts``, oldest first, by the layout each netcdf-c reads
+_ROWS = {"4.9.0": "4.9.0", "4.9.1": "4.9.1-4.9.3", "4.9.4": ">= 4.9.4"}
+
+
+def _required_rows(netcdf_c: str | None) -> set[str]:
+    """The verdict rows that must read the store for exit code 0: netcdf-c ``netcdf_c`` and every
+    newer one (default: the current netcdf-c only, >= 4.9.4)."""
+    if netcdf_c is None:
+        return {">= 4.9.4"}
+    from ..write.plan import netcdf_c_layout
+
+    try:
+        oldest = netcdf_c_layout(netcdf_c)
+    except ValueError:  # (ZStringsError) before 4.9.0, or not a version
+        raise UsageError(f"--netcdf-c {netcdf_c}: expected a netcdf-c version from 4.9.0 on (check knows the "
+                         "layouts those read), such as 4.9.0 (Debian 12), 4.9.2 (Ubuntu 24.04) or 4.10.") from None
+    rows = list(_ROWS)
+    return {_ROWS[r] for r in rows[rows.index(oldest):]}
+
+
 def add_parser(sub: Any) -> None:
     """Add the 'check' subcommand to ``sub``, the ``zstrings`` parser's subparsers."""
     p = sub.add_parser("check", help="report what netcdf-c would fail on or truncate",
@@ -461,9 +487,15 @@ def add_parser(sub: Any) -> None:
                                    "truncate (xarray-written <U/vlen strings, Zarr v3, codecs it lacks, "
                                    "split UTF-8, strings longer than maxstrlen) and how to fix it, then "
                                    "whether netcdf-c 4.9.0, 4.9.1-4.9.3 and >= 4.9.4 read the store and the "
-                                   "command that fixes it for each. Exit code 1 when problems are found.")
+                                   "command that fixes it for each. Exit code 1 when problems are found: "
+                                   "in the data, or a netcdf-c that must read the store (the current one, or "
+                                   "--netcdf-c VERSION and newer) does not.")
     p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
     p.add_argument("--full", action="store_true",
                    help=f"read every chunk (default: at most {CHECK_SAMPLE_CHUNKS:,} chunks of a variable, "
                         "evenly spread, and say so)")
+    p.add_argument("--netcdf-c", dest="netcdf_c", metavar="VERSION", default=None,
+                   help="the oldest netcdf-c that must read the store, for the exit code (e.g. 4.9.0 for Debian "
+                        "12, 4.9.2 for Ubuntu 24.04); default: the current netcdf-c (>= 4.9.4) only. Every "
+                        "version's verdict is printed either way")
     p.set_defaults(func=_cmd_check)
