@@ -53,7 +53,7 @@ def _v3_numcodecs_class(codec_id: str) -> Any:
 
     try:
         return get_codec_class(f"numcodecs.{codec_id}")
-    except KeyError:
+    except Exception:  # noqa: BLE001 - KeyError (3.1), UnknownCodecError (3.4, not a KeyError)
         return None
 
 

@@ -359,30 +359,28 @@ def _copy_through(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) -> int
 
 
 def _rewrite(src: ZStore, dst: ZStore, plan: ArrayPlan) -> int:
-    """Decode every written chunk of a non-reusable array and encode it with its v3 codecs."""
+    """Decode every written chunk of a non-reusable array (read once) and encode it with its v3
+    codecs: v2 and v3 chunks are both stored at full size, so each maps to one v3 chunk."""
     meta, js = plan.meta, plan.zarr_json
     arr = open_chunked(src, meta, meta.shape, threads=1)
-    if meta.dtype.kind == "O":
-        fill: Any = "" if meta.string_kind == "vlen" else b""
-    else:
-        fill = meta.fill_value if meta.fill_value is not None else np.zeros((), meta.dtype)[()]
     pipe = V3Pipeline.from_metadata(js["codecs"], data_type=js["data_type"], dtype=meta.dtype,
                                     chunk_shape=tuple(js["chunk_grid"]["configuration"]["chunk_shape"]),
                                     where=f"{dst.display} {plan.path}")
     base = plan.path.strip("/")
+    rel = (lambda k: f"{base}/{k}") if base else (lambda k: k)
     done = 0
-    for idx in _grid(meta):  # (meta.shape: a scalar is stored as shape [1])
-        key = meta.chunk_key(idx)
-        if src.get_bytes(f"{base}/{key}" if base else key) is None:
-            continue  # never written: reads as the fill value in v3 too
-        region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, meta.chunks, meta.shape, strict=True))
-        full = np.full(meta.chunks, fill, dtype=meta.dtype)
-        full[tuple(slice(0, r.stop - r.start) for r in region)] = arr.read(region)
-        if meta.scalar:
-            full = full.reshape(())
-        dst_key = f"{base}/{_v3_key(plan, idx)}" if base else _v3_key(plan, idx)
-        dst.set_many([(dst_key, pipe.encode(full))])
-        done += 1
+    grid = list(_grid(meta))
+    for i in range(0, len(grid), 64):
+        batch = grid[i:i + 64]
+        keys = [meta.chunk_key(idx) for idx in batch]
+        out = []
+        for idx, key, raw in zip(batch, keys, src.get_many([rel(k) for k in keys]), strict=True):
+            if raw is None:
+                continue  # never written: reads as the fill value in v3 too
+            chunk = arr.decode_chunk(bytes(raw), rel(key), meta.chunks)
+            out.append((rel(_v3_key(plan, idx)), pipe.encode(chunk.reshape(()) if meta.scalar else chunk)))
+        dst.set_many(out)
+        done += len(out)
     return done
 
 
