@@ -419,8 +419,12 @@ def _stale_v3(root: Path) -> None:
 
 
 def _write(src: ZStore, dst: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
-           consolidated: bool, in_place: bool) -> tuple[int, str]:
-    """Chunks (unless shared in place), rewritten arrays, then the metadata, the root zarr.json last."""
+           consolidated: bool, in_place: bool, metadata_first: bool = False) -> tuple[int, str]:
+    """Chunks (unless shared in place), rewritten arrays, then the metadata, the root zarr.json last
+    (``metadata_first``: the arrays' metadata before their chunks, as icechunk requires)."""
+    others, root = _metadata(arrays, groups, consolidated, dst)
+    if metadata_first:
+        dst.set_many(others)
     n, how = 0, "shared"
     if not in_place:
         pairs = [p for a in arrays.values() if a.reuse for p in _pairs(a)]
@@ -434,8 +438,8 @@ def _write(src: ZStore, dst: ZStore, arrays: Mapping[str, ArrayPlan], groups: Ma
     for plan in arrays.values():
         if not plan.reuse:
             _rewrite(src, dst, plan)
-    others, root = _metadata(arrays, groups, consolidated, dst)
-    dst.set_many(others)
+    if not metadata_first:
+        dst.set_many(others)
     dst.set_many([root])
     return n, how
 
@@ -471,7 +475,9 @@ def migrate(
     in_place = target is None
     arrays, groups = plan_migration(tree, in_place=in_place)
     report = MigrationReport(
-        source=src.display, target=src.display if in_place else str(target), in_place=in_place,
+        source=src.display, in_place=in_place,
+        target=src.display if in_place else os.fspath(target) if isinstance(target, str | os.PathLike)
+        else f"<{type(target).__name__}>",
         reused=sorted(p for p, a in arrays.items() if a.reuse),
         rewritten={p: a.why for p, a in arrays.items() if not a.reuse},
         notes={p: a.notes for p, a in arrays.items() if a.notes}, dry_run=dry_run)
@@ -526,7 +532,15 @@ def _commit_new(src: ZStore, target: Any, mode: str, arrays: Mapping[str, ArrayP
             finally:
                 if is_zip:
                     store.close()
-    dst = open_store(target, mode="w", storage_options=so) if isinstance(target, str | os.PathLike) else \
-        open_store(target, mode="w")
-    _claim_v3(dst, mode)
+    if isinstance(target, str | os.PathLike):  # object storage: the placeholder root first
+        dst = open_store(target, mode="w", storage_options=so)
+        _claim_v3(dst, mode)
+    else:
+        # a zarr-python Store: an empty one gets no placeholder, its arrays' metadata before their
+        # chunks and the root last (icechunk, whose commit is the transaction, refuses a zarr.json
+        # that is not Zarr metadata and chunks of an array it does not know yet)
+        dst = open_store(target, mode="w")
+        if mode == "w" or dst.list_dir(""):
+            _claim_v3(dst, mode)
+        return _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
     return _write(src, dst, arrays, groups, consolidated, False)
