@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import shutil
 import struct
 from pathlib import Path
@@ -180,22 +179,33 @@ def test_refusals(nc, tmp_path):
 
 
 def test_interrupted_migration_leaves_nothing_half_written(nc, tmp_path, monkeypatch):
+    """A new location appears whole or not at all; in place, until the root zarr.json is written
+    (by a rename) v3 readers still see the v2 store, and migrating again completes it."""
     store = tmp_path / "nc.zarr"
     shutil.copytree(nc, store)
-    real = migrate_module._metadata
 
     def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(migrate_module, "_replace", boom)
+    real = migrate_module._write
+
+    def write_then_fail(*args, **kwargs):
         real(*args, **kwargs)
         raise OSError("disk full")
 
-    monkeypatch.setattr(migrate_module, "_metadata", boom)
-    with pytest.raises(OSError, match="disk full"):
-        xr_zstrings.migrate(nc, tmp_path / "v3.zarr")
     with pytest.raises(OSError, match="disk full"):
         xr_zstrings.migrate(store)
-    assert not (tmp_path / "v3.zarr").exists()
-    assert not list(store.rglob("zarr.json")) and not (store / "packed" / "c").exists()
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["nc.zarr"]
+    assert (store / "temp" / "zarr.json").exists() and not (store / "zarr.json").exists()
+    assert zarr.open_group(store, mode="r").metadata.zarr_format == 2  # no v3 root: the v2 store
+    _same_as_source(nc, store)
+    monkeypatch.setattr(migrate_module, "_write", write_then_fail)
+    with pytest.raises(OSError, match="disk full"):
+        xr_zstrings.migrate(nc, tmp_path / "v3.zarr")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nc.zarr"]  # no target, nothing beside it
+    monkeypatch.undo()
+    xr_zstrings.migrate(store)
+    assert zarr.open_group(store, mode="r", zarr_format=3)["temp"][0, :].tolist() == [0, 1, 2, 3, 4]
 
 
 def test_filters_without_a_v3_codec_are_rewritten(tmp_path):

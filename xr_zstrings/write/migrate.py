@@ -30,7 +30,7 @@ import json
 import math
 import os
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,7 @@ from ..codecs.v3 import V3Pipeline
 from ..errors import UnsupportedError, ZStringsError
 from ..formats.nczarr import ArrayMetaV2
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
-from ..io.atomic import CloneStore, local_commit
+from ..io.atomic import local_commit, recover, target_lock
 from ..io.store import open_store
 from ..io.targets import local_target
 from ..io.zstore import ZStore
@@ -282,26 +282,29 @@ def _local_root(zs: ZStore) -> Path | None:
 
 
 def _link_local(src: Path, dst: Path, pairs: list[tuple[str, str]]) -> tuple[int, str]:
-    """Hard-link (or, across file systems, copy) each chunk file; never-written chunks are skipped."""
+    """Hard-link (or, across file systems, copy) each chunk file; never-written chunks are skipped.
+    (Plain strings, not pathlib: 10,000 chunks cost the kernel's links, not Python's paths.)"""
     import shutil
 
-    made: set[Path] = set()
+    s_root, d_root = os.fspath(src), os.fspath(dst)
+    made: set[str] = set()
     n, how = 0, "hard-linked"
     for s, d in pairs:
-        target = dst / d
-        if target.parent not in made:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            made.add(target.parent)
+        target = os.path.join(d_root, d)
+        parent = os.path.dirname(target)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
         try:
             if how == "hard-linked":
                 try:
-                    os.link(src / s, target)
-                except OSError as e:
-                    if isinstance(e, FileNotFoundError):
-                        raise
-                    how = "copied"
+                    os.link(os.path.join(s_root, s), target)
+                except FileNotFoundError:
+                    raise
+                except OSError:
+                    how = "copied"  # another file system (or links not allowed): copy from here on
             if how == "copied":
-                shutil.copyfile(src / s, target)
+                shutil.copyfile(os.path.join(s_root, s), target)
         except FileNotFoundError:
             continue
         n += 1
@@ -328,7 +331,6 @@ def _copy_server_side(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) ->
     done = 0
 
     async def run() -> None:
-        nonlocal done
         sem = asyncio.Semaphore(_TRANSFER_CONCURRENCY)
 
         async def one(s: str, d: str) -> None:
@@ -419,9 +421,11 @@ def _stale_v3(root: Path) -> None:
 
 
 def _write(src: ZStore, dst: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
-           consolidated: bool, in_place: bool, metadata_first: bool = False) -> tuple[int, str]:
+           consolidated: bool, in_place: bool, metadata_first: bool = False,
+           put_root: Callable[[bytes], None] | None = None) -> tuple[int, str]:
     """Chunks (unless shared in place), rewritten arrays, then the metadata, the root zarr.json last
-    (``metadata_first``: the arrays' metadata before their chunks, as icechunk requires)."""
+    (``metadata_first``: the arrays' metadata before their chunks, as icechunk requires;
+    ``put_root``: how the root is written, default ``dst.set_many``)."""
     others, root = _metadata(arrays, groups, consolidated, dst)
     if metadata_first:
         dst.set_many(others)
@@ -440,7 +444,10 @@ def _write(src: ZStore, dst: ZStore, arrays: Mapping[str, ArrayPlan], groups: Ma
             _rewrite(src, dst, plan)
     if not metadata_first:
         dst.set_many(others)
-    dst.set_many([root])
+    if put_root is None:
+        dst.set_many([root])
+    else:
+        put_root(root[1])
     return n, how
 
 
@@ -496,22 +503,48 @@ def migrate(
 
 def _commit_in_place(source: Any, src: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
                      consolidated: bool, so: dict | None) -> tuple[int, str]:
+    """v3 metadata beside the v2 metadata. Nothing a v2 reader reads changes, so no clone is made:
+    under the writers' lock (``io.atomic``, serialised with appends), an older migration's root
+    zarr.json goes first, the arrays' metadata are written, and the root last (locally by a rename)."""
     local = local_target(source) if isinstance(source, str | os.PathLike) else None
     if local is not None and local[1]:
         raise UnsupportedError(f"Cannot migrate the zip file {src.display} in place: zip files are not changed "
                                "in place. Pass a target (a directory) to migrate into.")
-    if local is not None:
-        with local_commit(local[0], mode="a", display=src.display) as tmp:
-            root = tmp if tmp is not None else local[0]
-            if (root / "zarr.json").exists():
-                _stale_v3(root)
-            from zarr.storage import LocalStore
+    if local is None:
+        dst = open_store(source, mode="a", storage_options=so)
+        if dst.get_bytes("zarr.json") is not None:
+            _delete(dst, "zarr.json")  # v3 readers fall back to the v2 metadata until the new root
+        return _write(src, dst, arrays, groups, consolidated, True)
+    from zarr.storage import LocalStore
 
-            store = CloneStore(root, read_only=False) if tmp is not None else LocalStore(root, read_only=False)
-            dst = ZStore(store, display=src.display)
-            return _write(src, dst, arrays, groups, consolidated, True)
-    dst = open_store(source, mode="a", storage_options=so)
-    return _write(src, dst, arrays, groups, consolidated, True)
+    path = Path(os.path.abspath(local[0]))
+    recover(path, src.display)
+    with target_lock(path, src.display):
+        if (path / "zarr.json").exists():
+            os.unlink(path / "zarr.json")
+            _stale_v3(path)
+        dst = ZStore(LocalStore(path, read_only=False), display=src.display)
+        return _write(src, dst, arrays, groups, consolidated, True, put_root=lambda b: _replace(path / "zarr.json", b))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write a file whole or not at all: a sibling written, flushed and renamed over it."""
+    tmp = path.with_name(f".{path.name}.zstrings-tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _delete(zs: ZStore, key: str) -> None:
+    from ..zarr_compat import sync
+
+    sync(zs.store.delete(zs.full_key(key)))
 
 
 def _commit_new(src: ZStore, target: Any, mode: str, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
