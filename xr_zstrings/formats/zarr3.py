@@ -14,7 +14,13 @@ What is understood, and the JSON forms the writers use (zarr-python 3.1 in brack
 - ``variable_length_bytes`` [zarr-python], ``bytes`` [zarr-python 3.0, zarrs], ``binary`` [Arrow ZEP,
   zarrs alias] and ``large_binary`` (fill: base64 text, or a list of byte values as zarrs allows);
 - ``fixed_length_utf32`` (``{"length_bytes": 4n}``, fill: a JSON string) and
-  ``null_terminated_bytes`` (``{"length_bytes": n}``, fill: base64 text).
+  ``null_terminated_bytes`` (``{"length_bytes": n}``, fill: base64 text);
+- ``xr_zstrings.nc_char``: netcdf-c's NC_CHAR (one byte, ``S1``), as ``xr_zstrings.migrate`` writes
+  it (fill: at most one character, the byte's code point);
+- zarrs' ``optional`` / ``zarrs.optional`` around ``string`` or ``bytes``.
+
+NCZarr's attribute types (``_nczarr_attr``, which ``migrate`` keeps in ``attributes``) are applied
+as in Zarr v2.
 
 The data type *name* never decides the chunk layout: ``string`` is zarr-python's ``vlen-utf8``, zarrs'
 ``zarrs.vlen`` or the Arrow layout depending on the codec chain, which ``codecs_v3`` interprets.
