@@ -384,6 +384,9 @@ def _print_migration(tree: Any) -> None:
 
     if tree.root.generation == "zarr-v3":
         return
+    if tree.unreadable:
+        print(f"Zarr v3 migration: not possible while {', '.join(sorted(tree.unreadable))} cannot be read (above)")
+        return
     try:
         arrays, _ = plan_migration(tree, in_place=True)
     except ZStringsError as e:

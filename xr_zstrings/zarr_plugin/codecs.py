@@ -141,11 +141,14 @@ class ZarrsVlenV2Codec(_WrappedCodec):
 class ZarrsOptionalCodec(_WrappedCodec):
     """zarrs' ``zarrs.optional``: a validity mask and the present values, each through a codec chain."""
 
-    names: ClassVar[tuple[str, ...]] = (*ZARRS_OPTIONAL_NAMES, "optional")
+    #: zarrs' names only: zarr-extensions drafts an unrelated codec called plain "optional", which
+    #: zarr-python must stay free to register (engine="zstrings" reads zarrs' "optional" by its
+    #: configuration, codecs/zarrs.py)
+    names: ClassVar[tuple[str, ...]] = ZARRS_OPTIONAL_NAMES
 
     @classmethod
     def check(cls, name: str, cfg: dict) -> None:
-        if "mask_codecs" not in cfg:  # zarr-extensions drafts an unrelated "optional" codec
+        if "mask_codecs" not in cfg:
             raise ValueError(f"codec {name!r} without 'mask_codecs' is not zarrs' optional codec; "
                              "xr_zstrings reads zarrs' (mask_codecs and data_codecs)")
 

@@ -133,7 +133,9 @@ class NCChar(ZDType[np.dtypes.BytesDType, np.bytes_]):  # type: ignore[type-var]
         return raw.decode("latin-1")
 
 
-_INNER = {"string": "str", "bytes": "bytes", "variable_length_bytes": "bytes", "binary": "bytes"}
+#: the inner data types read (the Arrow layout's large_* too: the codec decodes every layout)
+_INNER = {"string": "str", "large_string": "str", "bytes": "bytes", "variable_length_bytes": "bytes",
+          "binary": "bytes", "large_binary": "bytes"}
 
 
 @dataclass(frozen=True, kw_only=True)
