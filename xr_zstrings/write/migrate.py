@@ -176,8 +176,8 @@ def _attributes(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, notes: list[str
     if "_FillValue" in attrs:
         if kind in _TEXT_KINDS or meta.dtype.kind not in "biuf":
             notes.append(f"its text _FillValue {attrs['_FillValue']!r} is not written: xarray cannot decode a "
-                         "_FillValue of this data type from Zarr v3 (it fails to open the variable); the "
-                         "value stays the array's fill_value and reads as itself, not as missing")
+                         "_FillValue attribute of a Zarr v3 string type (it fails to open the variable), so "
+                         "values equal to it read as themselves, not as missing")
             attrs.pop("_FillValue")
         else:
             attrs["_FillValue"] = xarray_fill_attr(attrs["_FillValue"], meta.dtype)
