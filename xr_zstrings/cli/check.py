@@ -381,6 +381,32 @@ def _unread_finding(tree: Any, path: str, why: str) -> Finding:
                    "rewrite it with a netCDF data type and a codec netcdf-c reads (zlib, zstd, bz2, blosc)")
 
 
+def _print_migration(tree: Any) -> None:
+    """Whether ``zstrings migrate`` makes the store Zarr v3 writing metadata only (and why not)."""
+    from ..errors import ZStringsError
+    from ..write.migrate import plan_migration
+
+    if tree.root.generation == "zarr-v3":
+        return
+    if tree.unreadable:
+        print(f"Zarr v3 migration: not possible while {', '.join(sorted(tree.unreadable))} cannot be read (above)")
+        return
+    try:
+        arrays, _ = plan_migration(tree, in_place=True)
+    except ZStringsError as e:
+        print(f"Zarr v3 migration: not possible: {_one_line(e)}")
+        return
+    rewrite = {p: a.why for p, a in arrays.items() if not a.reuse}
+    if not rewrite:
+        print(f"Zarr v3 migration: metadata only (zstrings migrate {tree.store.display}): every array keeps its "
+              "chunks")
+        return
+    print(f"Zarr v3 migration: {len(rewrite)} of {len(arrays)} array(s) must be rewritten (zstrings migrate "
+          "rewrites them, the rest keep their chunks):")
+    for path, why in sorted(rewrite.items()):
+        print(f"  {path}: {why}")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..errors import ZStringsError
     from ..write.nczarr import NETCDF_C_CODECS
@@ -432,6 +458,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             print(f"  {'':12}fix: {fix}")
             if version in required:
                 failing.append(version)
+    _print_migration(tree)
     n = len(tree.arrays)
     if tree.unreadable:
         n_unread = len(tree.unreadable)
