@@ -21,16 +21,33 @@ def _key(v: str) -> tuple[int, ...]:
     return tuple(int(x) for x in re.findall(r"\d+", v))
 
 
+def _applies(marker: str | None) -> bool:
+    """Whether an environment marker holds for this Python; only ``python_version <op> "X.Y"``
+    markers are used in pyproject.toml (packaging, which evaluates any, is not installed yet)."""
+    if not marker:
+        return True
+    m = re.fullmatch(r"""\s*python_version\s*(>=|<=|==|!=|<|>)\s*["']([0-9.]+)["']\s*""", marker)
+    if not m:
+        sys.exit(f"lower_bounds: marker {marker!r} is not of the form python_version >= 'X.Y'")
+    have, want = sys.version_info[:2], _key(m.group(2))
+    return {">=": have >= want, "<=": have <= want, "==": have == want, "!=": have != want,
+            "<": have < want, ">": have > want}[m.group(1)]
+
+
 def lower_bounds() -> dict[str, str]:
+    """Each requirement's lower bound (those whose marker excludes this Python left out)."""
     meta = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
     reqs = [*meta["build-system"]["requires"], *meta["project"]["dependencies"],
             *meta["project"]["optional-dependencies"]["test"]]
     out: dict[str, str] = {}
     for r in reqs:
+        r, _, marker = r.partition(";")
         m = re.fullmatch(r"\s*([A-Za-z0-9_.-]+)(?:\[[^]]*\])?\s*(?:>=|==)\s*([0-9][^,;\s]*)\s*", r)
         if not m:
             sys.exit(f"lower_bounds: {r!r} has no single '>=' lower bound (or '==' pin); "
                      "give every requirement one")
+        if not _applies(marker or None):
+            continue
         name = re.sub(r"[-_.]+", "-", m.group(1)).lower()
         # a package bounded twice (numpy: build headers and runtime) gets the higher bound
         if name not in out or _key(m.group(2)) > _key(out[name]):
