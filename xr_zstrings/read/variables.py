@@ -440,7 +440,7 @@ def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, A
     if "_FillValue" in attrs:
         fill = attrs.pop("_FillValue")
     elif pure and zarr_mask and meta.fill_value is not None and not (kind is not None and meta.null_fill):
-        fill = meta.fill_value.item() if isinstance(meta.fill_value, np.generic) else meta.fill_value
+        fill = meta.fill_value  # (numbers keep their numpy type, as before and as engine="zarr")
     if fill is None:
         return None
     if kind is None:
