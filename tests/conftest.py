@@ -17,6 +17,9 @@ from s3_server import S3Server, start_server
 # the tests/ folder: test data paths are relative to it
 TESTS = Path(__file__).resolve().parent
 
+# the per-class count of xarray's backend tests (interop/xarray_backends), printed by the controller
+pytest_plugins = ["xarray_backends_summary"]
+
 
 @pytest.fixture(scope="session")
 def s3() -> S3Server:

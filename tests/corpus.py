@@ -111,6 +111,16 @@ PEERS = ("zarr2-xarray", "zarr2-compressors", "zarr3-vlen-utf8", "zarr3-compress
          "zarr3-fixed_length_utf32", "zarr3-null_terminated_bytes", "zarr3-zarrs.vlen", "zarr3-arrow",
          "zarr3-arrow-large")
 SOURCES = [*golden_sources(), *(f"nc4101-{n}" for n in LIVE), *PEERS]
+#: sources with missing strings, each kind engine="zstrings" returns: a CF string _FillValue
+#: (netcdf-c's NC_STRING; a Zarr v2 fill_value xarray wrote, masked as engine="zarr" masks it) and
+#: none of their own (a v2 fill_value null; zarrs' optional type): the marker fill MISSING_MARKER.
+#: Not in SOURCES: the writer matrix adds them (their cells end in documented refusals).
+MISSING = {
+    "missing-nc4101-fill": None,
+    "missing-zarr2-fill": None,
+    "missing-zarr2-null": Path(__file__).resolve().parent / "golden_missing" / "zarr-python-2.18" / "missing.zarr",
+    "missing-zarrs-optional": Path(__file__).resolve().parent / "golden_chunks" / "zarrs_optional" / "optional.zarr",
+}
 
 
 def source(sid: str, base: Path) -> Path:
@@ -118,10 +128,19 @@ def source(sid: str, base: Path) -> Path:
     golden = golden_sources()
     if sid in golden:
         return golden[sid]
+    if MISSING.get(sid) is not None:
+        return MISSING[sid]
     path = base / f"{sid}.zarr"
     if path.exists():
         return path
-    if sid == "nc4101-tree":
+    if sid == "missing-nc4101-fill":
+        write_netcdf_missing(path)
+    elif sid == "missing-zarr2-fill":
+        na = np.dtypes.StringDType(na_object=np.nan)
+        ds = xr.Dataset({"s": ("x", np.array(["a", np.nan, "", "é"], dtype=na))})
+        ds["s"].encoding = {"_FillValue": "N/A", "dtype": na}
+        ds.to_zarr(path, zarr_format=2)  # .zarray fill_value "N/A"; the NA written as it
+    elif sid == "nc4101-tree":
         write_netcdf_tree(path)
     elif sid.startswith("nc4101-"):
         mg = make_golden_module()
@@ -135,6 +154,20 @@ def source(sid: str, base: Path) -> Path:
     else:
         write_peer(sid, path)
     return path
+
+
+def write_netcdf_missing(path: Path) -> None:
+    """netcdf-c 4.10.1 NC_STRING with a string _FillValue: a value written as the fill and never-written
+    elements are missing for every CF reader; one without a fill beside it."""
+    nc = netCDF4.Dataset(url(path, "nczarr"), "w", format="NETCDF4")
+    try:
+        nc.createDimension("x", 6)
+        s = nc.createVariable("s", str, ("x",), fill_value="N/A", chunksizes=(2,))
+        s[0], s[1], s[2], s[3] = "a", "é", "N/A", ""
+        t = nc.createVariable("t", str, ("x",))
+        t[:] = np.array(["p", "", "q", "r", "s", "t"], dtype=object)
+    finally:
+        nc.close()
 
 
 def write_netcdf_tree(path: Path) -> None:

@@ -36,14 +36,15 @@ class ZStringsAccessor:
 
 
     def for_zarr(self, zarr_format: int) -> xr.Dataset | xr.DataTree:
-        """A copy whose codecs are in ``zarr_format``'s vocabulary; see ``zarr_encoding.for_zarr``."""
+        """A copy whose codecs are in ``zarr_format``'s vocabulary; see ``codecs.encoding.for_zarr``."""
         from .codecs.encoding import for_zarr
 
         return for_zarr(self._obj, zarr_format)
 
     def to_zarr(self, store: Any = None, *, zarr_format: int | None = None, **kwargs: Any) -> Any:
-        """``.to_zarr(store, zarr_format=..., **kwargs)`` with the codecs converted for that format
-        first (``engine="zstrings"`` gives them in the default format's vocabulary; see ``zarr_encoding``)."""
+        """``.to_zarr(store, zarr_format=..., **kwargs)`` with the store's exact codec chain for that
+        format (netcdf-c's shuffle, v3 shards), which the format-neutral encoding engine="zstrings"
+        gives cannot hold for both formats; see ``codecs.encoding.for_zarr``."""
         from .codecs.encoding import default_zarr_format, for_zarr
 
         fmt = default_zarr_format() if zarr_format is None else zarr_format

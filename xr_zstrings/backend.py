@@ -6,6 +6,7 @@ this module only wraps ``LazyArray`` as a ``BackendArray`` and maps groups to Da
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
 import os
@@ -34,7 +35,7 @@ from .io.zstore import ZStore
 from .read.lazy import LazyArray
 from .read.options import ReadOptions
 from .read.tree import TreeMeta, open_tree
-from .read.variables import GroupContents, group_contents
+from .read.variables import GroupContents, group_contents, group_not_found
 
 __all__ = ["ZStringsBackendEntrypoint", "ZStringsBackendArray", "ZStringsDataStore"]
 
@@ -50,6 +51,17 @@ class ZStringsBackendArray(BackendArray):
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         return indexing.explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.OUTER, self.data.__getitem__
+        )
+
+    async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
+        """``ds.load_async()``: the same read in a worker thread (the store calls block; the chunk
+        fetches inside one read are already concurrent), so the event loop keeps running."""
+
+        async def read(k: tuple[Any, ...]) -> np.ndarray:
+            return await asyncio.to_thread(self.data.__getitem__, k)
+
+        return await indexing.async_explicit_indexing_adapter(
+            key, self.shape, indexing.IndexingSupport.OUTER, read
         )
 
 
@@ -83,13 +95,15 @@ class ZStringsDataStore(AbstractDataStore):
 
 
 def _options(string_dtype: Any, utf8_errors: str, concat_characters: bool | None,
-             decode_threads: int | None = None, mask_and_scale: bool | None = True) -> ReadOptions:
+             decode_threads: int | None = None, mask_and_scale: bool | None = True,
+             use_zarr_fill_value_as_mask: bool | None = None) -> ReadOptions:
     return ReadOptions(
         string_dtype=string_dtype,
         utf8_errors=utf8_errors,  # type: ignore[arg-type]
         concat_characters=True if concat_characters is None else bool(concat_characters),
         decode_threads=decode_threads,
         mask_and_scale=True if mask_and_scale is None else bool(mask_and_scale),
+        use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
     )
 
 
@@ -112,6 +126,9 @@ def _to_dataset(
         if keep:
             decoders = {**decoders, "concat_characters": keep}
     ds = StoreBackendEntrypoint().open_dataset(store, drop_variables=None, **decoders)
+    for name, spec in contents.variables.items():
+        if spec.decoded_encoding and name in ds.variables:
+            ds.variables[name].encoding.update(spec.decoded_encoding)
     ds.encoding["zstrings_requests"] = tree.store.requests  # what opening cost (object storage)
     return ds
 
@@ -153,7 +170,9 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
     Extra keyword arguments: ``string_dtype`` ("T" numpy StringDType (default), "O" object, "U"
     fixed width, "bytes" the stored bytes of every string layout), ``utf8_errors`` ("drop" (default) drops a character that netcdf-c cut in half,
     "replace", "strict"), ``storage_options`` for the store layer, ``decode_threads`` (threads that
-    decode chunks; default ``$XR_ZSTRINGS_DECODE_THREADS`` or min(8, CPUs); 1 decodes on the caller).
+    decode chunks; default ``$XR_ZSTRINGS_DECODE_THREADS`` or min(8, CPUs); 1 decodes on the caller),
+    ``use_zarr_fill_value_as_mask`` (a pure Zarr ``fill_value`` marks missing values, as in
+    engine="zarr"; default: Zarr v2 yes, v3 no).
     """
 
     description = "NCZarr / Zarr v2 stores with strings decoded to str (xr_zstrings)"
@@ -172,6 +191,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         "utf8_errors",
         "storage_options",
         "decode_threads",
+        "use_zarr_fill_value_as_mask",
     )
 
     def guess_can_open(self, filename_or_obj: Any) -> bool:
@@ -193,9 +213,12 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         utf8_errors: str = "drop",
         storage_options: dict[str, Any] | None = None,
         decode_threads: int | None = None,
+        use_zarr_fill_value_as_mask: bool | None = None,
     ) -> xr.Dataset:
         # checked first
-        options = _options(string_dtype, utf8_errors, concat_characters, decode_threads, mask_and_scale)
+        _check_group(group)
+        options = _options(string_dtype, utf8_errors, concat_characters, decode_threads, mask_and_scale,
+                           use_zarr_fill_value_as_mask)
         with _gc_paused():
             tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
             tree.store.pin_version(tree.version)  # lazy reads refuse a version swapped in later
@@ -218,20 +241,24 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         utf8_errors: str = "drop",
         storage_options: dict[str, Any] | None = None,
         decode_threads: int | None = None,
+        use_zarr_fill_value_as_mask: bool | None = None,
         **decoders: Any,
     ) -> dict[str, xr.Dataset]:
         """Every group below ``group`` as its own Dataset, keyed by path relative to it."""
         if decoders.pop("decode_cf", True) is False:
             decoders.update(mask_and_scale=False, decode_times=False, concat_characters=False,
                             decode_coords=False, decode_timedelta=False)
+        _check_group(group)
         options = _options(string_dtype, utf8_errors, decoders.get("concat_characters", True), decode_threads,
-                           decoders.get("mask_and_scale", True))
+                           decoders.get("mask_and_scale", True), use_zarr_fill_value_as_mask)
         root = "/" + (group or "").strip("/") if (group or "").strip("/") else "/"
         decoders = _decoders(**{k: decoders.get(k, v) for k, v in _DECODER_DEFAULTS.items()})
         out: dict[str, xr.Dataset] = {}
         with _gc_paused():
             tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
             tree.store.pin_version(tree.version)  # lazy reads refuse a version swapped in later
+            if root not in tree.groups:
+                raise group_not_found(tree, root)
             for path in sorted(tree.groups, key=lambda p: (p.count("/"), p)):
                 if not (path == root or root == "/" or path.startswith(root + "/")):
                     continue
@@ -248,6 +275,11 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         groups = self.open_groups_as_dict(filename_or_obj, **kwargs)
         _check_tree_alignment(groups, source=shown(filename_or_obj))
         return xr.DataTree.from_dict(groups)
+
+
+def _check_group(group: Any) -> None:
+    if group is not None and not isinstance(group, str):
+        raise ValueError(f"group must be a string (a group path such as 'obs' or '/obs/deep'), got {group!r}.")
 
 
 _DECODER_DEFAULTS: dict[str, Any] = dict(mask_and_scale=True, decode_times=True, concat_characters=True,

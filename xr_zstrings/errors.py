@@ -12,6 +12,7 @@ __all__ = [
     "MissingStringsWarning",
     "ConcurrentWriteError",
     "DimensionError",
+    "GroupNotFoundError",
     "IncompleteStoreError",
     "MetadataError",
     "NetcdfCompatibilityWarning",
@@ -79,6 +80,11 @@ class StoreNotFoundError(ZStringsError, FileNotFoundError):
     """No store (or no Zarr group) at the given path or URL."""
 
 
+class GroupNotFoundError(StoreNotFoundError):
+    """The store opens but has no group at the requested path (``group=...``); an ``OSError``
+    (``FileNotFoundError``) as netCDF4 and zarr-python raise it, and a ``ZStringsError``."""
+
+
 class StorePermissionError(ZStringsError, PermissionError):
     """The object store refused the request (missing or wrong credentials, no permission)."""
 
@@ -101,7 +107,8 @@ class CodecDroppedWarning(UserWarning):
 
 class StringDecodeWarning(UserWarning):
     """A ``utf8_errors`` policy changed values while reading ("drop" shortened them, "replace" put
-    U+FFFD in them); the message gives the count, the first value and how to read the bytes."""
+    U+FFFD in them); the message gives the count, the first value and how to read the bytes. Also:
+    a text attribute that is not UTF-8 came back as its bytes."""
 
 
 class MissingStringsWarning(UserWarning):

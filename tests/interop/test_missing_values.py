@@ -152,18 +152,42 @@ def _peer_plain(values: list[Any]) -> list[Any]:
 @pytest.mark.parametrize("name", sorted(_golden_v2()))
 @pytest.mark.parametrize("chunks", [None, {}])
 def test_zarr_v2_fill_values_read_as_zarr_python_2(name, chunks, kernels):
-    """Rows "Zarr v2 ...": as zarr-python 2.18 read the store it wrote (``fill_value: null`` on an
-    object array: None for never-written chunks); a |S array declares no text, so its values stay
-    bytes as zarr-python (and engine="zarr") read them (format-notes "Bytes or text")."""
+    """Rows "Zarr v2 ...": with ``use_zarr_fill_value_as_mask=False``, as zarr-python 2.18 read the
+    store it wrote (``fill_value: null`` on an object array: None for never-written chunks); a |S
+    array declares no text, so its values stay bytes as zarr-python (and engine="zarr") read them
+    (format-notes "Bytes or text")."""
     row = _golden_v2()[name]
     want = _peer_plain(row["values"])
-    got = xr.open_dataset(GOLDEN_V2 / "missing.zarr", engine="zstrings", chunks=chunks)[name]
+    got = xr.open_dataset(GOLDEN_V2 / "missing.zarr", engine="zstrings", chunks=chunks,
+                          use_zarr_fill_value_as_mask=False)[name]
     assert missing(got.values) == want
     if name == "vlen_null":
         assert got.dtype == NA_T
         assert got.isnull().values.tolist() == [False, False, True, True, True, True]
     elif got.dtype.kind == "T":
         assert got.dtype == np.dtypes.StringDType()  # a fill string is a value: no NA object
+
+
+@pytest.mark.parametrize("name", sorted(_golden_v2()))
+@pytest.mark.parametrize("chunks", [None, {}])
+def test_zarr_v2_fill_values_are_missing_as_engine_zarr(name, chunks, kernels):
+    """Rows "Zarr v2 ...", the default (``use_zarr_fill_value_as_mask``, True for v2 as in
+    engine="zarr"): the array's fill value marks missing values for strings and bytes as for
+    numbers, as engine="zarr" reads them; ``fill_value: null`` on an object array: never-written
+    chunks are missing (engine="zarr": "" from zarr-python 3), and the fill kept in encoding
+    ``_FillValue`` (text) for xarray's writers."""
+    got = xr.open_dataset(GOLDEN_V2 / "missing.zarr", engine="zstrings", chunks=chunks)[name]
+    ref = xr.open_dataset(GOLDEN_V2 / "missing.zarr", engine="zarr", consolidated=False)[name]
+    row = _golden_v2()[name]
+    if row["fill_value"] is None:
+        assert missing(got.values)[2:] == [None] * 4 and missing(ref.values)[2:] in ([""] * 4, [b""] * 4)
+        return
+    assert missing(got.values) == missing(ref.values)
+    assert missing(got.values)[2:] == [None] * 4  # every never-written element: the fill value
+    if isinstance(got.values.ravel()[0], str):  # text: the fill string, where xarray's writers look
+        assert got.encoding["_FillValue"] == row["fill_value"]
+    else:  # bytes: xarray's own masking moved it there, as stored
+        assert got.encoding["_FillValue"] == ref.encoding["_FillValue"]
 
 
 def test_zarr_v2_null_fill_zarr_python_3_differs():

@@ -141,3 +141,29 @@ def test_opening_pauses_the_collector_and_leaves_it_as_it_was(store_path, enable
         assert gc.isenabled() is enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+@pytest.mark.parametrize("opener", ["open_dataset", "open_datatree", "open_groups"])
+def test_missing_group_is_an_oserror_as_from_netcdf4_and_zarr(store_path, opener):
+    """xarray's backend tests (and users) catch a missing group as OSError: netCDF4 raises OSError,
+    zarr-python FileNotFoundError. Ours is both a FileNotFoundError and a ZStringsError."""
+    from xr_zstrings import GroupNotFoundError, ZStringsError
+
+    with pytest.raises(OSError, match=r"No group '/nope'.*Available groups: \['/', '/sub'") as info:
+        getattr(xr, opener)(store_path, engine="zstrings", group="nope")
+    assert isinstance(info.value, GroupNotFoundError | FileNotFoundError | ZStringsError)
+    assert isinstance(info.value, FileNotFoundError) and isinstance(info.value, ZStringsError)
+    with pytest.raises(OSError):  # the peer on the same store
+        xr.open_dataset(nc_url(store_path), engine="netcdf4", group="nope")
+    with pytest.raises(ValueError, match="must be a string"):
+        getattr(xr, opener)(store_path, engine="zstrings", group=("sub",))
+
+
+def test_load_async_reads_the_same(store_path):
+    """``Dataset.load_async`` (xarray's async loading) reads through engine="zstrings" too."""
+    import asyncio
+
+    ds = xr.open_dataset(store_path, engine="zstrings")
+    loaded = asyncio.run(ds.load_async())
+    xr.testing.assert_identical(loaded, xr.open_dataset(store_path, engine="zstrings").load())
+    assert loaded["names"].values.tolist() == xr.open_dataset(store_path, engine="zstrings")["names"].values.tolist()

@@ -45,8 +45,9 @@ CASES = {
                             ".zattrs", False),
     "truncated zarray": (lambda p: (p / "names" / ".zarray").write_text('{"zarr_format": 2, "shape": [5'),
                          MetadataError, "names/.zarray", False),
-    "metadata not utf-8": (lambda p: (p / "temp" / ".zattrs").write_bytes(b'{"units": "\xff"}'), MetadataError,
-                           "temp/.zattrs", False),
+    # (an attribute object that is not UTF-8 reads, its values as bytes: test_attribute_not_utf8_is_bytes)
+    "metadata not utf-8": (lambda p: (p / "temp" / ".zarray").write_bytes(b'{"zarr_format": 2, "x": "\xff"}'),
+                           MetadataError, "temp/.zarray", False),
     "metadata not an object": (lambda p: (p / "counts" / ".zarray").write_text("[1, 2]"), MetadataError,
                                "counts", False),
     "shape disagrees with dimension": (
@@ -133,3 +134,43 @@ def test_bad_options_are_rejected_by_name(pristine):
         xr.open_dataset(pristine, engine="zstrings", string_dtype="float")
     with pytest.raises(ZStringsError, match="utf8_errors"):
         xr.open_dataset(pristine, engine="zstrings", utf8_errors="ignore")
+
+
+def test_attribute_not_utf8_is_bytes(pristine, tmp_path):
+    """An attribute whose text is not UTF-8 (netcdf-c stores a text attribute's bytes as they are)
+    comes back as its bytes with a StringDecodeWarning naming it; the rest of the store reads, as
+    netCDF4 reads it. Invalid UTF-8 in array metadata stays a MetadataError (above)."""
+    from xr_zstrings import StringDecodeWarning
+
+    path = tmp_path / "s.zarr"
+    shutil.copytree(pristine, path)
+    zattrs = path / "temp" / ".zattrs"
+    raw = zattrs.read_bytes()
+    assert raw.startswith(b"{")
+    zattrs.write_bytes(b'{"bad": "caf\xe9 \x01", "bad_list": ["\xff"], ' + raw[1:])
+    with pytest.warns(StringDecodeWarning, match=r"\['bad', 'bad_list'\].*temp/\.zattrs.*bytes"):
+        ds = xr.open_dataset(path, engine="zstrings")
+    assert ds["temp"].attrs["bad"] == b"caf\xe9 \x01"
+    assert ds["temp"].attrs["bad_list"] == [b"\xff"]
+    xr.testing.assert_equal(ds.load(), xr.open_dataset(pristine, engine="zstrings").load())
+    import netCDF4
+
+    with netCDF4.Dataset(f"file://{path}#mode=nczarr,file") as nc:  # the peer opens it too
+        assert nc["temp"].getncattr("bad").startswith("caf")
+
+
+def test_v3_attribute_not_utf8_is_bytes(tmp_path):
+    import zarr
+
+    from xr_zstrings import StringDecodeWarning
+
+    g = zarr.open_group(tmp_path / "v3.zarr", mode="w", zarr_format=3)
+    a = g.create_array("v", shape=(2,), dtype="i4", dimension_names=["x"])
+    a[:] = [1, 2]
+    meta = tmp_path / "v3.zarr" / "v" / "zarr.json"
+    obj = json.loads(meta.read_text())
+    obj["attributes"]["note"] = "PLACEHOLDER"
+    meta.write_bytes(json.dumps(obj).encode().replace(b"PLACEHOLDER", b"\xe9t\xe9"))
+    with pytest.warns(StringDecodeWarning, match="note"):
+        ds = xr.open_dataset(tmp_path / "v3.zarr", engine="zstrings")
+    assert ds["v"].attrs["note"] == b"\xe9t\xe9" and ds["v"].values.tolist() == [1, 2]

@@ -1,18 +1,31 @@
-"""The store's codecs as encodings xarray's own writers take (``to_zarr`` v2/v3, ``to_netcdf``).
+"""The store's codecs as encodings xarray's own writers take (``to_zarr`` v2 and v3, ``to_netcdf``).
 
 zarr-python (3.1 to 3.4) takes a variable's ``compressors``/``filters`` in two vocabularies that
-exclude each other: Zarr v2 arrays want numcodecs objects (one compressor; shuffle is a filter),
-Zarr v3 arrays want v3 codec objects (shuffle and zlib are ``numcodecs.shuffle`` /
-``numcodecs.zlib`` bytes->bytes codecs; ``filters`` are array->array codecs only). No object is
-accepted by both (zarr-python has no unified v2/v3 codec API; zarr-python#3276 sketches one), so
-one encoding cannot serve ``to_zarr(zarr_format=2)`` and ``to_zarr(zarr_format=3)``.
+exclude each other: Zarr v2 arrays want numcodecs objects or ``{"id": ...}`` JSON (one compressor;
+shuffle is a filter), Zarr v3 arrays want v3 codec objects or ``{"name": ...}`` JSON (shuffle and
+zlib are ``numcodecs.shuffle``/``numcodecs.zlib`` bytes->bytes codecs; ``filters`` are array->array
+codecs; ``shards`` only in v3). zarr-python has no codec object both take (zarr-python#3276 only
+sketches one), and xarray hands ``encoding`` to it unchanged, so ``ds.to_zarr(zarr_format=2)`` and
+``zarr_format=3`` need an encoding that means the same in both.
 
-``engine="zstrings"`` therefore puts the codecs in the vocabulary of the format ``ds.to_zarr()``
-writes by default (zarr-python's ``default_zarr_format``: 3 unless configured), and
-:func:`for_zarr` (``ds.zstrings.for_zarr(2)``, also used by ``prepare_for_zarr``) converts them for
-the other format. Conversions keep the meaning: the same compressor with the same settings (zlib
-stays zlib, never gzip or zstd), netcdf-c's shuffle with the real element size; what has no
-equivalent in the target format is dropped with a ``CodecDroppedWarning`` naming it.
+``engine="zstrings"`` therefore gives each variable a **format-neutral** encoding
+(``neutral_codecs``): its compressor and array->array filters as :class:`BothFormatsCodec` specs,
+one JSON object that reads as the v2 form to numcodecs (``dict(spec)``, as
+``numcodecs.get_codec`` copies it) and answers the v3 keys (``spec["name"]``,
+``spec["configuration"]``) zarr-python's v3 parser asks for; ``shards`` are left out and ``chunks``
+are the shard shape. What one encoding cannot hold for both formats (netcdf-c's shuffle, a v2
+filter and a v3 bytes->bytes codec; several compressors; shards) stays in the store's own chain,
+recorded under ``zstrings_*`` keys (``zstrings_compressor``/``zstrings_filters`` for v2 and NCZarr,
+``codecs``/``zstrings_shards`` for v3), which xarray's writers ignore and :func:`format_encoding`
+(``ds.zstrings.to_zarr(zarr_format=N)``, ``for_zarr``, ``to_nczarr``, ``to_zarr_v3``) turns into
+the exact chain for one format. Conversions keep the meaning: the same compressor with the same
+settings (zlib stays zlib, never gzip or zstd), netcdf-c's shuffle with the real element size; what
+has no equivalent in the target format is dropped with a ``CodecDroppedWarning`` naming it.
+
+That both zarr-python parsers take a :class:`BothFormatsCodec` is checked once per process on an
+in-memory array of each format (``_both_formats_work``); should a zarr-python release stop taking
+it, the codecs are left out of ``compressors``/``filters`` (zarr-python's defaults, with a warning
+naming the accessor that keeps them) instead of making either write fail.
 
 Uncompressed variables get ``compressors=None`` (and numeric ones ``filters=None``), which both
 formats read as "no codec". Text variables never get ``filters``: xarray and zarr-python pick the
@@ -21,6 +34,7 @@ object codec (``vlen-utf8``) themselves.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -31,13 +45,17 @@ import numpy as np
 from ..errors import CodecDroppedWarning
 from .zarrs import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
 
-__all__ = ["CodecDroppedWarning", "default_zarr_format", "for_zarr", "store_codecs_encoding", "v2_codec_as_v3",
-           "v2_configs"]
+__all__ = ["BothFormatsCodec", "CodecDroppedWarning", "default_zarr_format", "for_zarr", "format_encoding",
+           "neutral_codecs", "netcdf4_keys", "store_codecs_encoding", "v2_codec_as_v3", "v2_configs",
+           "v3_codecs_encoding"]
 
 _TEXT_KINDS = ("string", "char", "unicode", "vlen", "vlen-bytes")
 #: numcodecs' object codecs: the serializer of a |O layout, never a filter to carry over
 OBJECT_CODECS = ("vlen-utf8", "vlen-bytes", "vlen-array", "json2", "pickle", "msgpack2")
 _OBJECT_CODECS = OBJECT_CODECS
+#: bytes->bytes codecs a format-neutral encoding leaves out: shuffle (a v2 filter, a v3 compressor)
+#: and checksums (one compressor only in v2: the compressor proper is kept)
+_NOT_NEUTRAL = ("shuffle", "crc32", "crc32c", "adler32", "fletcher32", "jenkins_lookup3")
 
 
 def default_zarr_format() -> int:
@@ -45,6 +63,124 @@ def default_zarr_format() -> int:
     import zarr
 
     return int(zarr.config.get("default_zarr_format", 3))
+
+
+class BothFormatsCodec(dict):  # type: ignore[type-arg]
+    """One codec that zarr-python takes for a Zarr v2 and for a Zarr v3 array.
+
+    For v3 it is the codec's JSON (``{"name": "numcodecs.zlib", "configuration": {...}}``, the
+    mapping's content), which zarr-python's v3 parser builds the codec from; for v2 it is a
+    numcodecs codec (zarr-python's ``Numcodec`` protocol: ``codec_id``, ``get_config``,
+    ``encode``/``decode`` delegating to ``numcodecs.get_codec(v2)``), which a v2 array stores and
+    runs as it is. ``.v2``/``.v3`` hold the two JSON forms. Written by hand because no library has
+    one codec object for both formats (see the module docstring).
+    """
+
+    codec_id: str  # set on the per-codec subclass zarr-python's protocol check looks at
+
+    def __new__(cls, v2: Mapping[str, Any], v3: Mapping[str, Any]) -> BothFormatsCodec:
+        return dict.__new__(_both_class(str(dict(v2)["id"])))
+
+    def __init__(self, v2: Mapping[str, Any], v3: Mapping[str, Any]) -> None:
+        super().__init__(v3)
+        self.v2 = dict(v2)
+        self.v3 = dict(v3)
+        self._numcodec: Any = None
+
+    # --- the numcodecs Codec protocol (a Zarr v2 array's compressor or filter) ---------------
+    def get_config(self) -> dict[str, Any]:
+        return dict(self.v2)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Any:
+        return numcodecs.get_codec(dict(config))
+
+    def _codec(self) -> Any:
+        if self._numcodec is None:
+            self._numcodec = numcodecs.get_codec(dict(self.v2))
+        return self._numcodec
+
+    def encode(self, buf: Any) -> Any:
+        return self._codec().encode(buf)
+
+    def decode(self, buf: Any, out: Any = None) -> Any:
+        return self._codec().decode(buf, out)
+
+    # --- a value in an encoding --------------------------------------------------------------
+    def __eq__(self, other: object) -> bool:
+        """Equal to another spec of the same codec, and to the codec it stands for in either format
+        (a numcodecs codec with the v2 configuration, a v3 codec with the v3 JSON; blosc's
+        ``typesize``, which zarr-python sets from the array, left out)."""
+        if isinstance(other, BothFormatsCodec):
+            return self.v2 == other.v2 and self.v3 == other.v3
+        if isinstance(other, Mapping):
+            return NotImplemented
+        if hasattr(other, "get_config"):
+            return bool(numcodecs.get_codec(dict(self.v2)) == other)
+        if hasattr(other, "to_dict"):
+            return _without_typesize(other.to_dict()) == _without_typesize(self.v3)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (BothFormatsCodec, (self.v2, self.v3))
+
+    def __copy__(self) -> BothFormatsCodec:
+        return BothFormatsCodec(self.v2, self.v3)
+
+    def __deepcopy__(self, memo: Any) -> BothFormatsCodec:
+        import copy
+
+        return BothFormatsCodec(copy.deepcopy(self.v2, memo), copy.deepcopy(self.v3, memo))
+
+    def __repr__(self) -> str:
+        return f"BothFormatsCodec(v2={self.v2!r}, v3={self.v3!r})"
+
+
+@functools.lru_cache(maxsize=None)
+def _both_class(codec_id: str) -> type[BothFormatsCodec]:
+    """The subclass for one numcodecs id: zarr-python checks ``codec_id`` on the class."""
+    return type(f"BothFormatsCodec[{codec_id}]", (BothFormatsCodec,), {"codec_id": codec_id,
+                                                                        "__module__": __name__})
+
+
+@functools.lru_cache(maxsize=1)
+def _both_formats_work() -> bool:
+    """Whether this zarr-python writes a :class:`BothFormatsCodec` as the right JSON in both formats
+    (a zlib compressor and a delta filter, on an in-memory array of each)."""
+    import zarr
+
+    spec = BothFormatsCodec({"id": "zlib", "level": 1}, {"name": "numcodecs.zlib", "configuration": {"level": 1}})
+    flt = BothFormatsCodec({"id": "delta", "dtype": "<i4"},
+                           {"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}})
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # numcodecs.* in v3: "not in the v3 specification"
+            for fmt in (2, 3):
+                a = zarr.create_array(zarr.storage.MemoryStore(), shape=(4,), chunks=(4,), dtype="<i4",
+                                      compressors=(spec,), filters=(flt,), zarr_format=fmt)
+                a[:] = np.arange(4, dtype="<i4")
+                meta = a.metadata.to_dict()
+                if fmt == 2:
+                    ok = meta.get("compressor") == spec.v2 and [dict(f) for f in meta.get("filters") or []] == [
+                        flt.v2]
+                else:
+                    names = [dict(c).get("name") for c in meta.get("codecs", [])]
+                    ok = names == ["numcodecs.delta", "bytes", "numcodecs.zlib"]
+                if not ok or a[:].tolist() != [0, 1, 2, 3]:
+                    return False
+    except Exception:  # noqa: BLE001 - any refusal means: do not hand these to zarr-python
+        return False
+    return True
+
+
+def _quiet(factory: Any, *args: Any, **kwargs: Any) -> Any:
+    # zarr-python warns that numcodecs.* codecs are not in the v3 spec each time one is built; the
+    # warning belongs to writing (zarr-python repeats it then), not to opening a dataset
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return factory(*args, **kwargs)
 
 
 def _v3_numcodecs_class(codec_id: str) -> Any:
@@ -55,14 +191,6 @@ def _v3_numcodecs_class(codec_id: str) -> Any:
         return get_codec_class(f"numcodecs.{codec_id}")
     except Exception:  # noqa: BLE001 - KeyError (3.1), UnknownCodecError (3.4, not a KeyError)
         return None
-
-
-def _quiet(factory: Any, *args: Any, **kwargs: Any) -> Any:
-    # zarr-python warns that numcodecs.* codecs are not in the v3 spec each time one is built; the
-    # warning belongs to writing (zarr-python repeats it then), not to opening a dataset
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return factory(*args, **kwargs)
 
 
 def _shuffle_size(config: Mapping[str, Any], dtype: np.dtype) -> int:
@@ -158,7 +286,7 @@ def v2_codec_as_v3(config: Mapping[str, Any], *, dtype: np.dtype, string_kind: s
 
 def _v3_to_v2(codec: Any, *, where: str) -> Any:
     """One v3 codec object (or its JSON dict) as a numcodecs object, or None (dropped, warned)."""
-    d = codec if isinstance(codec, Mapping) else codec.to_dict()
+    d = codec.v3 if isinstance(codec, BothFormatsCodec) else codec if isinstance(codec, Mapping) else codec.to_dict()
     name = str(d.get("name"))
     cfg = dict(d.get("configuration") or {})
     if name == "zstd":
@@ -180,126 +308,206 @@ def _v3_to_v2(codec: Any, *, where: str) -> Any:
 
 
 def _is_v3(codec: Any) -> bool:
+    if isinstance(codec, BothFormatsCodec):
+        return False
     return (isinstance(codec, Mapping) and "name" in codec) or hasattr(codec, "to_dict") and not hasattr(
         codec, "get_config")
 
 
-def v2_configs(enc: Mapping[str, Any], *, where: str) -> tuple[Any, list[Any]]:
-    """``(compressor, filters)`` of an encoding in Zarr v2 terms (numcodecs objects or v2 dicts),
-    whichever vocabulary its ``compressors``/``filters`` hold; for our own v2/NCZarr writers."""
-    comps = enc.get("compressors")
-    comps = [] if comps is None else list(comps) if isinstance(comps, list | tuple) else [comps]
-    filters = list(enc.get("filters") or [])
-    if any(_is_v3(c) for c in (*comps, *filters)):
-        conv = [c for c in (_v3_to_v2(x, where=where) for x in (*filters, *comps)) if c is not None]
-        # v3 puts shuffle (and any other bytes->bytes codec) before the compressor; v2 filters come first
-        if not conv:
-            return None, []
-        return conv[-1], conv[:-1]
-    if len(comps) > 1:
-        return comps, filters  # the caller refuses more than one v2 compressor with its own message
-    return (comps[0] if comps else None), filters
+def _as_v2(codec: Any) -> Any:
+    """A v2-vocabulary codec (numcodecs object or ``{"id": ...}`` dict) as itself; a
+    :class:`BothFormatsCodec` as its v2 numcodecs object."""
+    return numcodecs.get_codec(dict(codec.v2)) if isinstance(codec, BothFormatsCodec) else codec
 
 
-def _to_format(enc: dict[str, Any], zarr_format: int, *, dtype: np.dtype, text: bool, where: str) -> dict[str, Any]:
-    """``enc`` with its ``compressors``/``filters`` (and ``shards``) in ``zarr_format``'s vocabulary."""
-    if "compressors" not in enc and "filters" not in enc:
-        return enc
-    out = dict(enc)
-    if zarr_format == 2:
-        comp, filters = v2_configs(enc, where=where)
-        if isinstance(comp, list):
-            raise ValueError(f"{where}: Zarr v2 holds one compressor; encoding['compressors'] has {len(comp)}.")
-        out["compressors"] = None if comp is None else (
-            numcodecs.get_codec(dict(comp)) if isinstance(comp, Mapping) else comp,)
-        objs = [numcodecs.get_codec(dict(f)) if isinstance(f, Mapping) else f for f in filters]
-        if text:
-            out.pop("filters", None)
+def _as_v3(codec: Any) -> Any:
+    if isinstance(codec, BothFormatsCodec):
+        from zarr.registry import get_codec_class
+
+        return _quiet(get_codec_class(str(codec.v3["name"])).from_dict, dict(codec.v3))
+    return codec
+
+
+# ------------------------------------------------------------------------------------------
+# What a store's chain becomes: the format-neutral encoding engine="zstrings" gives
+# ------------------------------------------------------------------------------------------
+
+
+def _without_typesize(v3json: Mapping[str, Any]) -> dict[str, Any]:
+    """A v3 codec's JSON without blosc's ``typesize``, which zarr-python sets from the array's item
+    size when it is not given (a dataset's encoding may be written to arrays of other types)."""
+    v3json = dict(v3json)
+    if v3json.get("name") == "blosc":
+        v3json["configuration"] = {k: v for k, v in (v3json.get("configuration") or {}).items() if k != "typesize"}
+    return v3json
+
+
+def _both(v2: Any, v3: Any) -> BothFormatsCodec:
+    v2json = dict(v2.get_config()) if hasattr(v2, "get_config") else dict(v2)
+    v3json = v3.to_dict() if hasattr(v3, "to_dict") else dict(v3)
+    return BothFormatsCodec(v2json, _without_typesize(v3json))
+
+
+def _neutral_from_v2_chain(compressor: Mapping[str, Any] | None, filters: Sequence[Mapping[str, Any]], *,
+                           dtype: np.dtype, text: bool) -> tuple[list[BothFormatsCodec], list[BothFormatsCodec]]:
+    """(compressors, filters) both formats take, from a v2 chain (filters then compressor)."""
+    comps: list[BothFormatsCodec] = []
+    flts: list[BothFormatsCodec] = []
+    chain = [dict(f) for f in filters] + ([dict(compressor)] if compressor is not None else [])
+    for cfg in chain:
+        cid = cfg.get("id")
+        if cid in _OBJECT_CODECS or cid in _NOT_NEUTRAL:
+            continue
+        try:
+            v2 = numcodecs.get_codec(cfg)
+            got = _v2_to_v3(v2, dtype=dtype, where="")
+        except Exception:  # noqa: BLE001 - no equivalent: the exact chain keeps it (zstrings_* keys)
+            continue
+        if got is None:
+            continue
+        role, v3 = got
+        if role == "compressor":
+            comps.append(_both(v2, v3))
+        elif not text:
+            flts.append(_both(v2, v3))
+    return comps[-1:], flts
+
+
+def _split_v3_chain(codecs: Sequence[Mapping[str, Any]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(array->array codecs, bytes->bytes codecs) of a v3 chain, inside a shard's chain if sharded."""
+    chain = [dict(c) for c in codecs]
+    if chain and chain[0].get("name") == "sharding_indexed":
+        chain = [dict(c) for c in (chain[0].get("configuration") or {}).get("codecs", [])]
+    at = next((i for i, c in enumerate(chain) if _is_array_bytes(c)), None)
+    return (chain[:at] if at is not None else []), (chain[at + 1:] if at is not None else chain)
+
+
+def _neutral_from_v3_chain(codecs: Sequence[Mapping[str, Any]], *, text: bool
+                           ) -> tuple[list[BothFormatsCodec], list[BothFormatsCodec]]:
+    before, after = _split_v3_chain(codecs)
+    comps: list[BothFormatsCodec] = []
+    flts: list[BothFormatsCodec] = []
+    for group, out in ((after, comps), ([] if text else before, flts)):
+        for c in group:
+            name = str(c.get("name"))
+            if name.split(".", 1)[-1] in _NOT_NEUTRAL:
+                continue
+            try:
+                v2 = _v3_to_v2(c, where="")
+                if v2 is None:
+                    continue
+                from zarr.registry import get_codec_class
+
+                v3 = _quiet(get_codec_class(name).from_dict, dict(c))
+            except Exception:  # noqa: BLE001 - no equivalent: the exact chain keeps it (codecs)
+                continue
+            out.append(_both(v2, v3))
+    return comps[-1:], flts
+
+
+def neutral_codecs(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool) -> dict[str, Any] | None:
+    """The ``compressors``/``filters`` (no filters for text) both Zarr formats take, computed from
+    the store's chain an encoding records (``zstrings_compressor``/``zstrings_filters`` or
+    ``codecs``), or None when it records none."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CodecDroppedWarning)  # the exact chain keeps what is left out
+        if "zstrings_compressor" in enc or "zstrings_filters" in enc:
+            comps, flts = _neutral_from_v2_chain(enc.get("zstrings_compressor"), enc.get("zstrings_filters") or (),
+                                                 dtype=dtype, text=text)
+        elif isinstance(enc.get("codecs"), list | tuple):
+            comps, flts = _neutral_from_v3_chain(enc["codecs"], text=text)
         else:
-            out["filters"] = tuple(objs) or None
-        if out.pop("shards", None) is not None:
-            warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks stay as they are).",
-                          CodecDroppedWarning, stacklevel=3)
-        return out
-    comps = enc.get("compressors")
-    comps = [] if comps is None else list(comps) if isinstance(comps, list | tuple) else [comps]
-    filters = list(enc.get("filters") or [])
-    if any(_is_v3(c) for c in (*comps, *filters)):
-        return out  # already v3
-    v3_filters: list[Any] = []
-    v3_comps: list[Any] = []
-    for c in (*filters, *comps):
-        obj = numcodecs.get_codec(dict(c)) if isinstance(c, Mapping) else c
-        got = _v2_to_v3(obj, dtype=dtype, where=where)
-        if got is not None:
-            (v3_filters if got[0] == "filter" else v3_comps).append(got[1])
-    out["compressors"] = tuple(v3_comps) or None
-    if text:
-        out.pop("filters", None)
-    else:
-        out["filters"] = tuple(v3_filters) or None
+            return None
+    out: dict[str, Any] = {"compressors": tuple(comps) or None}
+    if not text:
+        out["filters"] = tuple(flts) or None
     return out
+
+
+def _codec_keys(neutral: dict[str, Any], *, where: str) -> dict[str, Any]:
+    """The neutral ``compressors``/``filters`` when this zarr-python takes them for both formats;
+    otherwise none (zarr-python's defaults), with a warning naming the route that keeps them."""
+    if _both_formats_work():
+        return neutral
+    if any(neutral.values()):
+        _warn_no_both_formats()
+    return {}
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_no_both_formats() -> None:
+    import zarr
+
+    warnings.warn(
+        f"zarr-python {zarr.__version__} does not take one codec object for Zarr v2 and v3 arrays, so "
+        "the stores' codecs are left out of encoding['compressors'/'filters'] (ds.to_zarr writes "
+        "zarr-python's defaults). ds.zstrings.to_zarr(path, zarr_format=2 or 3) writes them.",
+        CodecDroppedWarning, stacklevel=6,
+    )
 
 
 def store_codecs_encoding(
     compressor: Mapping[str, Any] | None, filters: Sequence[Mapping[str, Any]], *, dtype: np.dtype,
-    string_kind: str | None, where: str, zarr_format: int | None = None,
+    string_kind: str | None, where: str,
 ) -> dict[str, Any]:
-    """The encoding keys for a v2/NCZarr array's codecs: ``compressors``/``filters`` as objects in
-    ``zarr_format``'s vocabulary (default: :func:`default_zarr_format`), plus netCDF4's
-    ``zlib``/``complevel``/``shuffle`` for numeric zlib data so ``to_netcdf`` compresses the same."""
+    """The encoding keys for a v2/NCZarr array's codecs: the format-neutral ``compressors``/
+    ``filters`` (see the module docstring), plus netCDF4's ``zlib``/``complevel``/``shuffle`` for
+    numeric zlib data so ``to_netcdf`` compresses the same (``netcdf4_keys`` gives netcdf-c's
+    stores all of engine="netcdf4"'s keys). The chain itself is under ``zstrings_*`` (the caller)."""
     text = string_kind in _TEXT_KINDS
-    comp, objs = v2_objects(compressor, filters, dtype=dtype, text=text)
-    enc: dict[str, Any] = {"compressors": None if comp is None else (comp,)}
-    if not text:
-        enc["filters"] = tuple(objs) or None
+    enc: dict[str, Any] = {"zstrings_compressor": None if compressor is None else dict(compressor),
+                           "zstrings_filters": [dict(f) for f in filters] or None}
+    neutral = neutral_codecs(enc, dtype=dtype, text=text) or {}
+    out = _codec_keys(neutral, where=where)
     cid = None if compressor is None else compressor.get("id")
     if not text and cid == "zlib" and all(dict(f).get("id") == "shuffle" for f in filters):
         # netCDF4/h5netcdf's own keys (xarray's zarr writer ignores them); other codecs have none there
-        enc.update(zlib=True, complevel=int(compressor.get("level", 4)), shuffle=bool(filters))
-    fmt = default_zarr_format() if zarr_format is None else zarr_format
-    return _to_format(enc, fmt, dtype=dtype, text=text, where=where) if fmt == 3 else enc
+        out.update(zlib=True, complevel=int(compressor.get("level", 4)), shuffle=bool(filters))  # type: ignore[union-attr]
+    return out
+
+
+def netcdf4_keys(compressor: Mapping[str, Any] | None, filters: Sequence[Mapping[str, Any]], *,
+                 chunks: tuple[int, ...] | None, shape: tuple[int, ...], text: bool) -> dict[str, Any]:
+    """The encoding engine="netcdf4" gives a variable of an NCZarr store netcdf-c wrote (its
+    ``Variable.filters()`` keys, ``chunksizes``, ``contiguous``, ``original_shape``), from the
+    ``.zarray`` chain, so that ``to_netcdf``/``to_nczarr`` write what netCDF-4 wrote. Text gets no
+    compression keys: HDF5 compresses only the heap references of variable-length strings."""
+    chain = [dict(f) for f in filters] + ([dict(compressor)] if compressor is not None else [])
+    ids = [c.get("id") for c in chain]
+    out: dict[str, Any] = {"zlib": False, "szip": False, "zstd": False, "bzip2": False, "blosc": False,
+                           "shuffle": False, "complevel": 0, "fletcher32": "fletcher32" in ids}
+    if not text:
+        for c in chain:
+            cid = c.get("id")
+            if cid in ("zlib", "zstd", "bz2"):
+                out["zlib" if cid == "zlib" else "zstd" if cid == "zstd" else "bzip2"] = True
+                out["complevel"] = int(c.get("level", 4 if cid == "zlib" else 0))
+            elif cid == "shuffle":
+                out["shuffle"] = True
+            elif cid == "szip":
+                out["szip"] = {"coding": "ec" if int(c.get("mask", 32)) & 4 else "nn",
+                               "pixels_per_block": int(c.get("pixels-per-block", c.get("pixels_per_block", 8)))}
+            elif cid == "blosc":  # netCDF4's names: blosc_lz (cname blosclz), blosc_lz4, blosc_zstd, ...
+                cname = str(c.get("cname", "lz4"))
+                out["blosc"] = {"compressor": "blosc_lz" if cname == "blosclz" else f"blosc_{cname}",
+                                "shuffle": int(c.get("shuffle", 1))}
+    out.update(contiguous=False, original_shape=tuple(shape))
+    if chunks is not None:
+        out["chunksizes"] = tuple(chunks)
+    return out
 
 
 def v3_codecs_encoding(codecs: Sequence[Mapping[str, Any]], *, shards: tuple[int, ...] | None, text: bool,
-                       where: str, zarr_format: int | None = None) -> dict[str, Any]:
-    """The encoding keys for a v3 array's codec chain: its bytes->bytes codecs as ``compressors``
-    and array->array codecs as ``filters`` (objects zarr-python builds from the JSON), ``shards``."""
-    from zarr.registry import get_codec_class
-
-    chain = [dict(c) for c in codecs]
-    enc: dict[str, Any] = {}
-    if chain and chain[0].get("name") == "sharding_indexed" and shards is not None:
-        enc["shards"] = tuple(shards)
-        chain = [dict(c) for c in chain[0].get("configuration", {}).get("codecs", [])]
-    names = [c.get("name") for c in chain]
-    serializer_at = next((i for i, c in enumerate(chain) if _is_array_bytes(c)), None)
-    before = chain[:serializer_at] if serializer_at is not None else []
-    after = chain[serializer_at + 1:] if serializer_at is not None else chain
-    comps: list[Any] = []
-    for c in after:
-        try:
-            comps.append(_quiet(get_codec_class(str(c["name"])).from_dict, c))
-        except Exception:  # noqa: BLE001 - an unknown codec: reading worked through our own decoder
-            warnings.warn(f"{where}: Zarr v3 codec {c!r} is unknown to zarr-python; it is left out of "
-                          "encoding['compressors'].", CodecDroppedWarning, stacklevel=3)
-    flt: list[Any] = []
-    for c in before:
-        try:
-            flt.append(_quiet(get_codec_class(str(c["name"])).from_dict, c))
-        except Exception:  # noqa: BLE001
-            warnings.warn(f"{where}: Zarr v3 codec {c!r} is unknown to zarr-python; it is left out of "
-                          "encoding['filters'].", CodecDroppedWarning, stacklevel=3)
-    del names
-    enc["compressors"] = tuple(comps) or None
-    if not text:
-        enc["filters"] = tuple(flt) or None
-    fmt = default_zarr_format() if zarr_format is None else zarr_format
-    if fmt == 2:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", CodecDroppedWarning)  # said again when converting for writing
-            return _to_format(enc, 2, dtype=np.dtype("u1"), text=text, where=where)
-    return enc
+                       where: str) -> dict[str, Any]:
+    """The encoding keys for a v3 array's codec chain: the format-neutral ``compressors``/
+    ``filters`` (see the module docstring); a sharded array's shard shape under ``zstrings_shards``
+    (its chain under ``codecs``, the caller's), since Zarr v2 has no shards."""
+    enc: dict[str, Any] = {"codecs": [dict(c) for c in codecs]}
+    neutral = neutral_codecs(enc, dtype=np.dtype("u1"), text=text) or {}
+    out = _codec_keys(neutral, where=where)
+    if shards is not None:
+        out["zstrings_shards"] = tuple(shards)
+    return out
 
 
 _ARRAY_BYTES = ("bytes", "vlen-utf8", "vlen-bytes", "zarrs.vlen", "fixed_length_utf32", "sharding_indexed",
@@ -314,10 +522,177 @@ def _is_array_bytes(codec: Mapping[str, Any]) -> bool:
         name == "optional" and isinstance(cfg, Mapping) and "mask_codecs" in cfg)
 
 
+# ------------------------------------------------------------------------------------------
+# One format's exact vocabulary: ds.zstrings.to_zarr, for_zarr and our own writers
+# ------------------------------------------------------------------------------------------
+
+
+def _unchanged(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool) -> bool:
+    """Whether ``compressors``/``filters`` are still what engine="zstrings" put there (then the
+    store's recorded chain is what to write), rather than the user's own choice."""
+    neutral = neutral_codecs(enc, dtype=dtype, text=text)
+    if neutral is None:
+        return False
+    if not _both_formats_work():
+        return "compressors" not in enc and "filters" not in enc
+    return all(enc.get(k) == v for k, v in neutral.items()) and (not text or "filters" not in enc)
+
+
+def _store_v2(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool, where: str) -> tuple[Any, list[Any]]:
+    """The store's recorded chain as (v2 compressor, v2 filters), numcodecs objects."""
+    if "zstrings_compressor" in enc or "zstrings_filters" in enc:
+        return v2_objects(enc.get("zstrings_compressor"), enc.get("zstrings_filters") or (), dtype=dtype, text=text)
+    before, after = _split_v3_chain(enc["codecs"])
+    conv = [c for c in (_v3_to_v2(x, where=where) for x in (*([] if text else before), *after)) if c is not None]
+    if not conv:
+        return None, []
+    # v3 puts shuffle (and any other bytes->bytes codec) before the compressor; v2 filters come first
+    return conv[-1], ([] if text else conv[:-1])
+
+
+def _store_v3(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool, where: str) -> dict[str, Any]:
+    """The store's recorded chain as v3 ``compressors``/``filters`` (and ``shards``/``chunks``)."""
+    out: dict[str, Any] = {}
+    if "zstrings_compressor" in enc or "zstrings_filters" in enc:
+        comp, flts = v2_objects(enc.get("zstrings_compressor"), enc.get("zstrings_filters") or (), dtype=dtype,
+                                text=text)
+        v3f: list[Any] = []
+        v3c: list[Any] = []
+        for c in (*flts, *([comp] if comp is not None else [])):
+            got = _v2_to_v3(c, dtype=dtype, where=where)
+            if got is not None:
+                (v3f if got[0] == "filter" else v3c).append(got[1])
+        out["compressors"] = tuple(v3c) or None
+        if not text:
+            out["filters"] = tuple(v3f) or None
+        return out
+    from zarr.registry import get_codec_class
+
+    before, after = _split_v3_chain(enc["codecs"])
+    built: dict[str, list[Any]] = {"compressors": [], "filters": []}
+    for key, group in (("compressors", after), ("filters", [] if text else before)):
+        for c in group:
+            try:
+                built[key].append(_quiet(get_codec_class(str(c["name"])).from_dict, dict(c)))
+            except Exception:  # noqa: BLE001 - a codec only our reader knows
+                warnings.warn(f"{where}: Zarr v3 codec {c!r} is unknown to zarr-python; it is left out of "
+                              f"encoding[{key!r}].", CodecDroppedWarning, stacklevel=4)
+    out["compressors"] = tuple(built["compressors"]) or None
+    if not text:
+        out["filters"] = tuple(built["filters"]) or None
+    shards = enc.get("zstrings_shards")
+    chain = list(enc["codecs"])
+    if shards is not None and chain and chain[0].get("name") == "sharding_indexed" and \
+            tuple(enc.get("chunks") or ()) == tuple(shards):
+        out["shards"] = tuple(shards)
+        out["chunks"] = tuple(chain[0]["configuration"]["chunk_shape"])
+    return out
+
+
+def format_encoding(enc: Mapping[str, Any], zarr_format: int, *, dtype: np.dtype, text: bool,
+                    where: str) -> dict[str, Any]:
+    """``enc`` with ``compressors``/``filters`` (and ``shards``) in ``zarr_format``'s own vocabulary:
+    the store's exact chain while they are still what engine="zstrings" read (shuffle, several
+    compressors and shards included where the format holds them), else the user's codecs converted."""
+    out = {k: v for k, v in enc.items() if k != "shards"} if zarr_format == 2 else dict(enc)
+    recorded = "zstrings_compressor" in enc or "zstrings_filters" in enc or isinstance(enc.get("codecs"), list)
+    if recorded and _unchanged(enc, dtype=dtype, text=text):
+        if zarr_format == 2:
+            comp, flts = _store_v2(enc, dtype=dtype, text=text, where=where)
+            out["compressors"] = None if comp is None else (comp,)
+            if not text:
+                out["filters"] = tuple(flts) or None
+            if enc.get("zstrings_shards") is not None:
+                warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks are the "
+                              "shard shape).", CodecDroppedWarning, stacklevel=3)
+        else:
+            out.update(_store_v3(enc, dtype=dtype, text=text, where=where))
+        return out
+    return _to_format(out, zarr_format, dtype=dtype, text=text, where=where, shards=enc.get("shards"))
+
+
+def _to_format(enc: dict[str, Any], zarr_format: int, *, dtype: np.dtype, text: bool, where: str,
+               shards: Any = None) -> dict[str, Any]:
+    """``enc``'s own ``compressors``/``filters`` converted to ``zarr_format``'s vocabulary."""
+    if "compressors" not in enc and "filters" not in enc:
+        if zarr_format == 2 and shards is not None:
+            warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks stay as they are).",
+                          CodecDroppedWarning, stacklevel=4)
+        return enc
+    out = dict(enc)
+    if zarr_format == 2:
+        comp, filters = v2_configs({k: v for k, v in enc.items() if not k.startswith("zstrings_")
+                                    and k != "codecs"}, where=where)
+        if isinstance(comp, list):
+            raise ValueError(f"{where}: Zarr v2 holds one compressor; encoding['compressors'] has {len(comp)}.")
+        out["compressors"] = None if comp is None else (
+            numcodecs.get_codec(dict(comp)) if isinstance(comp, Mapping) else comp,)
+        objs = [numcodecs.get_codec(dict(f)) if isinstance(f, Mapping) else f for f in filters]
+        if text:
+            out.pop("filters", None)
+        else:
+            out["filters"] = tuple(objs) or None
+        if shards is not None:
+            warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks stay as they are).",
+                          CodecDroppedWarning, stacklevel=4)
+        return out
+    comps = enc.get("compressors")
+    comps = [] if comps is None else list(comps) if isinstance(comps, list | tuple) else [comps]
+    filters = list(enc.get("filters") or [])
+    if all(_is_v3(c) or isinstance(c, BothFormatsCodec) for c in (*comps, *filters)):
+        out["compressors"] = tuple(_as_v3(c) for c in comps) or None
+        if not text:
+            out["filters"] = tuple(_as_v3(c) for c in filters) or None
+        return out
+    v3_filters: list[Any] = []
+    v3_comps: list[Any] = []
+    for c in (*filters, *comps):
+        obj = _as_v2(c)
+        obj = numcodecs.get_codec(dict(obj)) if isinstance(obj, Mapping) else obj
+        got = _v2_to_v3(obj, dtype=dtype, where=where)
+        if got is not None:
+            (v3_filters if got[0] == "filter" else v3_comps).append(got[1])
+    out["compressors"] = tuple(v3_comps) or None
+    if text:
+        out.pop("filters", None)
+    else:
+        out["filters"] = tuple(v3_filters) or None
+    return out
+
+
+def v2_configs(enc: Mapping[str, Any], *, where: str) -> tuple[Any, list[Any]]:
+    """``(compressor, filters)`` of an encoding in Zarr v2 terms (numcodecs objects or v2 dicts), for
+    our own v2/NCZarr writers: the store's recorded chain while engine="zstrings"'s
+    ``compressors``/``filters`` are unchanged, else whichever vocabulary they hold, converted."""
+    recorded = "zstrings_compressor" in enc or "zstrings_filters" in enc or isinstance(enc.get("codecs"), list)
+    text = "filters" not in enc and "compressors" in enc
+    if recorded and _unchanged(enc, dtype=np.dtype("u1"), text=text):
+        if "zstrings_compressor" in enc or "zstrings_filters" in enc:  # as recorded (netcdf-c's shuffle: 0)
+            comp = enc.get("zstrings_compressor")
+            return (None if comp is None else dict(comp)), [
+                dict(f) for f in enc.get("zstrings_filters") or () if dict(f).get("id") not in _OBJECT_CODECS]
+        return _store_v2(enc, dtype=np.dtype("u1"), text=False, where=where)
+    comps = enc.get("compressors")
+    comps = [] if comps is None else list(comps) if isinstance(comps, list | tuple) else [comps]
+    filters = list(enc.get("filters") or [])
+    comps = [_as_v2(c) for c in comps]
+    filters = [_as_v2(c) for c in filters]
+    if any(_is_v3(c) for c in (*comps, *filters)):
+        conv = [c for c in (_v3_to_v2(x, where=where) for x in (*filters, *comps)) if c is not None]
+        # v3 puts shuffle (and any other bytes->bytes codec) before the compressor; v2 filters come first
+        if not conv:
+            return None, []
+        return conv[-1], conv[:-1]
+    if len(comps) > 1:
+        return comps, filters  # the caller refuses more than one v2 compressor with its own message
+    return (comps[0] if comps else None), filters
+
+
 def for_zarr(obj: Any, zarr_format: int) -> Any:
     """A copy of a Dataset or DataTree whose variables' codecs are in ``zarr_format``'s vocabulary,
-    for ``.to_zarr(..., zarr_format=zarr_format)``; codecs without an equivalent are dropped with
-    a ``CodecDroppedWarning``."""
+    for ``.to_zarr(..., zarr_format=zarr_format)``: the store's exact chain where the encoding is
+    still engine="zstrings"'s (shuffle, shards), else the encoding's own codecs converted; codecs
+    without an equivalent are dropped with a ``CodecDroppedWarning``."""
     import xarray as xr
 
     if zarr_format not in (2, 3):
@@ -327,6 +702,6 @@ def for_zarr(obj: Any, zarr_format: int) -> Any:
     out = obj.copy()
     for name, var in obj.variables.items():
         text = var.dtype.kind in "OSTU"
-        out[name].encoding = _to_format(dict(var.encoding), zarr_format, dtype=var.dtype, text=text,
-                                        where=f"variable {name!r}")
+        out[name].encoding = format_encoding(dict(var.encoding), zarr_format, dtype=var.dtype, text=text,
+                                             where=f"variable {name!r}")
     return out

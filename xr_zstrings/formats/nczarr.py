@@ -13,6 +13,7 @@ import base64
 import json
 import math
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,6 +23,7 @@ import numpy as np
 from ..errors import DimensionError, MetadataError, UnsupportedError
 
 __all__ = [
+    "ATTRIBUTE_OBJECTS",
     "INTERNAL_ATTRS",
     "NC_DEFAULT_MAXSTRLEN",
     "NC_FILL_VALUES",
@@ -199,13 +201,32 @@ class ArrayMetaV2:
         return dict(self.attrs)
 
 
-def parse_json(raw: bytes | str, *, where: str) -> Any:
-    """Decode a metadata object, naming the store key on failure."""
+#: the metadata objects that hold user attributes (all of zarr.json: its "attributes")
+ATTRIBUTE_OBJECTS = (".zattrs", ".nczattr", ".nczattrs", "zarr.json")
+
+
+def parse_json(raw: bytes | str, *, where: str, attributes: bool = False) -> Any:
+    """Decode a metadata object, naming the store key on failure.
+
+    ``attributes``: the object holds user attributes (``ATTRIBUTE_OBJECTS``). netcdf-c stores a
+    text attribute's bytes as they are, so one that is not UTF-8 makes the object invalid UTF-8;
+    netCDF4 still reads it. Such values come back as ``bytes`` (with a ``StringDecodeWarning``
+    naming them) instead of making the whole store unreadable; elsewhere invalid UTF-8 is damage.
+    Control characters inside strings are accepted (netcdf-c writes them unescaped).
+    """
+    lenient = False
     try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes | bytearray | memoryview) else raw
-        if isinstance(text, memoryview):
-            text = bytes(text).decode("utf-8")
-        return json.loads(text, parse_constant=_json_constant)
+        if isinstance(raw, bytes | bytearray | memoryview):
+            data = bytes(raw)
+            try:
+                text = data.decode("utf-8")
+            except UnicodeDecodeError:
+                if not attributes:
+                    raise
+                text, lenient = data.decode("utf-8", "surrogateescape"), True
+        else:
+            text = raw
+        obj = json.loads(text, parse_constant=_json_constant, strict=False)
     except UnicodeDecodeError as e:
         raise MetadataError(
             f"Invalid metadata at {where}: not UTF-8 ({e}). Expected a UTF-8 JSON object; "
@@ -227,6 +248,48 @@ def parse_json(raw: bytes | str, *, where: str) -> Any:
             f"Invalid metadata at {where}: unparseable JSON value ({e}). Expected a Zarr metadata "
             "object with ordinary numbers; the key is damaged."
         ) from None
+    return _undecodable_as_bytes(obj, where=where) if lenient else obj
+
+
+def _undecodable_as_bytes(obj: Any, *, where: str) -> Any:
+    """An attribute object read with ``surrogateescape``: the attribute values holding bytes that
+    are not UTF-8 become those bytes, with one warning naming them; anything else is damage."""
+    from ..errors import StringDecodeWarning
+
+    def has_escapes(v: Any) -> bool:
+        if isinstance(v, str):
+            return any("\udc80" <= c <= "\udcff" for c in v)
+        if isinstance(v, list):
+            return any(has_escapes(x) for x in v)
+        if isinstance(v, dict):
+            return any(has_escapes(k) or has_escapes(x) for k, x in v.items())
+        return False
+
+    def as_bytes(v: Any) -> Any:
+        if isinstance(v, str) and has_escapes(v):
+            return v.encode("utf-8", "surrogateescape")
+        if isinstance(v, list):
+            return [as_bytes(x) for x in v]
+        return v
+
+    if not isinstance(obj, dict):
+        raise MetadataError(f"Invalid metadata at {where}: not UTF-8. Expected a UTF-8 JSON object.")
+    v3 = isinstance(obj.get("attributes"), dict) and "zarr_format" in obj
+    attrs = obj["attributes"] if v3 else obj
+    rest = {k: v for k, v in obj.items() if k != "attributes"} if v3 else {}
+    bad = [str(k) for k, v in attrs.items() if has_escapes(v) and not isinstance(v, dict)]
+    if has_escapes(rest) or any(has_escapes(k) for k in attrs) or len(bad) < sum(map(has_escapes, attrs.values())):
+        raise MetadataError(
+            f"Invalid metadata at {where}: not UTF-8 outside attribute values. Expected UTF-8 JSON; "
+            "the store is damaged."
+        )
+    fixed = {k: as_bytes(v) for k, v in attrs.items()}
+    warnings.warn(
+        f"Attribute(s) {bad} at {where} are not UTF-8 text: returned as bytes, as stored. Decode them "
+        "yourself (e.g. value.decode('latin-1')) if you know their encoding.",
+        StringDecodeWarning, stacklevel=6,
+    )
+    return {**rest, "attributes": fixed} if v3 else fixed
 
 
 def _json_constant(name: str) -> float:
@@ -552,6 +615,8 @@ def decode_attributes(
 
 
 def _typed_attr(name: str, value: Any, t: str, *, where: str) -> Any:
+    if isinstance(value, bytes) or (isinstance(value, list) and any(isinstance(v, bytes) for v in value)):
+        return value  # text that is not UTF-8 (parse_json): its bytes, as stored
     if t in ("char", ">S1", "|S1", "<S1", "|U1", "<U1", ">U1"):
         # NC_CHAR: text; a JSON-valued text attribute was stored as parsed JSON (Appendix G).
         if isinstance(value, str):

@@ -36,8 +36,8 @@ def open_store(target: Any, *, mode: str = "r", storage_options: dict[str, Any] 
     read_only = mode == "r"
     if isinstance(target, ZStore):
         return target
-    if isinstance(target, Store):
-        return ZStore(target, display=shown(target))
+    if isinstance(target, Store):  # (a repr over several lines, as icechunk's, on one line in messages)
+        return ZStore(target, display=" ".join(shown(target).split()))
     if isinstance(target, os.PathLike):
         target = os.fspath(target)
     if not isinstance(target, str):

@@ -24,7 +24,7 @@ from zarr.storage import LocalStore
 from zarr.storage import ObjectStore as _ObjectStore
 
 from ..errors import StoreReplacedError, ZStringsError
-from ..formats.nczarr import parse_json
+from ..formats.nczarr import ATTRIBUTE_OBJECTS, parse_json
 from ..scratch import ThreadScratch
 from ..zarr_compat import sync
 from .redact import redact
@@ -51,6 +51,18 @@ _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # chunk read and decoded took 78 ms fresh, 66 ms reused (1e8 reads on 2 workers, scale_dask.py:
 # 24.7 -> 25.3-26.9 M/s). Groups larger than 64 MiB get fresh memory (a thread keeps at most that).
 _CHUNK_SCRATCH = ThreadScratch(64 << 20)
+
+
+#: NCZarr 1.0's metadata objects: not Zarr keys, which a store holding only Zarr keys refuses to be
+#: asked for (icechunk's InvalidInputError, "invalid zarr key format") instead of answering missing
+_NON_ZARR_KEYS = (".nczarr", ".nczgroup", ".nczvar", ".nczarray", ".nczattr", ".nczattrs")
+
+
+def _refused_non_zarr_key(key: str, e: BaseException) -> bool:
+    """Whether ``e`` is a Zarr-only store refusing one of NCZarr 1.0's keys: it cannot hold one,
+    so the key is missing (asked for in the first batch of every open, before the format is known)."""
+    return key.rsplit("/", 1)[-1] in _NON_ZARR_KEYS and isinstance(e, ValueError) and \
+        type(e).__name__ == "InvalidInputError"
 
 
 class ZStore:
@@ -205,7 +217,12 @@ class ZStore:
         store, prototype = self.store, default_buffer_prototype()
 
         async def fetch_store(key: str) -> bytes | None:
-            buf = await store.get(key, prototype=prototype)
+            try:
+                buf = await store.get(key, prototype=prototype)
+            except Exception as e:
+                if _refused_non_zarr_key(key, e):
+                    return None
+                raise
             return None if buf is None else buf.to_bytes()
 
         return fetch_store
@@ -297,7 +314,8 @@ class ZStore:
                 fetch.append(i)
         raws = self.get_many([keys[i] for i in fetch], limit=_METADATA_CONCURRENCY)
         for i, raw in zip(fetch, raws, strict=True):
-            out[i] = None if raw is None else parse_json(raw, where=self.where(keys[i]))
+            out[i] = None if raw is None else parse_json(
+                raw, where=self.where(keys[i]), attributes=keys[i].rsplit("/", 1)[-1] in ATTRIBUTE_OBJECTS)
         return out
 
     def list_dir(self, path: str) -> list[str]:

@@ -65,8 +65,8 @@ class ChunkedArrayV3(ChunkedArray):
             "zarr_format": 3, "zarr_data_type": meta.data_type, "codecs": [dict(c) for c in meta.codecs],
             "layout": self.pipeline.layout,
         }
-        if meta.sharded:
-            encoding["chunks"] = meta.inner_chunks
+        # (a sharded array's chunks are its shards: Zarr v2 has no shards, and writing the inner
+        # chunks as chunks would multiply the objects; zstrings_shards keeps the shards for v3)
         encoding.update(v3_codecs_encoding(meta.codecs, shards=meta.shards, text=meta.string_kind is not None,
                                            where=where))
         return encoding

@@ -36,10 +36,15 @@ class LazyArray:
         what: str = "",
         missing: str | None = None,
         null_chunks: bool = False,
+        marker: str | bytes | None = None,
     ) -> None:
         """``missing``: a string value read as missing (a masked string ``_FillValue``);
-        ``null_chunks``: never-written chunks are missing (Zarr v2 ``|O`` with ``fill_value: null``)."""
+        ``null_chunks``: never-written chunks are missing (Zarr v2 ``|O`` with ``fill_value: null``);
+        ``marker``: the fill value xarray's writers are given for those (``MISSING_MARKER``): a value
+        equal to it is warned about, since it would come back missing from what they write."""
         self.raw = raw
+        self.marker = marker
+        self._marker_warned = False
         self.decode = decode  # "numeric", "fixed", "char", "char-sep", "char-raw", "unicode", "vlen", ...
         self.options = options
         self.text_encoding = encoding
@@ -186,6 +191,17 @@ class LazyArray:
     def _mask(self, arr: np.ndarray, nulls: np.ndarray | None = None) -> np.ndarray:
         """Missing values into a decoded string array: elements equal to the masked fill string
         (and ``nulls``) become NA (StringDType, compared there: fast) or NaN (object results)."""
+        if self.marker is not None and not self._marker_warned and arr.dtype.kind in "OT" and \
+                bool(np.equal(arr, self.marker).any()):
+            self._marker_warned = True
+            import warnings
+
+            warnings.warn(
+                f"{self.what} holds the value {self.marker!r}, the encoding['_FillValue'] engine='zstrings' "
+                "gives its missing values for xarray's writers: written by them, it would read back "
+                "missing. Set encoding['_FillValue'] to a value the data does not hold first.",
+                UserWarning, stacklevel=6,
+            )
         if not self._masked:
             return arr
         T = self._na_T()

@@ -21,6 +21,9 @@ class ReadOptions:
     concat_characters: bool = True
     decode_threads: int | None = None  # None: $XR_ZSTRINGS_DECODE_THREADS or min(8, CPUs); 1: no pool
     mask_and_scale: bool = True
+    #: a pure Zarr array's ``fill_value`` marks missing values (xarray's ``use_zarr_fill_value_as_mask``;
+    #: None: for Zarr v2 yes, for v3 no, as engine="zarr" decides it)
+    use_zarr_fill_value_as_mask: bool | None = None
 
     def __post_init__(self) -> None:
         # reject bad options when the store is opened, not when data are first read

@@ -8,14 +8,16 @@ versions; what only one version has (codecs, shards) comes from its chunk reader
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ..errors import ChunkError, DimensionError, MetadataError, UnknownCodecError, ZStringsError
+from ..errors import ChunkError, DimensionError, GroupNotFoundError, UnknownCodecError, ZStringsError
+from ..codecs.encoding import netcdf4_keys
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension
 from ..text import fixed as strings
@@ -25,11 +27,22 @@ from .options import ReadOptions
 from .paths import join_path as _join
 from .tree import TreeMeta
 
-__all__ = ["ANONYMOUS_DIM", "GroupContents", "VariableSpec", "anonymous_dims", "group_contents", "joined_char_arrays",
+__all__ = ["ANONYMOUS_DIM", "MISSING_MARKER", "MISSING_MARKER_BYTES", "GroupContents", "VariableSpec", "anonymous_dims",
+           "group_contents", "group_not_found", "joined_char_arrays",
            "resolve_dims"]
 
 #: netcdf-c names the dimensions it invents for arrays without any: ``_Anonymous_Dim_<len>``.
 ANONYMOUS_DIM = "_Anonymous_Dim_{}"
+_ANONYMOUS = re.compile(r"_Anonymous_Dim_\d+")
+
+#: the ``_FillValue`` put in the encoding of a string variable whose missing values have no fill of
+#: their own (a Zarr v2 ``fill_value: null``, zarrs' ``optional`` type), for xarray's writers:
+#: U+FFFF, a Unicode noncharacter (permanently reserved for use inside programs, never a character
+#: of interchanged text), so it cannot stand for a real value; ``encoding["zstrings_missing_marker"]``
+#: says so (our own writers use the store's own missing-value forms instead)
+MISSING_MARKER = "\uffff"
+#: the same for bytes: U+FFFF's UTF-8 bytes (a value equal to it is warned about when read)
+MISSING_MARKER_BYTES = MISSING_MARKER.encode("utf-8")
 
 
 def anonymous_dims(shape: tuple[int, ...], names: tuple[str | None, ...] | None = None) -> list[str]:
@@ -60,6 +73,9 @@ class VariableSpec:
     data: LazyArray
     attrs: dict[str, Any]
     encoding: dict[str, Any]
+    #: encoding keys for after xarray's CF decoding, which reads ``encoding`` differently (an NC_CHAR
+    #: variable's ``dtype`` is "S1" for the writers, StringDType while xarray decodes it)
+    decoded_encoding: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -75,7 +91,9 @@ class GroupContents:
 
 def resolve_dims(tree: TreeMeta, meta: ArrayMeta) -> list[Dimension]:
     """The netCDF dimensions of an array: NCZarr references, else the names the array carries
-    (``_ARRAY_DIMENSIONS``, v3 ``dimension_names``), else netcdf-c's anonymous ones."""
+    (``_ARRAY_DIMENSIONS``, v3 ``dimension_names``), else netcdf-c's anonymous ones. One rule for
+    anonymous dimensions on every path: an array that uses one twice (``_Anonymous_Dim_20`` in a
+    20x20 array, however the store names it) gets ``_Anonymous_Dim_20``, ``_Anonymous_Dim_20_1``."""
     where = tree.store.where(meta.path.strip("/"))
     if meta.scalar:
         return []
@@ -88,9 +106,17 @@ def resolve_dims(tree: TreeMeta, meta: ArrayMeta) -> list[Dimension]:
                     f"dimension {d.name!r} has size {d.size} (references "
                     f"{list(meta.dimension_references)}). Fix .zarray's shape or the dimension size."
                 )
-        return dims
-    names = anonymous_dims(meta.shape, meta.dimension_names)
+        names = anonymous_dims(meta.shape, tuple(_unless_anonymous(d.name) for d in dims))
+        return [d if d.name == n else replace(d, name=n) for d, n in zip(dims, names, strict=True)]
+    given = meta.dimension_names
+    names = anonymous_dims(meta.shape, None if given is None else tuple(_unless_anonymous(n) for n in given))
     return [Dimension(n, s) for n, s in zip(names, meta.shape, strict=True)]
+
+
+def _unless_anonymous(name: str | None) -> str | None:
+    """None for a name netcdf-c invented (``_Anonymous_Dim_<len>``), so ``anonymous_dims`` names
+    the axis as it names an unnamed one: distinct within the array."""
+    return None if name is None or _ANONYMOUS.fullmatch(name) else name
 
 
 def group_contents(
@@ -109,9 +135,7 @@ def group_contents(
     path = "/" + path.strip("/") if path.strip("/") else "/"
     group = tree.groups.get(path)
     if group is None:
-        raise MetadataError(
-            f"No group {path!r} in {tree.store.display}. Available groups: {sorted(tree.groups)}."
-        )
+        raise group_not_found(tree, path)
     arrays, _ = tree.children[path]
     drop = drop_variables or set()
     variables: dict[str, VariableSpec] = {}
@@ -185,6 +209,15 @@ def group_contents(
     )
 
 
+def group_not_found(tree: TreeMeta, path: str) -> GroupNotFoundError:
+    """The error for a ``group=`` the store does not hold (a ``FileNotFoundError``, as netCDF4's
+    and zarr-python's), naming the groups it does hold."""
+    return GroupNotFoundError(
+        f"No group {path!r} in {tree.store.display}. Available groups: {sorted(tree.groups)}; pass one "
+        "of them as group=..."
+    )
+
+
 def _leave_out(tree: TreeMeta, apath: str, why: str) -> None:
     name = apath.rsplit("/", 1)[-1]
     warnings.warn(
@@ -239,7 +272,7 @@ def _through_zarr_python(tree: TreeMeta, apath: str, why: str) -> VariableSpec |
         attrs = dict(arr.attrs)
         names = attrs.pop("_ARRAY_DIMENSIONS", None)
         names = tuple(names) if isinstance(names, list) and len(names) == arr.ndim else None
-    dims = tuple(anonymous_dims(tuple(arr.shape), names))
+    dims = tuple(anonymous_dims(tuple(arr.shape), None if names is None else tuple(map(_unless_anonymous, names))))
     encoding = {"chunks": tuple(arr.chunks), "preferred_chunks": dict(zip(dims, arr.chunks, strict=True)),
                 "read_by": "zarr-python", "zstrings_unsupported": why}
     return VariableSpec(name=apath.rsplit("/", 1)[-1], dims=dims, data=ZarrPythonArray(arr, f"variable {apath!r} of {tree.store.display}"),  # type: ignore[arg-type]
@@ -307,12 +340,21 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     # compressors/filters as the codec objects xarray's to_zarr takes (zarr_encoding explains the
     # vocabulary); the store's own JSON stays under zstrings_* keys, which xarray's writers ignore
     encoding.update(raw.store_encoding(where))
+    if meta.zarr_format == 2 and (meta.generation != "zarr-v2" or tree.netcdf_c):
+        # netcdf-c's store: what engine="netcdf4" gives (zlib, shuffle, chunksizes, ...), so
+        # to_netcdf writes what netCDF-4 wrote
+        encoding.update(netcdf4_keys(meta.compressor, meta.filters,  # type: ignore[attr-defined]
+                                     chunks=None if meta.scalar else meta.chunks,
+                                     shape=meta.logical_shape, text=meta.string_kind is not None))
     dim_names = tuple(d.name for d in dims)
     what = f"variable {meta.path!r} of {tree.store.display}"
     kind = meta.string_kind
     decode = "numeric"
     text_encoding = "utf-8"
     netcdf_c = tree.netcdf_c
+    # text bytes with xarray's/netCDF's _Encoding: xarray decodes them before masking, so a bytes
+    # fill never matches there (engine="netcdf4"/"zarr" mask nothing); neither do we
+    encoded_text = kind in ("char", "string") and "_Encoding" in attrs
     if kind == "string":
         decode, text_encoding = _fixed_bytes_decode(meta, attrs, encoding, netcdf_c=netcdf_c,
                                                     wants_bytes=wants_bytes)
@@ -327,7 +369,7 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
             if dims:
                 encoding["char_dim_name"] = dim_names[-1]
                 dim_names = dim_names[:-1]
-                encoding["preferred_chunks"].pop(dims[-1].name, None)
+                _drop_char_dim(encoding, dims[-1].name)
     elif kind == "char":
         stored_encoding = attrs.pop("_Encoding", None)  # decode as UTF-8 when the store says nothing
         text_encoding = str(stored_encoding or "utf-8")
@@ -339,7 +381,7 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
             decode = "char"
             encoding["char_dim_name"] = dim_names[-1]
             dim_names = dim_names[:-1]
-            encoding["preferred_chunks"].pop(dims[-1].name, None)
+            _drop_char_dim(encoding, dims[-1].name)
         elif options.concat_characters and meta.scalar:
             decode = "char"
         elif options.concat_characters and stored_encoding is not None:
@@ -358,33 +400,84 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         decode = raw.vlen_decode  # "vlen" (v2: objects) or "text" (v3: straight to StringDType)
     elif kind == "vlen-bytes":
         decode = "vlen-bytes"
-    missing = None
-    if kind in ("string", "char", "unicode", "vlen") and "_FillValue" in attrs:
-        # xarray would mask a string fill value into an object array; we mask it ourselves (below)
-        # into a StringDType with an NA object, and keep the fill in encoding, as engine="netcdf4"
-        encoding["_FillValue"] = attrs.pop("_FillValue")
-        fv = encoding["_FillValue"]
-        if options.mask_and_scale and kind != "char" and isinstance(fv, str):
-            # (NC_CHAR: engine="netcdf4" compares the joined strings with a one-character fill,
-            # which a joined value never equals; we do not mask either)
-            missing = fv
-    if decode.startswith(("bytes", "vlen-bytes", "char-raw")):
-        missing = None  # bytes are returned as stored: a str fill value cannot match them
-    # (Zarr v3: xarray writes _FillValue as an attribute and does not mask with fill_value)
-    if (kind is None and meta.generation == "zarr-v2" and not netcdf_c and meta.fill_value is not None
-            and "_FillValue" not in attrs):
-        # pure Zarr: the .zarray fill value is the missing-value marker, as xarray's zarr engine reads
-        # it; not for netcdf-c's mode=zarr stores, whose default fill is no mask (as engine="netcdf4")
-        attrs["_FillValue"] = meta.fill_value
+    missing = _fill_and_mask(meta, attrs, encoding, decode, options, netcdf_c=netcdf_c,
+                             encoded_text=encoded_text)
+    marker: str | bytes | None = None
+    if null_fill and kind is not None and "_FillValue" not in encoding and "_FillValue" not in attrs:
+        # missing values with no fill value of their own (a v2 null fill, zarrs' optional type): a
+        # marker xarray's writers write them as (its CF encoder fills missing values with
+        # _FillValue), so they stay missing in what they write, never the text "nan"
+        marker = MISSING_MARKER if decode not in _BYTES_DECODES else MISSING_MARKER_BYTES
+        encoding["_FillValue"] = marker
+        encoding["zstrings_missing_marker"] = True
     data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what,
-                     missing=missing, null_chunks=null_fill and decode in ("vlen", "text"))
+                     missing=missing, null_chunks=null_fill and decode in ("vlen", "text"), marker=marker)
     # xarray keeps StringDType only when encoding["dtype"] says so (else it casts to object), and
     # turns object arrays into fixed-width U when encoding["dtype"] is str: say what we return.
     if data.dtype.kind == "T":
         encoding["dtype"] = data.dtype
     elif data.dtype.kind == "U" and decode != "char":
         encoding["dtype"] = str
-    return VariableSpec(name=meta.name, dims=dim_names, data=data, attrs=attrs, encoding=encoding)
+    # joined NC_CHAR: "S1" (and char_dim_name) make to_netcdf/to_nczarr write NC_CHAR again, as
+    # after engine="netcdf4"
+    after = {"dtype": np.dtype("S1")} if decode in ("char", "bytes-char") else {}
+    return VariableSpec(name=meta.name, dims=dim_names, data=data, attrs=attrs, encoding=encoding,
+                        decoded_encoding=after)
+
+
+def _drop_char_dim(encoding: dict[str, Any], char_dim: str) -> None:
+    """A joined NC_CHAR's chunks are those of its strings (the string-length dimension is one
+    chunk, ``char_dim_width``), as the writers take them; ``chunksizes``/``original_shape`` (when
+    the store is netcdf-c's) stay the stored ones, as engine="netcdf4" gives them."""
+    encoding["preferred_chunks"].pop(char_dim, None)
+    if encoding.get("chunks"):
+        encoding["chunks"] = tuple(encoding["chunks"])[:-1]
+
+
+#: decoders whose result is bytes (as stored): xarray's own CF decoding masks a bytes fill in them
+_BYTES_DECODES = ("bytes", "bytes-obj", "bytes-char", "bytes-unicode", "char-raw", "vlen-bytes")
+
+
+def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], decode: str,
+                   options: ReadOptions, *, netcdf_c: bool, encoded_text: bool) -> str | None:
+    """Where a variable's fill values go, and the string read as missing (or None).
+
+    A CF ``_FillValue`` of a text result is masked here (into a ``StringDType`` with an NA object,
+    which xarray's masking cannot build) and kept in ``encoding``, where xarray's writers find it to
+    write missing values back; a bytes result keeps it as a bytes attribute, for xarray's own
+    masking, as engine="netcdf4" and engine="zarr" return bytes. A pure Zarr ``fill_value`` marks
+    missing values as engine="zarr" reads it (``use_zarr_fill_value_as_mask``: v2 yes, v3 no); a v3
+    ``fill_value`` not used as a mask is kept in ``encoding["fill_value"]``, as engine="zarr" keeps it.
+    """
+    kind = meta.string_kind
+    as_bytes = decode in _BYTES_DECODES
+    pure = meta.generation in ("zarr-v2", "zarr-v3") and not netcdf_c
+    zarr_mask = options.use_zarr_fill_value_as_mask
+    zarr_mask = (meta.zarr_format == 2) if zarr_mask is None else bool(zarr_mask)
+    if pure and meta.zarr_format == 3 and not zarr_mask and not meta.null_fill:
+        encoding["fill_value"] = meta.fill_value
+    fill: Any = None
+    if "_FillValue" in attrs:
+        fill = attrs.pop("_FillValue")
+    elif pure and zarr_mask and meta.fill_value is not None and not (kind is not None and meta.null_fill):
+        fill = meta.fill_value  # (numbers keep their numpy type, as before and as engine="zarr")
+    if fill is None:
+        return None
+    if kind is None:
+        attrs["_FillValue"] = fill  # numbers: xarray's own CF masking
+        return None
+    if as_bytes:
+        raw = fill.encode("utf-8") if isinstance(fill, str) else fill
+        # (an NC_CHAR fill stored as "" is the NUL character, as netCDF4 returns it)
+        attrs["_FillValue"] = b"\x00" if kind == "char" and raw == b"" else raw
+        return None
+    fill = fill.decode("utf-8", "surrogateescape") if isinstance(fill, bytes) else str(fill)
+    encoding["_FillValue"] = fill
+    if not options.mask_and_scale or encoded_text:
+        # (bytes decoded with _Encoding: engine="netcdf4"/"zarr" compare the text with the bytes
+        # fill and mask nothing, and xarray refuses to write a _FillValue on text as NC_CHAR)
+        return None
+    return fill
 
 
 def _fixed_bytes_decode(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], *, netcdf_c: bool,

@@ -32,7 +32,7 @@ from .plan import (
     _Options,
     _plan_group,
     _string_array,
-    _string_like,
+    text_kind,
     _what,
     layout_of_generation,
 )
@@ -103,7 +103,7 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
             policy = "error" if opts.on_overflow == "widen" else opts.on_overflow
             one = _Options(fmt=opts.fmt, on_overflow=policy, maxstrlen=None, default_maxstrlen=None,
                            compressor=None, strict_codecs=False)
-            kind = _string_like(var)
+            kind = text_kind(var)
             new_len = offset
             with strings.stored_width("An append keeps the stored width"):  # (widen acts as error)
                 for piece in _pieces(var, axis, append_dim, offset, meta.chunks[axis]):

@@ -20,7 +20,7 @@ from ..io.atomic import NETCDF_MAGIC, local_commit
 from ..io.redact import shown
 from ..errors import TargetExistsError, ZStringsError
 from .plan import _is_dask, check_names
-from .nczarr import Mode, _string_like, to_nczarr
+from .nczarr import Mode, text_kind, to_nczarr
 from ..codecs.encoding import v2_configs
 
 __all__ = ["convert", "is_netcdf_file", "write_netcdf4", "write_netcdf4_file", "RAW_DECODERS"]
@@ -168,7 +168,7 @@ def write_netcdf4(groups: Mapping[str, xr.Dataset], dst: str) -> None:
 def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
     enc, attrs = var.encoding, dict(var.attrs)
     fill = attrs.pop("_FillValue", enc.get("_FillValue") if var.dtype.kind in "TUO" else None)
-    kind = _string_like(var)
+    kind = text_kind(var)
     dtype: Any = str if kind == "str" else "S1" if kind == "bytes" else var.dtype
     kw: dict[str, Any] = {}
     comp, filters = (enc.get("compressor"), enc.get("filters")) if "compressor" in enc else v2_configs(

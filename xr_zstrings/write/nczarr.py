@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import xarray as xr
 from zarr.storage import LocalStore, ZipStore
 
@@ -57,7 +58,7 @@ from .plan import (
     _Options,
     _plan_group,
     _string_array,
-    _string_like,
+    text_kind,
     check_names,
     netcdf_c_layout,
 )
@@ -419,7 +420,7 @@ def _for_netcdf_c_4_9_0(groups: dict[str, xr.Dataset]) -> dict[str, xr.Dataset]:
         new: dict[str, xr.Variable] = {}
         for name, var in ds.variables.items():
             where = f"{path.rstrip('/')}/{name}"
-            if _string_like(var) is not None and var.encoding.get("nc_type") != "NC_CHAR" and not (
+            if text_kind(var) is not None and var.encoding.get("nc_type") != "NC_CHAR" and not (
                     var.encoding.get("dtype") is not None and not isinstance(var.encoding["dtype"], type)
                     and np.dtype(var.encoding["dtype"]) == np.dtype("S1")):
                 var = var.copy(deep=False)
@@ -479,7 +480,7 @@ def prepare_for_zarr(
                     compressor=None, strict_codecs=False)
     out = ds.copy()
     for name, var in ds.variables.items():
-        if _string_like(var) != "str":
+        if text_kind(var) != "str":
             continue
         enc = dict(var.encoding)
         enc.pop("nc_type", None)
@@ -493,8 +494,10 @@ def prepare_for_zarr(
             # named: dask would otherwise tokenize the encoder by pickling its closure
             data = data.map_blocks(lambda b, f=enc_block: f(b)[0], dtype=a.dtype,
                                    name=f"zstrings-encode-{uuid.uuid4().hex}")
-        attrs = dict(var.attrs)
+        attrs = {k: v for k, v in var.attrs.items() if k != "_FillValue"}
         attrs["_nczarr_maxstrlen"] = a.maxstrlen
+        if "_FillValue" in a.attrs:  # missing values were written as the fill: the v2 fill_value says so
+            attrs["_FillValue"] = np.bytes_(a.fill_storage)
         new = xr.Variable(var.dims, data, attrs)
         # compressors=None too: without the key zarr-python would pick its default compressor
         new.encoding = {k: var.encoding[k] for k in ("chunks", "compressors") if k in var.encoding}

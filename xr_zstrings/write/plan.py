@@ -153,25 +153,59 @@ def _is_dask(data: Any) -> bool:
     return type(data).__module__.startswith("dask.")
 
 
-def _string_like(var: xr.Variable) -> str | None:
-    """"str", "bytes" or None for a variable's values (object arrays are peeked at, cheaply)."""
+def _is_missing(v: Any) -> bool:
+    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+
+
+def _first_present(data: Any) -> Any:
+    """The first value of an object array that is not missing (None/NaN/pd.NA), or ``_NOTHING``
+    when every value is missing (or there is none). A dask array is looked at block by block, in
+    order, until one holds a value (usually the first)."""
+    if _is_dask(data):
+        import dask
+
+        blocks = data.to_delayed().reshape(-1)
+        for block in blocks:
+            found = _first_present(np.asarray(dask.compute(block)[0]))
+            if found is not _NOTHING:
+                return found
+        return _NOTHING
+    return next((v for v in np.asarray(data).reshape(-1).tolist() if not _is_missing(v)), _NOTHING)
+
+
+_NOTHING = object()
+
+
+def text_kind(var: xr.Variable) -> str | None:
+    """"str", "bytes" or None (not text): the one rule every writer asks (to_nczarr, appends,
+    convert, to_zarr_v3). ``U``/``T`` are text, ``S`` bytes; an object array is what its first value
+    that is not missing is (a str: text, bytes: bytes, anything else: not text), and an object array
+    of only missing values is text (strings are the only thing it can be written as)."""
     k = var.dtype.kind
     if k in "TU":
         return "str"
     if k == "S":
         return "bytes"
-    if k == "O":
-        if var.size == 0:
-            return "str"
-        first = var.data[(0,) * var.ndim]
-        if _is_dask(first):
-            first = first.compute()
-        first = first.item() if isinstance(first, np.ndarray) else first
-        if isinstance(first, str):
-            return "str"
-        if isinstance(first, bytes):
-            return "bytes"
+    if k != "O":
+        return None
+    first = _first_present(var.data)
+    if first is _NOTHING or isinstance(first, str | np.str_):
+        return "str"
+    if isinstance(first, bytes | np.bytes_):
+        return "bytes"
     return None
+
+
+def string_fill(var: xr.Variable) -> Any:
+    """A text variable's ``_FillValue`` (attribute, else encoding), or None. The marker
+    engine="zstrings" puts in the encoding of strings whose missing values have no fill of their
+    own (``zstrings_missing_marker``) is for xarray's writers: ours write those values their own
+    way (zarrs' optional type, or a refusal naming the fix), so it is not a fill value here."""
+    if "_FillValue" in var.attrs:
+        return var.attrs["_FillValue"]
+    if var.encoding.get("zstrings_missing_marker"):
+        return None
+    return var.encoding.get("_FillValue")
 
 
 def _codec_config(codec: Any, *, where: str) -> dict[str, Any]:
@@ -368,7 +402,8 @@ def _string_array(
             want_char = True
     had_encoding = "_Encoding" in attrs or "_Encoding" in enc
     text_encoding = str(attrs.pop("_Encoding", enc.get("_Encoding", "utf-8")))
-    fill_text = attrs.pop("_FillValue", enc.get("_FillValue"))
+    fill_text = string_fill(var)
+    attrs.pop("_FillValue", None)
     if fill_text is not None and not isinstance(fill_text, str | bytes | np.str_ | np.bytes_):
         fill_text = None  # a NaN mask marker is not a string fill value
     if isinstance(fill_text, bytes | np.bytes_):
@@ -678,7 +713,7 @@ def _plan_group(group: str, ds: xr.Dataset, opts: _Options, unlimited: set[str])
         if "/" in name or not name or name in (".", ".."):
             raise ZStringsError(f"Cannot write variable {name!r} in group {group!r}: the name is not a valid "
                                 "Zarr key (no '/', not empty, not '.' or '..'); rename it.")
-        kind = _string_like(var)
+        kind = text_kind(var)
         if kind is not None:
             a = _string_array(group, name, var, kind, opts, unlimited)
         else:

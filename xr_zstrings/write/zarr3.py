@@ -41,6 +41,7 @@ from zarr.storage import WrapperStore
 
 from ..io.atomic import CloneStore, incomplete_v3_root, local_commit, not_replaceable
 from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
+from ..codecs.encoding import format_encoding
 from ..codecs.v3 import V3Pipeline
 from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
 from ..io.redact import shown
@@ -49,7 +50,7 @@ from ..io.targets import local_target
 from ..io.zstore import ZStore
 from ..text.fixed import kernels
 from ..text.vlen import VlenChunk, values_to_vlen
-from .plan import _is_dask, _missing, check_names
+from .plan import _is_dask, _missing, check_names, string_fill, text_kind
 
 __all__ = ["to_zarr_v3", "LAYOUTS"]
 
@@ -60,24 +61,6 @@ _THREADS = max(2, min(8, os.cpu_count() or 1))
 # encodings of non-string variables that mean the same in Zarr v3 (xarray's own keys)
 _V3_KEEP = frozenset({"chunks", "shards", "compressors", "dtype", "_FillValue", "units",
                       "calendar", "scale_factor", "add_offset", "coordinates"})
-
-
-def _is_text(var: xr.Variable) -> str | None:
-    """'str' or 'bytes' for variables that become variable-length arrays, else None."""
-    kind = var.dtype.kind
-    if kind in "UT":
-        return "str"
-    if kind == "S":
-        return "bytes"
-    if kind == "O":  # by the first value; _pack checks them all
-        if _is_dask(var.data):  # one element, not the whole array (dask reads its block only)
-            first = var.data[(0,) * var.ndim].compute() if var.size else None
-            first = first.item() if isinstance(first, np.ndarray) else first
-            return "bytes" if isinstance(first, bytes) else "str"
-        flat = var.values.reshape(-1)
-        first = next((v for v in flat.tolist() if isinstance(v, str | bytes)), None)  # missing values skipped
-        return "bytes" if isinstance(first, bytes) else "str"
-    return None
 
 
 def _check_objects(values: np.ndarray, kind: str, name: Hashable) -> None:
@@ -184,7 +167,7 @@ def _missing_values(var: xr.Variable, kind: str, name: Hashable) -> tuple[Any, t
     miss = _missing(arr)
     if miss is None or not miss.any():
         return var, None
-    fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
+    fill = string_fill(var)
     if isinstance(fill, np.str_ | np.bytes_):
         fill = fill.item()
     if kind == "str" and isinstance(fill, bytes):
@@ -461,13 +444,16 @@ class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
     absent. zarr-python has no option to defer metadata, hence this wrapper.
     """
 
-    def __init__(self, store: Any, hidden: frozenset[str] = frozenset()) -> None:
+    def __init__(self, store: Any, hidden: frozenset[str] = frozenset(), passthrough: bool = False) -> None:
         super().__init__(store)
         self.meta = _HeldMetadata()
         self.hidden = hidden
+        # a transactional store (an icechunk session) needs an array's zarr.json before its chunks,
+        # and shows nothing before the caller commits: metadata is written through (and again last)
+        self.passthrough = passthrough
 
     def _with_store(self, store: Any) -> _MetadataLast:
-        out = type(self)(store, self.hidden)
+        out = type(self)(store, self.hidden, self.passthrough)
         out.meta = self.meta
         return out
 
@@ -489,12 +475,16 @@ class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
     async def set(self, key: str, value: Any) -> None:
         if _is_meta_key(key):
             self.meta[key] = value.to_bytes()
+            if self.passthrough:
+                await self._store.set(key, value)
         else:
             await self._store.set(key, value)
 
     async def set_if_not_exists(self, key: str, value: Any) -> None:
         if _is_meta_key(key):
             self.meta.setdefault(key, value.to_bytes())
+            if self.passthrough:
+                await self._store.set(key, value)
         else:
             await self._store.set_if_not_exists(key, value)
 
@@ -670,6 +660,12 @@ def _claim_v3(zs: ZStore, mode: str) -> None:
     if existing and mode == "w-":
         raise TargetExistsError(f"Cannot write to {zs.display}: it is not empty (found {sorted(existing)[:5]}) and "
                             "mode='w-' never overwrites. Pass mode='w' to replace it.")
+    if _transactional(zs):
+        # nobody sees the writes until the caller commits the session: no placeholder needed (and
+        # icechunk refuses one: it validates every zarr.json)
+        if mode == "w":
+            _clear_except(zs, "")
+        return
     placeholder = incomplete_v3_root()
     if mode == "w-":
         with _mapped_store_errors(zs):
@@ -679,6 +675,12 @@ def _claim_v3(zs: ZStore, mode: str) -> None:
         return
     zs.set_many([("zarr.json", placeholder)])
     _clear_except(zs, "zarr.json")
+
+
+def _transactional(zs: ZStore) -> bool:
+    """A store whose writes nobody sees until its owner commits them: an icechunk session's store
+    (``session.store``; ``session.commit(...)`` is the caller's)."""
+    return type(zs.store).__module__.split(".", 1)[0] == "icechunk"
 
 
 def _mapped_store_errors(zs: ZStore) -> Any:
@@ -721,12 +723,14 @@ def _prepare(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, _Text]]:
     texts: dict[Hashable, _Text] = {}
     variables: dict[Hashable, xr.Variable] = {}
     for name, var in ds.variables.items():
-        kind = _is_text(var)
+        kind = text_kind(var)
         if kind is None:
             # keep the CF encodings; drop what another format recorded (a v2/NCZarr compressor,
             # filters, zarr_dtype, ...) that a v3 array cannot take
             var = var.copy(deep=False)
-            var.encoding = {k: v for k, v in var.encoding.items() if k in _V3_KEEP}
+            # (the store's own chain where the encoding is still engine="zstrings"'s: its shards too)
+            enc = format_encoding(var.encoding, 3, dtype=var.dtype, text=False, where=f"variable {name!r}")
+            var.encoding = {k: v for k, v in enc.items() if k in _V3_KEEP}
             variables[name] = var
             continue
         enc_chunks = var.encoding.get("chunks")
@@ -761,7 +765,7 @@ def _prepare(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, _Text]]:
 def _string_fill(var: xr.Variable, kind: str) -> Any:
     """The string ``_FillValue`` (encoding or attribute) missing values of a dask-backed text
     variable are written as, or None (then a block holding one is refused)."""
-    fill = var.encoding.get("_FillValue", var.attrs.get("_FillValue"))
+    fill = string_fill(var)
     if isinstance(fill, np.str_ | np.bytes_):
         fill = fill.item()
     if kind == "str" and isinstance(fill, bytes):
@@ -775,7 +779,8 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
     we write the text chunks (dask-backed ones in one parallel compute), then every zarr.json,
     the root last."""
     root_key = zs.full_key("zarr.json")
-    meta_store = _MetadataLast(zs.store, hidden=frozenset({root_key}) if not into_group else frozenset())
+    meta_store = _MetadataLast(zs.store, hidden=frozenset({root_key}) if not into_group else frozenset(),
+                               passthrough=_transactional(zs))
     layout = kw["layout"]
     lkw = dict(index_data_type=kw["index_data_type"], index_location=kw["index_location"],
                index_codecs=kw["index_codecs"], data_codecs=kw["data_codecs"],
