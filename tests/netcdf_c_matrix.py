@@ -70,11 +70,12 @@ def _tail(text: str) -> str:
     return (lines[-1] if lines else "")[:120]
 
 
-def read_with(reader: str, store: Path, workdir: Path) -> Read:
-    """What netcdf-c ``reader`` (a wheel version or "current") reads from ``store`` (NCZarr mode)."""
+def read_with(reader: str, store: Path, workdir: Path, mode: str = "nczarr") -> Read:
+    """What netcdf-c ``reader`` (a wheel version or "current") reads from ``store`` (NCZarr mode;
+    ``mode`` is the URL's mode list before ``file``, e.g. ``"nczarr,consolidated"``)."""
     python = sys.executable if reader == "current" else str(peer_python(reader))
-    out = workdir / f"read-{reader}-{store.name}.json"
-    proc = subprocess.run([python, str(MAKE_GOLDEN), "--read-store", str(store), "nczarr", str(out)],
+    out = workdir / f"read-{reader}-{store.name}-{mode.replace(',', '-')}.json"
+    proc = subprocess.run([python, str(MAKE_GOLDEN), "--read-store", str(store), mode, str(out)],
                           capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         crash = {-6: "process aborts", -11: "segmentation fault"}.get(proc.returncode)

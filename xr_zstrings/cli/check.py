@@ -377,12 +377,37 @@ def _unread_finding(tree: Any, path: str, why: str) -> Finding:
                    "rewrite it with a netCDF data type and a codec netcdf-c reads (zlib, zstd, bz2, blosc)")
 
 
+def _commit_state(target: str) -> tuple[str, str] | None:
+    """(the store's commit state, what ``zstrings repair`` would do), in words; None for what is not
+    a store written in place (a netCDF file: the caller's error says so)."""
+    from ..io.commit import inspect_store
+    from ..io.store import open_store
+
+    from .common import _is_netcdf_file
+
+    if _is_netcdf_file(target):
+        return None
+    try:
+        return inspect_store(open_store(target)).describe()
+    except Exception:  # noqa: BLE001 - the open that follows reports what is wrong with the target
+        return None
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..errors import ZStringsError
     from ..write.nczarr import NETCDF_C_CODECS
 
     target = args.target
-    tree = _open_tree(target)
+    state = _commit_state(target)
+    try:
+        tree = _open_tree(target)
+    except ZStringsError as e:
+        if state is None or state[0].startswith("complete"):
+            raise
+        print(f"check {target}: no version readers can open ({_one_line(e)})")  # e.g. an interrupted replacement
+        print(f"state: {state[0]}")
+        print(f"    repair: {state[1]}")
+        return PROBLEMS
     findings: list[Finding] = []
     if tree.root.generation == "zarr-v3":
         findings.append(Finding("/", "Zarr v3 store: netcdf-c 4.10 does not open it ('NetCDF: Unknown file "
@@ -390,6 +415,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     else:
         findings += _name_findings(tree) + _depth_findings(tree)
     print(f"check {tree.store.display}: {_describe_layout(tree)}")
+    if state is not None:
+        print(f"state: {state[0]}")
+        print(f"    repair: {state[1]}")
     for f in findings:
         print(f"PROBLEM {f.where}: {f.problem}")
         print(f"    fix: {f.fix}")

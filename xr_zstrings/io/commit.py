@@ -635,9 +635,9 @@ class StoreState:
                 return ("consolidated metadata (.zmetadata) is stale: another tool changed the root objects since",
                         "re-consolidate .zmetadata from the objects")
             if self.fmt == "v2" and self.consolidated is not None and self.committed is None:
-                return ("consolidated metadata (.zmetadata) written by another tool", "nothing")
+                return ("complete; its consolidated metadata (.zmetadata) was written by another tool", "nothing to do")
             ver = f" (version {self.committed.version})" if self.committed is not None else ""
-            return f"complete{ver}", "nothing"
+            return f"complete{ver}", "nothing to do"
         who = describe_writer(j.writer)
         age = f"{self.journal_age:.0f} s" if self.journal_age is not None else "an unknown time"
         what = {"append": "an append", "add": "added variables", "new": "a new store's first write",
