@@ -216,9 +216,22 @@ class _Ops:
     def get(self, key: str) -> tuple[bytes | None, str | None]:
         raise NotImplementedError
 
+    def get_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, str | None]]:
+        """``get`` of several keys (at once where requests cost a round trip)."""
+        return [self.get(k) for k in keys]
+
     def age(self, key: str) -> float | None:
         """Seconds since ``key`` was last written, by the server's clock where it says."""
         return None
+
+    def both(self, *calls: Callable[[], Any]) -> list[Any]:
+        """Run independent operations at once (one round trip for all on object storage)."""
+        if len(calls) == 1:
+            return [calls[0]()]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(calls)) as pool:
+            return [f.result() for f in [pool.submit(c) for c in calls]]
 
     def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
         raise NotImplementedError
@@ -265,6 +278,27 @@ class _ObstoreOps(_Ops):
             except (FileNotFoundError, obstore.exceptions.NotFoundError):
                 return None, None
             return bytes(res.bytes()), res.meta.get("e_tag")
+
+    def get_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, str | None]]:
+        import asyncio
+
+        import obstore
+
+        from ..zarr_compat import sync
+
+        async def one(key: str) -> tuple[bytes | None, str | None]:
+            try:
+                res = await obstore.get_async(self.obj, self._path(key))
+                return bytes(await res.bytes_async()), res.meta.get("e_tag")
+            except (FileNotFoundError, obstore.exceptions.NotFoundError):
+                return None, None
+
+        async def run() -> list[tuple[bytes | None, str | None]]:
+            return list(await asyncio.gather(*(one(k) for k in keys)))
+
+        self.zstore._count(len(keys))
+        with mapped_errors(f"Could not read from {self.zstore.display}", self.zstore.probe):
+            return sync(run())
 
     def age(self, key: str) -> float | None:
         import obstore
@@ -440,7 +474,7 @@ _CONDITIONS_LOCK = threading.Lock()
 def _honours_conditions(ops: _ObstoreOps) -> bool:
     """Whether the server behind ``ops`` refuses a create-only write of an existing object and a
     write whose ``If-Match`` ETag is stale: found once per server and process with a probe object
-    beside the dataset (three PUTs, one GET-less HEAD, one DELETE). Where it does not, writers
+    beside the dataset (three PUTs, two of them at once, and a DELETE). Where it does not, writers
     warn (``ConditionalWriteWarning``) and fall back to read-then-write."""
     import obstore
 
@@ -453,24 +487,18 @@ def _honours_conditions(ops: _ObstoreOps) -> bool:
         if key in _CONDITIONS:
             return _CONDITIONS[key]
         probe = ops._path(f".zstrings-probe-{new_id()}")
-        honours = True
-        with mapped_errors(f"Could not write to {ops.zstore.display}", ops.zstore.probe):
-            first = obstore.put(ops.obj, probe, b"1", mode="create")
+
+        def refused(mode: Any) -> bool:
             try:
-                obstore.put(ops.obj, probe, b"2", mode="create")
-                honours = False
-            except obstore.exceptions.AlreadyExistsError:
-                pass
-            except obstore.exceptions.PreconditionError:
-                pass
-            if honours:
-                try:
-                    obstore.put(ops.obj, probe, b"3", mode={"e_tag": '"stale-etag"'})
-                    honours = False
-                except obstore.exceptions.PreconditionError:
-                    pass
-                with contextlib.suppress(Exception):  # the right ETag must be accepted too
-                    obstore.put(ops.obj, probe, b"4", mode={"e_tag": first.get("e_tag")})
+                obstore.put(ops.obj, probe, b"2", mode=mode)
+            except (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError):
+                return True
+            return False
+
+        with mapped_errors(f"Could not write to {ops.zstore.display}", ops.zstore.probe):
+            obstore.put(ops.obj, probe, b"1", mode="create")
+            # a second create-only write and one whose If-Match ETag is stale must both be refused
+            honours = all(ops.both(lambda: refused("create"), lambda: refused({"e_tag": '"stale-etag"'})))
             with contextlib.suppress(FileNotFoundError, obstore.exceptions.NotFoundError):
                 obstore.delete(ops.obj, probe)
         _CONDITIONS[key] = honours
@@ -666,16 +694,14 @@ class StoreState:
 def inspect_store(zstore: ZStore, ops: _Ops | None = None) -> StoreState:
     """Read the journal, the root object and ``.zmetadata`` of ``zstore`` (no other object)."""
     ops = ops or ops_for(zstore)
-    raw_j, etag_j = ops.get(JOURNAL)
+    (raw_j, etag_j), (raw_z, etag_z), (raw_g, _), (raw_a, _), (raw_3, _) = ops.get_many(
+        [JOURNAL, ZMETADATA, ".zgroup", ".zattrs", "zarr.json"])
     journal = Journal.from_bytes(raw_j, where=zstore.where(JOURNAL)) if raw_j is not None else None
     age = None
     if journal is not None:
         age = ops.age(JOURNAL) if ops.server_time else None
         if age is None:
             age = max(0.0, time.time() - float(journal.writer.get("renewed", 0) or 0))
-    raw_z, etag_z = ops.get(ZMETADATA)
-    raw_g, _ = ops.get(".zgroup")
-    raw_3 = ops.get("zarr.json")[0] if raw_g is None else None
     zm = parse_json(raw_z, where=zstore.where(ZMETADATA)) if raw_z is not None else None
     meta = consolidated_meta(zm)
     root = parse_json(raw_g, where=zstore.where(".zgroup")) if raw_g is not None else None
@@ -684,7 +710,7 @@ def inspect_store(zstore: ZStore, ops: _Ops | None = None) -> StoreState:
         fmt = journal.fmt
     if fmt == "v3" and raw_3 is not None:
         root = parse_json(raw_3, where=zstore.where("zarr.json"))
-    raw_a = ops.get(".zattrs")[0] if fmt == "v2" else None
+    raw_a = raw_a if fmt == "v2" else None
     return StoreState(
         fmt=fmt, journal=journal, journal_etag=etag_j, journal_age=age,
         committed=version_of(meta.get(".zgroup")) if meta else None,
@@ -769,6 +795,8 @@ def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | No
             undo(zstore, j, _old_object(ops, j, zstore))
         if j.old_meta:
             _write_objects(ops, dict(j.old_meta), root)
+        elif state.root_placeholder and state.consolidated is not None and root in state.consolidated:
+            ops.put(root, dumps(state.consolidated[root]))  # the placeholder landed, the old values not
         done = "rolled back the interrupted write (its chunks removed, its metadata changes undone)"
     ops.delete([JOURNAL])
     return done
@@ -825,6 +853,7 @@ class Transaction:
         self.base_etag: str | None = None
         self.record = VersionRecord(new_id(), new_id(), 1)
         self.recovered: str | None = None
+        self.state: StoreState | None = None  # what the store held when the write began (after its claim)
         self._lost = threading.Event()
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
@@ -852,40 +881,41 @@ class Transaction:
         return txn
 
     def _claim(self, mode: str) -> None:
-        """Create our journal (create-only); a dead writer's journal is taken over and its write
-        completed or undone first; a live writer's makes this one refuse."""
+        """Create our journal (create-only), then look at the store (nobody else changes it while we
+        hold it). A journal already there: a dead writer's is taken over and its write completed
+        or undone first; a live writer's makes this write refuse."""
         ops = self.ops
         assert ops is not None
         zs = self.zstore
+        journal = Journal(new_id(), self.kind, self.fmt, this_writer(), "", "", 0)
+        state: StoreState | None = None
         for _ in range(3):
-            state = inspect_store(zs, ops)
-            self._set_record(state)
-            journal = Journal(new_id(), self.kind, self.fmt, this_writer(), self.record.lineage,
-                              self.record.commit, self.record.version)
             try:
-                if state.journal is None:
-                    self.etag = ops.put(JOURNAL, journal.to_bytes(), create=True)
-                else:
-                    self._refuse_unless_gone(state, mode)
-                    self.etag = ops.put(JOURNAL, journal.to_bytes(), match=state.journal_etag)  # one taker wins
+                self.etag = ops.put(JOURNAL, journal.to_bytes(), create=True)
             except CommitConflict:
-                continue  # another writer got there between our look and our write: look again
+                other = inspect_store(zs, ops)
+                if other.journal is None:
+                    continue  # it ended between our write and our look: try again
+                self._refuse_unless_gone(other, mode)
+                try:
+                    self.etag = ops.put(JOURNAL, journal.to_bytes(), match=other.journal_etag)  # one taker wins
+                except CommitConflict:
+                    continue
+                self.journal = journal
+                self.recovered = recover(zs, other, self.undo, _KeepJournal(ops))
             self.journal = journal
             sys.audit("xr_zstrings.commit", "claimed")  # (tests stop a writer at each step)
-            if state.journal is not None:
-                self.recovered = recover(zs, state, self.undo, _KeepJournal(ops))
-            elif _lagging(state):
-                self.recovered = _finish_lagging(zs, state, ops)
-            if self.recovered is not None:  # start from what the store holds now
-                state = inspect_store(zs, ops)
-                self._set_record(state)
-                journal.lineage, journal.commit, journal.version = self.record.lineage, self.record.commit, \
-                    self.record.version
-            journal.base = state.committed.commit if state.committed else None
-            if self.recovered is not None:
-                self._put_journal()
-            return
-        raise ConcurrentWriteError(f"Cannot write to {zs.display}: other writers keep claiming it; try again.")
+            state = inspect_store(zs, ops)
+            break
+        if state is None:
+            raise ConcurrentWriteError(f"Cannot write to {zs.display}: other writers keep claiming it; try again.")
+        if _lagging(state):
+            self.recovered = _finish_lagging(zs, state, ops)
+            state = inspect_store(zs, ops)
+        self.state = state
+        self._set_record(state)
+        journal.lineage, journal.commit, journal.version = self.record.lineage, self.record.commit, self.record.version
+        journal.base = state.committed.commit if state.committed else None
 
     def _set_record(self, state: StoreState) -> None:
         """The version this write makes: the next of the committed lineage (append, add), else a new
@@ -955,10 +985,11 @@ class Transaction:
         if not self.inplace or self.fmt != "v2":
             return
         ops = self.ops
-        assert ops is not None and self.journal is not None
-        raw, etag = ops.get(ZMETADATA)
+        assert ops is not None and self.journal is not None and self.state is not None
+        exists, etag = self.state.consolidated is not None or self.state.zmetadata_etag is not None, \
+            self.state.zmetadata_etag
         self.base_etag = etag
-        if consolidated_in_step and raw is not None:
+        if consolidated_in_step and exists:
             return
         base = VersionRecord(self.record.lineage, new_id(), self.record.version)
         self.record = VersionRecord(base.lineage, self.record.commit, base.version + 1)
@@ -966,7 +997,7 @@ class Transaction:
         if ".zgroup" in meta:
             meta[".zgroup"] = with_version(meta[".zgroup"], base)
         try:
-            self.base_etag = ops.put(ZMETADATA, consolidated_bytes(meta), create=raw is None, match=etag)
+            self.base_etag = ops.put(ZMETADATA, consolidated_bytes(meta), create=not exists, match=etag)
         except CommitConflict:
             self._lose(f"{ZMETADATA!r} changed under it")
         j = self.journal
@@ -1018,17 +1049,18 @@ class Transaction:
         assert ops is not None and self.journal is not None
         self._check_owner()
         whole = self.kind in ("new", "replace")
-        if not whole:  # the old values (for a rollback), then the window: readers of objects refuse
+        if not whole:  # the old values (for a rollback) and the window: readers of objects refuse
             old = self.base_meta or {}
             self.journal.old_meta = {k: old.get(k) for k in objects}
             self.journal.phase = "committing"
-            self._put_journal()
             rec = VersionRecord(self.record.lineage, self.record.commit, self.record.version, self.kind)
-            ops.put(root, incomplete_v2_group(rec.as_json()) if root == ".zgroup" else incomplete_v3_root(rec.as_json()))
+            placeholder = incomplete_v2_group(rec.as_json()) if root == ".zgroup" else incomplete_v3_root(rec.as_json())
+            # at once: a rollback that finds the placeholder but not the old values puts the root
+            # back from the base version's .zmetadata (nothing else changed yet)
+            ops.both(self._put_journal, lambda: ops.put(root, placeholder))
             sys.audit("xr_zstrings.commit", "window")
         _write_objects(ops, {k: v for k, v in objects.items() if k != root}, root)
         if consolidated and self.fmt == "v2":
-            self._check_owner()
             sys.audit("xr_zstrings.commit", "commit")
             try:  # the commit point
                 if whole or self.base_etag is None:
@@ -1038,9 +1070,14 @@ class Transaction:
             except CommitConflict:
                 self._lose(f"{ZMETADATA!r} changed under it: another writer committed first")
         sys.audit("xr_zstrings.commit", "committed")
+        # at once: the root naming the new version, and the claim released (a root left behind is
+        # finished by the next writer or repair: .zmetadata says which version is committed)
+        self._stop.set()
+        done = [lambda: ops.delete([JOURNAL])]
         if objects.get(root) is not None:
-            ops.put(root, dumps(objects[root]))
-        self.finish()
+            done.append(lambda: ops.put(root, dumps(objects[root])))
+        ops.both(*done)
+        self._done = True
 
     def _lose(self, why: str) -> None:
         self._stop.set()

@@ -2,9 +2,10 @@
 
 A zarr-python store plus the dataset's root prefix. It fetches keys concurrently through
 zarr-python's async store API (obstore's directly under zarr's ``ObjectStore``) and counts its
-requests, serves Zarr v2 metadata from consolidated metadata on object storage, ties chunk reads
-to the version of a local store whose metadata were read, and refuses writes that would leave the
-store through a symbolic link (``refuse_links`` checks a whole tree before a change). Turning a
+requests, serves Zarr v2 metadata from consolidated metadata (when ``commit.consolidated_view``
+says it is a whole, current version), ties chunk reads to the version of a local store whose
+metadata were read (appends in place keep it; a replacement does not), and refuses writes that would
+leave the store through a symbolic link (``refuse_links`` checks a whole tree before a change). Turning a
 path or URL into one is ``store.open_store``'s job.
 """
 
@@ -70,9 +71,6 @@ class ZStore:
         self.requests = 0
         self._lock = threading.Lock()
         self._consolidated: dict[str, Any] | None = None
-        self._before_write: Any = None  # called once before the first write (see before_first_write)
-        self.claimed = False
-        self.root_zgroup: bytes | None = None
         # a LocalStore is read directly once zarr has opened it (its first get: root checked)
         self._local_direct = False
         self.pinned_version: tuple[int, int] | None = None  # see pin_version
@@ -89,7 +87,6 @@ class ZStore:
         state = self.__dict__.copy()
         state.pop("_lock", None)
         state["requests"] = 0  # a copy (e.g. on a dask worker) counts its own requests
-        state["_before_write"] = None  # the writer's process claims the root, never a worker
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -168,7 +165,7 @@ class ZStore:
         """A human-readable location for error messages: the store and the key."""
         return f"{self.display} key {key.strip('/')!r}"
 
-    # --- consolidated metadata (object storage) ---------------------------------------------
+    # --- consolidated metadata ---------------------------------------------------------------
     @property
     def read_mode(self) -> str:
         """How the URL's netcdf-c mode asks for the store to be read: ``"zarr"`` (``#mode=zarr``:
@@ -181,9 +178,9 @@ class ZStore:
     def use_consolidated(self, zmetadata: Any, *, force: bool = False) -> bool:
         """Serve Zarr v2 metadata keys from a ``.zmetadata`` object instead of the store.
 
-        Only on object storage, where every request costs a round trip (or with ``force``: a
-        store whose metadata objects are missing); local stores keep reading the real objects.
-        Returns whether the consolidated metadata is used.
+        On object storage, where every request costs a round trip; elsewhere only with ``force``
+        (``read.tree`` passes it when ``commit.consolidated_view`` chose the consolidated version,
+        or for a store whose root object is missing). Returns whether it is used.
         """
         if not (self.remote or force) or not isinstance(zmetadata, dict):
             return False
@@ -371,10 +368,6 @@ class ZStore:
         return None
 
     # --- writes (used by the writer) ------------------------------------------------------
-    def before_first_write(self, fn: Any) -> None:
-        """Run ``fn()`` once, just before this store's first write (a writer's placeholder claim)."""
-        self._before_write = fn
-
     def set_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         """Write several objects concurrently."""
 
@@ -382,10 +375,6 @@ class ZStore:
         if isinstance(self.store, LocalStore):
             self._confine([k for k, _ in items])
             make_parents(self.store.root, [self.full_key(k) for k, _ in items])
-        if self._before_write is not None:
-            fn, self._before_write = self._before_write, None
-            fn()
-            self.claimed = True
 
         async def run() -> None:
             sem = asyncio.Semaphore(_MAX_CONCURRENCY)
