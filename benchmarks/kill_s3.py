@@ -106,6 +106,7 @@ def kill_every_put(endpoint: str, rows: int) -> None:
                     rerun += 1
                 else:
                     wrong += 1
+                    print(f"  WRONG {writer} k={k}, written again: {res} {str(got)[:300]}", file=sys.stderr)
             totals.update(kills=total, wrong=wrong, rerun=rerun)
             print(f"| {writer} | {total} | {total} | {before['old']} / {before['new']} / {before['refused']} | "
                   f"{after['old']} / {after['new']} / {after['refused']} | {rerun} of {total} | {wrong} |", flush=True)

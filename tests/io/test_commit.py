@@ -69,6 +69,8 @@ def test_consolidated_view_serves_whole_versions_only() -> None:
     assert view(append, None, ours, remote=False) == "use"  # an append's window: the committed version
     replace = json.loads(incomplete_v2_group({"lineage": "L2", "commit": "C9", "version": 1, "kind": "replace"}))
     assert view(replace, None, ours, remote=False) == "objects"  # a replacement: refused
+    past = json.loads(incomplete_v2_group({**rec, "kind": "new"}))  # a new store past its commit point
+    assert view(past, None, ours, remote=False) == "use"  # (its root not yet written: .zmetadata is whole)
     other = {**root, "xr_zstrings": {**rec, "lineage": "M"}}
     assert view(other, {"title": "x"}, ours, remote=False) == "objects"  # replaced by another lineage
     assert view({"zarr_format": 2}, {"title": "x"}, ours, remote=False) == "objects"  # rewritten by a tool

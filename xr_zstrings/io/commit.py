@@ -180,8 +180,8 @@ def consolidated_view(root_zgroup: Any, root_zattrs: Any, zmetadata: Any, *, rem
     if ours is not None:
         if here is None or here.lineage != ours.lineage:
             return "objects"
-        if is_placeholder(root_zgroup):
-            return "use" if here.kind in ("append", "add") else "objects"
+        if is_placeholder(root_zgroup):  # an append's window, or any write past its commit point
+            return "use" if here.kind in ("append", "add") or here.commit == ours.commit else "objects"
         if here.commit != ours.commit:  # a reader racing a commit, or a window left by a killed writer
             return "use"
         # in step by the version record: a root .zattrs another tool changed since is seen here
@@ -454,6 +454,28 @@ class _StoreOps(_Ops):
             sync(run())
 
 
+def _some_objects(zs: ZStore, n: int = 5) -> list[str]:
+    """The names (first path part) of up to ``n`` objects in the store, ours left out: whether a
+    target is empty. Objects, not a listing of folders: an S3 server with a file system behind it
+    (SeaweedFS's filer) keeps listing the folders of deleted objects."""
+    from ..zarr_compat import sync
+
+    lead = zs.full_key("").rstrip("/")
+
+    async def run() -> list[str]:
+        found: list[str] = []
+        async for k in zs.store.list_prefix(lead + "/" if lead else ""):
+            name = (k[len(lead):].lstrip("/") if lead else k).split("/", 1)[0]
+            if not name.startswith(".zstrings-") and name not in found:
+                found.append(name)
+                if len(found) >= n:
+                    break
+        return found
+
+    with mapped_errors(f"Could not list {zs.display}", zs.probe):
+        return sync(run())
+
+
 def ops_for(zstore: ZStore) -> _Ops:
     """The protocol's operations on ``zstore``'s kind of store."""
     from zarr.storage import LocalStore
@@ -649,10 +671,12 @@ class StoreState:
         """(what state the store is in, what ``repair`` does about it), in words."""
         j = self.journal
         if j is None:
-            if self.fmt == "v2" and self.committed is not None and self.root is not None \
-                    and self.root.commit != self.committed.commit and self.root.lineage == self.committed.lineage:
-                return (f"version {self.committed.version} is committed (.zmetadata) but the per-object metadata "
-                        f"show version {self.root.version}{' (placeholder root)' if self.root_placeholder else ''}",
+            if _lagging(self):
+                assert self.committed is not None and self.root is not None
+                shows = ("the root object is still the placeholder of that write" if self.root_placeholder
+                         and self.root.commit == self.committed.commit else
+                         f"the per-object metadata show version {self.root.version}")
+                return (f"version {self.committed.version} is committed (.zmetadata) but {shows}",
                         "roll forward: write the per-object metadata from .zmetadata")
             if self.root_placeholder:
                 return ("the root object is a placeholder of a write that left no journal",
@@ -953,7 +977,7 @@ class Transaction:
         ops, zs = self.ops, self.zstore
         assert ops is not None and self.journal is not None
         root = "zarr.json" if self.fmt == "v3" else ".zgroup"
-        existing = [n for n in zs.list_dir("") if not n.startswith(".zstrings-")]
+        existing = _some_objects(zs)
         if existing and mode == "w-":
             raise TargetExistsError(
                 f"Cannot write to {zs.display}: it is not empty (found {sorted(existing)[:5]}) and mode='w-' never "
@@ -966,6 +990,9 @@ class Transaction:
             self.journal.phase = "clearing"
             self._put_journal()
             ops.delete([ZMETADATA])  # consolidated readers: no old version to serve any more
+        else:  # an empty target: whatever is there later is this write's
+            self.journal.phase = "cleared"
+            self._put_journal()
         ops.put(root, placeholder)
         if existing:
             self.journal.phase = "cleared"
