@@ -255,8 +255,12 @@ def main() -> None:
     ap.add_argument("--no-cost", action="store_true", help="skip the cost table")
     ap.add_argument("--server", choices=("auto", "seaweedfs", "moto", "none"), default="auto")
     ap.add_argument("--no-icechunk", action="store_true")
+    ap.add_argument("--only-ours", action="store_true",
+                    help="time xr_zstrings alone (e.g. an older checkout, with PYTHONPATH pointing at it)")
     args = ap.parse_args()
     kinds: list[type] = [Ours, Xarray] + ([Icechunk] if has_icechunk() and not args.no_icechunk else [])
+    if args.only_ours:
+        kinds = [Ours]
     if not has_icechunk():
         print("(icechunk not installed: pip install icechunk, Python >= 3.12)")
     if not args.no_cost:

@@ -36,6 +36,15 @@ WRITERS = ["nczarr_new", "nczarr_replace", "nczarr_append", "nczarr_addvars", "v
            "v3_replace:vlen-utf8"]
 
 
+def _judged(tk: Any, target: str, so: dict[str, Any], allowed: dict[str, Any], whole: bool, where: str) -> str | None:
+    """What engine="zstrings" reads ("old", "new", "refused"), or None (reported) when it is wrong."""
+    try:
+        return tk._judge("read", tk._ours(target, so), allowed, whole, where)
+    except AssertionError as e:
+        print(f"  WRONG {e}", file=sys.stderr)
+        return None
+
+
 def kill_every_put(endpoint: str, rows: int) -> None:
     import obstore
     import test_kill as tk
@@ -81,20 +90,14 @@ def kill_every_put(endpoint: str, rows: int) -> None:
             for k in range(1, total + 1):
                 reset()
                 forks.run(writer=writer, target=target, so=so, kill_at=k, rows=rows, small=True)
-                try:
-                    verdict = tk._judge("read", tk._ours(target, so), allowed, whole, f"{writer} k={k}")
-                except AssertionError as e:
+                verdict = _judged(tk, target, so, allowed, whole, f"{writer} k={k}")
+                if verdict is not None:
+                    repair(target, storage_options=so)
+                    done = _judged(tk, target, so, allowed, whole, f"{writer} k={k} repaired")
+                if verdict is None or done is None:
                     wrong += 1
-                    print(f"  WRONG {e}", file=sys.stderr)
                     continue
                 before[verdict] += 1
-                repair(target, storage_options=so)
-                try:
-                    done = tk._judge("read", tk._ours(target, so), allowed, whole, f"{writer} k={k} repaired")
-                except AssertionError as e:
-                    wrong += 1
-                    print(f"  WRONG {e}", file=sys.stderr)
-                    continue
                 after[done] += 1
                 if name in ("nczarr_new", "v3_new") and done == "new":
                     rerun += 1  # complete already (mode="w-" would refuse it): nothing to write again
@@ -116,23 +119,6 @@ def kill_every_put(endpoint: str, rows: int) -> None:
           "with the right values")
 
 
-def _appender(url: str, so: dict[str, Any], writer: int, rounds: int, go: Any, step: Any, results: Any) -> None:
-    import test_concurrency as tc
-
-    from xr_zstrings import ConcurrentWriteError, to_nczarr
-
-    go.wait()
-    for i in range(1, rounds + 1):
-        step.wait(120)
-        try:
-            to_nczarr(tc._s3_batch(writer, i), url, mode="a", append_dim="t", storage_options=so)
-            results.put((writer, i, "ok"))
-        except ConcurrentWriteError:
-            results.put((writer, i, "refused"))
-        except Exception as e:  # noqa: BLE001 - reported
-            results.put((writer, i, f"{type(e).__name__}: {e}"))
-
-
 def two_writers(endpoint: str, rounds: int) -> None:
     import test_concurrency as tc
     import xarray as xr
@@ -144,7 +130,7 @@ def two_writers(endpoint: str, rounds: int) -> None:
     to_nczarr(tc._s3_batch(0, 0), url, unlimited_dims=["t"], maxstrlen=8, storage_options=so)
     ctx = mp.get_context("spawn")
     go, step, results = ctx.Event(), ctx.Barrier(2), ctx.Queue()
-    procs = [ctx.Process(target=_appender, args=(url, so, w, rounds, go, step, results)) for w in (1, 2)]
+    procs = [ctx.Process(target=tc._s3_appender, args=(url, so, w, rounds, go, step, results)) for w in (1, 2)]
     for p in procs:
         p.start()
     go.set()
@@ -158,11 +144,12 @@ def two_writers(endpoint: str, rounds: int) -> None:
     held = [b[0] for b in blocks][1:]
     lost = len(set(ok) - set(held))
     extra = len(set(held) - set(ok))
-    other = [r for r in got if r[2] not in ("ok", "refused")]
+    refused = [r for r in got if r[2].startswith("ConcurrentWriteError")]
+    other = [r for r in got if r[2] != "ok" and r not in refused]
     print(f"\n| rounds | appends returned OK | refused (ConcurrentWriteError) | other errors | in the store | "
           "lost | torn | not returned but stored |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
-    print(f"| {rounds} | {len(ok)} | {sum(r[2] == 'refused' for r in got)} | {len(other)} | {len(held)} | "
+    print(f"| {rounds} | {len(ok)} | {len(refused)} | {len(other)} | {len(held)} | "
           f"{lost} | {torn} | {extra} |")
 
 

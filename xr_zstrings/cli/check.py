@@ -393,6 +393,13 @@ def _commit_state(target: str) -> tuple[str, str] | None:
         return None
 
 
+def _print_state(head: str, state: tuple[str, str] | None) -> None:
+    print(head)
+    if state is not None:
+        print(f"state: {state[0]}")
+        print(f"    repair: {state[1]}")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..errors import ZStringsError
     from ..write.nczarr import NETCDF_C_CODECS
@@ -404,9 +411,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except ZStringsError as e:
         if state is None or state[0].startswith("complete"):
             raise
-        print(f"check {target}: no version readers can open ({_one_line(e)})")  # e.g. an interrupted replacement
-        print(f"state: {state[0]}")
-        print(f"    repair: {state[1]}")
+        _print_state(f"check {target}: no version readers can open ({_one_line(e)})", state)
         return PROBLEMS
     findings: list[Finding] = []
     if tree.root.generation == "zarr-v3":
@@ -414,10 +419,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                                 "format')", f"zstrings convert {target} {_suggest_dst(target)}"))
     else:
         findings += _name_findings(tree) + _depth_findings(tree)
-    print(f"check {tree.store.display}: {_describe_layout(tree)}")
-    if state is not None:
-        print(f"state: {state[0]}")
-        print(f"    repair: {state[1]}")
+    _print_state(f"check {tree.store.display}: {_describe_layout(tree)}", state)
     for f in findings:
         print(f"PROBLEM {f.where}: {f.problem}")
         print(f"    fix: {f.fix}")

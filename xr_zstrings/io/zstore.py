@@ -447,14 +447,7 @@ def refuse_links(root: str | os.PathLike[str], display: str) -> None:
         with os.scandir(stack.pop()) as it:
             for e in it:
                 if e.is_symlink():
-                    real = os.path.realpath(e.path)
-                    inside = real.startswith(os.path.realpath(root).rstrip(os.sep) + os.sep)
-                    raise ZStringsError(
-                        f"Cannot change {display} in place: {e.path!r} is a symbolic link to {real!r}"
-                        f"{'' if inside else ', outside the store'}. Writers never write through links "
-                        "(one leading out would change files there). Nothing was written. Replace the link "
-                        "with the folder or file it points to (cp -rL) and write again."
-                    )
+                    raise _link_error(e.path, root, display)
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)
 
@@ -475,11 +468,16 @@ def refuse_links_on(root: str | os.PathLike[str], folders: Iterable[str], displa
             seen.add(rel)
             path = os.path.join(base, rel) if rel else base
             if os.path.islink(path):
-                real = os.path.realpath(path)
-                inside = real.startswith(os.path.realpath(base).rstrip(os.sep) + os.sep)
-                raise ZStringsError(
-                    f"Cannot change {display} in place: {path!r} is a symbolic link to {real!r}"
-                    f"{'' if inside else ', outside the store'}. Writers never write through links "
-                    "(one leading out would change files there). Nothing was written. Replace the link "
-                    "with the folder or file it points to (cp -rL) and write again."
-                )
+                raise _link_error(path, base, display)
+
+
+def _link_error(path: str, root: str | os.PathLike[str], display: str) -> ZStringsError:
+    """The refusal of a change through the symbolic link ``path`` inside the store at ``root``."""
+    real = os.path.realpath(path)
+    inside = real.startswith(os.path.realpath(root).rstrip(os.sep) + os.sep)
+    return ZStringsError(
+        f"Cannot change {display} in place: {path!r} is a symbolic link to {real!r}"
+        f"{'' if inside else ', outside the store'}. Writers never write through links "
+        "(one leading out would change files there). Nothing was written. Replace the link "
+        "with the folder or file it points to (cp -rL) and write again."
+    )
