@@ -850,18 +850,24 @@ def _finish_lagging(zstore: ZStore, state: StoreState, ops: _Ops) -> str:
 class Transaction:
     """One write of a store, committed by the protocol in this module's docstring.
 
-    ``Transaction.begin(zstore, kind)`` claims the store (in place) or does nothing (``inplace=False``:
-    a local target written beside the store and swapped in, or a zip); then::
+    The API every writer uses (``to_nczarr``, appends, ``to_zarr_v3``; ``migrate`` the same way)::
 
-        txn.set_base(objects)        # append/add: the metadata the write starts from
-        txn.record_writes(appends={...}, new_arrays=[...])   # before the first chunk
-        ... write chunks through zstore ...
-        txn.commit(objects, root=".zgroup", consolidated=True)
+        with Transaction.begin(zstore, kind, fmt="v2", undo=write.repair.undo, mode="w") as txn:
+            # kind: "new" (mode="w-"), "replace" (mode="w"), "append", "add"
+            txn.set_base(objects, consolidated_in_step=tree.consolidated)  # append/add: what it read
+            txn.record_writes(appends={path: {"axis", "old", "new"}}, new_arrays=[...])  # append/add
+            ... write the chunks through zstore ...
+            txn.commit(changed_objects)          # append/add; a whole store: commit(all, full=True)
 
-    ``abort()`` (called by ``with`` on an exception) undoes what was written. The whole-store
-    kinds (``"new"``, ``"replace"``) prepare the target in ``begin``: a placeholder root first, and
-    for ``"replace"`` the old objects removed. Renewal of the claim runs on a thread while the write
-    lasts (object storage).
+    ``begin`` claims the store (its journal), recovers what a dead writer left, and for the
+    whole-store kinds prepares the target (a placeholder root first; replacing, the old objects
+    removed). ``inplace=False`` is a target written beside the store and swapped in (local
+    directories, zip files): no claim, ``commit`` just writes the objects and ``.zmetadata``.
+    ``commit`` takes metadata objects (key -> JSON object, bytes, or None to delete) and writes
+    them with the version record, ``.zmetadata`` (Zarr v2) and the root last. A Zarr v3 writer,
+    whose root ``zarr.json`` is its own commit point, writes everything itself and calls
+    ``finish()``. On an exception (``with``) ``abort()`` undoes the write. While the write lasts a
+    thread renews the claim (object storage); ``txn.record`` is the version the write makes.
     """
 
     def __init__(self, zstore: ZStore, kind: str, fmt: str, *, inplace: bool, undo: Undo | None) -> None:
