@@ -21,7 +21,7 @@ that readers must never see half done, and that a killed writer must never leave
 4. **Commit point.** The consolidated ``.zmetadata`` (the Zarr v2 form netcdf-c 4.10 reads in its
    ``consolidated`` mode) is replaced with a conditional write (``If-Match`` the version the write
    started from): this single object switches every consolidated reader from the old version to the
-   new one. Then the real root ``.zgroup`` (which names the new version) and the journal is removed.
+   new one. Then the real root ``.zgroup`` (which names the new version), and the journal removed.
 
 Readers (``consolidated_view``) are served whole versions: ``engine="zstrings"`` and netcdf-c 4.10
 with ``#mode=...,consolidated`` read ``.zmetadata``, which is the old version until the commit point
@@ -41,7 +41,7 @@ The root ``.zgroup`` carries the store's version record (``"xr_zstrings": {"line
 append (its version's chunks unchanged: keep reading) from a replacement (``StoreReplacedError``).
 
 Kept free of the read and write layers: the caller hands in metadata objects and, for recovery,
-the function that undoes chunk writes (``write.repair.undo_chunks``).
+the function that undoes chunk writes (``write.repair.undo``).
 """
 
 from __future__ import annotations
@@ -618,10 +618,6 @@ class Journal:
                                        f"remove the object if no xr_zstrings write uses this store.")
         fields = {k: obj[k] for k in cls.__dataclass_fields__ if k in obj}
         return cls(**fields)
-
-    @property
-    def record(self) -> VersionRecord:
-        return VersionRecord(self.lineage, self.commit, self.version)
 
     @property
     def whole_store(self) -> bool:
