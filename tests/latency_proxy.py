@@ -42,6 +42,8 @@ class LatencyProxy:
         self.requests = 0
         self.max_depth = 0  # deepest request since reset()
         self.max_in_flight = 0
+        self.request_lines: list[str] = []  # each request's first line ("GET /bucket/key HTTP/1.1")
+        self.bytes_down = 0  # bytes forwarded to clients (responses, headers included)
         self._in_flight = 0
         self._delivered_depth = 0  # deepest response delivered to a client so far
         self._lock = threading.Lock()
@@ -58,7 +60,8 @@ class LatencyProxy:
     def reset(self) -> None:
         """Start counting afresh (requests, depth, concurrency) for the next operation."""
         with self._lock:
-            self.requests = self.max_depth = self.max_in_flight = self._delivered_depth = 0
+            self.requests = self.max_depth = self.max_in_flight = self._delivered_depth = self.bytes_down = 0
+            self.request_lines = []
 
     # --- running ---------------------------------------------------------------------------
     def start(self) -> LatencyProxy:
@@ -112,10 +115,11 @@ class LatencyProxy:
         self._writers.add(cwriter)
         state = {"depth": 0, "answered": True, "first": True}
 
-        def on_request() -> None:
+        def on_request(data: bytes) -> None:
             with self._lock:
                 depth = self._delivered_depth + 1
                 self.requests += 1
+                self.request_lines.append(data.split(b"\r\n", 1)[0].decode("latin-1"))
                 self.max_depth = max(self.max_depth, depth)
                 self._in_flight += 1
                 self.max_in_flight = max(self.max_in_flight, self._in_flight)
@@ -145,6 +149,8 @@ class LatencyProxy:
                             return
                         if not to_upstream and not state["answered"]:
                             on_response()
+                        if not to_upstream:
+                            self.bytes_down += len(data)
                         w.write(data)
                         await w.drain()
                 finally:
@@ -162,7 +168,7 @@ class LatencyProxy:
                             due += 2 * self.delay
                             state["first"] = False
                         if state["answered"]:
-                            on_request()
+                            on_request(data)
                     queue.put_nowait((due, data))
                     if not data:
                         break

@@ -58,6 +58,20 @@ class S3Server:
                 self.buckets.add(name)
         return name
 
+    def make_public(self, bucket: str) -> None:
+        """Let anyone read ``bucket`` (a bucket policy, as public data sets have): unsigned requests
+        (``storage_options={"anon": True}``) read it."""
+        import json
+
+        import boto3
+
+        policy = {"Version": "2012-10-17", "Statement": [{
+            "Effect": "Allow", "Principal": "*", "Action": ["s3:GetObject", "s3:ListBucket"],
+            "Resource": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]}]}
+        boto3.client("s3", endpoint_url=self.endpoint, region_name=REGION, aws_access_key_id=KEY,
+                     aws_secret_access_key=SECRET).put_bucket_policy(Bucket=self.bucket(bucket),
+                                                                     Policy=json.dumps(policy))
+
     def upload(self, local: str | os.PathLike[str], bucket: str, prefix: str) -> str:
         """Upload a directory (every file, dot-files included) or one file; returns the s3:// URL."""
         self.bucket(bucket)

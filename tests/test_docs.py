@@ -1,5 +1,7 @@
-"""The docs build (Sphinx + myst-parser, API reference from docstrings) runs here so CI runs it;
-any warning fails it."""
+"""The docs: the build (Sphinx + myst-parser, API reference from docstrings; any warning fails it),
+and every Python and ``zstrings`` example of README.md and docs/*.md run in order, per page, in a
+temporary directory, with the outputs the docs show compared (the harness and its conventions for
+setup blocks and blocks that cannot run: tests/doc_examples.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +9,14 @@ import re
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import doc_examples
+import netCDF4
+import numpy as np
+import pytest
+import xarray as xr
 import myst_nb  # noqa: F401 - the test extra installs these; missing ones fail the run
 import myst_parser  # noqa: F401
 import sphinx  # noqa: F401
@@ -52,3 +60,77 @@ def test_docs_build_once_cloud_page_exists(tmp_path):
     proc = build(src, tmp_path / "out")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     assert 'href="cloud.html"' in (tmp_path / "out" / "guide.html").read_text()
+
+
+# ---------------------------------------------------------------------------------------------
+# Docs that run: every example of README.md and docs/*.md (conventions: tests/doc_examples.py)
+# ---------------------------------------------------------------------------------------------
+
+
+def _readme_claims(ns: dict, tmp: Path) -> None:
+    """What the README's examples say, checked with the peers: netcdf-c reads the truncated store
+    within its width, the DataTree comes back through netCDF-4, read_arrow gives the strings."""
+    assert ns["ds"]["station"].dtype == np.dtypes.StringDType()
+    with netCDF4.Dataset(f"file://{tmp / 'out.zarr'}#mode=nczarr,file", "r") as nc:
+        assert all(len(s.encode()) <= 6 for s in nc["station"][:].tolist())
+    back = xr.open_datatree(tmp / "back.zarr", engine="zstrings")
+    assert back["metadata/country"].values.tolist() == ns["tree"]["metadata/country"].values.tolist()
+    assert ns["read_arrow"]("v3.zarr", "station").to_pylist() == ns["ds"]["station"].values.tolist()
+
+
+def _guide_claims(ns: dict, tmp: Path) -> None:
+    assert ns["ds"]["station"].dtype == np.dtypes.StringDType()  # the dask block's: computed, still text
+    assert ns["ds"]["station"].compute().dtype == np.dtypes.StringDType()
+    assert set(ns["tree"].groups) == {"/", "/sub"} and "code" in ns["sub"]
+
+
+#: page -> checks of its claims after it ran (its namespace, its directory)
+CLAIMS = {"README.md": _readme_claims, "docs/guide.md": _guide_claims}
+
+
+@pytest.mark.parametrize("name", doc_examples.PAGES)
+def test_doc_examples_run_and_print_what_the_docs_show(name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       request: pytest.FixtureRequest) -> None:
+    page = doc_examples.parse(doc_examples.ROOT / name)
+    s3 = None
+    if page.s3:
+        s3 = request.getfixturevalue("s3")
+        for k, v in doc_examples.s3_environment(s3).items():
+            monkeypatch.setenv(k, v)
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the examples' own warnings (truncation, ...) are theirs to show
+        ns = doc_examples.run(page, tmp_path, s3)
+    if name in CLAIMS:
+        CLAIMS[name](ns, tmp_path)
+
+
+def test_every_page_with_examples_runs_some() -> None:
+    """Pages with Python or zstrings blocks run at least one (a page of only skipped blocks is a
+    page whose examples nobody checks); every skip names its reason (parse refuses it otherwise)."""
+    for name in doc_examples.PAGES:
+        page = doc_examples.parse(doc_examples.ROOT / name)
+        if page.skipped:
+            assert page.steps, f"{name}: every example is skipped"
+    assert doc_examples.parse(doc_examples.ROOT / "README.md").steps
+
+
+def test_the_harness_refuses_what_it_cannot_run_and_compares_outputs(tmp_path: Path) -> None:
+    page = tmp_path / "p.md"
+    page.write_text("```bash\npython -m pip install x\n```\n")
+    with pytest.raises(doc_examples.DocExampleError, match=r"p.md:2: .*not a zstrings command.*docs-test: skip"):
+        doc_examples.parse(page)
+    page.write_text("<!-- docs-test: skip -->\n```bash\npip install x\n```\n")
+    with pytest.raises(doc_examples.DocExampleError, match="needs a reason"):
+        doc_examples.parse(page)
+    page.write_text("<!-- docs-test: skip: installs packages -->\n```bash\npip install x\n```\n"
+                    "```python\nprint('a')\nprint('b')\n```\n<!-- docs-test: output -->\n```text\na\nc\n```\n")
+    parsed = doc_examples.parse(page)
+    assert parsed.skipped == [(2, "installs packages")] and [s.kind for s in parsed.steps] == ["python"]
+    with pytest.raises(doc_examples.DocExampleError, match="p.md:5: the output differs"):
+        doc_examples.run(parsed, tmp_path)
+    assert doc_examples.matches("a\n...\nd\n", "a\nb\nc\nd\n") and doc_examples.matches("a\n...\n", "a\n")
+    assert not doc_examples.matches("a\n...\nd\n", "a\nb\n")
+    page.write_text("```python\nx = 1\n```\n```python\n1 / (x - 1)\n```\n")
+    with pytest.raises(doc_examples.DocExampleError, match="p.md:4: this python block raised ZeroDivisionError"):
+        doc_examples.run(doc_examples.parse(page), tmp_path)

@@ -25,6 +25,7 @@ _LAZY = {
     "to_zarr_v3": "xr_zstrings.write.zarr3",
     "convert": "xr_zstrings.write.convert",
     "repair": "xr_zstrings.write.repair",
+    "migrate": "xr_zstrings.write.migrate",
     "for_zarr": "xr_zstrings.codecs.encoding",
     "read_arrow": "xr_zstrings.read.arrow",
     "show_versions": "xr_zstrings.versions",

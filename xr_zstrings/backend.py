@@ -22,7 +22,12 @@ from xarray.core import indexing
 from xarray.core.utils import FrozenDict
 
 from . import accessor  # noqa: F401  (registers ds.zstrings / tree.zstrings)
+# registers the zarr-python plugin's data types (NC_CHAR ">S1", zarrs' optional) and codecs: xarray
+# imports this module for every open (it loads all backends), so engine="zarr" reads them on zarr
+# 3.1.x too, which never loads zarr.data_type entry points
+from . import zarr_plugin  # noqa: F401
 from .errors import DimensionError
+from .io.redact import shown
 from .io.store import open_store
 from .io.targets import looks_like_zstrings_target
 from .io.zstore import ZStore
@@ -241,7 +246,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         **kwargs: Any,
     ) -> xr.DataTree:
         groups = self.open_groups_as_dict(filename_or_obj, **kwargs)
-        _check_tree_alignment(groups, source=str(filename_or_obj))
+        _check_tree_alignment(groups, source=shown(filename_or_obj))
         return xr.DataTree.from_dict(groups)
 
 

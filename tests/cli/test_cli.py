@@ -318,6 +318,32 @@ def test_check_zarr_v3_and_codecs_netcdf_c_lacks(capsys, tmp_path):
     assert '"id": "zlib"' in (tmp_path / "b.zarr" / "f" / ".zarray").read_text()
 
 
+@pytest.mark.parametrize(("layout", "oldest", "code"), [
+    (None, None, 0), (None, "4.9.0", 1), (None, "4.9.2", 0), (None, "4.10", 0),
+    ("4.10", None, 0), ("4.10", "4.9.2", 1), ("4.9.0", None, 1), ("4.9.0", "4.9.0", 1),
+])
+def test_check_exit_code_follows_the_netcdf_c_that_must_read_the_store(capsys, tmp_path, layout, oldest, code):
+    """Exit 1 when the data has problems or a netcdf-c that must read the store does not: the
+    current one (>= 4.9.4) by default, or --netcdf-c VERSION and every newer one. Every version's
+    verdict is printed either way (the verdicts are checked against those netcdf-c versions in
+    tests/interop/test_netcdf_c_versions.py)."""
+    from xr_zstrings.write.nczarr import to_nczarr
+
+    path = tmp_path / "s.zarr"
+    ds = xr.Dataset({"s": ("x", np.array(["a", "b"], dtype=object))} if layout != "4.9.0" else {"f": ("x", [1.0])})
+    to_nczarr(ds, path, netcdf_c=layout)
+    code_, out, _ = run(capsys, "check", str(path), *(("--netcdf-c", oldest) if oldest else ()))
+    assert code_ == code, out
+    assert "4.9.0       " in out and "4.9.1-4.9.3 " in out and ">= 4.9.4    " in out
+    if code and oldest:
+        assert f"--netcdf-c {oldest} says it must" in out
+
+
+def test_check_refuses_a_netcdf_c_it_has_no_verdict_for(capsys):
+    code, out, err = run(capsys, "check", SAMPLE, "--netcdf-c", "4.8.1")
+    assert code == 2 and not out and "from 4.9.0 on" in err
+
+
 def test_check_exit_code_in_a_real_subprocess(tmp_path):
     xr.Dataset({"u": ("x", np.array(["ab"]))}).to_zarr(tmp_path / "u.zarr", zarr_format=2, consolidated=False)
     proc = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(tmp_path / "u.zarr")],

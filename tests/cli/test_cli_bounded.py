@@ -175,3 +175,21 @@ def test_check_answers_and_says_what_it_sampled(hostile: dict[str, Path], case: 
     else:
         assert "sampled: read 2,000 of" in r.stdout and "--full reads every chunk" in r.stdout
         assert r.returncode == 0, r.stdout  # the chunks that exist are fine; the others read as fill
+
+
+def test_check_samples_a_grid_of_1e18_chunks(tmp_path: Path) -> None:
+    """Shape [1e9, 1e9] in [1, 1] chunks: 1e18 chunks, beyond float64's exact integers. The sample's
+    chunk indices were computed in float64 ("index 1000000000000000000 is out of bounds"); now in
+    Python ints. (More elements than int64 bytes are refused as damaged metadata, with exit 2.)"""
+    n = 10**9
+    p = tmp_path / "grid2d.zarr"
+    to_nczarr(xr.Dataset({"s": (("x", "y"), _strings(4).reshape(2, 2))}).chunk({"x": 1, "y": 1}), p, maxstrlen=8,
+              netcdf_c="4.10")
+    _edit(p / "s" / ".zarray", shape=[n, n], chunks=[1, 1])
+    zattrs = json.loads((p / ".zattrs").read_text())
+    zattrs["_nczarr_group"]["dimensions"].update(x={"size": n, "unlimited": 0}, y={"size": n, "unlimited": 0})
+    (p / ".zattrs").write_text(json.dumps(zattrs))
+    r = _run("check", str(p))
+    _answered(r)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"sampled: read 2,000 of {n * n:,} chunks" in r.stdout

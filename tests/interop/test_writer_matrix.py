@@ -18,6 +18,7 @@ import pytest
 import xarray as xr
 import zarr
 
+from corpus import SOURCES, golden_sources, source, url
 from xr_zstrings import UnsupportedError
 from xr_zstrings.sample import sample_path
 from xr_zstrings.write.nczarr import prepare_for_zarr, to_nczarr
@@ -124,161 +125,9 @@ def test_for_zarr_round_trips_between_vocabularies():
 # Sources: every kind of store engine="zstrings" reads
 # ---------------------------------------------------------------------------------------------
 
-GOLDEN = Path(__file__).resolve().parents[1] / "golden"
-_GEN_IDS = {
-    "netcdf-c-4.9.0_netCDF4-1.6.2": "nc490",
-    "netcdf-c-4.9.1_netCDF4-1.6.3": "nc491",
-    "netcdf-c-4.9.3-development_netCDF4-1.6.5": "nc493dev-1.6.5",
-    "netcdf-c-4.9.3-development_netCDF4-1.7.1.post1": "nc493dev-1.7.1",
-    "netcdf-c-4.9.4-development_netCDF4-1.7.2": "nc494dev",
-    "nczarr-1.0-doc": "nczarr1doc",
-}
-
-
-def _golden_sources() -> dict[str, Path]:
-    out = {}
-    for gen, short in _GEN_IDS.items():
-        for store in sorted((GOLDEN / gen).glob("*.zarr")):
-            out[f"{short}-{store.stem}"] = store
-    return out
-
-
-def _make_golden_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("make_golden", GOLDEN / "make_golden.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-LIVE = ("strings", "chars", "numeric", "attrs", "groups", "purezarr")
-NAMES = np.array(["Zürich", "東京", "São Paulo", "", "Oslo"], dtype=np.dtypes.StringDType())
-
-
-def _peer_dataset() -> xr.Dataset:
-    """What xarray/zarr-python users store: a string index, 2-D strings, numbers with CF attributes."""
-    return xr.Dataset(
-        {
-            "label": (("station", "k"), np.array([[s, s.upper()] for s in NAMES.tolist()],
-                                                 dtype=np.dtypes.StringDType())),
-            "temp": (("time", "station"), np.arange(15, dtype="f4").reshape(3, 5) / 4,
-                     {"units": "degC", "long_name": "température"}),
-            "count": ("station", np.arange(5, dtype="i8"), {"flag_values": np.array([0, 1], "i8")}),
-        },
-        coords={"station": NAMES, "time": np.array([0, 1, 2], "i4")},
-        attrs={"title": "peer store", "version": 3},
-    )
-
-
-def _write_peer(kind: str, path: Path) -> None:
-    import numcodecs
-    from zarr.codecs import GzipCodec, ZstdCodec
-
-    from xr_zstrings.write.zarr3 import to_zarr_v3
-
-    ds = _peer_dataset()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        if kind == "zarr2-xarray":  # zarr-python's default v2 compressor, vlen-utf8 strings
-            ds.to_zarr(path, zarr_format=2)
-        elif kind == "zarr2-compressors":
-            enc = {"temp": {"compressors": (numcodecs.Zlib(level=5),), "filters": (numcodecs.Shuffle(4),)},
-                   "count": {"compressors": (numcodecs.Blosc(cname="lz4", clevel=3, shuffle=2),)},
-                   "label": {"compressors": (numcodecs.Zstd(level=2),)}}
-            ds.to_zarr(path, zarr_format=2, encoding=enc)
-        elif kind == "zarr3-vlen-utf8":
-            ds.to_zarr(path, zarr_format=3)
-        elif kind == "zarr3-compressed":
-            enc = {"temp": {"compressors": (GzipCodec(level=3),)},
-                   "label": {"compressors": (ZstdCodec(level=5),)}}
-            ds.to_zarr(path, zarr_format=3, encoding=enc)
-        elif kind == "zarr3-sharded":
-            enc = {v: {"chunks": (1,) * (ds[v].ndim - 1) + (2,), "shards": (1,) * (ds[v].ndim - 1) + (4,)}
-                   for v in ("label", "temp", "count")}
-            ds.to_zarr(path, zarr_format=3, encoding=enc)
-        elif kind == "zarr3-fixed_length_utf32":
-            g = zarr.open_group(path, mode="w", zarr_format=3)
-            a = g.create_array("name", shape=(5,), dtype="<U9", chunks=(2,), dimension_names=["station"])
-            a[:] = np.array(NAMES.tolist(), dtype="<U9")
-            b = g.create_array("t", shape=(5,), dtype="f8", chunks=(5,), dimension_names=["station"])
-            b[:] = np.arange(5.0)
-        elif kind == "zarr3-null_terminated_bytes":
-            g = zarr.open_group(path, mode="w", zarr_format=3)
-            a = g.create_array("code", shape=(4,), dtype="S3", chunks=(3,), dimension_names=["x"])
-            a[:] = np.array([b"ab", b"xyz", b"", b"q"])
-        elif kind.startswith("zarr3-") and kind[6:] in ("zarrs.vlen", "arrow", "arrow-large"):
-            to_zarr_v3(ds, path, layout=kind[6:])
-        else:
-            raise AssertionError(kind)
-
-
-PEERS = ("zarr2-xarray", "zarr2-compressors", "zarr3-vlen-utf8", "zarr3-compressed", "zarr3-sharded",
-         "zarr3-fixed_length_utf32", "zarr3-null_terminated_bytes", "zarr3-zarrs.vlen", "zarr3-arrow",
-         "zarr3-arrow-large")
-SOURCES = [*_golden_sources(), *(f"nc4101-{n}" for n in LIVE), *PEERS]
-
-
 @pytest.fixture(scope="module")
 def source_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("sources")
-
-
-def _source(sid: str, base: Path) -> Path:
-    """The store for a source id (golden as stored; live netcdf-c and peers written once)."""
-    golden = _golden_sources()
-    if sid in golden:
-        return golden[sid]
-    path = base / f"{sid}.zarr"
-    if path.exists():
-        return path
-    if sid == "nc4101-tree":
-        _write_netcdf_tree(path)
-    elif sid.startswith("nc4101-"):
-        mg = _make_golden_module()
-        name = sid.split("-", 1)[1]
-        writer, mode, features = mg.STORES[name]
-        nc = netCDF4.Dataset(mg.url_for(str(path), mode), "w", format="NETCDF4")
-        try:
-            writer(nc, set(features))  # every optional feature: zlib+shuffle, unlimited, scalars, ...
-        finally:
-            nc.close()
-    else:
-        _write_peer(sid, path)
-    return path
-
-
-def _write_netcdf_tree(path: Path) -> None:
-    """netcdf-c 4.10.1 (netCDF4) NCZarr with nested groups a DataTree holds (no shadowed dimension):
-    an unlimited dimension, zlib+shuffle, NC_STRING and NC_CHAR in subgroups, inherited dimensions."""
-    nc = netCDF4.Dataset(_url(path, "nczarr"), "w", format="NETCDF4")
-    try:
-        nc.title = "tree"
-        nc.createDimension("time", None)
-        nc.createDimension("station", 3)
-        t = nc.createVariable("time", "f8", ("time",))
-        t.units = "days since 2000-01-01"
-        t[:] = [0.0, 1.0]
-        st = nc.createVariable("station", str, ("station",))
-        st[:] = np.array(["Zürich", "東京", "Oslo"], dtype=object)
-        obs = nc.createGroup("obs")
-        obs.note = "nested"
-        temp = obs.createVariable("temp", "f4", ("time", "station"), zlib=True, complevel=2, shuffle=True,
-                                  fill_value=np.float32(-1e30))
-        temp.units = "K"
-        temp[:] = np.arange(6, dtype="f4").reshape(2, 3)
-        obs.createDimension("nchar", 4)
-        code = obs.createVariable("code", "S1", ("station", "nchar"))
-        code._Encoding = "utf-8"
-        code[:] = np.array(["ab", "é", "wxyz"])  # netCDF4 encodes with _Encoding into the char dimension
-        deep = obs.createGroup("deep")
-        deep.createDimension("k", 2)
-        name = deep.createVariable("name", str, ("k",))
-        name[:] = np.array(["π", ""], dtype=object)
-        cnt = deep.createVariable("count", "i4", ("k", "station"), zlib=True, complevel=1)
-        cnt[:] = np.arange(6, dtype="i4").reshape(2, 3)
-    finally:
-        nc.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -298,10 +147,6 @@ class _nullcontext:
 
     def __exit__(self, *exc):
         return False
-
-
-def _url(path: Path, mode: str) -> str:
-    return f"file://{path.resolve()}#mode={mode},file"
 
 
 def _to_zarr_unchanged(obj, out: Path, fmt: int) -> None:
@@ -335,7 +180,7 @@ def _read(out: Path, reader: str, writer: str, tree: bool):
     kw = {}
     target: str | Path = out
     if reader == "netcdf4" and out.suffix == ".zarr":  # netcdf-c itself, on the NCZarr store we wrote
-        target = _url(out, "nczarr")
+        target = url(out, "nczarr")
     if reader == "zarr":
         kw["consolidated"] = None
     if tree:
@@ -419,7 +264,7 @@ _written: dict[tuple[str, str, bool], tuple[object, Path]] = {}
 def _write(sid: str, writer: str, base: Path, tree: bool):
     key = (sid, writer, tree)
     if key not in _written:
-        src = _source(sid, base)
+        src = source(sid, base)
         fmt, write, suffix, _ = WRITERS[writer]
         obj = _open_any(src, tree, fmt).load()
         out = base / f"{sid}.{len(_written)}{suffix}"
@@ -475,7 +320,7 @@ def _assert_codecs_kept(src: xr.Dataset, out: Path, fmt: int, where: str) -> Non
 
 
 def test_to_nczarr_refuses_a_codec_netcdf_c_cannot_read(source_dir, tmp_path):
-    ds = _open(_source("zarr3-compressed", source_dir))
+    ds = _open(source("zarr3-compressed", source_dir))
     with pytest.raises(UnsupportedError, match="codec 'gzip': netcdf-c 4.10 cannot read it"):
         to_nczarr(ds, tmp_path / "a.zarr")
     to_nczarr(ds, tmp_path / "a.zarr", netcdf_c_codecs_only=False, mode="w")
@@ -485,7 +330,7 @@ def test_to_nczarr_refuses_a_codec_netcdf_c_cannot_read(source_dir, tmp_path):
 
 
 def _tree_sources() -> list[str]:
-    golden = [sid for sid in _golden_sources() if sid.endswith("-purezarr") and not sid.startswith("nc490")]
+    golden = [sid for sid in golden_sources() if sid.endswith("-purezarr") and not sid.startswith("nc490")]
     return ["nc4101-tree", "nc4101-purezarr", *golden]
 
 
@@ -534,7 +379,7 @@ _PREPARE_CASES = [(s, r) for s in SOURCES for r in ("zstrings", "netcdf4")]
 def test_prepare_for_zarr_v2(sid, reader, source_dir):
     key = (sid, "prepare_for_zarr", False)
     if key not in _written:
-        src = _open(_source(sid, source_dir)).load()
+        src = _open(source(sid, source_dir)).load()
         if sid in _NETCDF_C_CANNOT_READ:
             with pytest.raises(UnsupportedError, match=f"codec '{_NETCDF_C_CANNOT_READ[sid]}': netcdf-c 4.10 cannot read it"):
                 prepare_for_zarr(src)
@@ -556,7 +401,7 @@ def test_prepare_for_zarr_v2(sid, reader, source_dir):
             assert (stored or {}).get("id") == want, (where, name)
         return
     # netcdf-c itself (mode=zarr): every variable, strings as NC_STRING, compared with the source
-    with xr.open_dataset(_url(out, "zarr"), engine="netcdf4") as back:
+    with xr.open_dataset(url(out, "zarr"), engine="netcdf4") as back:
         back = _netcdf_c_masked(_without_special(back.load()), out)
     expected = _as_netcdf_c_reads_xarray_v2(src)
     back = back.copy()
@@ -595,7 +440,7 @@ def test_netcdf_c_limits_on_xarray_v2_stores(tmp_path):
     ds = xr.Dataset({"sc": ((), 2.5), "v": ("x", np.arange(3.0), {"long_name": "température"})},
                     attrs={"tags": ["a", "b"]})
     ds.to_zarr(tmp_path / "a.zarr", zarr_format=2, consolidated=False)
-    with netCDF4.Dataset(_url(tmp_path / "a.zarr", "zarr")) as nc:
+    with netCDF4.Dataset(url(tmp_path / "a.zarr", "zarr")) as nc:
         assert "sc" not in nc.variables
         assert nc["v"].long_name != "température"
         assert isinstance(nc.getncattr("tags"), str)
@@ -632,7 +477,7 @@ _CODEC_CASES = {
 @pytest.mark.parametrize("sid", list(_CODEC_CASES))
 def test_codecs_keep_their_meaning(sid, source_dir, tmp_path):
     name, (v2_comp, v2_filters), v3 = _CODEC_CASES[sid]
-    ds = _open(_source(sid, source_dir))
+    ds = _open(source(sid, source_dir))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         ds.zstrings.to_zarr(tmp_path / "v3.zarr", zarr_format=3)
@@ -701,7 +546,7 @@ def test_plain_to_zarr_of_what_we_read(sid, fmt, source_dir, tmp_path):
     (``ds.zstrings.to_zarr(zarr_format=2)``, opening under ``default_zarr_format=2``); a dataset
     without codecs is written as it is."""
     where = f"{sid} -> to_zarr(v{fmt}) plain"
-    src = _open(_source(sid, source_dir)).load()
+    src = _open(source(sid, source_dir)).load()
     if fmt == 3:
         outs = [_write(sid, "to_zarr(v3)", source_dir, tree=False)[1]]
     elif _holds_codecs(src):
@@ -733,7 +578,7 @@ def test_plain_to_zarr_v2_output_with_strings_is_not_read_by_netcdf_c(tmp_path):
         name = "station" if store == "t.zarr" else "s"
         assert json.loads((tmp_path / store / name / ".zarray").read_text())["dtype"] == dtype
         with pytest.raises(OSError, match="NCZarr error"):
-            netCDF4.Dataset(_url(tmp_path / store, "zarr"))
+            netCDF4.Dataset(url(tmp_path / store, "zarr"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -746,7 +591,7 @@ _MISSING_SOURCES = {
 }
 
 
-def _missing_source(sid: str) -> xr.Dataset:
+def _missingsource(sid: str) -> xr.Dataset:
     ds = _open(_MISSING_SOURCES[sid]).load()
     # (StringDType with an NA object: xarray's isnull() takes "" for missing in a plain StringDType)
     keep = [n for n, v in ds.data_vars.items() if hasattr(v.dtype, "na_object") and bool(v.isnull().any())]
@@ -770,7 +615,7 @@ def test_missing_strings_without_a_fill_through_every_writer(sid, tmp_path):
     from xr_zstrings import MissingStringsWarning, ZStringsError
     from xr_zstrings.write.zarr3 import to_zarr_v3
 
-    ds = _missing_source(sid)
+    ds = _missingsource(sid)
     want = {n: _missing_as_none(v.values) for n, v in ds.data_vars.items()}
     with pytest.warns(MissingStringsWarning):
         to_zarr_v3(ds, tmp_path / "v3.zarr")
@@ -785,7 +630,7 @@ def test_missing_strings_without_a_fill_through_every_writer(sid, tmp_path):
         var.encoding = {**var.encoding, "_FillValue": "<missing>", **({"compressors": None} if gz else {})}
     to_nczarr(filled, tmp_path / "nc.zarr")
     assert {n: _missing_as_none(v.values) for n, v in _open(tmp_path / "nc.zarr").data_vars.items()} == want
-    peer = xr.open_dataset(_url(tmp_path / "nc.zarr", "nczarr"), engine="netcdf4")
+    peer = xr.open_dataset(url(tmp_path / "nc.zarr", "nczarr"), engine="netcdf4")
     assert {n: _missing_as_none(peer[n].values) for n in want} == want  # netcdf-c + xarray mask the fill
 
     with warnings.catch_warnings():

@@ -123,3 +123,51 @@ def test_to_zarr_v3_bytes_keep_nuls_and_datatree_groups_get_the_layout(tmp_path)
     assert json.loads((tmp_path / "t.zarr" / "g" / "t" / "zarr.json").read_text())["data_type"] == {"name": "string"}
     back = xr.open_datatree(tmp_path / "t.zarr", engine="zstrings")
     assert back["g/t"].values.tolist() == ["b"] and back["s"].values.tolist() == ["a"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Issue 24: the overflow error names the variable, the longest value, its position and length
+# ---------------------------------------------------------------------------------------------
+
+_LONG = "São Paulo"  # 10 bytes of UTF-8
+
+
+@pytest.mark.parametrize(("data", "chunked", "where"), [
+    (np.array(["ab", "x", _LONG, "y"], dtype=np.dtypes.StringDType()), False, "[2]"),
+    (np.array(["ab", "x", _LONG, "y"], dtype=object), True, "[2]"),  # a dask block of 1: position in the variable
+    (np.array([["ab", "x"], ["y", _LONG]], dtype="U"), False, "(1, 1)"),
+    (np.array([["ab", "x"], ["y", _LONG]], dtype="U"), True, "(1, 1)"),
+])
+def test_overflow_error_names_the_value_its_position_and_length(tmp_path, data, chunked, where):
+    ds = xr.Dataset({"s": (("x", "y")[: data.ndim], data)})
+    ds = ds.chunk(1) if chunked else ds
+    with pytest.raises(ZStringsError) as e:
+        to_nczarr(ds, tmp_path / "o.zarr", maxstrlen=2)
+    msg = str(e.value)
+    assert f"variable '/s'" in msg and f"value {where} = '{_LONG}', needs 10 bytes of UTF-8" in msg, msg
+    assert "width is 2 bytes" in msg and "on_overflow='widen' to use width 10" in msg
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_overflow_error_names_bytes_values_too(tmp_path):
+    ds = xr.Dataset({"b": ("x", np.array([b"ab", b"abcdef"], dtype="S6"))})
+    with pytest.raises(ZStringsError, match=r"variable '/b': 1 value\(s\) do not fit: the longest, value \[1\] = "
+                                            r"b'abcdef', needs 6 bytes but the width is 2 bytes"):
+        to_nczarr(ds, tmp_path / "o.zarr", maxstrlen=2)
+
+
+@pytest.mark.parametrize("on_overflow", ["error", "widen"])
+def test_an_append_that_overflows_is_not_told_to_widen(tmp_path, on_overflow):
+    """An append keeps the stored width (on_overflow='widen' acts as 'error'): the error must not
+    advise widen, but what works (truncate, or rewriting with a larger maxstrlen)."""
+    p = tmp_path / "log.zarr"
+    to_nczarr(xr.Dataset({"s": ("t", np.array(["ab", "cd"], dtype=object))}), p, unlimited_dims=["t"])
+    more = xr.Dataset({"s": ("t", np.array(["x", _LONG], dtype=object))})
+    with pytest.raises(ZStringsError) as e:
+        to_nczarr(more, p, mode="a", append_dim="t", on_overflow=on_overflow)
+    msg = str(e.value)
+    assert f"value [1] = '{_LONG}', needs 10 bytes" in msg and "An append keeps the stored width" in msg, msg
+    assert "widen" not in msg and "on_overflow='truncate'" in msg and "maxstrlen=10" in msg
+    to_nczarr(more, p, mode="a", append_dim="t", on_overflow="truncate")  # what it advises works
+    with netCDF4.Dataset(nc_url(p), "r") as nc:
+        assert nc["s"][:].tolist() == ["ab", "cd", "x", "S"]  # 'Sã' is 3 bytes

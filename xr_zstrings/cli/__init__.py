@@ -10,6 +10,7 @@ from ``ncdump``/``nccopy``:
 * ``zstrings check PATH_OR_URL`` (check.py): what netcdf-c would fail on or truncate, and how to fix it;
   also the store's commit state and what ``repair`` would do;
 * ``zstrings repair PATH_OR_URL [--force]`` (repair.py): complete or undo a write that was killed part-way;
+* ``zstrings migrate SRC [DST]`` (migrate.py): Zarr v2 / NCZarr -> Zarr v3, the chunks reused;
 * ``zstrings show`` / ``sample`` (show.py): the store as xarray prints it.
 
 CDL formatting shared by ``info`` and ``dump`` is in cdl.py, what every command shares in common.py,

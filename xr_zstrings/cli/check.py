@@ -15,6 +15,7 @@ from .common import (
     _TARGET_HELP,
     OK,
     PROBLEMS,
+    UsageError,
     _describe_layout,
     _one_line,
     _open_tree,
@@ -104,19 +105,18 @@ def _check_regions(arr: Any, meta: Any, full: bool, sampled: list[str]) -> Itera
     """Regions of ``meta`` for check to read, bounded in memory (one chunk, or ~32 MiB) and, unless
     ``full``, in number (``CHECK_SAMPLE_CHUNKS`` chunks); chunks never written are skipped (they
     read as the fill value). A sample is noted in ``sampled``."""
-    import numpy as np
-
     shape, chunks = tuple(meta.shape), tuple(arr.chunk_shape)
     itemsize = meta.dtype.itemsize if meta.dtype.kind not in "OT" else 16
     if not shape or math.prod(shape) * itemsize <= CHECK_WHOLE_BYTES:
         yield from _row_blocks(meta)
         return
     grid = tuple(-(-n // c) for n, c in zip(shape, chunks, strict=True))
-    total = math.prod(grid)
+    total = math.prod(grid)  # Python ints throughout: a grid of 1e9 x 1e9 chunks overflows int64/float64
     if full or total <= CHECK_SAMPLE_CHUNKS:
         flat: Any = range(total)
     else:
-        flat = np.unique(np.linspace(0, total - 1, CHECK_SAMPLE_CHUNKS).astype(np.int64)).tolist()
+        last, n = total - 1, CHECK_SAMPLE_CHUNKS - 1
+        flat = sorted({i * last // n for i in range(CHECK_SAMPLE_CHUNKS)})  # evenly spread, first and last
         sampled.append(f"{len(flat):,} of {total:,} chunks")
     batch: list[tuple[int, ...]] = []
 
@@ -127,7 +127,11 @@ def _check_regions(arr: Any, meta: Any, full: bool, sampled: list[str]) -> Itera
                 yield tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(ix, chunks, shape, strict=True))
 
     for f in flat:
-        batch.append(tuple(int(i) for i in np.unravel_index(f, grid)))
+        ix = []
+        for g in reversed(grid):  # (np.unravel_index: indices up to the int64 range only)
+            f, i = divmod(f, g)
+            ix.append(i)
+        batch.append(tuple(reversed(ix)))
         if len(batch) == 256:
             yield from regions(batch)
             batch = []
@@ -393,6 +397,21 @@ def _commit_state(target: str) -> tuple[str, str] | None:
         return None
 
 
+def _open_with_state(target: str, shown: str) -> tuple[Any, tuple[str, str] | None]:
+    """(the store's tree, its commit state); (None, state) when no reader can open the store and
+    its state says why (an interrupted write, printed with what ``repair`` does)."""
+    from ..errors import ZStringsError
+
+    state = _commit_state(target)
+    try:
+        return _open_tree(target), state
+    except ZStringsError as e:
+        if state is None or state[0].startswith("complete"):
+            raise
+        _print_state(f"check {shown}: no version readers can open ({_one_line(e)})", state)
+        return None, state
+
+
 def _print_state(head: str, state: tuple[str, str] | None) -> None:
     print(head)
     if state is not None:
@@ -400,18 +419,42 @@ def _print_state(head: str, state: tuple[str, str] | None) -> None:
         print(f"    repair: {state[1]}")
 
 
+def _print_migration(tree: Any) -> None:
+    """Whether ``zstrings migrate`` makes the store Zarr v3 writing metadata only (and why not)."""
+    from ..errors import ZStringsError
+    from ..write.migrate import plan_migration
+
+    if tree.root.generation == "zarr-v3":
+        return
+    if tree.unreadable:
+        print(f"Zarr v3 migration: not possible while {', '.join(sorted(tree.unreadable))} cannot be read (above)")
+        return
+    try:
+        arrays, _ = plan_migration(tree, in_place=True)
+    except ZStringsError as e:
+        print(f"Zarr v3 migration: not possible: {_one_line(e)}")
+        return
+    rewrite = {p: a.why for p, a in arrays.items() if not a.reuse}
+    if not rewrite:
+        print(f"Zarr v3 migration: metadata only (zstrings migrate {tree.store.display}): every array keeps its "
+              "chunks")
+        return
+    print(f"Zarr v3 migration: {len(rewrite)} of {len(arrays)} array(s) must be rewritten (zstrings migrate "
+          "rewrites them, the rest keep their chunks):")
+    for path, why in sorted(rewrite.items()):
+        print(f"  {path}: {why}")
+
+
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..errors import ZStringsError
     from ..write.nczarr import NETCDF_C_CODECS
 
-    target = args.target
-    state = _commit_state(target)
-    try:
-        tree = _open_tree(target)
-    except ZStringsError as e:
-        if state is None or state[0].startswith("complete"):
-            raise
-        _print_state(f"check {target}: no version readers can open ({_one_line(e)})", state)
+    from ..io.redact import redact
+
+    required = _required_rows(args.netcdf_c)  # (a bad --netcdf-c is refused before the store is read)
+    target = redact(args.target)  # as the fixes name it
+    tree, state = _open_with_state(args.target, target)
+    if tree is None:
         return PROBLEMS
     findings: list[Finding] = []
     if tree.root.generation == "zarr-v3":
@@ -448,13 +491,14 @@ def _cmd_check(args: argparse.Namespace) -> int:
           "netcdf-c build's filter plugins):")
     whole = next((f"{f.where} {f.problem.split(': ', 1)[0]}: netcdf-c refuses the whole store" for f in findings
                   if "whole store" in f.problem), "")
-    current_reads = True
+    failing = []  # the versions that must read the store (--netcdf-c) and do not
     for version, reads, note, fix in netcdf_c_verdicts(tree, target, whole):
         print(f"  {version:12}{'reads' if reads else 'FAILS'}{': ' + note if note else ''}")
         if not reads:
             print(f"  {'':12}fix: {fix}")
-        if version == ">= 4.9.4":
-            current_reads = reads
+            if version in required:
+                failing.append(version)
+    _print_migration(tree)
     n = len(tree.arrays)
     if tree.unreadable:
         n_unread = len(tree.unreadable)
@@ -466,9 +510,13 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if findings:
         print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.{sample_note}")
         return PROBLEMS
-    if not current_reads:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
+    if failing == [">= 4.9.4"]:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
         print(f"{n} variable(s) read, no problems in the data, but netcdf-c 4.10 does not read this store's "
               f"layout (which versions do, and the fix: above).{sample_note}")
+        return PROBLEMS
+    if failing:  # an older netcdf-c that --netcdf-c says must read it
+        print(f"{n} variable(s) read, no problems in the data, but netcdf-c {', '.join(failing)} does not read "
+              f"this store, and --netcdf-c {args.netcdf_c} says it must (why, and the fix: above).{sample_note}")
         return PROBLEMS
     if n_sampled:
         print(f"{n} variable(s) read, no problems in what was read: netcdf-c reads this store as far as "
@@ -479,6 +527,26 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return OK
 
 
+#: the rows of ``netcdf_c_verdicts``, oldest first, by the layout each netcdf-c reads
+_ROWS = {"4.9.0": "4.9.0", "4.9.1": "4.9.1-4.9.3", "4.9.4": ">= 4.9.4"}
+
+
+def _required_rows(netcdf_c: str | None) -> set[str]:
+    """The verdict rows that must read the store for exit code 0: netcdf-c ``netcdf_c`` and every
+    newer one (default: the current netcdf-c only, >= 4.9.4)."""
+    if netcdf_c is None:
+        return {">= 4.9.4"}
+    from ..write.plan import netcdf_c_layout
+
+    try:
+        oldest = netcdf_c_layout(netcdf_c)
+    except ValueError:  # (ZStringsError) before 4.9.0, or not a version
+        raise UsageError(f"--netcdf-c {netcdf_c}: expected a netcdf-c version from 4.9.0 on (check knows the "
+                         "layouts those read), such as 4.9.0 (Debian 12), 4.9.2 (Ubuntu 24.04) or 4.10.") from None
+    rows = list(_ROWS)
+    return {_ROWS[r] for r in rows[rows.index(oldest):]}
+
+
 def add_parser(sub: Any) -> None:
     """Add the 'check' subcommand to ``sub``, the ``zstrings`` parser's subparsers."""
     p = sub.add_parser("check", help="report what netcdf-c would fail on or truncate",
@@ -486,9 +554,15 @@ def add_parser(sub: Any) -> None:
                                    "truncate (xarray-written <U/vlen strings, Zarr v3, codecs it lacks, "
                                    "split UTF-8, strings longer than maxstrlen) and how to fix it, then "
                                    "whether netcdf-c 4.9.0, 4.9.1-4.9.3 and >= 4.9.4 read the store and the "
-                                   "command that fixes it for each. Exit code 1 when problems are found.")
+                                   "command that fixes it for each. Exit code 1 when problems are found: "
+                                   "in the data, or a netcdf-c that must read the store (the current one, or "
+                                   "--netcdf-c VERSION and newer) does not.")
     p.add_argument("target", metavar="PATH_OR_URL", help=_TARGET_HELP)
     p.add_argument("--full", action="store_true",
                    help=f"read every chunk (default: at most {CHECK_SAMPLE_CHUNKS:,} chunks of a variable, "
                         "evenly spread, and say so)")
+    p.add_argument("--netcdf-c", dest="netcdf_c", metavar="VERSION", default=None,
+                   help="the oldest netcdf-c that must read the store, for the exit code (e.g. 4.9.0 for Debian "
+                        "12, 4.9.2 for Ubuntu 24.04); default: the current netcdf-c (>= 4.9.4) only. Every "
+                        "version's verdict is printed either way")
     p.set_defaults(func=_cmd_check)

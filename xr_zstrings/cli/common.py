@@ -24,7 +24,10 @@ class UsageError(Exception):
 
 
 def _one_line(message: object) -> str:
-    return " ".join(str(message).split())
+    """A message on one line, URL secrets redacted (every error and warning line goes through it)."""
+    from ..io.redact import redact
+
+    return " ".join(redact(message).split())
 
 
 def _is_netcdf_file(target: str) -> bool:
@@ -48,15 +51,16 @@ def _open_tree(target: str) -> Any:
     if _is_netcdf_file(target):
         raise UsageError(
             f"{target} is a netCDF file, not a Zarr store: use ncdump for it, or "
-            f"'zstrings convert {target} OUT.zarr' to make an NCZarr store."
+            f"'zstrings convert {target} OUT.zarr' to make an NCZarr store."  # (a local path)
         )
     return open_tree(open_store(target))
 
 
 def _store_name(target: str) -> str:
+    from ..io.redact import redact
     from ..io.targets import parse_nczarr_url
 
-    path = parse_nczarr_url(target).path if "://" in target else target
+    path = redact(parse_nczarr_url(target).path if "://" in target else target).split("?", 1)[0]
     stem = Path(str(path).rstrip("/")).name
     for suffix in (".zarr", ".zip", ".nczarr"):
         if stem.endswith(suffix):

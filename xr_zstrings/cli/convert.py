@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..io.redact import redact
 from .common import _NETCDF_SUFFIXES, _TARGET_HELP, OK, UsageError, _is_netcdf_file
 
 
@@ -31,7 +32,7 @@ def _target_format(dst: str, requested: str | None) -> str:
             return "zarr2"
         return "nczarr"
     if is_nc and requested != "netcdf4":
-        raise UsageError(f"DST {dst} ends in a netCDF suffix but --format {requested} writes a Zarr store: "
+        raise UsageError(f"DST {redact(dst)} ends in a netCDF suffix but --format {requested} writes a Zarr store: "
                          "name the target like out.zarr, or drop --format to write a netCDF-4 file.")
     return requested
 
@@ -111,7 +112,7 @@ def _progress(total: int, quiet: bool, dst: str) -> Any:
         disable = True
     if disable:
         return _NoBar()
-    return tqdm(total=total, unit="B", unit_scale=True, desc=f"-> {Path(dst).name}", delay=0.3, mininterval=0.2,
+    return tqdm(total=total, unit="B", unit_scale=True, desc=f"-> {Path(redact(dst)).name}", delay=0.3, mininterval=0.2,
                 file=sys.stderr, leave=False)
 
 
@@ -140,7 +141,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if args.layout is not None and fmt != "zarr3":
         raise UsageError(f"--layout chooses the Zarr v3 string layout; add --format zarr3 (target is {fmt}).")
     if os.path.abspath(src) == os.path.abspath(dst):
-        raise UsageError(f"SRC and DST are the same ({src}); choose another target.")
+        raise UsageError(f"SRC and DST are the same ({redact(src)}); choose another target.")
     _check_target(dst, fmt, overwrite=args.overwrite)
 
     from ..write import nczarr as writer
@@ -182,13 +183,13 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         for ds in groups.values():
             ds.close()
     if not args.quiet:
-        print(f"wrote {dst} ({fmt})", file=sys.stderr)
+        print(f"wrote {redact(dst)} ({fmt})", file=sys.stderr)
     return OK
 
 
 def _exists_text(dst: str) -> str:
     """The one wording for a target that exists, whatever the format."""
-    return f"DST {dst} exists; pass --overwrite to replace it, or choose another DST."
+    return f"DST {redact(dst)} exists; pass --overwrite to replace it, or choose another DST."
 
 
 def _not_a_store(path: Path, fmt: str) -> str | None:
@@ -211,7 +212,7 @@ def _check_target(dst: str, fmt: str, *, overwrite: bool) -> None:
     path = local[0]
     what = _not_a_store(path, fmt)
     if what is not None:
-        raise UsageError(f"DST {dst} is {what}; zstrings does not replace it, even with --overwrite: "
+        raise UsageError(f"DST {redact(dst)} is {what}; zstrings does not replace it, even with --overwrite: "
                          "choose another DST.")
     exists = path.is_file() or (path.is_dir() and any(path.iterdir()))
     if exists and not overwrite:

@@ -142,7 +142,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     if args.group is not None:
         group = "/" + args.group.strip("/") if args.group.strip("/") else "/"
         if group not in tree.groups:
-            raise UsageError(f"no group {args.group} in {args.target}; groups: {', '.join(sorted(tree.groups))}.")
+            raise UsageError(f"no group {args.group} in {tree.store.display}; groups: {', '.join(sorted(tree.groups))}.")
     wanted = [v.strip() for v in args.variables.split(",") if v.strip()] if args.variables else None
     name = _store_name(args.target)
     if args.header:
@@ -166,7 +166,7 @@ def _cmd_dump(args: argparse.Namespace) -> int:
     if missing:
         available = sorted(f"{g.rstrip('/')}/{n}" for g, ds in groups.items() for n in ds.variables
                            if _in_scope(g, group))
-        raise UsageError(f"no variable {', '.join(missing)} in {args.target}; available: "
+        raise UsageError(f"no variable {', '.join(missing)} in {tree.store.display}; available: "
                          f"{', '.join(available)} (use -v NAME or -v /group/NAME).")
     used_dims = {str(d) for p, names in selected.items() for n in names for d in groups[p][n].dims}
     unused = [d for d in slices if d not in used_dims]

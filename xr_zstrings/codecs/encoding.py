@@ -31,7 +31,8 @@ import numpy as np
 from ..errors import CodecDroppedWarning
 from .zarrs import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
 
-__all__ = ["CodecDroppedWarning", "default_zarr_format", "for_zarr", "store_codecs_encoding", "v2_configs"]
+__all__ = ["CodecDroppedWarning", "default_zarr_format", "for_zarr", "store_codecs_encoding", "v2_codec_as_v3",
+           "v2_configs"]
 
 _TEXT_KINDS = ("string", "char", "unicode", "vlen", "vlen-bytes")
 #: numcodecs' object codecs: the serializer of a |O layout, never a filter to carry over
@@ -52,7 +53,7 @@ def _v3_numcodecs_class(codec_id: str) -> Any:
 
     try:
         return get_codec_class(f"numcodecs.{codec_id}")
-    except KeyError:
+    except Exception:  # noqa: BLE001 - KeyError (3.1), UnknownCodecError (3.4, not a KeyError)
         return None
 
 
@@ -89,15 +90,13 @@ def v2_objects(
     return comp, out
 
 
-def _v2_to_v3(codec: Any, *, dtype: np.dtype, where: str) -> tuple[str, Any] | None:
-    """One numcodecs object as ("filter" | "compressor", v3 codec), or None (dropped, warned)."""
+def _v3_equivalent(codec: Any, *, dtype: np.dtype) -> tuple[str, Any] | str:
+    """One numcodecs object as ("filter" | "compressor", v3 codec object), or why there is none."""
     from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
     from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 
     cfg = dict(codec.get_config())
     cid = cfg.pop("id")
-    if cid in _OBJECT_CODECS:
-        return None  # the serializer zarr-python picks for text
     if cid == "zstd":
         return "compressor", ZstdCodec(level=int(cfg.get("level", 0)), checksum=bool(cfg.get("checksum", False)))
     if cid == "gzip":
@@ -110,20 +109,51 @@ def _v2_to_v3(codec: Any, *, dtype: np.dtype, where: str) -> tuple[str, Any] | N
                                             blocksize=int(cfg.get("blocksize", 0)))
     cls = _v3_numcodecs_class(cid)
     if cls is None:
-        warnings.warn(
-            f"{where}: codec {dict(codec.get_config())!r} has no Zarr v3 equivalent in zarr-python "
-            "(no 'numcodecs.{cid}' codec); it is left out of encoding['compressors'/'filters'] for v3.",
-            CodecDroppedWarning, stacklevel=4,
-        )
-        return None
+        return f"codec {dict(codec.get_config())!r} has no Zarr v3 equivalent in zarr-python (no 'numcodecs.{cid}' codec)"
     v3 = _quiet(cls, **cfg)
     if isinstance(v3, BytesBytesCodec):
         return "compressor", v3
     if isinstance(v3, ArrayArrayCodec):
         return "filter", v3
-    warnings.warn(f"{where}: codec {cid!r} is an array->bytes codec in Zarr v3; it is left out.",
-                  CodecDroppedWarning, stacklevel=4)
-    return None
+    return f"codec {cid!r} is an array->bytes codec in Zarr v3"
+
+
+def _v2_to_v3(codec: Any, *, dtype: np.dtype, where: str) -> tuple[str, Any] | None:
+    """One numcodecs object as ("filter" | "compressor", v3 codec), or None (dropped, warned)."""
+    if codec.get_config().get("id") in _OBJECT_CODECS:
+        return None  # the serializer zarr-python picks for text
+    got = _v3_equivalent(codec, dtype=dtype)
+    if isinstance(got, str):
+        warnings.warn(f"{where}: {got}; it is left out of encoding['compressors'/'filters'] for v3.",
+                      CodecDroppedWarning, stacklevel=4)
+        return None
+    return got
+
+
+def v2_codec_as_v3(config: Mapping[str, Any], *, dtype: np.dtype, string_kind: str | None) -> tuple[str, dict]:
+    """One v2 codec (a ``.zarray`` compressor or filter) as the Zarr v3 codec that decodes its bytes
+    unchanged: ``("compressor" | "filter", zarr.json entry)`` (``filter``: an array->array codec).
+
+    netcdf-c's shuffle (``elementsize: 0``) becomes ``numcodecs.shuffle`` with the element size it
+    really shuffled by (``v2.shuffle_elementsize``). Raises ``UnsupportedError`` with the reason when
+    zarr-python has no such codec.
+    """
+    from ..errors import UnsupportedError
+    from .v2 import shuffle_elementsize
+
+    cfg = dict(config)
+    if cfg.get("id") == "shuffle":
+        es = shuffle_elementsize(cfg, dtype, string_kind)
+        return "compressor", {"name": "numcodecs.shuffle", "configuration": {"elementsize": es}}
+    try:
+        codec = numcodecs.get_codec(cfg)
+    except Exception as e:  # noqa: BLE001 - numcodecs raises anything for a bad config
+        raise UnsupportedError(f"codec {cfg!r}: numcodecs cannot build it ({e})") from None
+    got = _v3_equivalent(codec, dtype=dtype)
+    if isinstance(got, str):
+        raise UnsupportedError(got)
+    role, obj = got
+    return role, obj.to_dict()
 
 
 def _v3_to_v2(codec: Any, *, where: str) -> Any:

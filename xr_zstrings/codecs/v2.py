@@ -31,6 +31,7 @@ __all__ = [
     "bounded_decode",
     "build_pipeline",
     "max_chunk_bytes",
+    "shuffle_elementsize",
 ]
 
 
@@ -122,7 +123,9 @@ class ChunkPipeline:
         return bytes(memoryview(buf).cast("B")) if not isinstance(buf, bytes) else buf
 
 
-def _shuffle_size(config: Mapping[str, Any], dtype: np.dtype, string_kind: str | None, where: str = "") -> int:
+def shuffle_elementsize(config: Mapping[str, Any], dtype: np.dtype, string_kind: str | None, where: str = "") -> int:
+    """The element size a ``shuffle`` filter shuffled by: its ``elementsize``, or for netcdf-c's ``0``
+    the dtype's itemsize (1 for NC_CHAR, 8 for NC_STRING: netcdf-c's ``sizeof(char *)``)."""
     es = config.get("elementsize", 0) or 0
     if isinstance(es, bool) or not isinstance(es, int) or es < 0:
         raise MetadataError(
@@ -163,7 +166,7 @@ def build_pipeline(
                 "such as 'zlib' or 'zstd'."
             )
         if cfg["id"] == "shuffle":
-            return HDF5Shuffle(_shuffle_size(cfg, dtype, string_kind, where))
+            return HDF5Shuffle(shuffle_elementsize(cfg, dtype, string_kind, where))
         if cfg["id"] in ("vlen-utf8", "vlen-bytes"):
             return SafeVLen(cfg["id"], utf8_errors)
         try:

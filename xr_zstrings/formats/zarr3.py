@@ -14,7 +14,13 @@ What is understood, and the JSON forms the writers use (zarr-python 3.1 in brack
 - ``variable_length_bytes`` [zarr-python], ``bytes`` [zarr-python 3.0, zarrs], ``binary`` [Arrow ZEP,
   zarrs alias] and ``large_binary`` (fill: base64 text, or a list of byte values as zarrs allows);
 - ``fixed_length_utf32`` (``{"length_bytes": 4n}``, fill: a JSON string) and
-  ``null_terminated_bytes`` (``{"length_bytes": n}``, fill: base64 text).
+  ``null_terminated_bytes`` (``{"length_bytes": n}``, fill: base64 text);
+- ``xr_zstrings.nc_char``: netcdf-c's NC_CHAR (one byte, ``S1``), as ``xr_zstrings.migrate`` writes
+  it (fill: at most one character, the byte's code point);
+- zarrs' ``optional`` / ``zarrs.optional`` around ``string`` or ``bytes``.
+
+NCZarr's attribute types (``_nczarr_attr``, which ``migrate`` keeps in ``attributes``) are applied
+as in Zarr v2.
 
 The data type *name* never decides the chunk layout: ``string`` is zarr-python's ``vlen-utf8``, zarrs'
 ``zarrs.vlen`` or the Arrow layout depending on the codec chain, which ``codecs_v3`` interprets.
@@ -33,11 +39,13 @@ from typing import Any
 import numpy as np
 
 from ..errors import DimensionError, MetadataError, UnsupportedError
-from .nczarr import check_name, check_sizes
+from .nczarr import check_name, check_sizes, decode_attributes
 
 __all__ = [
     "BYTES_DATA_TYPES",
+    "NC_CHAR_DATA_TYPE",
     "NUMERIC_DATA_TYPES",
+    "OPTIONAL_DATA_TYPES",
     "STRING_DATA_TYPES",
     "ArrayMetaV3",
     "GroupMetaV3",
@@ -66,6 +74,11 @@ STRING_DATA_TYPES = frozenset({"string", "large_string"})
 #: Variable-length binary data types (normalized names); chunks decode to object arrays of ``bytes``.
 BYTES_DATA_TYPES = frozenset({"bytes", "binary", "large_binary"})
 
+#: netcdf-c's NC_CHAR as a Zarr v3 data type (one byte per element, ``S1``), as ``xr_zstrings.migrate``
+#: writes it and the zarr-python plugin reads it (``xr_zstrings.zarr_plugin.NCChar``); its fill value is
+#: a string of at most one character, the byte's code point (``"\u00e9"`` is 0xE9; ``""`` is NUL)
+NC_CHAR_DATA_TYPE = "xr_zstrings.nc_char"
+
 # spelling on disk -> normalized name
 _ALIASES: Mapping[str, str] = {
     "string": "string",
@@ -78,6 +91,7 @@ _ALIASES: Mapping[str, str] = {
     "LargeBinary": "large_binary",
     "fixed_length_utf32": "fixed_length_utf32",
     "null_terminated_bytes": "null_terminated_bytes",
+    NC_CHAR_DATA_TYPE: NC_CHAR_DATA_TYPE,
 }
 # known to exist, deliberately not read (message says why)
 _KNOWN_UNSUPPORTED: Mapping[str, str] = {
@@ -470,6 +484,8 @@ def _extra_fields(obj: Mapping[str, Any], known: frozenset[str], *, where: str, 
 
 
 def _attributes(obj: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """The attributes; NCZarr's netCDF types (``_nczarr_attr``, which ``xr_zstrings.migrate`` keeps)
+    applied as in Zarr v2 (``nczarr.decode_attributes``), the bookkeeping key dropped."""
     attrs = obj.get("attributes", {})
     if attrs is None:
         return {}
@@ -478,6 +494,10 @@ def _attributes(obj: Mapping[str, Any], *, where: str) -> dict[str, Any]:
             f"Invalid attributes at {where}: got {_short(attrs)}, expected a JSON object. "
             "Fix the attributes key of zarr.json."
         )
+    typed = attrs.get("_nczarr_attr")
+    if isinstance(typed, Mapping) and isinstance(typed.get("types"), Mapping):
+        types = {str(k): v for k, v in typed["types"].items() if isinstance(v, str)}
+        return decode_attributes(attrs, types, where=f"{where} attributes")
     return dict(attrs)
 
 
@@ -688,6 +708,8 @@ def _dtype_for(data_type: str, cfg: Mapping[str, Any], *, where: str) -> tuple[n
     if data_type == "null_terminated_bytes":
         n = _length_bytes(data_type, cfg, where=where, multiple=1)
         return np.dtype(f"S{n}"), "string"
+    if data_type == NC_CHAR_DATA_TYPE:
+        return np.dtype("S1"), "char"
     raise AssertionError(data_type)  # normalize_data_type returns only the names above
 
 
@@ -731,6 +753,10 @@ def _fill_value(value: Any, data_type: str, dtype: np.dtype, *, where: str) -> A
         if not isinstance(value, str) or len(value) > n:
             raise bad(f"a JSON string of at most {n} characters")
         return np.array(value, dtype=dtype)[()]
+    if data_type == NC_CHAR_DATA_TYPE:
+        if not isinstance(value, str) or len(value) > 1 or (value and ord(value) > 0xFF):
+            raise bad('a string of at most one character U+0000-U+00FF (the byte; "" is NUL)')
+        return np.array(value.encode("latin-1"), dtype=dtype)[()]
     if data_type == "null_terminated_bytes":
         raw = _bytes_fill(value, allow_list=False) if isinstance(value, str) else None
         if raw is None or len(raw) > dtype.itemsize:
@@ -802,7 +828,7 @@ def decode_xarray_fill_attr(value: Any, meta: ArrayMetaV3, *, store: str = "") -
             if isinstance(value, bool) or not isinstance(value, str | int | float):
                 raise TypeError
             return str(value)
-        if meta.data_type in BYTES_DATA_TYPES or meta.data_type == "null_terminated_bytes":
+        if meta.data_type in BYTES_DATA_TYPES or meta.data_type in ("null_terminated_bytes", NC_CHAR_DATA_TYPE):
             raw = _bytes_fill(value, allow_list=False)
             if raw is None:
                 raise TypeError

@@ -301,9 +301,10 @@ class CloneStore(LocalStore):
             super().set_sync(key, value)  # type: ignore[misc]
 
 
-#: what a Zarr store (v2, NCZarr 2, Zarr v3) holds at its root, or one level down when an
-#: interrupted write left the root out; NCZarr 1.0 (netcdf-c 4.8) roots hold ``.nczarr``
-STORE_OBJECTS = (".zgroup", ".zarray", ".zattrs", ".zmetadata", "zarr.json", ".nczarr")
+#: the root objects of a store a write could have made (Zarr v2 / NCZarr 2 group or array, consolidated
+#: metadata, Zarr v3, NCZarr 1.0 of netcdf-c 4.8); a placeholder root left by an interrupted write is
+#: one of them too (see ``incomplete_v2_group``)
+ROOT_OBJECTS = (".zgroup", ".zarray", ".zmetadata", "zarr.json", ".nczarr")
 NETCDF_MAGIC = (b"CDF\x01", b"CDF\x02", b"CDF\x05", b"\x89HDF\r\n\x1a\n")
 
 
@@ -311,19 +312,43 @@ def _listing(names: list[str]) -> str:
     return ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
 
 
+def _link_problem(path: Path) -> str | None:
+    """What a symbolic link at ``path`` (the target itself) points to, or None when it is not one."""
+    if not path.is_symlink():
+        return None
+    real = os.path.realpath(path)
+    what = "a directory" if os.path.isdir(real) else ("a file" if os.path.isfile(real) else "nothing (dangling)")
+    return (f"a symbolic link to {real!r} ({what}), and writers never write through a link (the new "
+            f"version would replace the link, not what it points to): write to {real!r} itself, or remove "
+            "the link")
+
+
 def not_replaceable(path: Path, kind: str) -> str | None:
     """What an existing local ``path`` holds that a ``mode="w"`` write of ``kind`` (``"zarr"``: a
     store directory, ``"zip"``, ``"netcdf"``) must not replace, or None when it is what such a write
-    could have made (or empty, or absent). Replacing is for earlier versions, never other files."""
-    if path.is_dir() and not path.is_symlink():
-        names = sorted(p.name + ("/" if p.is_dir() else "") for p in path.iterdir())
-        if not names:
+    could have made (or empty, or absent). Replacing is for earlier versions, never other files.
+
+    A directory is replaced only when its *root* is a store (a regular file named in
+    ``ROOT_OBJECTS``), whatever else it holds, or when it is empty. A folder whose root is not a
+    store is refused even when stores sit inside it (a project folder holding ``results.zarr``):
+    no writer here leaves a store without its root object (local writes are swapped in whole, and
+    in-place writes put a placeholder root first), so such a folder is not ours to delete."""
+    link = _link_problem(path)
+    if link is not None:
+        return link
+    if path.is_dir():
+        entries = sorted(path.iterdir())
+        if not entries:
             return None
-        if any((path / o).exists() for o in STORE_OBJECTS):
+        if any((path / o).is_file() and not (path / o).is_symlink() for o in ROOT_OBJECTS):
             return None
-        if any((path / n.rstrip("/") / o).exists() for n in names if n.endswith("/") for o in STORE_OBJECTS):
-            return None  # a store whose root object an interrupted write left out
-        return f"a directory that is not a Zarr store (found {_listing(names)})"
+        names = [p.name + ("/" if p.is_dir() and not p.is_symlink() else "") for p in entries]
+        nested = [n for n in names if n.endswith("/") and any((path / n / o).is_file() for o in ROOT_OBJECTS)]
+        linked = [n for n in names if n in ROOT_OBJECTS]  # a root object that is a link (or a folder)
+        why = (f"; {_listing(linked)} at its root is not a regular file (writers write no links)" if linked else
+               f"; it holds Zarr stores in {_listing(nested)} (a folder of stores, or a store that lost its "
+               "root object)" if nested else "")
+        return f"a directory whose root is not a Zarr store (found {_listing(names)}){why}"
     if path.is_file():
         if kind == "zip":
             import zipfile
@@ -337,6 +362,14 @@ def not_replaceable(path: Path, kind: str) -> str | None:
         what = {"zip": "a zip", "netcdf": "a netCDF file", "zarr": "a Zarr store"}[kind]
         return f"a file that is not {what} ({path.stat().st_size:,} bytes)"
     return None
+
+
+def refuse_link_target(target: Path, display: str) -> None:
+    """Refuse a target that is itself a symbolic link (what ``local_commit`` checks first), for the
+    writes that change a store in place (``commit``: appends, added variables)."""
+    link = _link_problem(target)
+    if link is not None:
+        raise TargetExistsError(f"Cannot write to {display}: it is {link}.")
 
 
 def is_nonempty(target: Path) -> bool:
@@ -358,6 +391,9 @@ def local_commit(target: Path, *, mode: str, display: str, zip_file: bool = Fals
     """
     target = Path(os.path.abspath(target))
     kind = kind or ("zip" if zip_file else "zarr")
+    link = _link_problem(target)  # every mode, before the lock and the write (swapping a tree in
+    if link is not None:  # over a link fails only at the end; a zip or .nc would replace the link)
+        raise TargetExistsError(f"Cannot write to {display}: it is {link}.")
     with target_lock(target, display):
         _recover(target)
         if mode == "w-" and is_nonempty(target):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnsupportedError, ZStringsError
+from .redact import redact, shown
 from .targets import ParsedTarget, parse_nczarr_url
 from .zip import _open_remote_zip
 from .zstore import ZStore
@@ -79,11 +80,11 @@ def parse_s3_url(target: str, storage_options: dict[str, Any] | None = None) -> 
     path = urllib.parse.unquote(u.path).strip("/")
     if scheme == "s3":
         if not u.netloc:
-            raise ZStringsError(f"Invalid S3 URL {target!r}: expected s3://bucket/key.")
+            raise ZStringsError(f"Invalid S3 URL {shown(target)!r}: expected s3://bucket/key.")
         return S3Location(bucket=u.netloc, key=path, region=region)
     if scheme not in ("http", "https") or not u.hostname:
         raise ZStringsError(
-            f"Invalid S3 URL {target!r}: expected s3://bucket/key, https://host/bucket/key#mode=nczarr,s3 "
+            f"Invalid S3 URL {shown(target)!r}: expected s3://bucket/key, https://host/bucket/key#mode=nczarr,s3 "
             "or https://bucket.host/key#mode=nczarr,s3."
         )
     host = u.hostname.lower()
@@ -99,14 +100,14 @@ def parse_s3_url(target: str, storage_options: dict[str, Any] | None = None) -> 
         else:  # virtual host: <bucket>.s3.<region>.amazonaws.com (bucket names may contain dots)
             i = next((j for j, x in enumerate(pre) if x == "s3" or x.startswith("s3-")), None)
             if i is None or i == 0:
-                raise ZStringsError(f"Invalid S3 URL {target!r}: cannot find the bucket in host {host!r}.")
+                raise ZStringsError(f"Invalid S3 URL {shown(target)!r}: cannot find the bucket in host {host!r}.")
             bucket, key = ".".join(pre[:i]), path
             region = region or _aws_region(pre[i:])
             endpoint = f"{scheme}://" + netloc.split(".", i)[-1] if region is None else None
             if endpoint is None:
                 endpoint = f"{scheme}://s3.{region}.{aws}"
         if not bucket:
-            raise ZStringsError(f"Invalid S3 URL {target!r}: no bucket name.")
+            raise ZStringsError(f"Invalid S3 URL {shown(target)!r}: no bucket name.")
         return S3Location(bucket=bucket, key=key, endpoint=endpoint, region=region)
     ep = _endpoint_option(opts)
     ep_netloc = urllib.parse.urlparse(ep).netloc.lower() if ep else ""
@@ -120,7 +121,7 @@ def parse_s3_url(target: str, storage_options: dict[str, Any] | None = None) -> 
     bucket, _, key = path.partition("/")
     if not bucket:
         raise ZStringsError(
-            f"Invalid S3 URL {target!r}: no bucket. Expected https://host/bucket/key#mode=nczarr,s3 "
+            f"Invalid S3 URL {shown(target)!r}: no bucket. Expected https://host/bucket/key#mode=nczarr,s3 "
             "(path style) or, for https://bucket.host/key, storage_options={'endpoint_url': "
             "'https://host'} or {'virtual_hosted_style': True}."
         )
@@ -206,20 +207,12 @@ def s3_store(loc: S3Location, storage_options: dict[str, Any] | None = None) -> 
     try:
         return S3Store(loc.bucket, client_options=client, retry_config=retry, **config)
     except Exception as e:
-        raise ZStringsError(
-            f"Invalid storage_options for s3://{loc.bucket}/{loc.key}: {type(e).__name__}: "
-            f"{str(e).splitlines()[0] if str(e) else ''}. Expected endpoint_url, key, secret, token, "
-            "anon, region, timeout, connect_timeout, max_retries or an obstore S3Config key."
-        ) from e
-
-
-def _redact(target: str) -> str:
-    """The URL for messages, without user:password@ or credential-looking fragment values."""
-    base, sep, frag = target.partition("#")
-    u = urllib.parse.urlparse(base)
-    if u.password or u.username:
-        u = u._replace(netloc=u.netloc.rsplit("@", 1)[-1])
-    return urllib.parse.urlunparse(u) + sep + frag
+        why = redact(str(e).splitlines()[0] if str(e) else "", secrets=opts.values())
+        raise ZStringsError(  # (from None: obstore's own text may quote a value of storage_options)
+            f"Invalid storage_options for {shown(f's3://{loc.bucket}/{loc.key}')}: {type(e).__name__}: "
+            f"{why}. Expected endpoint_url, key, secret, token, anon, region, timeout, connect_timeout, "
+            "max_retries or an obstore S3Config key."
+        ) from None
 
 
 def _open_s3(target: str, parsed: ParsedTarget, *, mode: str,
@@ -228,11 +221,11 @@ def _open_s3(target: str, parsed: ParsedTarget, *, mode: str,
 
     if parsed.scheme in ("http", "https") and not parsed.modes & {"s3", "nczarr", "zarr"}:
         raise ZStringsError(
-            f"Cannot open {target!r}: an http(s) URL is read as netcdf-c's S3 URL only with a mode "
+            f"Cannot open {shown(target)!r}: an http(s) URL is read as netcdf-c's S3 URL only with a mode "
             "fragment, e.g. https://host/bucket/key#mode=nczarr,s3 (or use s3://bucket/key)."
         )
     loc = parse_s3_url(target, storage_options)
-    display = _redact(target)
+    display = shown(target)
     obj = s3_store(loc, storage_options)
     key = loc.key.strip("/")
     if "zip" in parsed.modes or key.lower().endswith(".zip"):

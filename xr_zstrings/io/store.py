@@ -18,6 +18,7 @@ from zarr.storage import LocalStore, MemoryStore
 
 from ..errors import StoreNotFoundError, ZStringsError
 from .s3 import _open_s3
+from .redact import shown
 from .targets import parse_nczarr_url
 from .zip import _open_zip
 from .zstore import ZStore
@@ -36,12 +37,12 @@ def open_store(target: Any, *, mode: str = "r", storage_options: dict[str, Any] 
     if isinstance(target, ZStore):
         return target
     if isinstance(target, Store):
-        return ZStore(target, display=repr(target))
+        return ZStore(target, display=shown(target))
     if isinstance(target, os.PathLike):
         target = os.fspath(target)
     if not isinstance(target, str):
         raise ZStringsError(
-            f"Cannot open {target!r}: expected a path, a file:// URL, an s3:// URL, a .zip file or a "
+            f"Cannot open {shown(target)}: expected a path, a file:// URL, an s3:// URL, a .zip file or a "
             "zarr-python Store."
         )
     parsed = parse_nczarr_url(target)
@@ -49,17 +50,17 @@ def open_store(target: Any, *, mode: str = "r", storage_options: dict[str, Any] 
         return _open_s3(target, parsed, mode=mode, storage_options=storage_options)
     if parsed.scheme not in ("", "file"):
         raise ZStringsError(
-            f"Cannot open {target!r}: the {parsed.scheme!r} storage is not supported; use a local "
+            f"Cannot open {shown(target)!r}: the {parsed.scheme!r} storage is not supported; use a local "
             "path, a file:// URL, an s3:// URL (or https://host/bucket/key#mode=nczarr,s3), a .zip "
             "file or pass a zarr-python Store."
         )
     if storage_options:
         raise ZStringsError(
-            f"storage_options={sorted(storage_options)!r} were given for the local store {target!r}; "
+            f"storage_options={sorted(storage_options)!r} were given for the local store {shown(target)!r}; "
             "they configure object storage (s3:// URLs) only. Drop them or pass an s3:// URL."
         )
     path = Path(parsed.path).expanduser()
-    display = str(target)
+    display = shown(target)
     if "zip" in parsed.modes or (path.suffix.lower() == ".zip" and not path.is_dir()):
         return _open_zip(path, display=display, modes=parsed.modes, read_only=read_only)
     if read_only and not path.is_dir():

@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..errors import StoreConnectionError, StoreNotFoundError, StorePermissionError, ZStringsError
+from .redact import redact
 
 __all__ = ["mapped_errors"]
 
@@ -46,7 +47,7 @@ def _store_error(e: BaseException, what: str, probe: Any = None) -> Exception | 
     from obstore import exceptions as ox
 
     name = type(e).__name__
-    text = str(e).split("\n", 1)[0][:400]
+    text = redact(str(e).split("\n", 1)[0])[:400]  # (the library's text may quote a URL)
     listed = False  # a failed LIST whose bucket answers "not found": the bucket does not exist
     if isinstance(e, ox.GenericError) and probe is not None:
         found = probe()
@@ -54,7 +55,7 @@ def _store_error(e: BaseException, what: str, probe: Any = None) -> Exception | 
         if isinstance(found, PermissionError | ox.PermissionDeniedError | ox.UnauthenticatedError
                       | FileNotFoundError | ox.NotFoundError):
             e, name = found, type(found).__name__
-            text = f"{text} (then, asked for one object: {str(found).splitlines()[0][:200]})"
+            text = f"{text} (then, asked for one object: {redact(str(found).splitlines()[0])[:200]})"
     if isinstance(e, PermissionError | ox.PermissionDeniedError | ox.UnauthenticatedError):
         return StorePermissionError(
             f"{what}: permission denied ({name}: {text}). Check the credentials in storage_options "

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .redact import refuse_credentials
+
 __all__ = ["ParsedTarget", "local_target", "looks_like_zstrings_target", "parse_nczarr_url"]
 
 
@@ -29,7 +31,10 @@ class ParsedTarget:
 
 
 def parse_nczarr_url(target: str) -> ParsedTarget:
-    """Split ``file:///a/b.zarr#mode=nczarr,file`` (or a plain path) into path and mode flags."""
+    """Split ``file:///a/b.zarr#mode=nczarr,file`` (or a plain path) into path and mode flags.
+
+    A URL holding credentials (``s3://user:password@bucket/...``) is refused here, before anything
+    is opened or requested (``redact.refuse_credentials``)."""
     frag: dict[str, str] = {}
     base = target
     if "#" in target:
@@ -41,6 +46,8 @@ def parse_nczarr_url(target: str) -> ParsedTarget:
     modes = frozenset(m.strip().lower() for m in frag.get("mode", "").split(",") if m.strip())
     parsed = urllib.parse.urlparse(base)
     scheme = parsed.scheme.lower() if len(parsed.scheme) > 1 else ""
+    if scheme:
+        refuse_credentials(target)
     if scheme == "file":
         path = urllib.parse.unquote(parsed.path)
         if parsed.netloc and parsed.netloc != "localhost":

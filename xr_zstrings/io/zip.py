@@ -5,25 +5,93 @@ member, with no download of the whole archive).
 Both find the dataset inside the archive with ``_zip_root``: the folder of the zip's first entry,
 as netcdf-c reads it (its zip layout puts everything under a top-level folder), else the top
 (zarr-python's ``ZipStore`` layout), else the one top-level folder holding Zarr metadata.
+
+Members are bounded like every other chunk path (codecs/bounded.py): a member whose declared size
+exceeds :func:`~xr_zstrings.codecs.bounded.max_chunk_bytes` is refused before anything is
+decompressed, and a member is never decompressed beyond its declared size, whose CRC-32 is checked
+(a zip bomb or a corrupt archive raises ``ChunkError`` naming the member).
 """
 
 from __future__ import annotations
 
 import io
 import struct
-import zlib
+import zipfile
 from pathlib import Path
 from typing import Any
 
 from zarr.buffer import default_buffer_prototype
 from zarr.storage import ZipStore
 
-from ..errors import MetadataError, StoreNotFoundError, ZStringsError
+from ..codecs.bounded import MAX_CHUNK_BYTES_ENV, max_chunk_bytes
+from ..errors import ChunkError, MetadataError, StoreNotFoundError, ZStringsError
 from ..zarr_compat import sync
 from .store_errors import _store_error
 from .zstore import ZStore
 
 _METADATA_KEYS = (".zgroup", ".zarray", ".zattrs", "zarr.json", ".nczarr", ".nczgroup")
+
+
+def _check_declared_size(info: zipfile.ZipInfo, where: str) -> None:
+    """Refuse a member whose declared size is over the decoded-chunk limit, before decompressing."""
+    limit = max_chunk_bytes()
+    if info.file_size > limit:
+        raise ChunkError(
+            f"{where}: zip member {info.filename!r} declares {info.file_size} bytes, more than the "
+            f"{limit}-byte limit for one chunk; refused before decompressing it (a zip bomb or a "
+            f"corrupt archive). If the data are genuine, raise the limit with {MAX_CHUNK_BYTES_ENV}."
+        )
+
+
+def _decode_member(info: zipfile.ZipInfo, data: bytes, where: str) -> bytes:
+    """A member's bytes from its stored (compressed) ``data``: at most its declared size, CRC-checked.
+
+    Decompressed by the standard library's ``zipfile.ZipExtFile`` (what ``ZipFile.open`` returns
+    and zarr-python's ``ZipStore`` reads through): it stops at the declared size, checks the CRC-32
+    and knows every method ``zipfile`` does (stored, deflate, bzip2, zip's LZMA header), so the remote
+    reader decodes exactly like the local one instead of a hand-written decompressor per method."""
+    _check_declared_size(info, where)
+    try:
+        with zipfile.ZipExtFile(io.BytesIO(data), "rb", info) as f:
+            out = f.read()
+    except NotImplementedError as e:  # an unknown compression method
+        raise ZStringsError(f"{where}: zip member {info.filename!r}: {e}; expected stored, deflate, "
+                            "bzip2 or lzma.") from e
+    except Exception as e:  # zlib.error, lzma.LZMAError: the stream itself is broken
+        raise ChunkError(f"{where}: zip member {info.filename!r} is corrupt ({type(e).__name__}: {e}).") from e
+    if len(out) != info.file_size:
+        raise ChunkError(f"{where}: zip member {info.filename!r} holds {len(out)} bytes, its header "
+                         f"declares {info.file_size}; the archive is corrupt.")
+    return out
+
+
+class _BoundedZipStore(ZipStore):
+    """zarr-python's read-only ``ZipStore`` that refuses members declared larger than the chunk
+    limit before reading them (``zipfile`` itself stops at the declared size and checks the CRC-32).
+    ``infos``: the archive's central directory, read once by ``_open_zip``."""
+
+    infos: dict[str, zipfile.ZipInfo]
+
+    def _check(self, key: str) -> None:
+        info = self.infos.get(key)
+        if info is not None:  # a missing key: ZipStore answers None
+            _check_declared_size(info, str(self.path))
+
+    async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+        self._check(key)
+        try:
+            return await super().get(key, prototype, byte_range)
+        except zipfile.BadZipFile as e:  # "Bad CRC-32 for file ...": the member's bytes changed
+            raise ChunkError(f"{self.path}: zip member {key!r} is corrupt ({e}).") from e
+
+    async def get_partial_values(self, prototype: Any, key_ranges: Any) -> Any:
+        key_ranges = list(key_ranges)
+        for key, _ in key_ranges:
+            self._check(key)
+        try:
+            return await super().get_partial_values(prototype, key_ranges)
+        except zipfile.BadZipFile as e:
+            raise ChunkError(f"{self.path}: a zip member is corrupt ({e}).") from e
 
 
 class _RemoteZip:
@@ -34,10 +102,10 @@ class _RemoteZip:
     supports_deletes = False
     supports_writes = False
 
-    def __init__(self, obj: Any, key: str, members: dict[str, tuple[int, int, int, int]], size: int) -> None:
+    def __init__(self, obj: Any, key: str, members: dict[str, zipfile.ZipInfo], size: int) -> None:
         self.obj = obj
         self.key = key
-        self.members = members  # name -> (header offset, compress type, compressed size, size)
+        self.members = members  # name -> its central-directory entry
         self.size = size
         self._dirs: dict[str, set[str]] = {}
         for name in members:
@@ -54,36 +122,24 @@ class _RemoteZip:
     async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
         import obstore
 
-        m = self.members.get(key)
-        if m is None:
+        info = self.members.get(key)
+        if info is None:
             return None
-        offset, ctype, csize, _size = m
+        where = f"Zip archive {self.key!r}"
+        _check_declared_size(info, where)  # before fetching the member's bytes
+        offset, csize = info.header_offset, info.compress_size
         want = 30 + len(key.encode()) + 512 + csize
         raw = bytes(await obstore.get_range_async(self.obj, self.key, start=offset,
                                                   end=min(offset + want, self.size)))
         if raw[:4] != b"PK\x03\x04":
-            raise ZStringsError(f"Zip archive {self.key!r}: member {key!r} has no local header.")
+            raise ZStringsError(f"{where}: member {key!r} has no local header.")
         nlen, elen = struct.unpack("<HH", raw[26:30])
         start = 30 + nlen + elen
         data = raw[start : start + csize]
         if len(data) < csize:
             data += bytes(await obstore.get_range_async(
                 self.obj, self.key, start=offset + start + len(data), end=offset + start + csize))
-        if ctype == 0:
-            out = data
-        elif ctype == 8:
-            out = zlib.decompress(data, -15)
-        elif ctype == 12:
-            import bz2
-
-            out = bz2.decompress(data)
-        elif ctype == 14:
-            import lzma
-
-            out = lzma.decompress(data)
-        else:
-            raise ZStringsError(f"Zip archive {self.key!r}: member {key!r} uses compression {ctype}, "
-                                "expected stored, deflate, bzip2 or lzma.")
+        out = _decode_member(info, data, where)
         if prototype is None:
             prototype = default_buffer_prototype()
         return prototype.buffer.from_bytes(out)
@@ -179,8 +235,6 @@ def _zip_root(first_entry: str | None, has_metadata: Any, tops: list[str], *, di
 
 
 def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str]) -> ZStore:
-    import zipfile
-
     import obstore
 
     counter = ZStore(None, display=display, remote=True)  # counts the open's requests
@@ -190,8 +244,7 @@ def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str])
         with zipfile.ZipFile(_RangeFile(obj, key, size, counter)) as zf:  # type: ignore[arg-type]
             infos = zf.infolist()
             first_entry = infos[0].filename if infos else None
-            members = {i.filename: (i.header_offset, i.compress_type, i.compress_size, i.file_size)
-                       for i in infos if not i.is_dir()}
+            members = {i.filename: i for i in infos if not i.is_dir()}
     except zipfile.BadZipFile as e:
         raise ZStringsError(f"Cannot open zip store {display}: {e}. Expected a readable .zip object.") from e
     except Exception as e:
@@ -224,21 +277,21 @@ def _open_zip(path: Path, *, display: str, modes: frozenset[str], read_only: boo
     if read_only and not path.is_file():
         raise StoreNotFoundError(f"No zip store at {display}: {str(path)!r} does not exist.")
     try:
-        store = sync(ZipStore.open(path, mode="r" if read_only else "w", read_only=read_only))
+        cls = _BoundedZipStore if read_only else ZipStore
+        store = sync(cls.open(path, mode="r" if read_only else "w", read_only=read_only))
     except Exception as e:  # zipfile.BadZipFile, OSError
         raise ZStringsError(f"Cannot open zip store {display}: {e}. Expected a readable .zip file.") from e
     if not read_only:
         return ZStore(store, display=display, modes=modes)
     # netcdf-c's zip layout puts the dataset under a top-level folder named after the file.
-    import zipfile
-
-    zs = ZStore(store, display=display, modes=modes)
     try:
         with zipfile.ZipFile(path) as zf:
             infos = zf.infolist()
-            first_entry = infos[0].filename if infos else None
     except (zipfile.BadZipFile, OSError):
-        first_entry = None
+        infos = []
+    store.infos = {i.filename: i for i in infos if not i.is_dir()}
+    first_entry = infos[0].filename if infos else None
+    zs = ZStore(store, display=display, modes=modes)
 
     def has_metadata(prefix: str) -> bool:
         return any(ZStore(store, prefix=prefix).get_many(list(_METADATA_KEYS)))

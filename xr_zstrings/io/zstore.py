@@ -28,6 +28,7 @@ from ..errors import StoreReplacedError, ZStringsError
 from ..formats.nczarr import parse_json
 from ..scratch import ThreadScratch
 from ..zarr_compat import sync
+from .redact import redact
 from .store_errors import mapped_errors
 
 __all__ = ["ZStore", "make_parents", "refuse_links", "refuse_links_on"]
@@ -65,7 +66,7 @@ class ZStore:
                  modes: frozenset[str] = frozenset(), remote: bool = False) -> None:
         self.store = store
         self.prefix = prefix.strip("/")
-        self.display = display or repr(store)
+        self.display = redact(display or repr(store))  # every message names the store by this
         self.modes = modes
         self.remote = remote  # object storage: requests are costly, consolidated metadata is trusted
         self.requests = 0

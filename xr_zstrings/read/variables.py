@@ -25,7 +25,8 @@ from .options import ReadOptions
 from .paths import join_path as _join
 from .tree import TreeMeta
 
-__all__ = ["ANONYMOUS_DIM", "GroupContents", "VariableSpec", "anonymous_dims", "group_contents", "resolve_dims"]
+__all__ = ["ANONYMOUS_DIM", "GroupContents", "VariableSpec", "anonymous_dims", "group_contents", "joined_char_arrays",
+           "resolve_dims"]
 
 #: netcdf-c names the dimensions it invents for arrays without any: ``_Anonymous_Dim_<len>``.
 ANONYMOUS_DIM = "_Anonymous_Dim_{}"
@@ -243,6 +244,25 @@ def _through_zarr_python(tree: TreeMeta, apath: str, why: str) -> VariableSpec |
                 "read_by": "zarr-python", "zstrings_unsupported": why}
     return VariableSpec(name=apath.rsplit("/", 1)[-1], dims=dims, data=ZarrPythonArray(arr, f"variable {apath!r} of {tree.store.display}"),  # type: ignore[arg-type]
                         attrs=attrs, encoding=encoding)
+
+
+def joined_char_arrays(tree: TreeMeta, path: str) -> set[str]:
+    """The NC_CHAR arrays of group ``path`` whose characters engine="zstrings" joins into text (its
+    last dimension is joinable, or it is a scalar), as ``group_contents`` decides it."""
+    arrays, _ = tree.children[path]
+    resolved: dict[str, list[Dimension]] = {}
+    for name in arrays:
+        try:
+            resolved[name] = resolve_dims(tree, tree.arrays[_join(path, name)])
+        except ZStringsError:
+            resolved[name] = []
+    joinable = _char_dims_joinable(tree, path, arrays, resolved)
+    out = set()
+    for name in arrays:
+        meta = tree.arrays[_join(path, name)]
+        if meta.string_kind == "char" and (meta.scalar or (resolved[name] and resolved[name][-1].name in joinable)):
+            out.add(name)
+    return out
 
 
 def _char_dims_joinable(tree: TreeMeta, path: str, arrays: list[str],

@@ -43,6 +43,7 @@ __all__ = [
     "decode_utf32",
     "decode_char_array",
     "encode_char_array",
+    "overflow_error",
     "decode_objects",
     "convert_string_dtype",
     "missing_string_dtype",
@@ -314,9 +315,36 @@ def _ctx(what: str) -> str:
 
 
 def position_label(i: int, shape: tuple[int, ...]) -> str:
-    if len(shape) <= 1:
-        return f"[{i}]"
-    return str(tuple(int(x) for x in np.unravel_index(i, shape)))
+    """Where flat value ``i`` of an array of ``shape`` is, in the whole variable: inside
+    ``at_offset`` (a dask block being written) the block's start is added."""
+    idx = [i] if len(shape) <= 1 else [int(x) for x in np.unravel_index(i, shape)]
+    offset = getattr(_active, "offset", ())
+    idx = [a + b for a, b in zip(idx, offset, strict=False)] + idx[len(offset):]
+    return f"[{idx[0]}]" if len(idx) == 1 else str(tuple(idx))
+
+
+@contextlib.contextmanager
+def at_offset(offset: tuple[int, ...]) -> Iterator[None]:
+    """Values encoded in this thread are a block starting at ``offset`` of their variable: errors
+    name positions in the whole variable (``position_label``)."""
+    prev = getattr(_active, "offset", ())
+    _active.offset = tuple(int(x) for x in offset)
+    try:
+        yield
+    finally:
+        _active.offset = prev
+
+
+@contextlib.contextmanager
+def stored_width(why: str) -> Iterator[None]:
+    """Widths in this thread cannot change (``why``: e.g. an append keeps the stored width):
+    overflow errors advise what can be done instead of ``on_overflow='widen'``."""
+    prev = getattr(_active, "stored_width", None)
+    _active.stored_width = why
+    try:
+        yield
+    finally:
+        _active.stored_width = prev
 
 
 def check_utf8_errors(utf8_errors: str) -> str:
@@ -848,12 +876,29 @@ def _nul_error(what: str, t: np.ndarray, rows: np.ndarray, trailing: bool = Fals
     )
 
 
-def _overflow_error(what: str, count: int, longest: int, width: int, unit: str) -> StringOverflowError:
+def overflow_error(what: str, lengths: Any, width: int, unit: str, values: Any,
+                    shape: tuple[int, ...]) -> StringOverflowError:
+    """Values longer than ``width`` (``lengths``: encoded length of each flat value of ``values``,
+    an array of ``shape``; ``unit`` their encoding): how many, the longest one (its position in the
+    variable, its value and length), and the fix (see ``stored_width``)."""
+    lengths = np.asarray(lengths)
+    i = int(np.argmax(lengths))
+    longest = int(lengths[i])
+    value = np.asarray(values).reshape(-1)[i]
+    value = repr(value.item() if isinstance(value, np.generic) else value)
+    value = value if len(value) <= 60 else value[:50] + "..." + value[-7:]
+    why = getattr(_active, "stored_width", None)
+    fix = (f"Pass on_overflow='widen' to use width {longest}, or on_overflow='truncate' to cut them "
+           "at a character boundary (with a StringTruncationWarning), or shorten the values"
+           if why is None else
+           f"{why}: pass on_overflow='truncate' to cut them at a character boundary (with a "
+           f"StringTruncationWarning), shorten the values, or rewrite the whole variable with "
+           f"maxstrlen={longest} or more")
+    block = f" of the dask block at {position_label(0, shape)}" if getattr(_active, "offset", ()) else ""
     return StringOverflowError(
-        f"{_ctx(what)}{count} value(s) do not fit: the longest needs {longest} bytes of {unit} "
-        f"but the width is {width} bytes. Pass on_overflow='widen' to use width {longest}, or "
-        "on_overflow='truncate' to cut them at a character boundary (with a "
-        "StringTruncationWarning), or shorten the values"
+        f"{_ctx(what)}{int((lengths > width).sum())} value(s){block} do not fit: the longest, value "
+        f"{position_label(i, shape)} = {value}, needs {longest} bytes{f' of {unit}' if unit else ''} but the "
+        f"width is {width} bytes. {fix}"
     )
 
 
@@ -870,7 +915,8 @@ def _kernel_values(values: Any, what: str) -> tuple[np.ndarray, tuple[int, ...]]
 
 
 def _utf8_matrix_kernel(
-    flat: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int
+    flat: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int,
+    shape: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, int] | None:
     """The compiled twin of ``_utf8_matrix`` (same results, errors and warnings), or None when a
     value needs the Python path to be reported (non-str, missing, NUL, lone surrogate).
@@ -887,7 +933,7 @@ def _utf8_matrix_kernel(
         longest, width = _resolve_width(lengths, width, min_width, what)
         if longest > width:  # only when a width of 0 was asked for
             if on_overflow == "error":
-                raise _overflow_error(what, int((lengths > width).sum()), longest, width, "UTF-8")
+                raise overflow_error(what, lengths, width, "UTF-8", flat, shape or flat.shape)
             if on_overflow == "widen":
                 width = longest
             else:
@@ -902,7 +948,7 @@ def _utf8_matrix_kernel(
         return None
     if n_over:
         if on_overflow == "error":
-            raise _overflow_error(what, n_over, longest, width, "UTF-8")
+            raise overflow_error(what, utf8_lengths(flat), width, "UTF-8", flat, shape or flat.shape)
         if on_overflow == "widen":
             return _utf8_matrix_kernel(flat, longest, on_overflow, what, min_width)
         _warn_truncated(what, n_over, width, longest)
@@ -911,7 +957,7 @@ def _utf8_matrix_kernel(
 
 def _utf8_matrix(
     t: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int,
-    embedded_nul: bool = False,
+    embedded_nul: bool = False, shape: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, int]:
     """UTF-8 encode a flat StringDType array into an (N, width) NUL-padded uint8 matrix.
 
@@ -939,7 +985,7 @@ def _utf8_matrix(
     longest, width = _resolve_width(lengths, width, min_width, what)
     if longest > width:
         if on_overflow == "error":
-            raise _overflow_error(what, int((lengths > width).sum()), longest, width, "UTF-8")
+            raise overflow_error(what, lengths, width, "UTF-8", t, shape or t.shape)
         if on_overflow == "widen":
             width = longest
         else:  # truncate at a character boundary
@@ -980,12 +1026,12 @@ def encode_fixed_utf8(
     check_on_overflow(on_overflow)
     kv = _kernel_values(values, what)
     if kv is not None:
-        res = _utf8_matrix_kernel(kv[0], width, on_overflow, what, min_width=1)
+        res = _utf8_matrix_kernel(kv[0], width, on_overflow, what, min_width=1, shape=kv[1])
         if res is not None:
             return res[0].view(f"S{res[1]}").reshape(kv[1])
     t = _to_T_values(values, what)
     shape = t.shape
-    mat, w = _utf8_matrix(t.reshape(-1), width, on_overflow, what, min_width=1)
+    mat, w = _utf8_matrix(t.reshape(-1), width, on_overflow, what, min_width=1, shape=shape)
     return mat.view(f"S{w}").reshape(shape)
 
 
@@ -1154,21 +1200,22 @@ def encode_char_array(
     if enc == "utf-8":
         kv = _kernel_values(values, what)
         if kv is not None:
-            res = _utf8_matrix_kernel(kv[0], nchar, on_overflow, what, min_width=0)
+            res = _utf8_matrix_kernel(kv[0], nchar, on_overflow, what, min_width=0, shape=kv[1])
             if res is not None:
                 return res[0].view("S1").reshape(kv[1] + (res[1],))
     t = _to_T_values(values, what)
     shape = t.shape
     flat = t.reshape(-1)
     if enc == "utf-8":
-        mat, w = _utf8_matrix(flat, nchar, on_overflow, what, min_width=0, embedded_nul=True)
+        mat, w = _utf8_matrix(flat, nchar, on_overflow, what, min_width=0, embedded_nul=True, shape=shape)
     else:
-        mat, w = _codec_matrix(flat, nchar, enc, on_overflow, what, embedded_nul=True)
+        mat, w = _codec_matrix(flat, nchar, enc, on_overflow, what, embedded_nul=True, shape=shape)
     return mat.view("S1").reshape(shape + (w,))
 
 
 def _codec_matrix(
-    flat: np.ndarray, width: int | None, enc: str, on_overflow: str, what: str, embedded_nul: bool = False
+    flat: np.ndarray, width: int | None, enc: str, on_overflow: str, what: str, embedded_nul: bool = False,
+    shape: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, int]:
     strs = flat.tolist()
     nul = np.array([i for i, x in enumerate(strs) if (x.endswith("\x00") if embedded_nul else "\x00" in x)],
@@ -1199,7 +1246,7 @@ def _codec_matrix(
         raise ZStringsError(f"{_ctx(what)}nchar {width} must be >= 0")
     if longest > width:
         if on_overflow == "error":
-            raise _overflow_error(what, sum(x > width for x in lengths), longest, width, enc)
+            raise overflow_error(what, lengths, width, enc, flat, shape or flat.shape)
         if on_overflow == "widen":
             width = longest
         else:

@@ -26,6 +26,7 @@ from .dimensions import _resolve_dimensions
 from ..errors import DimensionError, ZStringsError
 from ..formats.nczarr_json import attrs_json
 from ..io.zstore import ZStore
+from ..text import fixed as strings
 
 if TYPE_CHECKING:
     from ..io.commit import Transaction
@@ -140,8 +141,9 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
         apath = f"{gpath.rstrip('/')}/{name}"
         kind = _string_like(var)
         new_len = offset
-        for piece in _pieces(var, axis, append_dim, offset, meta.chunks[axis]):
-            new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
+        with strings.stored_width("An append keeps the stored width"):  # (widen acts as error)
+            for piece in _pieces(var, axis, append_dim, offset, meta.chunks[axis]):
+                new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
         zarray = dict(meta.raw_zarray)
         zarray["shape"] = [new_len if i == axis else n for i, n in enumerate(meta.shape)]
         updates[f"{apath.strip('/')}/.zarray"] = zarray

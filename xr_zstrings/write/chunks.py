@@ -113,9 +113,12 @@ class _BlockWriter:
 
     def write(self, block: np.ndarray, loc: tuple[int, ...]) -> int:
         """Encode one block, write it as chunk ``loc``; the number of values cut (truncate)."""
+        from ..text.fixed import at_offset
+
         a = self.a
         assert a.encode_block is not None
-        stored, cut = a.encode_block(block)
+        with at_offset(tuple(i * c for i, c in zip(loc, self.chunk_shape, strict=False))):  # errors name
+            stored, cut = a.encode_block(block)  # positions in the variable, not in the block
         if a.scalar:
             stored = np.asarray(stored).reshape(1)
             loc = (0,)

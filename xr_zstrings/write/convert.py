@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ..io.atomic import NETCDF_MAGIC, local_commit
+from ..io.redact import shown
 from ..errors import TargetExistsError, ZStringsError
 from .plan import _is_dask, check_names
 from .nczarr import Mode, _string_like, to_nczarr
@@ -87,15 +88,15 @@ def convert(
     src = os.fspath(source)
     dst = os.fspath(target)
     if os.path.abspath(src) == os.path.abspath(dst):
-        raise ZStringsError(f"Cannot convert {src} onto itself; choose another target.")
+        raise ZStringsError(f"Cannot convert {shown(src)} onto itself; choose another target.")
     if dst.lower().endswith((".nc", ".nc4", ".cdf")):
         if netcdf_c is not None:
-            raise ZStringsError(f"netcdf_c={netcdf_c!r} chooses the NCZarr layout of a store target; {dst} is a "
+            raise ZStringsError(f"netcdf_c={netcdf_c!r} chooses the NCZarr layout of a store target; {shown(dst)} is a "
                                 "netCDF-4 file, which every netcdf-c reads. Drop netcdf_c.")
         if mode not in ("w-", "w"):
             raise ZStringsError(f"Invalid mode={mode!r} for a netCDF-4 target: expected 'w-' or 'w'.")
         if mode == "w-" and os.path.exists(dst):
-            raise TargetExistsError(f"Cannot write to {dst}: it exists and mode='w-' never overwrites; pass mode='w'.")
+            raise TargetExistsError(f"Cannot write to {shown(dst)}: it exists and mode='w-' never overwrites; pass mode='w'.")
         groups = _open_groups(src, "zstrings", **RAW_DECODERS, **kwargs)
         try:
             write_netcdf4_file(groups, dst, mode=mode)
@@ -109,7 +110,7 @@ def convert(
         except (ImportError, ValueError) as e:
             if "netcdf4" in str(e).lower() and "engine" in str(e).lower():
                 raise ZStringsError(
-                    f"Reading {src} needs the netCDF4 package: pip install 'xr_zstrings[netcdf]'."
+                    f"Reading {shown(src)} needs the netCDF4 package: pip install 'xr_zstrings[netcdf]'."
                 ) from None
             raise
     else:
@@ -126,7 +127,7 @@ def write_netcdf4_file(groups: Mapping[str, xr.Dataset], dst: str, mode: str = "
     when complete: a failure (bad name, full disk, interrupt) leaves no partial file and ``dst``
     as it was."""
     check_names(groups, netcdf_c="nczarr", target=dst)
-    with local_commit(Path(dst), mode=mode, display=dst, kind="netcdf") as tmp:
+    with local_commit(Path(dst), mode=mode, display=shown(dst), kind="netcdf") as tmp:
         assert tmp is not None
         write_netcdf4(groups, os.fspath(tmp))
 

@@ -36,13 +36,14 @@ from ..text import fixed as strings
 from ..zarr_compat import sync
 from .append import _add_variables, _append
 from .repair import undo
-from ..io.atomic import local_commit, recover, target_lock
+from ..io.atomic import local_commit, recover, refuse_link_target, target_lock
 from ..io.commit import JOURNAL, Transaction, begun
 from .chunks import attach_pipelines, local_scheduler, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
 from ..errors import UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
+from ..io.redact import shown
 from ..io.store import open_store
 from ..io.targets import local_target, parse_nczarr_url
 from ..io.zstore import ZStore
@@ -120,10 +121,6 @@ def _as_groups(obj: Any) -> dict[str, xr.Dataset]:
     return dict(sorted(groups.items(), key=lambda kv: (kv[0].count("/") if kv[0] != "/" else 0, kv[0])))
 
 
-def _display(target: Any) -> str:
-    return os.fspath(target) if isinstance(target, str | os.PathLike) else repr(target)
-
-
 def _is_zip_target(target: Any) -> Path | None:
     local = local_target(target)  # object storage: open_store decides (and refuses zip writes there)
     return local[0] if local is not None and local[1] else None
@@ -160,10 +157,10 @@ def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | 
     (object storage, zarr-python Stores): the target itself, in place, claimed with its journal.
     """
     _check_mode(mode)
-    display = str(target)
+    display = shown(target)
     zip_path = _is_zip_target(target)
     if zip_path is not None and mode == "a":
-        raise UnsupportedError(f"Cannot append to zip store {target}: zip files cannot be changed in place; "
+        raise UnsupportedError(f"Cannot append to zip store {display}: zip files cannot be changed in place; "
                                "write a directory store, append there, then zip it.")
     kind = kind or ("new" if mode == "w-" else "replace")
     local = zip_path if zip_path is not None else _local_dir(target)
@@ -173,6 +170,7 @@ def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | 
         modes = parse_nczarr_url(os.fspath(target)).modes
         if mode == "a":
             local = Path(os.path.abspath(local))
+            refuse_link_target(local, display)  # (a link is never written through)
             recover(local, display)  # a store a killed swap renamed aside is put back first
             with target_lock(local, display):
                 if not any((local / k).is_file() for k in (".zgroup", ".nczarr", ".zmetadata", JOURNAL)):
@@ -205,7 +203,7 @@ def _reopen_rw(target: Any) -> ZStore:
     from zarr.storage import LocalStore
 
     parsed = parse_nczarr_url(os.fspath(target) if isinstance(target, os.PathLike) else target)
-    return ZStore(LocalStore(Path(parsed.path).expanduser(), read_only=False), display=str(target),
+    return ZStore(LocalStore(Path(parsed.path).expanduser(), read_only=False), display=shown(target),
                   modes=parsed.modes)
 
 
@@ -279,7 +277,7 @@ def to_nczarr(
     strings.check_on_overflow(on_overflow)
     layout = netcdf_c_layout(DEFAULT_NETCDF_C if netcdf_c is None else netcdf_c)
     groups = _as_groups(obj)
-    check_names(groups, netcdf_c="zarr" if format == "zarr2" else "nczarr", target=_display(target))
+    check_names(groups, netcdf_c="zarr" if format == "zarr2" else "nczarr", target=shown(target))
     if format == "nczarr" and layout == "4.9.0":
         groups = _for_netcdf_c_4_9_0(groups)
     root_ds = groups["/"]

@@ -23,6 +23,7 @@ from ..codecs.v2 import ChunkPipeline
 from ..errors import DimensionError, UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
 from ..formats.nczarr_json import attrs_json, json_value
+from ..io.redact import shown
 from ..codecs.encoding import OBJECT_CODECS, v2_configs
 
 Format = Literal["nczarr", "zarr2"]
@@ -141,9 +142,9 @@ def check_names(groups: Mapping[str, xr.Dataset], *, netcdf_c: str | None, targe
             if rule is not None:
                 bad.append(f"dimension {d!r} in group {gpath!r}: {rule}")
     if bad:
-        shown = "; ".join(dict.fromkeys(bad[:10])) + (f"; and {len(bad) - 10} more" if len(bad) > 10 else "")
+        listed = "; ".join(dict.fromkeys(bad[:10])) + (f"; and {len(bad) - 10} more" if len(bad) > 10 else "")
         raise ZStringsError(
-            f"Cannot write to {target}: {shown}. Nothing was written. Rename them first, e.g. "
+            f"Cannot write to {shown(target)}: {listed}. Nothing was written. Rename them first, e.g. "
             "ds.rename({old: new}) (dimensions too), or DataTree nodes with tree.rename(...)."
         )
 
@@ -590,12 +591,10 @@ def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, in
             arr = arr.astype(bytes)
         n = max(arr.dtype.itemsize, 1)
         if w is not None and n > w:
-            longest = int(np.strings.str_len(arr).max()) if arr.size else 0
+            lengths = np.strings.str_len(arr).reshape(-1) if arr.size else np.zeros(1, np.int64)
+            longest = int(lengths.max())
             if longest > w and policy == "error":
-                raise strings.StringOverflowError(
-                    f"{what}: bytes values of up to {longest} bytes do not fit width {w}; pass "
-                    "on_overflow='widen' or 'truncate', or a larger maxstrlen."
-                )
+                raise strings.overflow_error(what, lengths, w, "", arr, arr.shape)
             n = w if policy == "truncate" else max(longest, w)
         elif w is not None:
             n = w

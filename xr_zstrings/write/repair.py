@@ -131,8 +131,10 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
     from ..io.store import open_store
     from ..io.targets import local_target
 
+    from ..io.redact import shown
+
     local = local_target(target)
-    display = str(target) if isinstance(target, str | os.PathLike) else repr(target)
+    display = shown(target)  # (no credentials of a URL in any message)
     if local is not None and not local[1]:
         from pathlib import Path
 

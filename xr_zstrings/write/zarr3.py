@@ -39,11 +39,12 @@ import pandas as pd
 import xarray as xr
 from zarr.storage import WrapperStore
 
-from ..io.atomic import CloneStore, local_commit
+from ..io.atomic import CloneStore, local_commit, not_replaceable
 from ..io.commit import Transaction
 from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
 from ..codecs.v3 import V3Pipeline
 from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
+from ..io.redact import shown
 from ..io.store import open_store
 from ..io.targets import local_target
 from ..io.zstore import ZStore
@@ -606,8 +607,7 @@ def to_zarr_v3(
         base = "/" + (group or "").strip("/")
         named = ({base: ds} if isinstance(ds, xr.Dataset) else
                  {f"{base.rstrip('/')}/{n.path.strip('/')}": n.to_dataset(inherit=False) for n in ds.subtree})
-        check_names(named, netcdf_c=None, target=os.fspath(target) if isinstance(target, str | os.PathLike)
-                    else repr(target))
+        check_names(named, netcdf_c=None, target=shown(target))
     kw: dict[str, Any] = dict(layout=layout, index_data_type=index_data_type, index_location=index_location,
                               index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
     if isinstance(ds, xr.DataTree):
@@ -621,13 +621,18 @@ def to_zarr_v3(
     # every value is checked and packed before the target is touched
     prepared = [(g, *_prepare(d)) for g, d in nodes]
     local = local_target(target)
-    display = str(target)
+    display = shown(target)
     if local is not None:
         from zarr.storage import ZipStore
         from ..zarr_compat import sync
 
         path, is_zip = local
-        with local_commit(path, mode=mode if group is None or not path.exists() else "a", display=display,
+        into = group is not None and path.exists()  # a group written into the store that is there
+        found = not_replaceable(path, "zip" if is_zip else "zarr") if into else None
+        if found is not None:  # (else it would make a folder of other files a store's root)
+            raise TargetExistsError(f"Cannot write group {group!r} into {display}: it is {found}. Write the "
+                                    "group into a store, or choose another target.")
+        with local_commit(path, mode="a" if into else mode, display=display,
                           zip_file=is_zip) as tmp:
             if tmp is None:  # no hard links here: write into the target itself, metadata last
                 zs = open_store(os.fspath(target), mode="a")

@@ -1,0 +1,42 @@
+"""``zstrings migrate``: a Zarr v2 / NCZarr store as Zarr v3, its chunk bytes reused
+(``xr_zstrings.migrate``): in place beside the v2 metadata, or into a new location.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from .common import _TARGET_HELP, OK, _is_netcdf_file, UsageError
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from ..write.migrate import migrate
+
+    if _is_netcdf_file(args.src):
+        raise UsageError(f"{args.src} is a netCDF file, not a Zarr store: 'zstrings convert {args.src} OUT.zarr "
+                         "--format zarr3' writes it as Zarr v3.")
+    report = migrate(args.src, args.dst, mode="w" if args.overwrite else "w-", dry_run=args.dry_run,
+                     consolidated=not args.no_consolidated)
+    for line in report.lines():
+        print(line)
+    return OK
+
+
+def add_parser(sub: Any) -> None:
+    """Add the 'migrate' subcommand to ``sub``, the ``zstrings`` parser's subparsers."""
+    p = sub.add_parser("migrate", help="Zarr v2 / NCZarr -> Zarr v3, metadata only where the chunks allow",
+                       description="Write Zarr v3 metadata for a Zarr v2 or NCZarr store (any netcdf-c "
+                                   "generation), reusing its chunks: without DST in place, beside the v2 "
+                                   "metadata (netcdf-c and v2 readers read it as before, zarr-python as Zarr "
+                                   "v3); with DST into a new store whose chunks are hard-linked (or copied "
+                                   "server side on S3). Arrays whose chunks no v3 codec decodes unchanged are "
+                                   "rewritten; the summary says which and why.")
+    p.add_argument("src", metavar="SRC", help="the Zarr v2 / NCZarr store (" + _TARGET_HELP + ")")
+    p.add_argument("dst", metavar="DST", nargs="?", default=None,
+                   help="a new directory or s3:// URL (default: migrate SRC in place)")
+    p.add_argument("--dry-run", action="store_true", help="only say what would be reused and rewritten")
+    p.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
+    p.add_argument("--no-consolidated", action="store_true",
+                   help="no consolidated metadata in the root zarr.json (default: written)")
+    p.set_defaults(func=_cmd_migrate)

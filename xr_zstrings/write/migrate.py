@@ -1,0 +1,586 @@
+"""``xr_zstrings.migrate``: a Zarr v2 / NCZarr store (every generation) as Zarr v3, chunks unchanged.
+
+plan -> commit, like every writer here:
+
+* **plan** (:func:`plan_migration`): each array's ``zarr.json`` from its v2 metadata (the layout
+  facts are ``formats.v2_to_v3``'s; the v2 filters and compressor become v3 codecs through
+  ``codecs.encoding.v2_codec_as_v3``), its dimension names as engine="zstrings" resolves them
+  (NCZarr references, ``_ARRAY_DIMENSIONS``, netcdf-c's anonymous names), and whether its chunk
+  bytes can be reused unchanged. They cannot when no v3 codec chain decodes them byte for byte (a
+  v2 filter without a v3 codec, netcdf-c's shuffle of NC_STRING by 8 bytes over chunks that are
+  not a multiple of 8 bytes, which ``numcodecs.shuffle`` refuses): those arrays are rewritten,
+  each with the reason, in :class:`MigrationReport`.
+* **commit**: *in place* (``target=None``): the v3 metadata goes beside the v2 metadata, with the
+  ``v2`` chunk key encoding, so one set of chunks answers to v2 readers (netcdf-c, engine="zstrings")
+  and v3 readers (zarr-python prefers ``zarr.json``); a rewritten array's v3 chunks go under ``c/``
+  beside its v2 chunks. *New location*: the chunks are hard-linked (copied across file systems;
+  copied server side within one S3 bucket, never read) under v3's default keys. Either way through
+  the writers' commit protocol (``io.atomic``): a local store is changed in a hard-link clone and
+  swapped in whole; on object storage the root ``zarr.json`` is written last (a new location gets
+  the placeholder root first). Nothing of a reusable array's chunks is read.
+
+After an in-place migration the v3 metadata describe the store as it was: a later v2 write
+(``to_nczarr(..., mode="a")``, netcdf-c) is not seen by v3 readers until ``migrate`` runs again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import os
+import warnings
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..codecs.encoding import v2_codec_as_v3
+from ..codecs.v3 import V3Pipeline
+from ..errors import UnsupportedError, ZStringsError
+from ..formats.nczarr import ArrayMetaV2
+from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
+from ..io.commit import Transaction
+from ..io.atomic import local_commit, recover, target_lock
+from ..io.store import open_store
+from ..io.targets import local_target
+from ..io.zstore import ZStore
+from ..read.chunked import open_chunked
+from ..read.paths import join_path, node_key
+from ..read.tree import TreeMeta, open_tree
+from ..read.variables import joined_char_arrays, resolve_dims
+from .zarr3 import _consolidated_root
+
+__all__ = ["ArrayPlan", "MigrationReport", "migrate", "plan_migration"]
+
+_OBJECT_CODECS = ("vlen-utf8", "vlen-bytes")
+_TEXT_KINDS = ("string", "char", "unicode", "vlen", "vlen-bytes")
+_V2_KEYS = "v2"
+_DEFAULT_KEYS = {"name": "default", "configuration": {"separator": "/"}}
+#: object-storage copies (and GET/PUT transfers) in flight at once
+_TRANSFER_CONCURRENCY = 64
+
+
+@dataclass
+class ArrayPlan:
+    """One array's migration: its v3 metadata and whether its v2 chunk bytes are reused unchanged."""
+
+    path: str
+    meta: ArrayMetaV2
+    zarr_json: dict[str, Any]
+    reuse: bool
+    why: str = ""  # why the chunks are rewritten
+    notes: list[str] = field(default_factory=list)  # what the v3 metadata cannot say (dropped _FillValue)
+
+
+@dataclass
+class MigrationReport:
+    """What ``migrate`` did (or, with ``dry_run=True``, would do)."""
+
+    source: str
+    target: str
+    in_place: bool
+    reused: list[str]
+    rewritten: dict[str, str]
+    notes: dict[str, list[str]]
+    chunks_transferred: int = 0
+    transfer: str = ""  # "shared" (in place), "hard-linked", "copied server-side", "copied"
+    dry_run: bool = False
+
+    @property
+    def metadata_only(self) -> bool:
+        """Every array keeps its chunk bytes: only metadata is written (and, to a new location, the
+        chunks linked or copied unchanged)."""
+        return not self.rewritten
+
+    def lines(self) -> list[str]:
+        """The report as lines of text (what ``zstrings migrate`` prints)."""
+        verb = "would migrate" if self.dry_run else "migrated"
+        where = "in place (v3 metadata beside the v2 metadata)" if self.in_place else f"to {self.target}"
+        out = [f"{verb} {self.source} {where}: {len(self.reused)} array(s) reuse their chunks, "
+               f"{len(self.rewritten)} rewritten"]
+        if not self.dry_run and self.chunks_transferred:
+            out.append(f"  {self.chunks_transferred} chunk object(s) {self.transfer}")
+        for path, why in sorted(self.rewritten.items()):
+            out.append(f"  rewritten {path}: {why}")
+        for path, notes in sorted(self.notes.items()):
+            out += [f"  note {path}: {n}" for n in notes]
+        return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Plan
+# ---------------------------------------------------------------------------------------------
+
+
+def _codec_chain(meta: ArrayMetaV2) -> tuple[list[dict], list[dict], str]:
+    """(array->array codecs, bytes->bytes codecs, why the chunks cannot be reused) for the v2 filters
+    and compressor: a v2 filter array->array in v3 must come before every bytes-level one."""
+    aa: list[dict] = []
+    bb: list[dict] = []
+    why = ""
+    filters = [dict(f) for f in meta.filters]
+    kind = meta.string_kind
+    vlen = kind in ("vlen", "vlen-bytes")
+    if vlen:
+        if not filters or filters[0].get("id") not in _OBJECT_CODECS:
+            why = f"its object codec is not the first v2 filter ({[f.get('id') for f in filters]})"
+        filters = filters[1:]
+    steps = [(f, False) for f in filters] + ([(dict(meta.compressor), True)] if meta.compressor else [])
+    for cfg, is_compressor in steps:
+        try:
+            role, js = v2_codec_as_v3(cfg, dtype=meta.dtype, string_kind=kind)
+        except UnsupportedError as e:
+            why = why or str(e)
+            continue
+        if role == "filter":
+            if bb or vlen or is_compressor:
+                why = why or f"filter {cfg.get('id')!r} works on the array after a bytes-level codec"
+                continue
+            aa.append(js)
+            continue
+        if js["name"] == "numcodecs.shuffle":
+            es = js["configuration"]["elementsize"]
+            nbytes = math.prod(meta.chunks) * meta.dtype.itemsize
+            if vlen:
+                why = why or "a shuffle of variable-length chunks has no Zarr v3 codec"
+                continue
+            if nbytes % es:
+                why = why or (f"netcdf-c shuffled its chunks by {es} bytes, leaving {nbytes % es} byte(s) "
+                              f"unshuffled at the end of each {nbytes}-byte chunk, which Zarr v3's "
+                              "numcodecs.shuffle cannot undo")
+                continue
+        bb.append(js)
+    return aa, bb, why
+
+
+def _rewrite_chain(meta: ArrayMetaV2, aa: list[dict], bb: list[dict]) -> tuple[list[dict], list[dict]]:
+    """The codecs a rewritten array gets: the mapped ones, netcdf-c's shuffle by the element size."""
+    if any(f.get("id") == "shuffle" for f in meta.filters) and meta.string_kind not in ("vlen", "vlen-bytes"):
+        es = max(1, meta.dtype.itemsize)
+        shuffle = {"name": "numcodecs.shuffle", "configuration": {"elementsize": es}}
+        if shuffle not in bb:
+            bb = [shuffle, *[c for c in bb if c.get("name") != "numcodecs.shuffle"]]
+    return aa, bb
+
+
+def _attributes(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, notes: list[str]) -> dict[str, Any]:
+    """The v3 attributes: the typed v2 ones, ``_Encoding`` where engine="zstrings" decodes undeclared
+    text, CF's ``_FillValue`` in xarray's v3 encoding (numbers only)."""
+    attrs = dict(meta.attrs)
+    kind = meta.string_kind
+    declared = (meta.declares_text or tree.netcdf_c) and kind == "string"
+    if (declared or (kind == "char" and joined)) and "_Encoding" not in attrs:
+        attrs["_Encoding"] = "utf-8"  # what engine="zstrings" decodes these with when the store says nothing
+    if "_FillValue" in attrs:
+        if kind in _TEXT_KINDS or meta.dtype.kind not in "biuf":
+            notes.append(f"its text _FillValue {attrs['_FillValue']!r} is not written: xarray cannot decode a "
+                         "_FillValue attribute of a Zarr v3 string type (it fails to open the variable), so "
+                         "values equal to it read as themselves, not as missing")
+            attrs.pop("_FillValue")
+        else:
+            attrs["_FillValue"] = xarray_fill_attr(attrs["_FillValue"], meta.dtype)
+    elif (kind is None and meta.generation == "zarr-v2" and not tree.netcdf_c
+          and meta.fill_value is not None):
+        # pure Zarr v2: the fill_value is the missing-value marker (xarray's and engine="zstrings"'
+        # reading, read/variables.py); Zarr v3 readers mask the _FillValue attribute only
+        attrs["_FillValue"] = xarray_fill_attr(meta.fill_value, meta.dtype)
+    return v3_attributes(attrs, meta.attr_types)
+
+
+def _logical_shape(tree: TreeMeta, meta: ArrayMetaV2) -> tuple[tuple[int, ...], list[str]]:
+    """(the shape engine="zstrings" reads: () for scalars, unlimited dimensions at their size; names)."""
+    if meta.scalar:
+        return (), []
+    dims = resolve_dims(tree, meta)
+    shape = tuple(max(d.size, n) if d.unlimited else n for d, n in zip(dims, meta.shape, strict=True))
+    return shape, [d.name for d in dims]
+
+
+def _plan_array(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, in_place: bool) -> ArrayPlan:
+    notes: list[str] = []
+    shape, names = _logical_shape(tree, meta)
+    aa, bb, why = _codec_chain(meta)
+    if why:
+        aa, bb = _rewrite_chain(meta, aa, bb)
+    order = [] if meta.order == "C" or len(shape) < 2 else [
+        {"name": "transpose", "configuration": {"order": list(range(len(shape) - 1, -1, -1))}}]
+    keys = {"name": _V2_KEYS, "configuration": {"separator": meta.dimension_separator}}
+    zarr_json = {
+        "zarr_format": 3,
+        "node_type": "array",
+        "shape": list(shape),
+        "data_type": data_type_json(meta),
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [] if meta.scalar else list(meta.chunks)}},
+        "chunk_key_encoding": keys if (in_place and not why) else _DEFAULT_KEYS,
+        "fill_value": fill_value_json(meta),
+        "codecs": [*order, *aa, serializer_json(meta), *bb],
+        "attributes": _attributes(tree, meta, joined, notes),
+        "dimension_names": names,
+    }
+    return ArrayPlan(path=meta.path, meta=meta, zarr_json=zarr_json, reuse=not why, why=why, notes=notes)
+
+
+def plan_migration(tree: TreeMeta, *, in_place: bool) -> tuple[dict[str, ArrayPlan], dict[str, dict]]:
+    """Every array's :class:`ArrayPlan` and every group's ``zarr.json``, by absolute path."""
+    if tree.root.generation == "zarr-v3":
+        raise ZStringsError(f"{tree.store.display} is a Zarr v3 store already: nothing to migrate.")
+    if tree.unreadable:
+        path, why = next(iter(tree.unreadable.items()))
+        raise UnsupportedError(f"Cannot migrate {tree.store.display}: array {path!r} is not read by xr_zstrings "
+                               f"({why}); rewrite it first or drop it from the store.")
+    arrays: dict[str, ArrayPlan] = {}
+    groups: dict[str, dict] = {}
+    for gpath, group in tree.groups.items():
+        groups[gpath] = {"zarr_format": 3, "node_type": "group",
+                         "attributes": v3_attributes(group.attrs, group.attr_types)}
+        joined = joined_char_arrays(tree, gpath)
+        for name in tree.children[gpath][0]:
+            apath = join_path(gpath, name)
+            meta = tree.arrays[apath]
+            if not isinstance(meta, ArrayMetaV2):  # pragma: no cover - v3 trees are refused above
+                raise ZStringsError(f"{apath}: not Zarr v2 metadata")
+            arrays[apath] = _plan_array(tree, meta, name in joined, in_place)
+    return arrays, groups
+
+
+# ---------------------------------------------------------------------------------------------
+# Chunks
+# ---------------------------------------------------------------------------------------------
+
+
+def _grid(meta: ArrayMetaV2) -> Iterator[tuple[int, ...]]:
+    """Every chunk index of the stored v2 array."""
+    grid = tuple(-(-n // c) for n, c in zip(meta.shape, meta.chunks, strict=True))
+    return iter(np.ndindex(*grid)) if grid else iter([()])
+
+
+def _v3_key(plan: ArrayPlan, idx: tuple[int, ...]) -> str:
+    """The v3 key of chunk ``idx`` under the plan's chunk key encoding (scalars: one chunk)."""
+    if plan.meta.scalar:
+        idx = ()
+    enc = plan.zarr_json["chunk_key_encoding"]
+    if enc["name"] == _V2_KEYS:
+        return enc["configuration"]["separator"].join(map(str, idx)) or "0"
+    return "c" + "".join("/" + str(i) for i in idx)
+
+
+def _pairs(plan: ArrayPlan) -> list[tuple[str, str]]:
+    """(source key, target key) of every chunk a reusable array may have, relative to the store."""
+    base = plan.path.strip("/")
+    rel = (lambda k: f"{base}/{k}") if base else (lambda k: k)
+    return [(rel(plan.meta.chunk_key(i)), rel(_v3_key(plan, i))) for i in _grid(plan.meta)]
+
+
+def _local_root(zs: ZStore) -> Path | None:
+    from zarr.storage import LocalStore
+
+    if isinstance(zs.store, LocalStore):
+        return Path(zs.store.root) / zs.prefix if zs.prefix else Path(zs.store.root)
+    return None
+
+
+def _link_local(src: Path, dst: Path, pairs: list[tuple[str, str]]) -> tuple[int, str]:
+    """Hard-link (or, across file systems, copy) each chunk file; never-written chunks are skipped.
+    (Plain strings, not pathlib: 10,000 chunks cost the kernel's links, not Python's paths.)"""
+    import shutil
+
+    s_root, d_root = os.fspath(src), os.fspath(dst)
+    made: set[str] = set()
+    n, how = 0, "hard-linked"
+    for s, d in pairs:
+        target = os.path.join(d_root, d)
+        parent = os.path.dirname(target)
+        if parent not in made:
+            os.makedirs(parent, exist_ok=True)
+            made.add(parent)
+        try:
+            if how == "hard-linked":
+                try:
+                    os.link(os.path.join(s_root, s), target)
+                except FileNotFoundError:
+                    raise
+                except OSError:
+                    how = "copied"  # another file system (or links not allowed): copy from here on
+            if how == "copied":
+                shutil.copyfile(os.path.join(s_root, s), target)
+        except FileNotFoundError:
+            continue
+        n += 1
+    return n, how
+
+
+def _same_bucket(a: ZStore, b: ZStore) -> bool:
+    """Both stores in one S3 bucket (one obstore client can copy between them server side)."""
+    sa, sb = getattr(a.store, "store", None), getattr(b.store, "store", None)
+    if sa is None or sb is None or type(sa).__name__ != "S3Store" or type(sb).__name__ != "S3Store":
+        return False
+    ca, cb = dict(sa.config), dict(sb.config)
+    keys = ("bucket", "endpoint", "aws_endpoint", "region", "access_key_id", "aws_access_key_id")
+    return all(ca.get(k) == cb.get(k) for k in keys)
+
+
+def _copy_server_side(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) -> int:
+    """S3 CopyObject for each chunk (nothing read by this process); missing chunks are skipped."""
+    import obstore
+
+    from ..zarr_compat import sync
+
+    store = src.store.store
+    done = 0
+
+    async def run() -> None:
+        sem = asyncio.Semaphore(_TRANSFER_CONCURRENCY)
+
+        async def one(s: str, d: str) -> None:
+            nonlocal done
+            async with sem:
+                try:
+                    await obstore.copy_async(store, src.full_key(s), dst.full_key(d))
+                except FileNotFoundError:
+                    return
+                done += 1
+
+        await asyncio.gather(*(one(s, d) for s, d in pairs))
+
+    sync(run())
+    return done
+
+
+def _copy_through(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) -> int:
+    """GET each chunk and PUT it under its new key (different stores: no server-side copy)."""
+    done = 0
+    for i in range(0, len(pairs), 256):
+        batch = pairs[i:i + 256]
+        got = src.get_many([s for s, _ in batch])
+        items = [(d, bytes(raw)) for (_, d), raw in zip(batch, got, strict=True) if raw is not None]
+        dst.set_many(items)
+        done += len(items)
+    return done
+
+
+def _rewrite(src: ZStore, dst: ZStore, plan: ArrayPlan) -> int:
+    """Decode every written chunk of a non-reusable array (read once) and encode it with its v3
+    codecs: v2 and v3 chunks are both stored at full size, so each maps to one v3 chunk."""
+    meta, js = plan.meta, plan.zarr_json
+    arr = open_chunked(src, meta, meta.shape, threads=1)
+    pipe = V3Pipeline.from_metadata(js["codecs"], data_type=js["data_type"], dtype=meta.dtype,
+                                    chunk_shape=tuple(js["chunk_grid"]["configuration"]["chunk_shape"]),
+                                    where=f"{dst.display} {plan.path}")
+    base = plan.path.strip("/")
+    rel = (lambda k: f"{base}/{k}") if base else (lambda k: k)
+    done = 0
+    grid = list(_grid(meta))
+    for i in range(0, len(grid), 64):
+        batch = grid[i:i + 64]
+        keys = [meta.chunk_key(idx) for idx in batch]
+        out = []
+        for idx, key, raw in zip(batch, keys, src.get_many([rel(k) for k in keys]), strict=True):
+            if raw is None:
+                continue  # never written: reads as the fill value in v3 too
+            chunk = arr.decode_chunk(bytes(raw), rel(key), meta.chunks)
+            out.append((rel(_v3_key(plan, idx)), pipe.encode(chunk.reshape(()) if meta.scalar else chunk)))
+        dst.set_many(out)
+        done += len(out)
+    return done
+
+
+# ---------------------------------------------------------------------------------------------
+# Commit
+# ---------------------------------------------------------------------------------------------
+
+
+def _metadata(arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
+              consolidated: bool, zs: ZStore) -> tuple[list[tuple[str, bytes]], tuple[str, bytes]]:
+    """(every non-root zarr.json, the root zarr.json): written in that order, the root last."""
+    nodes = {node_key(p, "zarr.json").strip("/"): g for p, g in groups.items() if p != "/"}
+    nodes.update({node_key(p, "zarr.json").strip("/"): a.zarr_json for p, a in arrays.items()})
+    root = dict(groups["/"])
+    if consolidated:
+        root = _consolidated_root(zs, root, nodes, False)
+
+    def dump(obj: Any) -> bytes:
+        return json.dumps(obj, indent=2, allow_nan=True, ensure_ascii=False).encode("utf-8")
+
+    return [(k, dump(v)) for k, v in nodes.items()], ("zarr.json", dump(root))
+
+
+def _stale_v3(root: Path) -> None:
+    """In a clone of a store migrated before: remove its old v3 metadata and rewritten chunks."""
+    import shutil
+
+    for dirpath, dirnames, filenames in os.walk(root):
+        if "zarr.json" in filenames:
+            os.unlink(os.path.join(dirpath, "zarr.json"))
+            if ".zarray" in filenames and "c" in dirnames:
+                shutil.rmtree(os.path.join(dirpath, "c"))
+                dirnames.remove("c")
+        if ".zarray" in filenames:
+            dirnames[:] = [d for d in dirnames if d.isdigit()]  # an array's "/"-separated chunk folders
+
+
+def _write(src: ZStore, dst: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
+           consolidated: bool, in_place: bool, metadata_first: bool = False,
+           put_root: Callable[[bytes], None] | None = None) -> tuple[int, str]:
+    """Chunks (unless shared in place), rewritten arrays, then the metadata, the root zarr.json last
+    (``metadata_first``: the arrays' metadata before their chunks, as icechunk requires;
+    ``put_root``: how the root is written, default ``dst.set_many``)."""
+    others, root = _metadata(arrays, groups, consolidated, dst)
+    if metadata_first:
+        dst.set_many(others)
+    n, how = 0, "shared"
+    if not in_place:
+        pairs = [p for a in arrays.values() if a.reuse for p in _pairs(a)]
+        src_root, dst_root = _local_root(src), _local_root(dst)
+        if src_root is not None and dst_root is not None:
+            n, how = _link_local(src_root, dst_root, pairs)
+        elif _same_bucket(src, dst):
+            n, how = _copy_server_side(src, dst, pairs), "copied server-side"
+        else:
+            n, how = _copy_through(src, dst, pairs), "copied"
+    for plan in arrays.values():
+        if not plan.reuse:
+            _rewrite(src, dst, plan)
+    if not metadata_first:
+        dst.set_many(others)
+    if put_root is None:
+        dst.set_many([root])
+    else:
+        put_root(root[1])
+    return n, how
+
+
+def migrate(
+    source: str | os.PathLike[str] | Any,
+    target: str | os.PathLike[str] | Any | None = None,
+    *,
+    mode: str = "w-",
+    consolidated: bool = True,
+    dry_run: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
+    target_storage_options: Mapping[str, Any] | None = None,
+) -> MigrationReport:
+    """Make a Zarr v2 or NCZarr store (any netcdf-c generation) a Zarr v3 store, reusing its chunks.
+
+    ``target=None`` migrates in place: v3 ``zarr.json`` objects beside the v2 metadata, so netcdf-c
+    and every v2 reader keep reading it while zarr-python, xarray's engine="zarr", dask and icechunk
+    read it as Zarr v3. Otherwise ``target`` (a directory, ``s3://`` URL or zarr-python Store) gets a
+    pure Zarr v3 store whose chunks are the source's, hard-linked or copied unchanged (``mode="w"``
+    replaces an existing target, ``"w-"`` refuses one). An array whose chunk bytes no v3 codec chain
+    decodes unchanged is rewritten; the report says which and why. ``consolidated`` writes the
+    hierarchy into the root ``zarr.json`` (one request to open it). ``dry_run`` only plans.
+
+    The read side needs the plugin for NC_CHAR (``xr_zstrings.nc_char``): zarr-python loads it from
+    the entry points (3.4.1 and later) or after ``xr_zstrings.zarr_plugin.register()`` (3.1.x).
+    """
+    if mode not in ("w-", "w"):
+        raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (never overwrite) or 'w' (replace the target).")
+    so = dict(storage_options) if storage_options else None
+    src = open_store(source, mode="r", storage_options=so)
+    tree = open_tree(src)
+    in_place = target is None
+    arrays, groups = plan_migration(tree, in_place=in_place)
+    report = MigrationReport(
+        source=src.display, in_place=in_place,
+        target=src.display if in_place else os.fspath(target) if isinstance(target, str | os.PathLike)
+        else f"<{type(target).__name__}>",
+        reused=sorted(p for p, a in arrays.items() if a.reuse),
+        rewritten={p: a.why for p, a in arrays.items() if not a.reuse},
+        notes={p: a.notes for p, a in arrays.items() if a.notes}, dry_run=dry_run)
+    if dry_run:
+        return report
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # zarr-python: numcodecs.* are not in the v3 spec
+        if in_place:
+            report.chunks_transferred, report.transfer = _commit_in_place(source, src, arrays, groups, consolidated, so)
+        else:
+            tso = dict(target_storage_options) if target_storage_options else so
+            report.chunks_transferred, report.transfer = _commit_new(src, target, mode, arrays, groups, consolidated,
+                                                                     tso)
+    return report
+
+
+def _commit_in_place(source: Any, src: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
+                     consolidated: bool, so: dict | None) -> tuple[int, str]:
+    """v3 metadata beside the v2 metadata. Nothing a v2 reader reads changes, so no clone is made:
+    under the writers' lock (``io.atomic``, serialised with appends), an older migration's root
+    zarr.json goes first, the arrays' metadata are written, and the root last (locally by a rename)."""
+    local = local_target(source) if isinstance(source, str | os.PathLike) else None
+    if local is not None and local[1]:
+        raise UnsupportedError(f"Cannot migrate the zip file {src.display} in place: zip files are not changed "
+                               "in place. Pass a target (a directory) to migrate into.")
+    if local is None:
+        dst = open_store(source, mode="a", storage_options=so)
+        if dst.get_bytes("zarr.json") is not None:
+            _delete(dst, "zarr.json")  # v3 readers fall back to the v2 metadata until the new root
+        return _write(src, dst, arrays, groups, consolidated, True)
+    from zarr.storage import LocalStore
+
+    path = Path(os.path.abspath(local[0]))
+    recover(path, src.display)
+    with target_lock(path, src.display):
+        if (path / "zarr.json").exists():
+            os.unlink(path / "zarr.json")
+            _stale_v3(path)
+        dst = ZStore(LocalStore(path, read_only=False), display=src.display)
+        return _write(src, dst, arrays, groups, consolidated, True, put_root=lambda b: _replace(path / "zarr.json", b))
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write a file whole or not at all: a sibling written, flushed and renamed over it."""
+    tmp = path.with_name(f".{path.name}.zstrings-tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _delete(zs: ZStore, key: str) -> None:
+    from ..zarr_compat import sync
+
+    sync(zs.store.delete(zs.full_key(key)))
+
+
+def _commit_new(src: ZStore, target: Any, mode: str, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
+                consolidated: bool, so: dict | None) -> tuple[int, str]:
+    local = local_target(target) if isinstance(target, str | os.PathLike) else None
+    if local is not None:
+        from zarr.storage import LocalStore, ZipStore
+
+        from ..zarr_compat import sync
+
+        path, is_zip = local
+        with local_commit(path, mode=mode, display=str(target), zip_file=is_zip) as tmp:
+            assert tmp is not None  # only mode="a" yields None
+            store = sync(ZipStore.open(tmp, mode="w", read_only=False)) if is_zip else LocalStore(tmp, read_only=False)
+            dst = ZStore(store, display=str(target))
+            try:
+                return _write(src, dst, arrays, groups, consolidated, False)
+            finally:
+                if is_zip:
+                    store.close()
+    kind = "new" if mode == "w-" else "replace"
+    if isinstance(target, str | os.PathLike):  # object storage: claimed, the placeholder root first
+        dst = open_store(target, mode="w", storage_options=so)
+        with Transaction.begin(dst, kind, fmt="v3", mode=mode) as txn:  # (io/commit.py)
+            done = _write(src, dst, arrays, groups, consolidated, False)
+            txn.finish()
+        return done
+    # a zarr-python Store: an empty one gets no claim nor placeholder, its arrays' metadata before
+    # their chunks and the root last (icechunk, whose commit is the transaction, refuses keys that
+    # are not Zarr metadata, a zarr.json that is not Zarr metadata and chunks of an array it does not
+    # know yet)
+    dst = open_store(target, mode="w")
+    if mode == "w" or dst.list_dir(""):
+        with Transaction.begin(dst, kind, fmt="v3", mode=mode) as txn:
+            done = _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
+            txn.finish()
+        return done
+    return _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
