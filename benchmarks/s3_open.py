@@ -8,8 +8,9 @@ thousand GETs per second here), else moto's Python server (a few hundred). ``--s
 SeaweedFS runs as ``weed mini`` with every listener on a free port, telemetry, WebDAV, the admin UI,
 Iceberg and Lance off, its data in a temporary directory, and is stopped (the directory removed) at
 the end. The benchmark writes an NCZarr store with ``--nvars`` string variables with netcdf-c
-(netCDF4) and the same data as zarr-python Zarr v2 and v3 stores with and without consolidated
-metadata, uploads them, and opens each directly and through two proxies in their own processes
+(netCDF4), the same data with ``to_nczarr`` (NCZarr with the consolidated ``.zmetadata`` our writers
+keep in step) and as zarr-python Zarr v2 and v3 stores with and without consolidated metadata,
+uploads them, and opens each directly and through two proxies in their own processes
 (tests/latency_proxy.py): one adding nothing and one adding ``--rtt / 2`` in each direction (a new
 connection pays one more RTT for its handshake). ``tc netem`` in a network namespace would be the
 usual tool, but this machine's kernel has no netem qdisc (``unshare -rn`` works, ``tc qdisc add dev
@@ -103,6 +104,11 @@ def write_stores(tmp: Path, nvars: int) -> dict[str, Path]:
     nc.close()
     out = {"nczarr": nc_path}
     ds = xr.open_dataset(nc_path, engine="zstrings")
+    from xr_zstrings import to_nczarr
+
+    ours = tmp / "many_to_nczarr.zarr"  # our writer's output: NCZarr with consolidated .zmetadata
+    to_nczarr(ds, ours)
+    out["to_nczarr (consolidated)"] = ours
     for fmt in (2, 3):
         for cons in (False, True):
             p = tmp / f"many_v{fmt}{'_consolidated' if cons else ''}.zarr"

@@ -72,9 +72,9 @@ def _tail(text: str) -> str:
 
 def read_with(reader: str, store: Path, workdir: Path, mode: str = "nczarr") -> Read:
     """What netcdf-c ``reader`` (a wheel version or "current") reads from ``store`` (``mode``:
-    ``nczarr`` or ``zarr``, netcdf-c's URL mode)."""
+    netcdf-c's URL mode list before ``file``: ``nczarr``, ``zarr``, ``nczarr,consolidated``)."""
     python = sys.executable if reader == "current" else str(peer_python(reader))
-    out = workdir / f"read-{reader}-{mode}-{store.name}.json"
+    out = workdir / f"read-{reader}-{mode.replace(',', '-')}-{store.name}.json"
     proc = subprocess.run([python, str(MAKE_GOLDEN), "--read-store", str(store), mode, str(out)],
                           capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:

@@ -24,6 +24,7 @@ _LAZY = {
     "prepare_for_zarr": "xr_zstrings.write.nczarr",
     "to_zarr_v3": "xr_zstrings.write.zarr3",
     "convert": "xr_zstrings.write.convert",
+    "repair": "xr_zstrings.write.repair",
     "migrate": "xr_zstrings.write.migrate",
     "for_zarr": "xr_zstrings.codecs.encoding",
     "read_arrow": "xr_zstrings.read.arrow",

@@ -9,6 +9,7 @@ from __future__ import annotations
 __all__ = [
     "ChunkError",
     "CodecDroppedWarning",
+    "ConditionalWriteWarning",
     "MissingStringsWarning",
     "ConcurrentWriteError",
     "DimensionError",
@@ -44,7 +45,9 @@ class IncompleteStoreError(MetadataError):
 
 
 class ConcurrentWriteError(ZStringsError):
-    """Another process holds the target's writer lock for longer than the lock timeout."""
+    """Another writer holds the target: the local writer lock for longer than the lock timeout, or
+    an object store's write journal (the loser of two overlapping writers gets this, before it
+    writes anything, or at its commit point when the other committed first)."""
 
 
 class StoreReplacedError(ConcurrentWriteError):
@@ -114,6 +117,11 @@ class StringDecodeWarning(UserWarning):
 class MissingStringsWarning(UserWarning):
     """Missing string values were written in zarrs' nullable ``optional`` type (no string
     ``_FillValue`` was given): engine="zstrings" and zarrs read them, zarr-python cannot open the array."""
+
+
+class ConditionalWriteWarning(UserWarning):
+    """The object store ignores conditional writes (``If-None-Match``/``If-Match``): two writers
+    starting at the same moment cannot be told apart (docs/reliability.md says what remains)."""
 
 
 class NetcdfCompatibilityWarning(UserWarning):

@@ -290,3 +290,29 @@ def test_netcdf_c_4_10_opens_at_most_30_nested_groups_and_check_says_so(peers, t
         else:
             assert not current.ok and "process aborts" in current.error, current.error
             assert out.returncode == 1 and "groups nested 31 deep: netcdf-c 4.10.1 aborts" in out.stdout, out.stdout
+
+
+def test_what_each_netcdf_c_does_with_our_consolidated_metadata(peers, tmp_path):
+    """to_nczarr writes .zmetadata (netcdf-c 4.10's consolidated form; every reader of the matrix
+    above reads our stores with it present). Asked for its consolidated mode
+    (``#mode=nczarr,consolidated,file``), netcdf-c 4.10 takes the metadata from .zmetadata, and
+    netcdf-c 4.9.1-4.9.4 ignore it and read the objects: shown with a .zmetadata whose root title
+    differs from the root object's (what a stale copy would be; ours never is)."""
+    import json
+
+    store = tmp_path / "c.zarr"
+    to_nczarr(m.matrix_groups(), store)
+    zm = json.loads((store / ".zmetadata").read_text())
+    zm["metadata"][".zattrs"]["title"] = "from .zmetadata"
+    (store / ".zmetadata").write_text(json.dumps(zm))
+    seen = {}
+    for reader in peers:
+        if reader not in PROMISED["default"]:
+            continue
+        for mode in ("nczarr", "nczarr,consolidated"):
+            r = m.read_with(reader, store, tmp_path, mode)
+            assert r.ok, (reader, mode, r.error)
+            seen[reader, mode] = r.result["groups"]["/"]["attrs"]["title"]["value"]
+    for (reader, mode), title in seen.items():
+        uses_it = reader == "current" and mode.endswith("consolidated")
+        assert title == ("from .zmetadata" if uses_it else "stations"), (reader, mode, title)

@@ -409,11 +409,11 @@ def test_mode_w_dash_never_overwrites_and_w_replaces(tmp_path):
 @pytest.mark.parametrize("kind", ["directory", "store"])
 def test_interrupted_write_is_detected_by_netCDF4_and_zstrings(tmp_path, monkeypatch, kind):
     """A write that fails part-way: a directory target was never created (the write went to a
-    sibling that is removed); a zarr-python Store target holds the placeholder root .zgroup that
-    engine="zstrings" and netcdf-c both refuse (netcdf-c without crashing)."""
+    sibling that is removed); a zarr-python Store target, written in place, is rolled back by the
+    failed write itself (its chunks and placeholder removed: the transaction's undo), so readers
+    find no store and the same write can simply run again."""
     import zarr
 
-    from xr_zstrings import IncompleteStoreError
     from xr_zstrings.write import chunks as chunk_io
 
     path = tmp_path / "i.zarr"
@@ -440,13 +440,13 @@ def test_interrupted_write_is_detected_by_netCDF4_and_zstrings(tmp_path, monkeyp
         with pytest.raises(FileNotFoundError):
             xr.open_dataset(path, engine="zstrings")
     else:
-        assert (path / "s" / "0").exists() and b"incomplete" in (path / ".zgroup").read_bytes()
-        with pytest.raises(IncompleteStoreError, match="incomplete"):
+        assert sorted(p.name for p in path.rglob("*")) == []  # nothing left: rolled back
+        with pytest.raises(FileNotFoundError):
             xr.open_dataset(path, engine="zstrings")
         with pytest.raises(OSError):
             netCDF4.Dataset(nc_url(path), "r")
-        with pytest.raises(ZStringsError, match="not empty"):
-            to_nczarr(ds, zarr.storage.LocalStore(path))  # w- refuses the leftovers
+        to_nczarr(ds, zarr.storage.LocalStore(path))  # mode="w-": the target is empty again
+        xr.testing.assert_identical(xr.open_dataset(path, engine="zstrings"), ds)
     to_nczarr(ds, target, mode="w")
     xr.testing.assert_identical(xr.open_dataset(path, engine="zstrings"), ds)
 

@@ -24,8 +24,9 @@ CHUNK = 40
 T = np.dtypes.StringDType()
 
 
-def dataset(version: int, n: int = N) -> xr.Dataset:
-    """Four variables, two of them strings; ``version`` changes every value."""
+def dataset(version: int, n: int = N, small: bool = False) -> xr.Dataset:
+    """Four variables, two of them strings (``small``: one string and one number); ``version``
+    changes every value."""
     i = np.arange(n)
     ds = xr.Dataset(
         {
@@ -36,17 +37,20 @@ def dataset(version: int, n: int = N) -> xr.Dataset:
         },
         attrs={"title": f"version {version}"},
     )
+    if small:
+        ds = ds[["name", "value"]]
     for v in ds.variables.values():
         v.encoding["chunks"] = (CHUNK,)
     return ds
 
 
-def appended() -> xr.Dataset:
+def appended(n: int = N, small: bool = False) -> xr.Dataset:
     """What an append of ``dataset(2)`` to ``dataset(1)`` holds."""
-    return xr.concat([dataset(1), dataset(2)], dim="obs")
+    return xr.concat([dataset(1, n, small), dataset(2, n, small)], dim="obs")
 
 
-def run(writer: str, target: str, so: dict[str, Any] | None, src: str | None) -> None:
+def run(writer: str, target: str, so: dict[str, Any] | None, src: str | None, n: int = N,
+        small: bool = False) -> None:
     """Run one writer to completion (the child process)."""
     from xr_zstrings import convert
     from xr_zstrings.write.nczarr import to_nczarr
@@ -54,20 +58,21 @@ def run(writer: str, target: str, so: dict[str, Any] | None, src: str | None) ->
 
     kw: dict[str, Any] = {"storage_options": so} if so else {}
     name, _, layout = writer.partition(":")
+    new = dataset(2, n, small)
     if name == "nczarr_new":
-        to_nczarr(dataset(2), target, **kw)
+        to_nczarr(new, target, **kw)
     elif name == "nczarr_zlib_new":
-        to_nczarr(dataset(2), target, compressor={"id": "zlib", "level": 1}, **kw)
+        to_nczarr(new, target, compressor={"id": "zlib", "level": 1}, **kw)
     elif name == "nczarr_replace":
-        to_nczarr(dataset(2), target, mode="w", **kw)
+        to_nczarr(new, target, mode="w", **kw)
     elif name == "nczarr_append":
-        to_nczarr(dataset(2), target, mode="a", append_dim="obs", **kw)
+        to_nczarr(new, target, mode="a", append_dim="obs", **kw)
     elif name == "nczarr_addvars":
-        to_nczarr(dataset(1)[["code", "count"]], target, mode="a", **kw)
+        to_nczarr(dataset(1, n, small)[["code", "count"] if not small else ["value"]], target, mode="a", **kw)
     elif name == "v3_new":
-        to_zarr_v3(dataset(2), target, layout=layout, **kw)  # type: ignore[arg-type]
+        to_zarr_v3(new, target, layout=layout, **kw)  # type: ignore[arg-type]
     elif name == "v3_replace":
-        to_zarr_v3(dataset(2), target, layout=layout, mode="w", **kw)  # type: ignore[arg-type]
+        to_zarr_v3(new, target, layout=layout, mode="w", **kw)  # type: ignore[arg-type]
     elif name in ("convert_nc", "convert_store"):
         assert src is not None
         convert(src, target)
@@ -80,7 +85,8 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
 def _counting(kill_at: int | None, kill_event: str | None = None) -> list[int]:
     """Count write operations (file opens for writing, renames, links, deletes, S3 PUT/DELETE);
-    SIGKILL this process at the ``kill_at``-th, or at the first audit event named ``kill_event``."""
+    SIGKILL this process at the ``kill_at``-th, or at the first audit event named ``kill_event``
+    (``xr_zstrings.commit:<step>`` names a step of the commit protocol, io/commit.py)."""
     count = [0]
     lock = threading.Lock()
 
@@ -99,18 +105,21 @@ def _counting(kill_at: int | None, kill_event: str | None = None) -> list[int]:
         elif event in ("os.rename", "os.remove", "os.rmdir", "os.link", "shutil.rmtree", "os.truncate",
                        "xr_zstrings.exchange"):
             hit(event)
+        elif event == "xr_zstrings.commit" and kill_event is not None and kill_event == f"{event}:{args[0]}":
+            os.kill(os.getpid(), signal.SIGKILL)
 
     sys.addaudithook(hook)
-    from zarr.storage import ObjectStore
+    import obstore
 
-    for meth in ("set", "set_if_not_exists", "delete"):
-        real = getattr(ObjectStore, meth)
+    # every S3 PUT and DELETE, whoever makes it (zarr's ObjectStore and the commit protocol call these)
+    for name in ("put", "put_async", "delete", "delete_async"):
+        real = getattr(obstore, name)
 
-        def wrapped(self: Any, *a: Any, _real: Any = real, **k: Any) -> Any:
+        def wrapped(*a: Any, _real: Any = real, **k: Any) -> Any:
             hit()
-            return _real(self, *a, **k)
+            return _real(*a, **k)
 
-        setattr(ObjectStore, meth, wrapped)
+        setattr(obstore, name, wrapped)
     return count
 
 
@@ -139,7 +148,8 @@ def serve() -> None:
             os.dup2(2, 1)
             count = _counting(cmd.get("kill_at"), cmd.get("kill_event"))
             try:
-                run(cmd["writer"], cmd["target"], cmd.get("so"), cmd.get("src"))
+                run(cmd["writer"], cmd["target"], cmd.get("so"), cmd.get("src"), cmd.get("rows", N),
+                    cmd.get("small", False))
                 msg = {"status": "ok", "events": count[0]}
             except BaseException as e:  # reported to the test, which fails on it
                 msg = {"status": "error", "events": count[0], "error": f"{type(e).__name__}: {e}"}

@@ -8,6 +8,8 @@ from ``ncdump``/``nccopy``:
 * ``zstrings dump PATH_OR_URL [-h] [-v VAR[,VAR]] [-d DIM=START:STOP]`` (dump.py): CDL as ncdump prints it;
 * ``zstrings convert SRC DST [--format ...]`` (convert.py): netCDF-4 file <-> NCZarr / Zarr v2 <-> Zarr v3;
 * ``zstrings check PATH_OR_URL`` (check.py): what netcdf-c would fail on or truncate, and how to fix it;
+  also the store's commit state and what ``repair`` would do;
+* ``zstrings repair PATH_OR_URL [--force]`` (repair.py): complete or undo a write that was killed part-way;
 * ``zstrings migrate SRC [DST]`` (migrate.py): Zarr v2 / NCZarr -> Zarr v3, the chunks reused;
 * ``zstrings show`` / ``sample`` (show.py): the store as xarray prints it.
 

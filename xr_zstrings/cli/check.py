@@ -381,6 +381,44 @@ def _unread_finding(tree: Any, path: str, why: str) -> Finding:
                    "rewrite it with a netCDF data type and a codec netcdf-c reads (zlib, zstd, bz2, blosc)")
 
 
+def _commit_state(target: str) -> tuple[str, str] | None:
+    """(the store's commit state, what ``zstrings repair`` would do), in words; None for what is not
+    a store written in place (a netCDF file: the caller's error says so)."""
+    from ..io.commit import inspect_store
+    from ..io.store import open_store
+
+    from .common import _is_netcdf_file
+
+    if _is_netcdf_file(target):
+        return None
+    try:
+        return inspect_store(open_store(target)).describe()
+    except Exception:  # noqa: BLE001 - the open that follows reports what is wrong with the target
+        return None
+
+
+def _open_with_state(target: str, shown: str) -> tuple[Any, tuple[str, str] | None]:
+    """(the store's tree, its commit state); (None, state) when no reader can open the store and
+    its state says why (an interrupted write, printed with what ``repair`` does)."""
+    from ..errors import ZStringsError
+
+    state = _commit_state(target)
+    try:
+        return _open_tree(target), state
+    except ZStringsError as e:
+        if state is None or state[0].startswith("complete"):
+            raise
+        _print_state(f"check {shown}: no version readers can open ({_one_line(e)})", state)
+        return None, state
+
+
+def _print_state(head: str, state: tuple[str, str] | None) -> None:
+    print(head)
+    if state is not None:
+        print(f"state: {state[0]}")
+        print(f"    repair: {state[1]}")
+
+
 def _print_migration(tree: Any) -> None:
     """Whether ``zstrings migrate`` makes the store Zarr v3 writing metadata only (and why not)."""
     from ..errors import ZStringsError
@@ -414,15 +452,17 @@ def _cmd_check(args: argparse.Namespace) -> int:
     from ..io.redact import redact
 
     required = _required_rows(args.netcdf_c)  # (a bad --netcdf-c is refused before the store is read)
-    tree = _open_tree(args.target)
     target = redact(args.target)  # as the fixes name it
+    tree, state = _open_with_state(args.target, target)
+    if tree is None:
+        return PROBLEMS
     findings: list[Finding] = []
     if tree.root.generation == "zarr-v3":
         findings.append(Finding("/", "Zarr v3 store: netcdf-c 4.10 does not open it ('NetCDF: Unknown file "
                                 "format')", f"zstrings convert {target} {_suggest_dst(target)}"))
     else:
         findings += _name_findings(tree) + _depth_findings(tree)
-    print(f"check {tree.store.display}: {_describe_layout(tree)}")
+    _print_state(f"check {tree.store.display}: {_describe_layout(tree)}", state)
     for f in findings:
         print(f"PROBLEM {f.where}: {f.problem}")
         print(f"    fix: {f.fix}")

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import check, convert, dump, info, migrate, show
+from . import check, convert, dump, info, migrate, repair, show
 from .common import USAGE, UsageError, _one_line
 from .show import _cmd_sample
 
@@ -28,7 +28,7 @@ def _parser() -> argparse.ArgumentParser:
                         help="print the versions of xr_zstrings and its stack, and whether the "
                              "compiled kernels are in use, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in (show, info, dump, convert, check, migrate):  # one module per command
+    for command in (show, info, dump, convert, check, migrate, repair):  # one module per command
         command.add_parser(sub)
     return parser
 

@@ -45,22 +45,30 @@ _MARKER_TEXT = ("a write by xr_zstrings started here and has not finished (or wa
                 "the store is incomplete until this object is replaced")
 
 
-def incomplete_v2_group() -> bytes:
+def incomplete_v2_group(version: dict[str, Any] | None = None) -> bytes:
     """A root ``.zgroup`` that netcdf-c, zarr-python and our reader all refuse (``zarr_format`` is
     not a number: netcdf-c answers "NCZarr error" instead of reading a half-written store). Each
-    is unique, so a writer can tell whether its own create-only write won."""
+    is unique, so a writer can tell whether its own create-only write won. ``version``: the version
+    record of the write under way (``commit.VersionRecord``), which tells a reader whether the
+    store's consolidated metadata may still be served (an append's window) or not (a replacement)."""
     import json
 
-    return json.dumps({"zarr_format": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT,
-                       "writer": f"{os.getpid()}-{uuid.uuid4().hex}"}).encode()
+    obj: dict[str, Any] = {"zarr_format": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT,
+                           "writer": f"{os.getpid()}-{uuid.uuid4().hex}"}
+    if version is not None:
+        obj["xr_zstrings"] = version
+    return json.dumps(obj).encode()
 
 
-def incomplete_v3_root() -> bytes:
+def incomplete_v3_root(version: dict[str, Any] | None = None) -> bytes:
     """A root ``zarr.json`` that zarr-python, xarray and our reader all refuse (unknown node type)."""
     import json
 
-    return json.dumps({"zarr_format": 3, "node_type": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT,
-                       "writer": f"{os.getpid()}-{uuid.uuid4().hex}"}).encode()
+    obj: dict[str, Any] = {"zarr_format": 3, "node_type": "incomplete", INCOMPLETE_MARKER: _MARKER_TEXT,
+                           "writer": f"{os.getpid()}-{uuid.uuid4().hex}"}
+    if version is not None:
+        obj["xr_zstrings"] = version
+    return json.dumps(obj).encode()
 
 
 def lock_timeout() -> float:
@@ -354,6 +362,14 @@ def not_replaceable(path: Path, kind: str) -> str | None:
         what = {"zip": "a zip", "netcdf": "a netCDF file", "zarr": "a Zarr store"}[kind]
         return f"a file that is not {what} ({path.stat().st_size:,} bytes)"
     return None
+
+
+def refuse_link_target(target: Path, display: str) -> None:
+    """Refuse a target that is itself a symbolic link (what ``local_commit`` checks first), for the
+    writes that change a store in place (``commit``: appends, added variables)."""
+    link = _link_problem(target)
+    if link is not None:
+        raise TargetExistsError(f"Cannot write to {display}: it is {link}.")
 
 
 def is_nonempty(target: Path) -> bool:

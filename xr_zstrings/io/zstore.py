@@ -2,9 +2,10 @@
 
 A zarr-python store plus the dataset's root prefix. It fetches keys concurrently through
 zarr-python's async store API (obstore's directly under zarr's ``ObjectStore``) and counts its
-requests, serves Zarr v2 metadata from consolidated metadata on object storage, ties chunk reads
-to the version of a local store whose metadata were read, and refuses writes that would leave the
-store through a symbolic link (``refuse_links`` checks a whole tree before a change). Turning a
+requests, serves Zarr v2 metadata from consolidated metadata (when ``commit.consolidated_view``
+says it is a whole, current version), ties chunk reads to the version of a local store whose
+metadata were read (appends in place keep it; a replacement does not), and refuses writes that would
+leave the store through a symbolic link (``refuse_links`` checks a whole tree before a change). Turning a
 path or URL into one is ``store.open_store``'s job.
 """
 
@@ -30,7 +31,7 @@ from ..zarr_compat import sync
 from .redact import redact
 from .store_errors import mapped_errors
 
-__all__ = ["ZStore", "make_parents", "refuse_links"]
+__all__ = ["ZStore", "make_parents", "refuse_links", "refuse_links_on"]
 
 # Many small requests are latency-bound; cap how many are in flight at once. Chunks (large, bandwidth-
 # bound) keep a moderate cap; metadata objects are a few hundred bytes each and a store without
@@ -83,12 +84,14 @@ class ZStore:
         self.requests = 0
         self._lock = threading.Lock()
         self._consolidated: dict[str, Any] | None = None
-        self._before_write: Any = None  # called once before the first write (see before_first_write)
-        self.claimed = False
-        self.root_zgroup: bytes | None = None
         # a LocalStore is read directly once zarr has opened it (its first get: root checked)
         self._local_direct = False
         self.pinned_version: tuple[int, int] | None = None  # see pin_version
+        self.pinned_lineage: str | None = None
+        self.read_lineage: str | None = None  # the lineage of the metadata last read (open_tree)
+        #: when a dict: every metadata object get_json_many returns is recorded here by key (a
+        #: writer's record of the version it read, see commit.Transaction.set_base)
+        self.recorded: dict[str, Any] | None = None
 
     def __repr__(self) -> str:
         return f"ZStore({self.display!r})"
@@ -97,7 +100,6 @@ class ZStore:
         state = self.__dict__.copy()
         state.pop("_lock", None)
         state["requests"] = 0  # a copy (e.g. on a dask worker) counts its own requests
-        state["_before_write"] = None  # the writer's process claims the root, never a worker
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -122,23 +124,50 @@ class ZStore:
 
     def pin_version(self, token: tuple[int, int] | None) -> None:
         """Tie later chunk reads to the version whose metadata were read (``token`` from
-        ``version_token`` before that read): see ``check_version``."""
+        ``version_token`` before that read, and the lineage ``read.tree.open_tree`` found in its
+        root's version record, ``commit.VersionRecord``): see ``check_version``."""
         self.pinned_version = token
+        self.pinned_lineage = self.read_lineage if token is not None else None
+
+    def lineage_now(self) -> str | None:
+        """The lineage the local store's root ``.zgroup`` names now (also a placeholder's)."""
+        from .commit import version_of  # (commit imports this module)
+
+        try:
+            with open(Path(self.store.root) / self.full_key(".zgroup"), "rb") as f:
+                rec = version_of(parse_json(f.read(), where=self.where(".zgroup")))
+        except (OSError, ZStringsError):
+            return None
+        return rec.lineage if rec is not None else None
+
+    def same_version(self, token: tuple[int, int] | None, lineage: str | None) -> bool:
+        """Whether the local store still holds the version of ``token``/``lineage``: the same
+        directory, unchanged, or changed in place by appends or added variables (same lineage: the
+        version's chunks are unchanged), never replaced (a new directory or a new lineage)."""
+        now = self.version_token()
+        if now == token:
+            return True
+        return (lineage is not None and now is not None and token is not None and now[0] == token[0]
+                and self.lineage_now() == lineage)
 
     def check_version(self) -> None:
-        """After a chunk read: refuse it if a writer swapped a new version of the local store in
-        since the metadata were read (the chunks may then be the new version's, or gone).
+        """After a chunk read: refuse it if a writer replaced the local store since the metadata were
+        read (the chunks may then be the new version's, or gone).
 
-        A swap changes the directory's inode, so a read that ends with the pinned token in place
-        began and ended in the pinned version (hard links keep that version's chunks unchanged).
+        A replacement swaps a new directory in (a new inode) or, changed in place, starts a new
+        lineage; a read that ends with the pinned version in place began and ended in it (an append
+        in place keeps that version's chunks and values: the lazy reader keeps reading).
         """
         pinned = self.pinned_version
         if pinned is None or self.version_token() == pinned:
             return
+        if self.same_version(pinned, self.pinned_lineage):
+            self.pinned_version = self.version_token()
+            return
         raise StoreReplacedError(
-            f"{self.display} was replaced by another writer (mode='w', an append or added variables) "
-            "after it was opened: its chunks no longer belong to the metadata read then. Open it again "
-            "(xr.open_dataset(..., engine='zstrings')) to read the new version."
+            f"{self.display} was replaced by another writer (mode='w') after it was opened: its chunks no "
+            "longer belong to the metadata read then. Open it again (xr.open_dataset(..., engine='zstrings')) "
+            "to read the new version."
         )
 
     def full_key(self, key: str) -> str:
@@ -149,7 +178,7 @@ class ZStore:
         """A human-readable location for error messages: the store and the key."""
         return f"{self.display} key {key.strip('/')!r}"
 
-    # --- consolidated metadata (object storage) ---------------------------------------------
+    # --- consolidated metadata ---------------------------------------------------------------
     @property
     def read_mode(self) -> str:
         """How the URL's netcdf-c mode asks for the store to be read: ``"zarr"`` (``#mode=zarr``:
@@ -162,9 +191,9 @@ class ZStore:
     def use_consolidated(self, zmetadata: Any, *, force: bool = False) -> bool:
         """Serve Zarr v2 metadata keys from a ``.zmetadata`` object instead of the store.
 
-        Only on object storage, where every request costs a round trip (or with ``force``: a
-        store whose metadata objects are missing); local stores keep reading the real objects.
-        Returns whether the consolidated metadata is used.
+        On object storage, where every request costs a round trip; elsewhere only with ``force``
+        (``read.tree`` passes it when ``commit.consolidated_view`` chose the consolidated version,
+        or for a store whose root object is missing). Returns whether it is used.
         """
         if not (self.remote or force) or not isinstance(zmetadata, dict):
             return False
@@ -173,6 +202,11 @@ class ZStore:
             return False
         self._consolidated = {str(k).strip("/"): v for k, v in meta.items()}
         return True
+
+    @property
+    def consolidated(self) -> dict[str, Any]:
+        """The consolidated metadata objects in use (key -> JSON), empty when none are."""
+        return self._consolidated or {}
 
     def _from_consolidated(self, key: str) -> tuple[bool, Any]:
         """(answered, value) for a metadata key when consolidated metadata is in use."""
@@ -316,6 +350,10 @@ class ZStore:
         for i, raw in zip(fetch, raws, strict=True):
             out[i] = None if raw is None else parse_json(
                 raw, where=self.where(keys[i]), attributes=keys[i].rsplit("/", 1)[-1] in ATTRIBUTE_OBJECTS)
+        if self.recorded is not None:
+            for k, v in zip(keys, out, strict=True):
+                if v is not None and k.rsplit("/", 1)[-1] in (".zgroup", ".zattrs", ".zarray"):
+                    self.recorded[k.strip("/")] = v
         return out
 
     def list_dir(self, path: str) -> list[str]:
@@ -349,10 +387,6 @@ class ZStore:
         return None
 
     # --- writes (used by the writer) ------------------------------------------------------
-    def before_first_write(self, fn: Any) -> None:
-        """Run ``fn()`` once, just before this store's first write (a writer's placeholder claim)."""
-        self._before_write = fn
-
     def set_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         """Write several objects concurrently."""
 
@@ -360,10 +394,6 @@ class ZStore:
         if isinstance(self.store, LocalStore):
             self._confine([k for k, _ in items])
             make_parents(self.store.root, [self.full_key(k) for k, _ in items])
-        if self._before_write is not None:
-            fn, self._before_write = self._before_write, None
-            fn()
-            self.claimed = True
 
         async def run() -> None:
             sem = asyncio.Semaphore(_MAX_CONCURRENCY)
@@ -436,13 +466,37 @@ def refuse_links(root: str | os.PathLike[str], display: str) -> None:
         with os.scandir(stack.pop()) as it:
             for e in it:
                 if e.is_symlink():
-                    real = os.path.realpath(e.path)
-                    inside = real.startswith(os.path.realpath(root).rstrip(os.sep) + os.sep)
-                    raise ZStringsError(
-                        f"Cannot change {display} in place: {e.path!r} is a symbolic link to {real!r}"
-                        f"{'' if inside else ', outside the store'}. Writers never write through links "
-                        "(one leading out would change files there). Nothing was written. Replace the link "
-                        "with the folder or file it points to (cp -rL) and write again."
-                    )
+                    raise _link_error(e.path, root, display)
                 if e.is_dir(follow_symlinks=False):
                     stack.append(e.path)
+
+
+def refuse_links_on(root: str | os.PathLike[str], folders: Iterable[str], display: str) -> None:
+    """Before a store is changed in place: refuse when any of ``folders`` (relative to ``root``, and
+    every folder between) is a symbolic link. What an in-place append checks instead of the whole
+    tree (``refuse_links``): the folders it writes into, so the check costs the store's metadata, not
+    its chunk files; ``ZStore.set_many`` also refuses each write whose path leaves the store."""
+    base = os.fspath(root)
+    seen: set[str] = set()
+    for folder in folders:
+        parts = [p for p in folder.strip("/").split("/") if p]
+        for i in range(len(parts) + 1):
+            rel = "/".join(parts[:i])
+            if rel in seen:
+                continue
+            seen.add(rel)
+            path = os.path.join(base, rel) if rel else base
+            if os.path.islink(path):
+                raise _link_error(path, base, display)
+
+
+def _link_error(path: str, root: str | os.PathLike[str], display: str) -> ZStringsError:
+    """The refusal of a change through the symbolic link ``path`` inside the store at ``root``."""
+    real = os.path.realpath(path)
+    inside = real.startswith(os.path.realpath(root).rstrip(os.sep) + os.sep)
+    return ZStringsError(
+        f"Cannot change {display} in place: {path!r} is a symbolic link to {real!r}"
+        f"{'' if inside else ', outside the store'}. Writers never write through links "
+        "(one leading out would change files there). Nothing was written. Replace the link "
+        "with the folder or file it points to (cp -rL) and write again."
+    )

@@ -8,10 +8,12 @@ tree level per batch of concurrent requests and fill the same ``TreeMeta``.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 from ..errors import DimensionError, IncompleteStoreError, ZStringsError
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension, GroupMeta
 from ..io.atomic import INCOMPLETE_MARKER
+from ..io.commit import ZMETADATA, consolidated_meta, consolidated_view, version_of
 from ..io.zstore import ZStore
 from . import tree_v2, tree_v3
 from .paths import node_key
@@ -31,6 +33,10 @@ class TreeMeta:
     unreadable: dict[str, str] = field(default_factory=dict)
     #: a local store's version token when its metadata were read (ZStore.version_token), else None
     version: tuple[int, int] | None = None
+    #: the lineage of the version read (its root's version record, ``commit.VersionRecord``)
+    lineage: str | None = None
+    #: read from consolidated metadata (``.zmetadata``)
+    consolidated: bool = False
 
     @property
     def root(self) -> GroupMeta:
@@ -58,9 +64,10 @@ class TreeMeta:
 def open_tree(zstore: ZStore) -> TreeMeta:
     """Read all group and array metadata, concurrently, one tree level at a time.
 
-    A local store that a writer swaps in while it is read (an append in another process commits by
-    exchanging directories) is read again, so the metadata always comes from one version: the old
-    length or the new one, never the root of one and the arrays of the other.
+    A local store that a writer swaps in while it is read (a replacement in another process commits
+    by exchanging directories) is read again, so the metadata always comes from one version: the
+    old one or the new one, never the root of one and the arrays of the other. Changes in place
+    (appends, added variables: the same lineage) are served whole from ``.zmetadata``.
     """
     for _ in range(10):
         before = zstore.version_token()
@@ -70,30 +77,54 @@ def open_tree(zstore: ZStore) -> TreeMeta:
             if before is None or zstore.version_token() == before:
                 raise
             continue
-        if before is None or zstore.version_token() == before:
+        if before is None or zstore.same_version(before, tree.lineage):
             tree.version = before
+            zstore.read_lineage = tree.lineage
             return tree
     return _open_tree(zstore)
 
 
 def _open_tree(zstore: ZStore) -> TreeMeta:
-    """Fetch the root's objects of every format in one batch, then walk the format found."""
+    """Fetch the root's objects of every format and ``.zmetadata`` in one batch, decide how the
+    store is read (``commit.consolidated_view``), then walk the format found."""
     tree = TreeMeta(store=zstore)
-    # object storage: also ask for Zarr v2 consolidated metadata (same round trip); when present,
-    # every other metadata object comes from it instead of one request each
-    root_names = tree_v2.ROOT_OBJECTS + ("zarr.json",) + ((".zmetadata",) if zstore.remote else ())
+    root_names = tree_v2.ROOT_OBJECTS + ("zarr.json", ZMETADATA)
     root_objs = dict(zip(root_names, zstore.get_json_many([node_key("/", o) for o in root_names]), strict=True))
-    zmetadata = root_objs.pop(".zmetadata", None)
+    zmetadata = root_objs.pop(ZMETADATA, None)
     zarr_json = root_objs.pop("zarr.json")
+    view = consolidated_view(root_objs[".zgroup"], root_objs[".zattrs"], zmetadata, remote=zstore.remote)
+    if view == "use" and version_of((consolidated_meta(zmetadata) or {}).get(".zgroup")) is None \
+            and not _same_children(zstore, zmetadata):
+        view = "objects"  # another tool's .zmetadata that misses nodes added since (or lists removed ones)
+    if view == "use" and zstore.use_consolidated(zmetadata, force=True):
+        served = zstore.consolidated
+        root_objs[".zgroup"], root_objs[".zattrs"] = served.get(".zgroup"), served.get(".zattrs")
+        tree.consolidated = True
+        if zstore.recorded is not None:
+            zstore.recorded.update(served)
     for o, obj in ((".zgroup", root_objs[".zgroup"]), ("zarr.json", zarr_json)):
         if isinstance(obj, dict) and INCOMPLETE_MARKER in obj:
             raise IncompleteStoreError(
                 f"Store {zstore.display} is incomplete: its root {o!r} is the placeholder a writer puts "
-                "first and replaces last, so a write is still running or was interrupted. Wait for it, "
-                "or write the store again (mode='w')."
+                "first and replaces last, so a write is still running or was interrupted. Wait for it; "
+                f"`zstrings check {zstore.display}` tells which, and `zstrings repair {zstore.display}` "
+                "completes or undoes an interrupted write."
             )
+    rec = version_of(root_objs[".zgroup"])
+    tree.lineage = rec.lineage if rec is not None else None
     if root_objs[".zgroup"] is None and root_objs[".nczgroup"] is None and zarr_json is not None:
         tree_v3.walk(tree, zarr_json)
     else:
         tree_v2.walk(tree, root_objs, zmetadata)
     return tree
+
+
+def _same_children(zstore: ZStore, zmetadata: Any) -> bool:
+    """Whether another tool's ``.zmetadata`` names the nodes the store's root holds (one LIST): the
+    usual way such a copy goes stale is a node added without re-consolidating (zarr-python's
+    ``create_array``, xarray's ``to_zarr(..., consolidated=False)``). Ours are kept in step by
+    every writer and carry a version record instead (``commit.consolidated_view``)."""
+    meta = consolidated_meta(zmetadata) or {}
+    named = {k.split("/", 1)[0] for k in meta if "/" in k}
+    found = {n for n in zstore.list_dir("") if not n.startswith(".") and n != "zarr.json"}
+    return named == found

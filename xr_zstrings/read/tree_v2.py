@@ -55,15 +55,15 @@ def _has_nczarr_markers(obj: Any) -> bool:
 
 
 def walk(tree: TreeMeta, root_objs: dict[str, Any], zmetadata: Any) -> None:
-    """Read every group and array below the root (whose objects ``root_objs`` holds) into ``tree``.
+    """Read every group and array below the root (whose objects ``root_objs`` holds) into ``tree``
+    (from consolidated metadata when ``tree.open_tree`` chose to serve them; ``zmetadata`` is only
+    used for a store without a root ``.zgroup``).
 
     Long because each level is one batch: list the groups NCZarr does not list, fetch every
     object of the next level in one ``get_json_many``, probe unlisted children as arrays first,
     then parse; split, the batch's state would travel between the steps.
     """
     zstore = tree.store
-    if zmetadata is not None and root_objs[".zgroup"] is not None:
-        zstore.use_consolidated(zmetadata)
     if root_objs[".zgroup"] is None and root_objs[".nczgroup"] is None:
         if zstore.get_bytes(".zarray") is not None:
             raise MetadataError(
@@ -193,8 +193,6 @@ def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> 
     )
     if any(_has_nczarr_markers(v) for v in root_objs.values()):
         raise interrupted
-    if zmetadata is None and not zstore.remote:  # (object storage asked for it already)
-        zmetadata = zstore.get_json_many([".zmetadata"])[0]
     meta = zmetadata.get("metadata") if isinstance(zmetadata, dict) else None
     if isinstance(meta, dict) and zstore.use_consolidated(zmetadata, force=True):
         if any(_has_nczarr_markers(v) for v in meta.values()):

@@ -1,17 +1,20 @@
 """Change an existing NCZarr 2 (or Zarr v2) store: append along an unlimited dimension, or add
 variables.
 
+Both run inside a write transaction (``io.commit.Transaction``): they read the store's metadata
+after the claim (``_base_tree``), plan and check everything, record in the journal what their chunks
+may leave, write the chunks, and return the metadata objects that change, which the caller commits
+(``Transaction.commit``: journal, placeholder root, objects, ``.zmetadata`` as the commit point, root).
 Appended values are planned like a fresh write but with the stored encoding, written chunk by chunk
-(a partial last chunk is read, completed and rewritten), then the metadata grows: arrays first, the
-root group last.  Added variables are planned like a fresh write against the dimensions the store
-already declares; their chunks and metadata come first, the groups' ``_nczarr_group`` (new arrays
-and dimensions) last, the root last of all.
+(a partial last chunk is read, completed and rewritten: its old part unchanged). Added variables are
+planned like a fresh write against the dimensions the store already declares.
 """
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xarray as xr
@@ -21,9 +24,12 @@ from .chunks import _write_numpy, attach_pipelines, write_arrays
 from ..codecs.v2 import build_pipeline
 from .dimensions import _resolve_dimensions
 from ..errors import DimensionError, ZStringsError
-from ..formats.nczarr_json import attrs_json, dumps
+from ..formats.nczarr_json import attrs_json
 from ..io.zstore import ZStore
 from ..text import fixed as strings
+
+if TYPE_CHECKING:
+    from ..io.commit import Transaction
 from .plan import (
     GROUP_KEYS,
     _Array,
@@ -38,25 +44,50 @@ from .plan import (
 )
 
 
-def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, opts: _Options) -> None:
-    """Append each variable that has ``append_dim`` to the existing arrays, then grow the metadata.
-
-    New chunks are written first; a partial last chunk is read, completed and rewritten (its old part
-    unchanged, so readers of the old metadata still see the old values). Then each ``.zarray`` shape,
-    then the declaring group's ``_nczarr_group`` size (the root last). Variables without ``append_dim``
-    are left as stored. Strings keep the stored width: ``on_overflow="widen"`` cannot apply.
-
-    Long because its order is the crash-safety contract (new chunks, then partial last chunks, then
-    each array's shape, then the groups' sizes, root last); kept in one function so that order reads
-    top to bottom.
-    """
-    from ..formats.nczarr import parse_json
+def _base_tree(zstore: ZStore) -> tuple[Any, dict[str, Any]]:
+    """The store's metadata as the write starts from it (read after the claim) and every metadata
+    object read (key -> JSON), for ``Transaction.set_base``."""
     from ..read.tree import open_tree
 
-    tree = open_tree(zstore)
+    zstore.recorded = recorded = {}
+    try:
+        return open_tree(zstore), recorded
+    finally:
+        zstore.recorded = None
+
+
+def _start_writes(zstore: ZStore, txn: Transaction, tree: Any, base: dict[str, Any], *,
+                  appends: Mapping[str, Mapping[str, int]] | None = None, new_arrays: list[str] = ()) -> None:
+    """Everything is planned and checked: refuse symbolic links on the store's folders (before
+    anything is written: a write must never change files outside the store), give the transaction
+    its base, and record in the journal what the chunks may leave."""
+    from ..io.zstore import refuse_links_on
+
+    if type(zstore.store).__name__ == "LocalStore":
+        refuse_links_on(zstore.store.root, [p.strip("/") for p in [*tree.groups, *tree.arrays]], zstore.display)
+    txn.set_base(base, consolidated_in_step=tree.consolidated)
+    txn.record_writes(appends=appends, new_arrays=list(new_arrays))
+
+
+def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, opts: _Options,
+            txn: Transaction) -> dict[str, Any]:
+    """Append each variable that has ``append_dim`` to the existing arrays; returns the metadata
+    objects that change (each array's ``.zarray`` shape, the declaring groups' dimension sizes).
+
+    New chunks are written first; a partial last chunk is read, completed and rewritten (its old part
+    unchanged, so readers of the old metadata still see the old values). Variables without
+    ``append_dim`` are left as stored. Strings keep the stored width: ``on_overflow="widen"`` cannot
+    apply.
+
+    Long because its order is the crash-safety contract (plan and check every variable, record the
+    ranges, write the chunks, then the metadata); kept in one function so that order reads top to
+    bottom.
+    """
+    tree, base = _base_tree(zstore)
     nczarr = tree.root.is_nczarr
-    updates: list[tuple[str, bytes]] = []
+    updates: dict[str, Any] = {}
     dim_growth: dict[str, int] = {}  # declaring group -> new size of append_dim there
+    jobs: list[tuple[str, str, Any, xr.Variable, int, int, str | None, _Options]] = []
     for gpath, ds in groups.items():
         if gpath not in tree.groups:
             raise ZStringsError(f"Cannot append group {gpath!r}: {zstore.display} has no such group. Groups: "
@@ -103,35 +134,39 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
             policy = "error" if opts.on_overflow == "widen" else opts.on_overflow
             one = _Options(fmt=opts.fmt, on_overflow=policy, maxstrlen=None, default_maxstrlen=None,
                            compressor=None, strict_codecs=False)
-            kind = text_kind(var)
-            new_len = offset
-            with strings.stored_width("An append keeps the stored width"):  # (widen acts as error)
-                for piece in _pieces(var, axis, append_dim, offset, meta.chunks[axis]):
-                    new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
-            zarray = dict(meta.raw_zarray)
-            zarray["shape"] = [new_len if i == axis else n for i, n in enumerate(meta.shape)]
-            updates.append((f"{apath.strip('/')}/.zarray", dumps(zarray)))
-            dim_growth[decl] = max(dim_growth.get(decl, 0), new_len)
+            jobs.append((gpath, name, meta, var, axis, offset, decl, one))
+    _start_writes(zstore, txn, tree, base, appends={f"{gpath.rstrip('/')}/{name}": {"axis": axis, "old": offset, "new": offset + var.shape[axis]}
+                           for gpath, name, meta, var, axis, offset, _, _ in jobs})
+    for gpath, name, meta, var, axis, offset, decl, one in jobs:
+        apath = f"{gpath.rstrip('/')}/{name}"
+        kind = text_kind(var)
+        new_len = offset
+        with strings.stored_width("An append keeps the stored width"):  # (widen acts as error)
+            for piece in _pieces(var, axis, append_dim, offset, meta.chunks[axis]):
+                new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
+        zarray = dict(meta.raw_zarray)
+        zarray["shape"] = [new_len if i == axis else n for i, n in enumerate(meta.shape)]
+        updates[f"{apath.strip('/')}/.zarray"] = zarray
+        key = decl if decl is not None else gpath
+        dim_growth[key] = max(dim_growth.get(key, 0), new_len)
     if nczarr:
         # netcdf-c sizes every array on an unlimited dimension to the dimension (else it refuses the
         # store): grow the arrays this append did not touch too; their new part reads as fill
         grown = {f"{decl.rstrip('/')}/{append_dim}": size for decl, size in dim_growth.items()}
-        touched = {k.rsplit("/", 1)[0] for k, _ in updates}
+        touched = {k.rsplit("/", 1)[0] for k in updates}
         for apath, meta in tree.arrays.items():
             refs = meta.dimension_references or ()
             if apath.strip("/") in touched or not any(r in grown for r in refs):
                 continue
             zarray = dict(meta.raw_zarray)
             zarray["shape"] = [max(n, grown.get(r, n)) for r, n in zip(refs, meta.shape, strict=True)]
-            updates.append((f"{apath.strip('/')}/.zarray", dumps(zarray)))
-    zstore.set_many(updates)
-    group_updates: list[tuple[str, bytes]] = []
+            updates[f"{apath.strip('/')}/.zarray"] = zarray
     obj, gkey, dkey, _, _ = GROUP_KEYS[layout_of_generation(tree.root.generation) or "4.9.4"]
     for gpath, size in dim_growth.items():
         if not nczarr:
             continue
         key = obj if gpath == "/" else f"{gpath.strip('/')}/{obj}"
-        za = parse_json(_current(zstore, key) or b"{}", where=zstore.where(key))
+        za = copy.deepcopy(updates.get(key, base.get(key)) or {})
         info = za.setdefault(gkey, {})
         dims = info.setdefault(dkey, {})
         spec = dims.get(append_dim)
@@ -141,27 +176,8 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
         else:
             spec = {"size": max(int(spec or 0), size), "unlimited": 1}
         dims[append_dim] = spec
-        group_updates.append((key, dumps(za)))
-    group_updates.sort(key=lambda kv: kv[0] == obj)  # the root last
-    for key, data in group_updates:
-        _put(zstore, key, data)
-
-
-def _current(zstore: ZStore, key: str) -> bytes | None:
-    """A metadata object as the store's readers see it: the root ``.zgroup`` the writer holds back
-    while its placeholder is in the store (``writer._claim_v2``), else the stored one."""
-    if key == ".zgroup" and zstore.root_zgroup is not None:
-        return zstore.root_zgroup
-    return zstore.get_bytes(key)
-
-
-def _put(zstore: ZStore, key: str, data: bytes) -> None:
-    """Write a metadata object; the held-back root ``.zgroup`` is updated instead, and the writer puts
-    it in the store as its last write (``writer._restore_root``)."""
-    if key == ".zgroup" and zstore.root_zgroup is not None:
-        zstore.root_zgroup = data
-    else:
-        zstore.set_many([(key, data)])
+        updates[key] = za
+    return updates
 
 
 def _pieces(var: xr.Variable, axis: int, append_dim: str, offset: int, c: int) -> Any:
@@ -239,8 +255,10 @@ def _same_stored(zstore: ZStore, meta: Any, a: _Array) -> bool:
     return bool(np.array_equal(stored, new, equal_nan=stored.dtype.kind in "fc"))
 
 
-def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Options) -> None:
-    """``mode="a"`` without ``append_dim``: write the variables the store does not hold yet.
+def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Options,
+                   txn: Transaction) -> dict[str, Any]:
+    """``mode="a"`` without ``append_dim``: write the variables the store does not hold yet; returns
+    the metadata objects that change (the new arrays', the groups' listings and attributes).
 
     As xarray's ``to_zarr(mode="a")``: new variables go into existing groups, on dimensions the
     groups (or their ancestors) declare (same size) or on new ones; group attributes are updated.
@@ -250,10 +268,7 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     Long because planning, the same-values check for variables the store already holds and the
     metadata update share one opened tree and must happen in this order.
     """
-    from ..formats.nczarr import parse_json
-    from ..read.tree import open_tree
-
-    tree = open_tree(zstore)
+    tree, base = _base_tree(zstore)
     nczarr = tree.root.is_nczarr
     layout = layout_of_generation(tree.root.generation)
     if nczarr and layout is None:
@@ -298,20 +313,19 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     declared = _resolve_dimensions(plans, unlimited, existing) if nczarr else {}
     new_arrays = [a for arrays in plans.values() for a in arrays]
     attach_pipelines(new_arrays)
-    items = write_arrays(zstore, new_arrays, fmt, one.layout)
-    # the groups: new arrays and dimensions in the NCZarr group listing, attributes updated (root last)
+    _start_writes(zstore, txn, tree, base, new_arrays=[f"{a.group.rstrip('/')}/{a.name}" for a in new_arrays])
+    updates: dict[str, Any] = dict(write_arrays(zstore, new_arrays, fmt, one.layout))
+    # the groups: new arrays and dimensions in the NCZarr group listing, attributes updated
     from .plan import _old_types
 
-    for gpath in sorted(plans, key=lambda p: p == "/"):
+    for gpath in plans:
         prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
-        za = parse_json(zstore.get_bytes(prefix + ".zattrs") or b"{}", where=zstore.where(prefix + ".zattrs"))
+        za = copy.deepcopy(base.get(prefix + ".zattrs") or {})
         values, types = attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
         za.update(values)
-        group_items = []
         if nczarr:
             za.setdefault(tkey, {}).setdefault("types", {}).update(_old_types(types, one.layout))
-            holder = za if obj == ".zattrs" else parse_json(_current(zstore, prefix + obj) or b"{}",
-                                                            where=zstore.where(prefix + obj))
+            holder = za if obj == ".zattrs" else copy.deepcopy(base.get(prefix + obj) or {})
             info = holder.setdefault(gkey, {})
             dims = info.setdefault(dkey, {})
             for name, (size, unl) in declared.get(gpath, {}).items():
@@ -319,10 +333,6 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
                     dims[name] = {"size": size, "unlimited": 1} if unl else size
             info[akey] = [*info.get(akey, []), *[a.name for a in plans[gpath]]]
             if holder is not za:
-                group_items.append((prefix + obj, dumps(holder)))
-        items.append((prefix + ".zattrs", dumps(za)))
-        items.extend(group_items)
-    n_root = 2 if obj != ".zattrs" and "/" in plans else 1
-    zstore.set_many(items[:-n_root])
-    for key, data in items[-n_root:]:
-        _put(zstore, key, data)
+                updates[prefix + obj] = holder
+        updates[prefix + ".zattrs"] = za
+    return updates

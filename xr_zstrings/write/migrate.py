@@ -42,6 +42,7 @@ from ..codecs.v3 import V3Pipeline
 from ..errors import UnsupportedError, ZStringsError
 from ..formats.nczarr import ArrayMetaV2
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
+from ..io.commit import Transaction
 from ..io.atomic import local_commit, recover, target_lock
 from ..io.store import open_store
 from ..io.targets import local_target
@@ -50,7 +51,7 @@ from ..read.chunked import open_chunked
 from ..read.paths import join_path, node_key
 from ..read.tree import TreeMeta, open_tree
 from ..read.variables import joined_char_arrays, resolve_dims
-from .zarr3 import _claim_v3, _consolidated_root
+from .zarr3 import _consolidated_root
 
 __all__ = ["ArrayPlan", "MigrationReport", "migrate", "plan_migration"]
 
@@ -565,15 +566,21 @@ def _commit_new(src: ZStore, target: Any, mode: str, arrays: Mapping[str, ArrayP
             finally:
                 if is_zip:
                     store.close()
-    if isinstance(target, str | os.PathLike):  # object storage: the placeholder root first
+    kind = "new" if mode == "w-" else "replace"
+    if isinstance(target, str | os.PathLike):  # object storage: claimed, the placeholder root first
         dst = open_store(target, mode="w", storage_options=so)
-        _claim_v3(dst, mode)
-    else:
-        # a zarr-python Store: an empty one gets no placeholder, its arrays' metadata before their
-        # chunks and the root last (icechunk, whose commit is the transaction, refuses a zarr.json
-        # that is not Zarr metadata and chunks of an array it does not know yet)
-        dst = open_store(target, mode="w")
-        if mode == "w" or dst.list_dir(""):
-            _claim_v3(dst, mode)
-        return _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
-    return _write(src, dst, arrays, groups, consolidated, False)
+        with Transaction.begin(dst, kind, fmt="v3", mode=mode) as txn:  # (io/commit.py)
+            done = _write(src, dst, arrays, groups, consolidated, False)
+            txn.finish()
+        return done
+    # a zarr-python Store: an empty one gets no claim nor placeholder, its arrays' metadata before
+    # their chunks and the root last (icechunk, whose commit is the transaction, refuses keys that
+    # are not Zarr metadata, a zarr.json that is not Zarr metadata and chunks of an array it does not
+    # know yet)
+    dst = open_store(target, mode="w")
+    if mode == "w" or dst.list_dir(""):
+        with Transaction.begin(dst, kind, fmt="v3", mode=mode) as txn:
+            done = _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
+            txn.finish()
+        return done
+    return _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)

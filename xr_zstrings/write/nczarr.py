@@ -8,8 +8,10 @@ that netcdf-c (``netCDF4.Dataset(url, "r")``, ``ncdump``) and ``engine="zstrings
   ``S1``, as xarray spells it);
 * nothing is cut unless asked: a value longer than the width raises (``on_overflow="error"``), is cut
   at a UTF-8 character boundary with a warning (``"truncate"``), or widens the width (``"widen"``);
-* chunks are written first and the root group's metadata last, so an interrupted write leaves a store
-  without a root ``.zgroup`` that neither netcdf-c nor ``engine="zstrings"`` opens as a dataset;
+* chunks are written first and the metadata last, committed by ``io.commit``'s protocol: a local
+  target is written beside it and swapped in (appends change it in place, journaled); object storage
+  is claimed, and consolidated ``.zmetadata`` (the form netcdf-c 4.10 reads) is the commit point, so
+  an interrupted write is never half visible and ``repair`` completes or undoes it;
 * dask-backed variables are written block by block in parallel, never loaded whole.
 
 Everything string-specific reuses ``strings`` (encoders and truncation policies) and ``codecs``
@@ -34,15 +36,16 @@ from zarr.storage import LocalStore, ZipStore
 from ..text import fixed as strings
 from ..zarr_compat import sync
 from .append import _add_variables, _append
-from ..io.atomic import CloneStore, incomplete_v2_group, local_commit, recover
+from .repair import undo
+from ..io.atomic import local_commit, recover, refuse_link_target, target_lock
+from ..io.commit import JOURNAL, Transaction, begun
 from .chunks import attach_pipelines, local_scheduler, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
-from ..errors import TargetExistsError, UnsupportedError, ZStringsError
+from ..errors import UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
 from ..io.redact import shown
 from ..io.store import open_store
-from ..io.store_errors import mapped_errors
 from ..io.targets import local_target, parse_nczarr_url
 from ..io.zstore import ZStore
 from .plan import (
@@ -143,14 +146,16 @@ def _local_dir(target: Any) -> Path | None:
 
 
 @contextlib.contextmanager
-def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | None = None
-                  ) -> Iterator[ZStore]:
-    """The store a write goes into, committed when the block ends without error.
+def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | None = None, *,
+                  kind: str | None = None) -> Iterator[tuple[ZStore, Transaction]]:
+    """The store a write goes into and its transaction (``io.commit``), committed by the caller
+    (``txn.commit``); on an exception the write is undone.
 
-    Local directories and zip files: a sibling written beside the target and swapped in
-    (``atomic.local_commit``); ``mode="a"`` gets a hard-link clone of the store. Other targets
-    (object storage, zarr-python Stores): the target itself, with the placeholder root ``.zgroup``
-    written first so that every state before the last write is refused (``_claim_v2``).
+    Local directories and zip files, ``mode="w"``/``"w-"``: a sibling written beside the target and
+    swapped in (``atomic.local_commit``). Local directories, ``mode="a"`` (``kind``: ``"append"`` or
+    ``"add"``): the store itself, changed in place under its writer lock with the journal protocol,
+    so an append costs its new chunks and the metadata, not a copy of the store. Other targets
+    (object storage, zarr-python Stores): the target itself, in place, claimed with its journal.
     """
     _check_mode(mode)
     display = shown(target)
@@ -158,26 +163,32 @@ def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | 
     if zip_path is not None and mode == "a":
         raise UnsupportedError(f"Cannot append to zip store {display}: zip files cannot be changed in place; "
                                "write a directory store, append there, then zip it.")
+    kind = kind or ("new" if mode == "w-" else "replace")
     local = zip_path if zip_path is not None else _local_dir(target)
     if local is not None:
         if storage_options:
             open_store(os.fspath(target), mode="r", storage_options=dict(storage_options))  # its message
         modes = parse_nczarr_url(os.fspath(target)).modes
         if mode == "a":
-            recover(local, display)  # a store a killed writer renamed aside is put back first
-            if not (local / ".zgroup").is_file() and not (local / ".nczarr").is_file():
-                open_store(os.fspath(target), mode="r")  # a clear "no store" error
-        with local_commit(local, mode=mode, display=display, zip_file=zip_path is not None) as tmp:
-            if tmp is None:  # cannot hard-link here: change the store in place, root metadata last
+            local = Path(os.path.abspath(local))
+            refuse_link_target(local, display)  # (a link is never written through)
+            recover(local, display)  # a store a killed swap renamed aside is put back first
+            with target_lock(local, display):
+                if not any((local / k).is_file() for k in (".zgroup", ".nczarr", ".zmetadata", JOURNAL)):
+                    open_store(os.fspath(target), mode="r")  # a clear "no store" error
                 zstore = ZStore(LocalStore(local, read_only=False), display=display, modes=modes)
-                _claim_v2(zstore, "a")
-            elif zip_path is not None:
+                with begun(zstore, kind, undo=undo) as txn:
+                    yield zstore, txn
+            return
+        with local_commit(local, mode=mode, display=display, zip_file=zip_path is not None) as tmp:
+            assert tmp is not None
+            if zip_path is not None:
                 zstore = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display,
                                 modes=modes)
             else:
-                zstore = ZStore(CloneStore(tmp, read_only=False), display=display, modes=modes)
+                zstore = ZStore(LocalStore(tmp, read_only=False), display=display, modes=modes)
             try:
-                yield zstore
+                yield zstore, Transaction.begin(zstore, kind, inplace=False)
             finally:
                 _close(zstore)
         return
@@ -185,48 +196,8 @@ def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | 
     zstore = open_store(target, mode="a" if mode == "a" else "w", storage_options=so)
     if zstore.store.read_only:
         zstore = _reopen_rw(target)
-    _claim_v2(zstore, mode)
-    try:
-        yield zstore
-    finally:
-        _close(zstore)
-
-
-def _claim_v2(zstore: ZStore, mode: Mode) -> None:
-    """Where the store cannot be swapped: before the first write, replace the root ``.zgroup`` by a
-    placeholder every reader refuses (netcdf-c says "NCZarr error" instead of crashing on a root
-    ``.zattrs`` without ``.zgroup``); the writer puts the real one back as its last write. For
-    ``mode="w"`` the old objects are then removed (root metadata first); ``mode="w-"`` refuses a
-    non-empty target and claims the root with a create-only write where the store offers one."""
-    from zarr.buffer import cpu
-
-    placeholder = incomplete_v2_group()
-    if mode == "a":
-        original = zstore.get_bytes(".zgroup")
-
-        def claim() -> None:
-            zstore.set_many([(".zgroup", placeholder)])
-
-        zstore.before_first_write(claim)
-        zstore.root_zgroup = original
-        return
-    existing = zstore.list_dir("")
-    if existing and mode == "w-":
-        raise TargetExistsError(
-            f"Cannot write to {zstore.display}: it is not empty (found {sorted(existing)[:5]}) and "
-            "mode='w-' never overwrites. Pass mode='w' to replace it, or mode='a' with append_dim to append."
-        )
-    if mode == "w-" and type(zstore.store).__name__ == "ObjectStore":
-        with mapped_errors(f"Could not write to {zstore.display}"):
-            sync(zstore.store.set_if_not_exists(zstore.full_key(".zgroup"), cpu.Buffer.from_bytes(placeholder)))
-        if zstore.get_bytes(".zgroup") != placeholder:
-            raise TargetExistsError(f"Cannot write to {zstore.display}: another writer created it first (mode='w-').")
-        return
-    zstore.set_many([(".zgroup", placeholder)])
-    if existing:
-        from .zarr3 import _clear_except
-
-        _clear_except(zstore, ".zgroup")
+    with begun(zstore, kind, undo=undo, mode=mode) as txn:
+        yield zstore, txn
 
 
 def _reopen_rw(target: Any) -> ZStore:
@@ -318,12 +289,13 @@ def to_nczarr(
                     strict_codecs=netcdf_c_codecs_only, layout=layout if format == "nczarr" else "4.9.4")
     _check_mode(mode)
     if mode == "a":
-        with _write_target(target, "a", storage_options) as zstore:
+        with _write_target(target, "a", storage_options, kind="add" if append_dim is None else "append") as (
+                zstore, txn):
             if append_dim is None:
-                _add_variables(zstore, groups, opts)
+                updates = _add_variables(zstore, groups, opts, txn)
             else:
-                _append(zstore, groups, append_dim, opts)
-            _restore_root(zstore)
+                updates = _append(zstore, groups, append_dim, opts, txn)
+            txn.commit(updates)
         return
     if append_dim is not None:
         raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
@@ -338,15 +310,8 @@ def to_nczarr(
         plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
     declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
     attach_pipelines(a for arrays in plans.values() for a in arrays)
-    with _write_target(target, mode, storage_options) as zstore, local_scheduler(zstore):
-        _write_all(zstore, groups, plans, gattrs, declared, opts)
-
-
-def _restore_root(zstore: ZStore) -> None:
-    """After an in-place change: the real root ``.zgroup`` replaces the placeholder (last write)."""
-    original = getattr(zstore, "root_zgroup", None)
-    if original is not None and zstore.claimed:
-        zstore.set_many([(".zgroup", original)])
+    with _write_target(target, mode, storage_options) as (zstore, txn), local_scheduler(zstore):
+        txn.commit(_write_all(zstore, groups, plans, gattrs, declared, opts), full=True)
 
 
 def _write_all(
@@ -356,26 +321,20 @@ def _write_all(
     gattrs: Mapping[str, dict[str, Any]],
     declared: Mapping[str, Mapping[str, list[Any]]],
     opts: _Options,
-) -> None:
-    # 1. chunks, 2. array and subgroup metadata, 3. the root group last: until then the store is
-    # not a dataset
-    items = write_arrays(zstore, [a for arrays in plans.values() for a in arrays], opts.fmt, opts.layout)
+) -> dict[str, bytes]:
+    """Write every chunk; return every metadata object (key -> JSON bytes), which the transaction
+    commits after the chunks (the root ``.zgroup`` last: until then the store is not a dataset)."""
+    items = dict(write_arrays(zstore, [a for arrays in plans.values() for a in arrays], opts.fmt, opts.layout))
     children = {p: [c.rsplit("/", 1)[1] for c in groups if c != "/" and (c.rsplit("/", 1)[0] or "/") == p]
                 for p in groups}
-    root_items: list[tuple[str, bytes]] = []
     for path in groups:
         zg, za = _group_objects(path, gattrs[path], declared.get(path, {}), [a.name for a in plans[path]],
                                 children[path], opts.fmt, default_maxstrlen=opts.default_maxstrlen,
                                 layout=opts.layout)
         prefix = "" if path == "/" else path.strip("/") + "/"
-        if path == "/":
-            root_items = [(".zattrs", dumps(za)), (".zgroup", dumps(zg))]
-        else:
-            items.append((prefix + ".zattrs", dumps(za)))
-            items.append((prefix + ".zgroup", dumps(zg)))
-    zstore.set_many(items)
-    zstore.set_many(root_items[:1])
-    zstore.set_many(root_items[1:])
+        items[prefix + ".zattrs"] = dumps(za)
+        items[prefix + ".zgroup"] = dumps(zg)
+    return items
 
 
 def _fixed_for_netcdf_c(path: str, ds: xr.Dataset, unlimited: set[str], layout: Layout, netcdf_c: str) -> set[str]:

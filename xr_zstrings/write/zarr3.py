@@ -39,7 +39,8 @@ import pandas as pd
 import xarray as xr
 from zarr.storage import WrapperStore
 
-from ..io.atomic import CloneStore, incomplete_v3_root, local_commit, not_replaceable
+from ..io.atomic import CloneStore, local_commit, not_replaceable
+from ..io.commit import Transaction
 from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
 from ..codecs.encoding import format_encoding
 from ..codecs.v3 import V3Pipeline
@@ -513,7 +514,7 @@ class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
             if k.startswith(lead):
                 seen.add(k[len(lead):].split("/", 1)[0])
         async for name in self._store.list_dir(prefix):
-            if (lead + name) not in self.hidden:
+            if (lead + name) not in self.hidden and not name.startswith(".zstrings-"):  # (a write's journal)
                 seen.add(name)
         for name in sorted(seen):
             yield name
@@ -521,7 +522,7 @@ class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
     async def list_prefix(self, prefix: str) -> Any:
         seen = {k for k in self.meta if k.startswith(prefix)}
         async for k in self._store.list_prefix(prefix):
-            if not _is_meta_key(k) or k not in self.hidden:
+            if (not _is_meta_key(k) or k not in self.hidden) and ".zstrings-" not in k:
                 seen.add(k)
         for k in sorted(seen):
             yield k
@@ -644,37 +645,31 @@ def to_zarr_v3(
                         storage_options=dict(storage_options) if storage_options else None)
     else:
         zs = open_store(target, mode="w")
-    if group is None:
-        _claim_v3(zs, mode)
-    _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
+    if group is not None:
+        _write_nodes(zs, prepared, mode, True, consolidated, kw)
+        return
+    if _transactional(zs):
+        _claim_transactional(zs, mode)
+        _write_nodes(zs, prepared, mode, False, consolidated, kw)
+        return
+    # the store is claimed (its journal), a placeholder root zarr.json put first (refused by every
+    # reader until the real one replaces it) and, for mode="w", the older store's objects removed;
+    # the root zarr.json (with the consolidated metadata) is the commit point: see io/commit.py
+    with Transaction.begin(zs, "new" if mode == "w-" else "replace", fmt="v3", mode=mode) as txn:
+        _write_nodes(zs, prepared, mode, False, consolidated, kw)
+        txn.finish()
 
 
-def _claim_v3(zs: ZStore, mode: str) -> None:
-    """On a store that cannot swap: put the placeholder root zarr.json first (refused by every
-    reader until the real one replaces it), then remove what an older store left (``mode="w"``).
-    ``mode="w-"`` claims the root with a create-only write where the store offers one."""
-    from zarr.buffer import cpu
-    from ..zarr_compat import sync
-
+def _claim_transactional(zs: ZStore, mode: str) -> None:
+    """A store whose writes nobody sees until its owner commits them: no journal or placeholder
+    (icechunk refuses both: it validates every key and every zarr.json); ``mode="w-"`` refuses a
+    store that is not empty, ``mode="w"`` removes what the older store held."""
     existing = zs.list_dir("")
     if existing and mode == "w-":
         raise TargetExistsError(f"Cannot write to {zs.display}: it is not empty (found {sorted(existing)[:5]}) and "
-                            "mode='w-' never overwrites. Pass mode='w' to replace it.")
-    if _transactional(zs):
-        # nobody sees the writes until the caller commits the session: no placeholder needed (and
-        # icechunk refuses one: it validates every zarr.json)
-        if mode == "w":
-            _clear_except(zs, "")
-        return
-    placeholder = incomplete_v3_root()
-    if mode == "w-":
-        with _mapped_store_errors(zs):
-            sync(zs.store.set_if_not_exists(zs.full_key("zarr.json"), cpu.Buffer.from_bytes(placeholder)))
-        if zs.get_bytes("zarr.json") != placeholder:
-            raise TargetExistsError(f"Cannot write to {zs.display}: another writer created it first (mode='w-').")
-        return
-    zs.set_many([("zarr.json", placeholder)])
-    _clear_except(zs, "zarr.json")
+                                "mode='w-' never overwrites. Pass mode='w' to replace it.")
+    if mode == "w":
+        _clear(zs)
 
 
 def _transactional(zs: ZStore) -> bool:
@@ -689,8 +684,8 @@ def _mapped_store_errors(zs: ZStore) -> Any:
     return mapped_errors(f"Could not write to {zs.display}", zs.probe)
 
 
-def _clear_except(zs: ZStore, keep: str) -> None:
-    """Delete every object of the store but ``keep``: root metadata first, then everything else."""
+def _clear(zs: ZStore) -> None:
+    """Delete every object of the store: root metadata first, then everything else."""
     from ..zarr_compat import sync
 
     if not zs.store.supports_deletes:
@@ -702,10 +697,9 @@ def _clear_except(zs: ZStore, keep: str) -> None:
         rel = [k[len(lead):].lstrip("/") if lead else k for k in keys]
         first = [k for k, r in zip(keys, rel, strict=True) if r in (".zgroup", ".zattrs", ".zmetadata", "zarr.json")]
         for k in sorted(first, key=lambda k: not k.endswith(".zattrs")):  # .zattrs before .zgroup
-            if k != zs.full_key(keep):
-                await zs.store.delete(k)
+            await zs.store.delete(k)
         for k in keys:
-            if k not in first and k != zs.full_key(keep):
+            if k not in first:
                 await zs.store.delete(k)
 
     with _mapped_store_errors(zs):

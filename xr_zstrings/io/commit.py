@@ -1,0 +1,1222 @@
+"""The commit protocol of writes that change a store in place: object storage, zarr-python
+``Store`` objects, and appends or added variables on local directories.
+
+A write there cannot swap a whole new version in (no rename of a tree), so it is made of steps
+that readers must never see half done, and that a killed writer must never leave stranded:
+
+1. **Claim.** The writer creates the store's *journal* (``.zstrings-journal``) with a create-only
+   write (S3 ``If-None-Match: *``): of two writers exactly one gets it, the other raises
+   ``ConcurrentWriteError`` before it writes anything. A journal left by a writer that is gone (the
+   same machine and its process has ended, or its claim was not renewed for
+   ``XR_ZSTRINGS_LOCK_TIMEOUT`` seconds) is taken over: the taker recovers the store first (below).
+   Local directories are also serialised by the writer lock (``atomic.target_lock``), so there a
+   journal always belongs to a writer that is gone.
+2. **Chunks.** Before writing any chunk the journal records what the write may leave (the ranges
+   an append writes, the arrays a write adds). An append's new chunks lie outside the old shape,
+   and its rewritten partial last chunk keeps the old values, so readers of the old metadata never
+   see them.
+3. **Metadata window.** The journal records the old value of every metadata object the write
+   changes; the root ``.zgroup`` becomes a *placeholder* (refused by every per-object reader:
+   netcdf-c says "NCZarr error", zarr-python and xarray refuse it); the metadata objects change.
+4. **Commit point.** The consolidated ``.zmetadata`` (the Zarr v2 form netcdf-c 4.10 reads in its
+   ``consolidated`` mode) is replaced with a conditional write (``If-Match`` the version the write
+   started from): this single object switches every consolidated reader from the old version to the
+   new one. Then the real root ``.zgroup`` (which names the new version), and the journal removed.
+
+Readers (``consolidated_view``) are served whole versions: ``engine="zstrings"`` and netcdf-c 4.10
+with ``#mode=...,consolidated`` read ``.zmetadata``, which is the old version until the commit point
+and the new one after it, also while the per-object metadata are in the window or were left there
+by a killed writer. Per-object readers see the old version, then a refusal during the metadata
+window, then the new version.
+
+**Recovery** (the next writer, ``repair``): a journal whose commit id is the one in ``.zmetadata`` is
+*rolled forward* (the per-object metadata are written from ``.zmetadata``); any other is *rolled
+back* (the chunks it may have written are undone by the caller's ``undo`` function, the metadata
+objects get their recorded old values back). A whole-store write (new store, ``mode="w"``) that
+had not committed cannot be completed without its writer: it is rolled back to an empty target
+once the old version was removed, else to the old version.
+
+The root ``.zgroup`` carries the store's version record (``"xr_zstrings": {"lineage", "commit",
+"version"}``): the lineage changes only when a store is replaced, so a lazy reader can tell an
+append (its version's chunks unchanged: keep reading) from a replacement (``StoreReplacedError``).
+
+Kept free of the read and write layers: the caller hands in metadata objects and, for recovery,
+the function that undoes chunk writes (``write.repair.undo``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConcurrentWriteError, ConditionalWriteWarning, IncompleteStoreError, TargetExistsError
+from ..formats.nczarr import parse_json
+from ..formats.nczarr_json import dumps
+from .atomic import INCOMPLETE_MARKER, incomplete_v2_group, incomplete_v3_root, lock_timeout
+from .store_errors import mapped_errors
+from .zstore import ZStore
+
+__all__ = [
+    "JOURNAL",
+    "VERSION_KEY",
+    "ZMETADATA",
+    "Journal",
+    "StoreState",
+    "Transaction",
+    "VersionRecord",
+    "consolidated_view",
+    "inspect_store",
+    "version_of",
+]
+
+#: the journal object of a write in progress (at the store's root)
+JOURNAL = ".zstrings-journal"
+#: Zarr v2 consolidated metadata: the commit point of in-place writes
+ZMETADATA = ".zmetadata"
+#: the key of the version record in a root ``.zgroup`` (and in a placeholder)
+VERSION_KEY = "xr_zstrings"
+_METADATA_NAMES = (".zgroup", ".zattrs", ".zarray")
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+# ---------------------------------------------------------------------------------------------
+# Versions
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VersionRecord:
+    """What a root ``.zgroup`` says of the version it belongs to. ``lineage`` is kept by appends and
+    added variables and changes with every replacement; ``commit`` changes with every write."""
+
+    lineage: str
+    commit: str
+    version: int
+    kind: str = ""  # in a placeholder: the write under way ("append", "add", "new", "replace")
+
+    def as_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"lineage": self.lineage, "commit": self.commit, "version": self.version}
+        if self.kind:
+            out["kind"] = self.kind
+        return out
+
+
+def version_of(obj: Any) -> VersionRecord | None:
+    """The version record of a root ``.zgroup`` (or of a placeholder), None when it has none."""
+    rec = obj.get(VERSION_KEY) if isinstance(obj, Mapping) else None
+    if not isinstance(rec, Mapping):
+        return None
+    try:
+        return VersionRecord(str(rec["lineage"]), str(rec["commit"]), int(rec.get("version", 0)),
+                             str(rec.get("kind", "")))
+    except (KeyError, TypeError, ValueError):
+        return None
+
+
+def is_placeholder(obj: Any) -> bool:
+    return isinstance(obj, Mapping) and INCOMPLETE_MARKER in obj
+
+
+def with_version(zgroup: Mapping[str, Any], rec: VersionRecord) -> dict[str, Any]:
+    """``zgroup`` with ``rec`` as its version record (the kind is a placeholder's only)."""
+    out = {k: v for k, v in zgroup.items() if k != VERSION_KEY}
+    out[VERSION_KEY] = VersionRecord(rec.lineage, rec.commit, rec.version).as_json()
+    return out
+
+
+def _canonical(obj: Any) -> str:
+    """Comparable text of a metadata object (NaN compares equal to NaN here, unlike in a dict)."""
+    return json.dumps(obj, sort_keys=True, default=str)
+
+
+def consolidated_bytes(meta: Mapping[str, Any]) -> bytes:
+    """A ``.zmetadata`` object as zarr-python and netcdf-c 4.10 write it."""
+    return dumps({"metadata": dict(sorted(meta.items())), "zarr_consolidated_format": 1})
+
+
+def consolidated_meta(zmetadata: Any) -> dict[str, Any] | None:
+    """The metadata objects (key -> JSON) of a ``.zmetadata`` object, None when it is not one."""
+    if not isinstance(zmetadata, Mapping) or zmetadata.get("zarr_consolidated_format") != 1:
+        return None
+    meta = zmetadata.get("metadata")
+    return {str(k).strip("/"): v for k, v in meta.items()} if isinstance(meta, Mapping) else None
+
+
+def consolidated_view(root_zgroup: Any, root_zattrs: Any, zmetadata: Any, *, remote: bool) -> str:
+    """How a reader reads a Zarr v2 store, from its root objects and ``.zmetadata`` (one batch of
+    requests): ``"use"`` (serve every metadata object from ``.zmetadata``) or ``"objects"`` (read
+    the objects; a placeholder root is then refused).
+
+    Our ``.zmetadata`` (its copy of the root ``.zgroup`` has a version record) is a whole committed
+    version: it is used when the root object belongs to the same lineage, in a metadata window (an
+    append's placeholder; a root one commit behind or ahead, which a reader racing a commit sees) or
+    in step (the same commit, and a root ``.zattrs`` equal to its copy). A root of another lineage or
+    of none, or a root ``.zattrs`` changed in step, means another tool changed the store since:
+    ``.zmetadata`` is stale and the objects are read. Another tool's ``.zmetadata`` is used on object
+    storage when the root objects agree with it, locally never (the objects cost as little to read).
+    What no root object shows (another tool changed an array's metadata and did not re-consolidate)
+    is not noticed here, as zarr-python and xarray do not notice it: ``zstrings check`` compares
+    every object and ``zstrings repair`` re-consolidates."""
+    meta = consolidated_meta(zmetadata)
+    if meta is None:
+        return "objects"
+    copy = meta.get(".zgroup")
+    ours = version_of(copy)
+    here = version_of(root_zgroup)
+    if ours is not None:
+        if here is None or here.lineage != ours.lineage:
+            return "objects"
+        if is_placeholder(root_zgroup):  # an append's window, or any write past its commit point
+            return "use" if here.kind in ("append", "add") or here.commit == ours.commit else "objects"
+        if here.commit != ours.commit:  # a reader racing a commit, or a window left by a killed writer
+            return "use"
+        # in step by the version record: a root .zattrs another tool changed since is seen here
+        return "use" if _canonical(root_zattrs) == _canonical(meta.get(".zattrs")) else "objects"
+    if not remote or is_placeholder(root_zgroup) or root_zgroup is None:
+        return "objects"
+    same = (_canonical(root_zgroup) == _canonical(copy)
+            and _canonical(root_zattrs) == _canonical(meta.get(".zattrs")))
+    return "use" if same else "objects"
+
+
+# ---------------------------------------------------------------------------------------------
+# Store operations: object storage (obstore), local directories, any zarr-python Store
+# ---------------------------------------------------------------------------------------------
+
+
+class CommitConflict(Exception):
+    """A create-only or conditional write lost: someone else wrote the object first (internal to
+    the protocol: writers turn it into ``ConcurrentWriteError``)."""
+
+
+class _Ops:
+    """The few operations the protocol needs, on one store. ``etag`` is whatever identifies the
+    object's current content (an S3 ETag; locally inode, time and size; elsewhere a hash)."""
+
+    conditional = True  # create-only and compare-and-swap writes are atomic on this store
+    server_time = False  # ages come from the server's Last-Modified (else from the journal)
+
+    def __init__(self, zstore: ZStore) -> None:
+        self.zstore = zstore
+
+    def get(self, key: str) -> tuple[bytes | None, str | None]:
+        raise NotImplementedError
+
+    def get_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, str | None]]:
+        """``get`` of several keys (at once where requests cost a round trip)."""
+        return [self.get(k) for k in keys]
+
+    def age(self, key: str) -> float | None:
+        """Seconds since ``key`` was last written, by the server's clock where it says."""
+        return None
+
+    def both(self, *calls: Callable[[], Any]) -> list[Any]:
+        """Run independent operations at once (one round trip for all on object storage)."""
+        if len(calls) == 1:
+            return [calls[0]()]
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(calls)) as pool:
+            return [f.result() for f in [pool.submit(c) for c in calls]]
+
+    def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
+        raise NotImplementedError
+
+    def delete(self, keys: Sequence[str]) -> None:
+        raise NotImplementedError
+
+    def list(self, prefix: str) -> list[str]:
+        """Every key below ``prefix`` (relative to the dataset root), recursively."""
+        from ..zarr_compat import sync
+
+        zs = self.zstore
+        lead = zs.full_key(prefix).rstrip("/")
+        full = zs.full_key("").rstrip("/")
+
+        async def run() -> list[str]:
+            return [k async for k in zs.store.list_prefix(lead + "/" if lead else "")]
+
+        with mapped_errors(f"Could not list {zs.display}", zs.probe):
+            keys = sync(run())
+        return sorted(k[len(full):].lstrip("/") if full else k for k in keys)
+
+
+class _ObstoreOps(_Ops):
+    """Object storage through obstore: ``PutMode`` create / update-with-ETag where the server
+    honours ``If-None-Match`` / ``If-Match`` (detected once per server, ``_honours_conditions``)."""
+
+    server_time = True
+
+    def __init__(self, zstore: ZStore) -> None:
+        super().__init__(zstore)
+        self.obj = zstore.store.store
+        self.conditional = _honours_conditions(self)
+
+    def _path(self, key: str) -> str:
+        return self.zstore.full_key(key)
+
+    def get(self, key: str) -> tuple[bytes | None, str | None]:
+        import obstore
+
+        with mapped_errors(f"Could not read {self.zstore.where(key)}", self.zstore.probe):
+            try:
+                res = obstore.get(self.obj, self._path(key))
+            except (FileNotFoundError, obstore.exceptions.NotFoundError):
+                return None, None
+            return bytes(res.bytes()), res.meta.get("e_tag")
+
+    def get_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, str | None]]:
+        import asyncio
+
+        import obstore
+
+        from ..zarr_compat import sync
+
+        async def one(key: str) -> tuple[bytes | None, str | None]:
+            try:
+                res = await obstore.get_async(self.obj, self._path(key))
+                return bytes(await res.bytes_async()), res.meta.get("e_tag")
+            except (FileNotFoundError, obstore.exceptions.NotFoundError):
+                return None, None
+
+        async def run() -> list[tuple[bytes | None, str | None]]:
+            return list(await asyncio.gather(*(one(k) for k in keys)))
+
+        self.zstore._count(len(keys))
+        with mapped_errors(f"Could not read from {self.zstore.display}", self.zstore.probe):
+            return sync(run())
+
+    def age(self, key: str) -> float | None:
+        import obstore
+
+        with mapped_errors(f"Could not read {self.zstore.where(key)}", self.zstore.probe):
+            try:
+                meta = obstore.head(self.obj, self._path(key))
+            except (FileNotFoundError, obstore.exceptions.NotFoundError):
+                return None
+        return max(0.0, time.time() - meta["last_modified"].timestamp())
+
+    def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
+        import obstore
+
+        mode: Any = "overwrite"
+        if self.conditional:
+            mode = "create" if create else ({"e_tag": match} if match else "overwrite")
+        elif create or match:  # the server ignores the conditions: check, then write (racy; warned)
+            _, now = self.get(key)
+            if (create and now is not None) or (match and now != match):
+                raise CommitConflict(key)
+        self.zstore._count()
+        with mapped_errors(f"Could not write to {self.zstore.where(key)}", self.zstore.probe):
+            try:
+                res = obstore.put(self.obj, self._path(key), data, mode=mode)
+            except (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError):
+                raise CommitConflict(key) from None
+        return res.get("e_tag")
+
+    def delete(self, keys: Sequence[str]) -> None:
+        import obstore
+
+        if not keys:
+            return
+        self.zstore._count(len(keys))
+        with mapped_errors(f"Could not delete from {self.zstore.display}", self.zstore.probe):
+            for i in range(0, len(keys), 1000):
+                with contextlib.suppress(FileNotFoundError, obstore.exceptions.NotFoundError):
+                    obstore.delete(self.obj, [self._path(k) for k in keys[i : i + 1000]])
+
+
+class _LocalOps(_Ops):
+    """A local directory, changed in place under the target's writer lock: every object is written
+    to a temporary file and renamed over the old one (readers see either, never a torn object)."""
+
+    def __init__(self, zstore: ZStore) -> None:
+        super().__init__(zstore)
+        self.root = Path(zstore.store.root) / zstore.prefix if zstore.prefix else Path(zstore.store.root)
+
+    def get(self, key: str) -> tuple[bytes | None, str | None]:
+        p = self.root / key
+        try:
+            with open(p, "rb") as f:
+                st = os.fstat(f.fileno())
+                return f.read(), f"{st.st_ino}-{st.st_mtime_ns}-{st.st_size}"
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            return None, None
+
+    def age(self, key: str) -> float | None:
+        try:
+            return max(0.0, time.time() - os.stat(self.root / key).st_mtime)
+        except FileNotFoundError:
+            return None
+
+    def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
+        p = self.root / key
+        if match is not None and self.get(key)[1] != match:
+            raise CommitConflict(key)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        tmp = p.with_name(f"{p.name}.{uuid.uuid4().hex[:8]}.partial")
+        self.zstore._count()
+        with open(tmp, "wb") as f:
+            f.write(data)
+        try:
+            if create:
+                try:
+                    os.link(tmp, p)  # fails when the key exists: an atomic create-only write
+                except FileExistsError:
+                    raise CommitConflict(key) from None
+                finally:
+                    os.unlink(tmp)
+            else:
+                os.replace(tmp, p)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        return self.get(key)[1]
+
+    def delete(self, keys: Sequence[str]) -> None:
+        folders: set[Path] = set()
+        for k in keys:
+            self.zstore._count()
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                os.remove(self.root / k)
+                folders.add((self.root / k).parent)
+        for d in sorted(folders, key=lambda p: -len(p.parts)):  # folders a rollback emptied go too
+            while d != self.root and d.is_relative_to(self.root):
+                try:
+                    d.rmdir()
+                except OSError:  # not empty (or gone)
+                    break
+                d = d.parent
+
+
+class _StoreOps(_Ops):
+    """Any other zarr-python Store: create-only through ``set_if_not_exists`` (atomic where the
+    store makes it so), compare-and-swap by reading first (not atomic: documented)."""
+
+    conditional = False
+
+    def get(self, key: str) -> tuple[bytes | None, str | None]:
+        import hashlib
+
+        raw = self.zstore.get_bytes(key)
+        if raw is None:
+            return None, None
+        raw = bytes(raw)
+        return raw, hashlib.sha256(raw).hexdigest()
+
+    def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
+        from zarr.buffer import cpu
+
+        from ..zarr_compat import sync
+
+        zs = self.zstore
+        if match is not None and self.get(key)[1] != match:
+            raise CommitConflict(key)
+        if create:
+            zs._count()
+            with mapped_errors(f"Could not write to {zs.where(key)}", zs.probe):
+                sync(zs.store.set_if_not_exists(zs.full_key(key), cpu.Buffer.from_bytes(data)))
+            got, tag = self.get(key)
+            if got != data:
+                raise CommitConflict(key)
+            return tag
+        zs.set_many([(key, data)])
+        return self.get(key)[1]
+
+    def delete(self, keys: Sequence[str]) -> None:
+        from ..zarr_compat import sync
+
+        zs = self.zstore
+        if not keys or not zs.store.supports_deletes:
+            return
+
+        async def run() -> None:
+            for k in keys:
+                await zs.store.delete(zs.full_key(k))
+
+        zs._count(len(keys))
+        with mapped_errors(f"Could not delete from {zs.display}", zs.probe):
+            sync(run())
+
+
+def _some_objects(zs: ZStore, n: int = 5) -> list[str]:
+    """The names (first path part) of up to ``n`` objects in the store, ours left out: whether a
+    target is empty. Objects, not a listing of folders: an S3 server with a file system behind it
+    (SeaweedFS's filer) keeps listing the folders of deleted objects."""
+    from ..zarr_compat import sync
+
+    lead = zs.full_key("").rstrip("/")
+
+    async def run() -> list[str]:
+        found: list[str] = []
+        async for k in zs.store.list_prefix(lead + "/" if lead else ""):
+            name = (k[len(lead):].lstrip("/") if lead else k).split("/", 1)[0]
+            if not name.startswith(".zstrings-") and name not in found:
+                found.append(name)
+                if len(found) >= n:
+                    break
+        return found
+
+    with mapped_errors(f"Could not list {zs.display}", zs.probe):
+        return sync(run())
+
+
+def ops_for(zstore: ZStore) -> _Ops:
+    """The protocol's operations on ``zstore``'s kind of store."""
+    from zarr.storage import LocalStore
+    from zarr.storage import ObjectStore
+
+    store = zstore.store
+    if type(store) is ObjectStore and type(getattr(store, "store", None)).__module__.startswith("obstore"):
+        return _ObstoreOps(zstore)
+    if type(store) is LocalStore:
+        return _LocalOps(zstore)
+    return _StoreOps(zstore)
+
+
+_CONDITIONS: dict[tuple[str, str], bool] = {}
+_CONDITIONS_LOCK = threading.Lock()
+
+
+def _honours_conditions(ops: _ObstoreOps) -> bool:
+    """Whether the server behind ``ops`` refuses a create-only write of an existing object and a
+    write whose ``If-Match`` ETag is stale: found once per server and process with a probe object
+    beside the dataset (three PUTs, two of them at once, and a DELETE). Where it does not, writers
+    warn (``ConditionalWriteWarning``) and fall back to read-then-write."""
+    import obstore
+
+    cfg: Any = {}
+    with contextlib.suppress(Exception):
+        cfg = dict(ops.obj.config)
+    key = (str(cfg.get("bucket") or cfg.get("aws_bucket") or id(ops.obj)),
+           str(cfg.get("endpoint") or cfg.get("aws_endpoint") or ""))
+    with _CONDITIONS_LOCK:
+        if key in _CONDITIONS:
+            return _CONDITIONS[key]
+        probe = ops._path(f".zstrings-probe-{new_id()}")
+
+        def refused(mode: Any) -> bool:
+            try:
+                obstore.put(ops.obj, probe, b"2", mode=mode)
+            except (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError):
+                return True
+            return False
+
+        with mapped_errors(f"Could not write to {ops.zstore.display}", ops.zstore.probe):
+            obstore.put(ops.obj, probe, b"1", mode="create")
+            # a second create-only write and one whose If-Match ETag is stale must both be refused
+            honours = all(ops.both(lambda: refused("create"), lambda: refused({"e_tag": '"stale-etag"'})))
+            with contextlib.suppress(FileNotFoundError, obstore.exceptions.NotFoundError):
+                obstore.delete(ops.obj, probe)
+        _CONDITIONS[key] = honours
+    if not honours:
+        warnings.warn(ConditionalWriteWarning(
+            f"{ops.zstore.display}: the object store ignores conditional writes (If-None-Match / If-Match), "
+            "so two writers that start at the same moment can both go ahead and one's chunks can overwrite "
+            "the other's. Write each store from one process at a time (docs/reliability.md, 'Concurrent "
+            "writers')."), stacklevel=2)
+    return honours
+
+
+# ---------------------------------------------------------------------------------------------
+# Writers and the journal
+# ---------------------------------------------------------------------------------------------
+
+
+def _boot_id() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return ""
+
+
+def _pid_start(pid: int) -> str:
+    """When process ``pid`` started (Linux: clock ticks since boot), so a reused pid is not taken
+    for the writer; "" where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return ""
+
+
+def this_writer() -> dict[str, Any]:
+    now = time.time()
+    return {"host": socket.gethostname(), "boot": _boot_id(), "pid": os.getpid(),
+            "pid_start": _pid_start(os.getpid()), "started": now, "renewed": now}
+
+
+def writer_gone(w: Mapping[str, Any]) -> bool:
+    """Whether the process that wrote journal writer record ``w`` is known to have ended: it ran on
+    this machine (host name and boot id) and no process with its pid and start time exists."""
+    if w.get("host") != socket.gethostname() or w.get("boot", "") != _boot_id():
+        return False
+    pid = int(w.get("pid", 0) or 0)
+    if pid <= 0:
+        return False
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    start = str(w.get("pid_start", ""))
+    return bool(start) and _pid_start(pid) not in ("", start)
+
+
+def describe_writer(w: Mapping[str, Any]) -> str:
+    return f"process {w.get('pid')} on {w.get('host')}"
+
+
+@dataclass
+class Journal:
+    """The record of a write in progress (``.zstrings-journal``). ``appends``: array path ->
+    ``{"axis", "old", "new"}`` (the lengths along the appended axis); ``new_arrays``: arrays the
+    write adds; ``old_meta``: metadata key -> its value before the write (None: it did not exist),
+    recorded before the first metadata object changes; ``phase``: claimed, writing, committing;
+    a whole-store write: clearing (its old root recorded, about to be replaced by the placeholder)
+    and cleared (removing the old objects)."""
+
+    txn: str
+    kind: str  # "append", "add", "new", "replace"
+    fmt: str  # "v2", "v3"
+    writer: dict[str, Any]
+    lineage: str
+    commit: str
+    version: int
+    base: str | None = None  # the commit the write builds on (append, add)
+    phase: str = "claimed"
+    appends: dict[str, dict[str, int]] = field(default_factory=dict)
+    new_arrays: list[str] = field(default_factory=list)
+    old_meta: dict[str, Any] | None = None
+
+    def to_bytes(self) -> bytes:
+        return json.dumps({"xr_zstrings_journal": 1, **asdict(self)}, sort_keys=True).encode()
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, *, where: str) -> Journal:
+        obj = parse_json(raw, where=where)
+        if not isinstance(obj, Mapping) or obj.get("xr_zstrings_journal") != 1:
+            raise IncompleteStoreError(f"Invalid journal at {where}: expected an xr_zstrings write journal; "
+                                       f"remove the object if no xr_zstrings write uses this store.")
+        fields = {k: obj[k] for k in cls.__dataclass_fields__ if k in obj}
+        return cls(**fields)
+
+    @property
+    def whole_store(self) -> bool:
+        return self.kind in ("new", "replace")
+
+
+# ---------------------------------------------------------------------------------------------
+# What a store holds: for check, repair and a writer that finds a journal
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class StoreState:
+    """A store's commit state, as ``zstrings check`` reports it and ``repair`` acts on it."""
+
+    fmt: str  # "v2", "v3" or "none"
+    journal: Journal | None
+    journal_etag: str | None
+    journal_age: float | None  # seconds since the journal was written or renewed
+    committed: VersionRecord | None  # the version in .zmetadata (v2) that readers are served
+    root: VersionRecord | None  # the version the root object names (or its placeholder's)
+    root_placeholder: bool
+    zmetadata_etag: str | None
+    consolidated: dict[str, Any] | None  # the metadata objects of .zmetadata
+    root_obj: Any = None
+    root_zattrs: Any = None
+
+    @property
+    def writer_gone(self) -> bool:
+        return self.journal is not None and writer_gone(self.journal.writer)
+
+    @property
+    def lease_expired(self) -> bool:
+        return self.journal_age is not None and self.journal_age > lock_timeout()
+
+    @property
+    def in_journal_commit(self) -> bool:
+        """The journal's write reached its commit point (the new version is in ``.zmetadata``)."""
+        j = self.journal
+        if j is None:
+            return False
+        if j.fmt == "v3":
+            return self.root_obj is not None and not self.root_placeholder
+        return self.committed is not None and self.committed.commit == j.commit
+
+    def describe(self) -> tuple[str, str]:
+        """(what state the store is in, what ``repair`` does about it), in words."""
+        j = self.journal
+        if j is None:
+            if _lagging(self):
+                assert self.committed is not None and self.root is not None
+                shows = ("the root object is still the placeholder of that write" if self.root_placeholder
+                         and self.root.commit == self.committed.commit else
+                         f"the per-object metadata show version {self.root.version}")
+                return (f"version {self.committed.version} is committed (.zmetadata) but {shows}",
+                        "roll forward: write the per-object metadata from .zmetadata")
+            if self.root_placeholder:
+                return ("the root object is a placeholder of a write that left no journal",
+                        "nothing it can complete: write the store again (mode='w')")
+            if self.fmt == "v2" and self.consolidated is not None and self.committed is not None and \
+                    consolidated_view(self.root_obj, self.root_zattrs, {"zarr_consolidated_format": 1,
+                                      "metadata": self.consolidated}, remote=True) == "objects":
+                return ("consolidated metadata (.zmetadata) is stale: another tool changed the root objects since",
+                        "re-consolidate .zmetadata from the objects")
+            if self.fmt == "v2" and self.consolidated is not None and self.committed is None:
+                return ("complete; its consolidated metadata (.zmetadata) was written by another tool", "nothing to do")
+            ver = f" (version {self.committed.version})" if self.committed is not None else ""
+            return f"complete{ver}", "nothing to do"
+        who = describe_writer(j.writer)
+        age = f"{self.journal_age:.0f} s" if self.journal_age is not None else "an unknown time"
+        what = {"append": "an append", "add": "added variables", "new": "a new store's first write",
+                "replace": "a replacement (mode='w')"}.get(j.kind, j.kind)
+        alive = ("its writer has ended" if self.writer_gone else
+                 f"its claim has not been renewed for {age}, longer than the lease" if self.lease_expired else
+                 f"its writer may still be running (last renewed {age} ago)")
+        if self.in_journal_commit:
+            state = f"{what} by {who} reached its commit point (version {j.version}); {alive}"
+            action = "roll forward: finish the per-object metadata of the committed version"
+        elif j.whole_store and (j.phase == "cleared" or j.kind == "new"):
+            state = f"{what} by {who} was interrupted after the old version was removed; {alive}"
+            action = "roll back to an empty target (nothing of either version is complete); then write it again"
+        elif j.whole_store:
+            state = f"{what} by {who} is under way or was interrupted before removing anything; {alive}"
+            action = "roll back: drop the claim (the old version is intact; its root object put back)"
+        else:
+            base = f"version {self.committed.version}" if self.committed else "the old version"
+            state = f"{what} by {who} is under way or was interrupted before its commit point; readers see {base}; {alive}"
+            action = "roll back: remove the chunks it wrote and restore the metadata it changed"
+        if not (self.writer_gone or self.lease_expired):
+            action += " (only with --force / force=True while its writer may be running)"
+        return state, action
+
+
+def inspect_store(zstore: ZStore, ops: _Ops | None = None) -> StoreState:
+    """Read the journal, the root object and ``.zmetadata`` of ``zstore`` (no other object)."""
+    ops = ops or ops_for(zstore)
+    (raw_j, etag_j), (raw_z, etag_z), (raw_g, _), (raw_a, _), (raw_3, _) = ops.get_many(
+        [JOURNAL, ZMETADATA, ".zgroup", ".zattrs", "zarr.json"])
+    journal = Journal.from_bytes(raw_j, where=zstore.where(JOURNAL)) if raw_j is not None else None
+    age = None
+    if journal is not None:
+        age = ops.age(JOURNAL) if ops.server_time else None
+        if age is None:
+            age = max(0.0, time.time() - float(journal.writer.get("renewed", 0) or 0))
+    zm = parse_json(raw_z, where=zstore.where(ZMETADATA)) if raw_z is not None else None
+    meta = consolidated_meta(zm)
+    root = parse_json(raw_g, where=zstore.where(".zgroup")) if raw_g is not None else None
+    fmt = "v2" if raw_g is not None or meta is not None else ("v3" if raw_3 is not None else "none")
+    if journal is not None and fmt == "none":
+        fmt = journal.fmt
+    if fmt == "v3" and raw_3 is not None:
+        root = parse_json(raw_3, where=zstore.where("zarr.json"))
+    raw_a = raw_a if fmt == "v2" else None
+    return StoreState(
+        fmt=fmt, journal=journal, journal_etag=etag_j, journal_age=age,
+        committed=version_of(meta.get(".zgroup")) if meta else None,
+        root=version_of(root) if fmt == "v2" else None, root_placeholder=is_placeholder(root),
+        zmetadata_etag=etag_z, consolidated=meta, root_obj=root,
+        root_zattrs=parse_json(raw_a, where=zstore.where(".zattrs")) if raw_a is not None else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Recovery
+# ---------------------------------------------------------------------------------------------
+
+#: undo(zstore, journal, old_object) removes the chunks an uncommitted write may have written:
+#: ``old_object(key)`` gives a metadata object as it was before the write
+Undo = Callable[[ZStore, Journal, Callable[[str], Any]], None]
+
+
+def _old_object(ops: _Ops, journal: Journal, zstore: ZStore) -> Callable[[str], Any]:
+    def get(key: str) -> Any:
+        if journal.old_meta is not None and key in journal.old_meta:
+            return journal.old_meta[key]
+        raw, _ = ops.get(key)
+        return None if raw is None else parse_json(raw, where=zstore.where(key))
+    return get
+
+
+def _write_objects(ops: _Ops, objects: Mapping[str, Any], root: str) -> None:
+    """Write metadata objects (None: delete), the root one last."""
+    zs = ops.zstore
+    rest = [(k, v) for k, v in objects.items() if k != root]
+    puts = [(k, v if isinstance(v, bytes | bytearray) else dumps(v)) for k, v in rest if v is not None]
+    if puts:
+        if isinstance(ops, _LocalOps):
+            for k, data in puts:
+                ops.put(k, bytes(data))
+        else:
+            zs.set_many(puts)
+    ops.delete([k for k, v in rest if v is None])
+    if root in objects:
+        v = objects[root]
+        if v is None:
+            ops.delete([root])
+        else:
+            ops.put(root, v if isinstance(v, bytes | bytearray) else dumps(v))
+
+
+def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | None = None) -> str:
+    """Complete or undo the write ``state.journal`` records, then remove its journal; returns what
+    was done, in words. The caller knows that write's writer is gone (or was told to go ahead)."""
+    ops = ops or ops_for(zstore)
+    j = state.journal
+    if j is None:
+        return _finish_lagging(zstore, state, ops) if _lagging(state) else "nothing to do"
+    root = "zarr.json" if j.fmt == "v3" else ".zgroup"
+    if state.in_journal_commit:
+        if j.fmt == "v2" and state.consolidated is not None:
+            keys = [root] if j.whole_store else list(j.old_meta or state.consolidated)
+            _write_objects(ops, {k: state.consolidated.get(k) for k in {*keys, root}}, root)
+        done = f"rolled forward to version {j.version}"
+    elif j.whole_store and j.phase == "clearing":  # nothing of the old version removed but its root
+        if j.old_meta and j.old_meta.get(root) is not None and state.root_placeholder:
+            ops.put(root, dumps(j.old_meta[root]))
+        done = "dropped the claim of a replacement that had not removed the old version (it is intact)"
+    elif j.whole_store and j.phase == "clearing" and j.kind == "replace":
+        # nothing of the old version was removed but its consolidated metadata and its root
+        if j.old_meta and j.old_meta.get(root) is not None and state.root_placeholder:
+            ops.put(root, dumps(j.old_meta[root]))
+        done = "dropped the claim of a replacement that had not removed the old version (it is intact)"
+    elif j.whole_store and (j.phase == "cleared" or j.kind == "new"):
+        keys = [k for k in ops.list("") if k != JOURNAL]
+        metadata = [k for k in keys if k.rsplit("/", 1)[-1] in (*_METADATA_NAMES, ZMETADATA, "zarr.json")]
+        ops.delete(sorted(metadata, key=lambda k: (k.count("/"), k)))  # the root's first: refused from here on
+        ops.delete([k for k in keys if k not in set(metadata)])
+        done = ("removed the interrupted replacement (the old version had already been removed): the target "
+                "is empty; write it again" if j.kind == "replace" else
+                "removed the interrupted new store's objects: the target is empty; write it again")
+    elif j.whole_store:
+        done = "dropped the claim of a write that had not changed anything"  # (a replacement, "claimed")
+    else:
+        if undo is not None:
+            undo(zstore, j, _old_object(ops, j, zstore))
+        if j.old_meta:
+            _write_objects(ops, dict(j.old_meta), root)
+        elif state.root_placeholder and state.consolidated is not None and root in state.consolidated:
+            ops.put(root, dumps(state.consolidated[root]))  # the placeholder landed, the old values not
+        done = "rolled back the interrupted write (its chunks removed, its metadata changes undone)"
+    ops.delete([JOURNAL])
+    return done
+
+
+def _lagging(state: StoreState) -> bool:
+    """No journal, and the per-object metadata lag behind our committed ``.zmetadata`` (a writer
+    fenced out after its commit point, or a root object left as a placeholder)."""
+    c, r = state.committed, state.root
+    if state.journal is not None or state.fmt != "v2" or c is None or state.consolidated is None or r is None:
+        return False
+    return r.lineage == c.lineage and (r.commit != c.commit or state.root_placeholder)
+
+
+def _finish_lagging(zstore: ZStore, state: StoreState, ops: _Ops) -> str:
+    """Write every metadata object from ``.zmetadata`` (which lag is not recorded), the root last."""
+    assert state.consolidated is not None and state.committed is not None
+    _write_objects(ops, dict(state.consolidated), ".zgroup")
+    return f"rolled forward to version {state.committed.version}"
+
+
+# ---------------------------------------------------------------------------------------------
+# A write
+# ---------------------------------------------------------------------------------------------
+
+
+class Transaction:
+    """One write of a store, committed by the protocol in this module's docstring.
+
+    The API every writer uses (``to_nczarr``, appends, ``to_zarr_v3``; ``migrate`` the same way)::
+
+        with Transaction.begin(zstore, kind, fmt="v2", undo=write.repair.undo, mode="w") as txn:
+            # kind: "new" (mode="w-"), "replace" (mode="w"), "append", "add"
+            txn.set_base(objects, consolidated_in_step=tree.consolidated)  # append/add: what it read
+            txn.record_writes(appends={path: {"axis", "old", "new"}}, new_arrays=[...])  # append/add
+            ... write the chunks through zstore ...
+            txn.commit(changed_objects)          # append/add; a whole store: commit(all, full=True)
+
+    ``begin`` claims the store (its journal), recovers what a dead writer left, and for the
+    whole-store kinds prepares the target (a placeholder root first; replacing, the old objects
+    removed). ``inplace=False`` is a target written beside the store and swapped in (local
+    directories, zip files): no claim, ``commit`` just writes the objects and ``.zmetadata``.
+    ``commit`` takes metadata objects (key -> JSON object, bytes, or None to delete) and writes
+    them with the version record, ``.zmetadata`` (Zarr v2) and the root last. A Zarr v3 writer,
+    whose root ``zarr.json`` is its own commit point, writes everything itself and calls
+    ``finish()``. On an exception (``with``) ``abort()`` undoes the write. While the write lasts a
+    thread renews the claim (object storage); ``txn.record`` is the version the write makes.
+    """
+
+    def __init__(self, zstore: ZStore, kind: str, fmt: str, *, inplace: bool, undo: Undo | None) -> None:
+        self.zstore = zstore
+        self.kind = kind
+        self.fmt = fmt
+        self.inplace = inplace
+        self.undo = undo
+        self.ops: _Ops | None = ops_for(zstore) if inplace else None
+        self.journal: Journal | None = None
+        self.etag: str | None = None
+        self.base_meta: dict[str, Any] | None = None
+        self.base_etag: str | None = None
+        self.record = VersionRecord(new_id(), new_id(), 1)
+        self.recovered: str | None = None
+        self.state: StoreState | None = None  # what the store held when the write began (after its claim)
+        self._lost = threading.Event()
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._done = False
+
+    # --- claim -------------------------------------------------------------------------------
+    @classmethod
+    def begin(cls, zstore: ZStore, kind: str, *, fmt: str = "v2", inplace: bool = True, undo: Undo | None = None,
+              mode: str = "w") -> Transaction:
+        """Claim ``zstore`` for a write of ``kind`` (see the class docstring). ``mode`` ("w-" or "w")
+        for the whole-store kinds: "w-" refuses a target that is not empty."""
+        txn = cls(zstore, kind, fmt, inplace=inplace, undo=undo)
+        if not inplace:
+            return txn
+        txn._claim(mode)
+        try:
+            if kind in ("new", "replace"):
+                txn._prepare_whole(mode)
+        except BaseException:
+            txn._release()
+            raise
+        if not isinstance(txn.ops, _LocalOps):
+            txn._start_renewal()
+        return txn
+
+    def _claim(self, mode: str) -> None:
+        """Create our journal (create-only), then look at the store (nobody else changes it while we
+        hold it). A journal already there: a dead writer's is taken over and its write completed
+        or undone first; a live writer's makes this write refuse."""
+        ops = self.ops
+        assert ops is not None
+        zs = self.zstore
+        journal = Journal(new_id(), self.kind, self.fmt, this_writer(), "", "", 0)
+        state: StoreState | None = None
+        for _ in range(3):
+            try:
+                self.etag = ops.put(JOURNAL, journal.to_bytes(), create=True)
+            except CommitConflict:
+                other = inspect_store(zs, ops)
+                if other.journal is None:
+                    continue  # it ended between our write and our look: try again
+                self._refuse_unless_gone(other, mode)
+                try:
+                    self.etag = ops.put(JOURNAL, journal.to_bytes(), match=other.journal_etag)  # one taker wins
+                except CommitConflict:
+                    continue
+                self.journal = journal
+                self.recovered = recover(zs, other, self.undo, _KeepJournal(ops))
+            self.journal = journal
+            sys.audit("xr_zstrings.commit", "claimed")  # (tests stop a writer at each step)
+            state = inspect_store(zs, ops)
+            break
+        if state is None:
+            raise ConcurrentWriteError(f"Cannot write to {zs.display}: other writers keep claiming it; try again.")
+        if _lagging(state):
+            self.recovered = _finish_lagging(zs, state, ops)
+            state = inspect_store(zs, ops)
+        self.state = state
+        self._set_record(state)
+        journal.lineage, journal.commit, journal.version = self.record.lineage, self.record.commit, self.record.version
+        journal.base = state.committed.commit if state.committed else None
+
+    def _set_record(self, state: StoreState) -> None:
+        """The version this write makes: the next of the committed lineage (append, add), else a new
+        lineage (a new store, a replacement, or the first change of a store without our version)."""
+        c = state.committed
+        if self.kind in ("append", "add") and c is not None and state.root is not None \
+                and state.root.lineage == c.lineage:
+            self.record = VersionRecord(c.lineage, new_id(), c.version + 1)
+        else:
+            self.record = VersionRecord(new_id(), new_id(), 1)
+
+    def _refuse_unless_gone(self, state: StoreState, mode: str) -> None:
+        """Another write's journal is there: refuse unless its writer is gone (ended, or its claim
+        not renewed for the lease)."""
+        other = state.journal
+        assert other is not None
+        if state.writer_gone or state.lease_expired:
+            return
+        zs = self.zstore
+        age = f"{state.journal_age:.0f} s" if state.journal_age is not None else "some time"
+        left = max(0.0, lock_timeout() - (state.journal_age or 0.0))
+        cls = TargetExistsError if mode == "w-" and self.kind == "new" else ConcurrentWriteError
+        extra = " and mode='w-' never overwrites" if cls is TargetExistsError else ""
+        raise cls(
+            f"Cannot write to {zs.display}: another writer ({describe_writer(other.writer)}, last seen {age} ago) "
+            f"is writing it (its claim {JOURNAL!r}){extra}. Nothing was written. Wait for that write to end and "
+            f"write again. If that writer was killed, the next write after {left:.0f} s recovers the store by "
+            f"itself; `zstrings repair {zs.display} --force` recovers it now (only when you are sure that writer "
+            "is not running).")
+
+    def _prepare_whole(self, mode: str) -> None:
+        """A new store or a replacement: refuse a non-empty target for "w-"; then (journal phase
+        "cleared" first: from here on nothing of an older version is kept) the placeholder root,
+        which every reader refuses, and the old objects removed, metadata first."""
+        ops, zs = self.ops, self.zstore
+        assert ops is not None and self.journal is not None
+        root = "zarr.json" if self.fmt == "v3" else ".zgroup"
+        existing = _some_objects(zs)
+        if existing and mode == "w-":
+            raise TargetExistsError(
+                f"Cannot write to {zs.display}: it is not empty (found {sorted(existing)[:5]}) and mode='w-' never "
+                "overwrites. Pass mode='w' to replace it, or mode='a' with append_dim to append.")
+        rec = VersionRecord(self.record.lineage, self.record.commit, self.record.version, self.kind)
+        placeholder = incomplete_v3_root(rec.as_json()) if self.fmt == "v3" else incomplete_v2_group(rec.as_json())
+        if existing:  # the old root recorded: until the old objects go, a rollback puts it back
+            raw, _ = ops.get(root)
+            self.journal.old_meta = {root: None if raw is None else parse_json(raw, where=zs.where(root))}
+            self.journal.phase = "clearing"
+            self._put_journal()
+            ops.delete([ZMETADATA])  # consolidated readers: no old version to serve any more
+        else:  # an empty target: whatever is there later is this write's
+            self.journal.phase = "cleared"
+            self._put_journal()
+        ops.put(root, placeholder)
+        if existing:
+            self.journal.phase = "cleared"
+            self._put_journal()
+            keys = [k for k in ops.list("") if k not in (JOURNAL, root)]
+            metadata = [k for k in keys if k.rsplit("/", 1)[-1] in (*_METADATA_NAMES, "zarr.json")]
+            ops.delete(sorted(metadata, key=lambda k: (k.count("/"), k)))
+            ops.delete([k for k in keys if k not in set(metadata)])
+
+    # --- the write ---------------------------------------------------------------------------
+    def set_base(self, objects: Mapping[str, Any], *, consolidated_in_step: bool) -> None:
+        """The metadata objects (key -> JSON) the write starts from (append, add), as read after the
+        claim. When they did not come from our own in-step ``.zmetadata``, that is written first
+        (this version, consolidated: the *base*), so that consolidated readers are served the old
+        version through the write's metadata window and a rollback restores what readers saw."""
+        self.base_meta = {k: v for k, v in objects.items() if k.rsplit("/", 1)[-1] in _METADATA_NAMES}
+        if not self.inplace or self.fmt != "v2":
+            return
+        ops = self.ops
+        assert ops is not None and self.journal is not None and self.state is not None
+        exists, etag = self.state.consolidated is not None or self.state.zmetadata_etag is not None, \
+            self.state.zmetadata_etag
+        self.base_etag = etag
+        if consolidated_in_step and exists:
+            return
+        base = VersionRecord(self.record.lineage, new_id(), self.record.version)
+        self.record = VersionRecord(base.lineage, self.record.commit, base.version + 1)
+        meta = dict(self.base_meta)
+        if ".zgroup" in meta:
+            meta[".zgroup"] = with_version(meta[".zgroup"], base)
+        try:
+            self.base_etag = ops.put(ZMETADATA, consolidated_bytes(meta), create=not exists, match=etag)
+        except CommitConflict:
+            self._lose(f"{ZMETADATA!r} changed under it")
+        j = self.journal
+        j.base, j.lineage, j.commit, j.version = base.commit, self.record.lineage, self.record.commit, \
+            self.record.version
+        self._put_journal()
+
+    def record_writes(self, *, appends: Mapping[str, Mapping[str, int]] | None = None,
+                      new_arrays: Sequence[str] = ()) -> None:
+        """Before the first chunk write: what an uncommitted write may have left (for a rollback):
+        ``appends`` maps an array's path to ``{"axis", "old", "new"}``, ``new_arrays`` lists the
+        arrays the write adds."""
+        if self.journal is None:
+            return
+        self.journal.appends.update({k: {n: int(x) for n, x in v.items()} for k, v in (appends or {}).items()})
+        self.journal.new_arrays.extend(new_arrays)
+        self.journal.phase = "writing"
+        self._put_journal()
+        sys.audit("xr_zstrings.commit", "writing")
+
+    def commit(self, objects: Mapping[str, Any], *, root: str = ".zgroup", consolidated: bool = True,
+               full: bool = False) -> None:
+        """Make ``objects`` (metadata key -> JSON object, bytes, or None to delete) the store's new
+        version, in the order of the module docstring. ``full``: ``objects`` are every metadata
+        object of the store (a new store, a replacement), else changes to ``set_base``'s.
+        ``consolidated``: write ``.zmetadata`` (Zarr v2: the commit point). The root object gets the
+        new version record (Zarr v2) and is written last."""
+        zs = self.zstore
+        objects = {k: (parse_json(v, where=zs.where(k)) if isinstance(v, bytes | bytearray) else v)
+                   for k, v in objects.items()}
+        meta: dict[str, Any] = {} if full or self.base_meta is None else dict(self.base_meta)
+        for k, v in objects.items():
+            if k.rsplit("/", 1)[-1] in _METADATA_NAMES:
+                if v is None:
+                    meta.pop(k, None)
+                else:
+                    meta[k] = v
+        if root == ".zgroup" and ".zgroup" in meta:
+            objects[root] = meta[root] = with_version(meta[root], self.record)
+        if not self.inplace:  # written beside the target: nobody reads it before the swap
+            zs.set_many([(k, dumps(v)) for k, v in objects.items() if k != root and v is not None])
+            if consolidated:
+                zs.set_many([(ZMETADATA, consolidated_bytes(meta))])
+            if objects.get(root) is not None:
+                zs.set_many([(root, dumps(objects[root]))])
+            self._done = True
+            return
+        ops = self.ops
+        assert ops is not None and self.journal is not None
+        self._check_owner()
+        whole = self.kind in ("new", "replace")
+        if not whole:  # the old values (for a rollback) and the window: readers of objects refuse
+            old = self.base_meta or {}
+            self.journal.old_meta = {k: old.get(k) for k in objects}
+            self.journal.phase = "committing"
+            rec = VersionRecord(self.record.lineage, self.record.commit, self.record.version, self.kind)
+            placeholder = incomplete_v2_group(rec.as_json()) if root == ".zgroup" else incomplete_v3_root(rec.as_json())
+            # at once: a rollback that finds the placeholder but not the old values puts the root
+            # back from the base version's .zmetadata (nothing else changed yet)
+            ops.both(self._put_journal, lambda: ops.put(root, placeholder))
+            sys.audit("xr_zstrings.commit", "window")
+        _write_objects(ops, {k: v for k, v in objects.items() if k != root}, root)
+        if consolidated and self.fmt == "v2":
+            sys.audit("xr_zstrings.commit", "commit")
+            try:  # the commit point
+                if whole or self.base_etag is None:
+                    ops.put(ZMETADATA, consolidated_bytes(meta), create=True)
+                else:
+                    ops.put(ZMETADATA, consolidated_bytes(meta), match=self.base_etag)
+            except CommitConflict:
+                self._lose(f"{ZMETADATA!r} changed under it: another writer committed first")
+        sys.audit("xr_zstrings.commit", "committed")
+        # at once: the root naming the new version, and the claim released (a root left behind is
+        # finished by the next writer or repair: .zmetadata says which version is committed)
+        self._stop.set()
+        done = [lambda: ops.delete([JOURNAL])]
+        if objects.get(root) is not None:
+            done.append(lambda: ops.put(root, dumps(objects[root])))
+        ops.both(*done)
+        self._done = True
+
+    def _lose(self, why: str) -> None:
+        self._stop.set()
+        raise ConcurrentWriteError(
+            f"Cannot commit the write to {self.zstore.display}: {why}. This write was not committed: readers "
+            "keep the version another writer made. Write again (the data you passed was not stored).")
+
+    def _check_owner(self) -> None:
+        """Refuse to go on when the claim was taken over (a stalled writer: see ``_start_renewal``)."""
+        ops = self.ops
+        assert ops is not None
+        if self._lost.is_set():
+            self._lose("its claim was taken over while it was stalled")
+        with self._lock:
+            _, etag = ops.get(JOURNAL)
+            if etag != self.etag:
+                self._lost.set()
+        if self._lost.is_set():
+            self._lose("its claim was taken over while it was stalled")
+
+    def _put_journal(self) -> None:
+        ops = self.ops
+        assert ops is not None and self.journal is not None
+        with self._lock:
+            self.journal.writer["renewed"] = time.time()
+            try:
+                self.etag = ops.put(JOURNAL, self.journal.to_bytes(), match=self.etag)
+            except CommitConflict:
+                self._lost.set()
+        if self._lost.is_set():
+            self._lose("its claim was taken over while it was stalled")
+
+    def _start_renewal(self) -> None:
+        period = max(1.0, min(lock_timeout() / 4, 60.0))
+
+        def run() -> None:
+            while not self._stop.wait(period):
+                try:
+                    self._put_journal()
+                except ConcurrentWriteError:
+                    return
+                except Exception:  # noqa: BLE001 - a failed renewal is retried; the commit checks ownership
+                    continue
+
+        self._renewer = threading.Thread(target=run, name="zstrings-claim", daemon=True)
+        self._renewer.start()
+
+    def finish(self) -> None:
+        """End the write: the claim is released (the v3 writer, whose root zarr.json is its commit
+        point, calls it after writing that)."""
+        self._stop.set()
+        if self.ops is not None and self.journal is not None:
+            self.ops.delete([JOURNAL])
+        self._done = True
+
+    def _release(self) -> None:
+        self._stop.set()
+        if self.ops is not None and self.journal is not None:
+            with contextlib.suppress(Exception):
+                self.ops.delete([JOURNAL])
+
+    def abort(self) -> None:
+        """Undo a write that failed (an exception, not a kill): as a recovery would."""
+        self._stop.set()
+        if self._done or not self.inplace or self.journal is None or self._lost.is_set():
+            return
+        assert self.ops is not None
+        state = inspect_store(self.zstore, self.ops)
+        if state.journal is None or state.journal.txn != self.journal.txn:
+            return
+        recover(self.zstore, state, self.undo, self.ops)
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+        if et is not None:
+            with contextlib.suppress(Exception):
+                self.abort()
+        self._stop.set()
+
+
+class _KeepJournal(_Ops):
+    """Operations that never delete the journal (a taker recovering under its own claim)."""
+
+    def __init__(self, inner: _Ops) -> None:
+        self.__dict__.update(inner.__dict__)
+        self._inner = inner
+        self.conditional = inner.conditional
+        self.server_time = inner.server_time
+
+    def get(self, key: str) -> tuple[bytes | None, str | None]:
+        return self._inner.get(key)
+
+    def age(self, key: str) -> float | None:
+        return self._inner.age(key)
+
+    def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
+        return self._inner.put(key, data, create=create, match=match)
+
+    def delete(self, keys: Sequence[str]) -> None:
+        self._inner.delete([k for k in keys if k != JOURNAL])
+
+    def list(self, prefix: str) -> list[str]:
+        return self._inner.list(prefix)
+
+
+@contextlib.contextmanager
+def begun(zstore: ZStore, kind: str, **kw: Any) -> Iterator[Transaction]:
+    """``Transaction.begin`` as a context: on an exception the write is undone."""
+    txn = Transaction.begin(zstore, kind, **kw)
+    with txn:
+        yield txn

@@ -1,0 +1,200 @@
+"""Repairing a store that a killed (or fenced-out) writer left mid-write: ``repair()`` and
+``zstrings repair``; and the function that undoes an uncommitted write's chunks, which every writer
+hands to its transaction (``io.commit``) for the recovery it runs before it starts.
+
+What a write may have left is in its journal (``.zstrings-journal``): the writer's identity, the
+ranges its appends write, the arrays it adds, and (once its metadata window opened) the old value of
+every metadata object it changes. ``io.commit.recover`` decides between rolling forward (the write
+reached its commit point) and back; rolling back, the chunks are undone here: an appended array
+loses the chunks beyond its old length and gets its partial last chunk back with the fill value
+after the old values (so a later append that only grows the array reads fill there, not the values
+of the write that was undone); an added array loses every object below its folder.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConcurrentWriteError, StoreNotFoundError
+from ..io.commit import JOURNAL, ZMETADATA, Journal, StoreState, Transaction, inspect_store, new_id, ops_for, recover
+from ..io.zstore import ZStore
+
+__all__ = ["RepairReport", "repair", "undo", "undo_chunks"]
+
+
+def undo_chunks(zstore: ZStore, journal: Journal, old_object: Callable[[str], Any]) -> None:
+    """Remove what an uncommitted write of ``journal`` may have written to chunks (see the module
+    docstring). ``old_object(key)`` gives a metadata object as it was before that write."""
+    from ..formats.nczarr import NC_DEFAULT_MAXSTRLEN, NodeObjects, parse_array
+    from ..read.chunked import open_chunked
+
+    ops = ops_for(zstore)
+    for path, rng in journal.appends.items():
+        key = path.strip("/")
+        zarray = old_object(f"{key}/.zarray")
+        if zarray is None:
+            continue
+        meta = parse_array(NodeObjects(path, {".zarray": zarray, ".zattrs": old_object(f"{key}/.zattrs") or {}}),
+                           store=zstore.display, default_maxstrlen=NC_DEFAULT_MAXSTRLEN)
+        axis, old, new = int(rng["axis"]), int(rng["old"]), int(rng["new"])
+        arr = open_chunked(zstore, meta, meta.shape)
+        c = meta.chunks[axis]
+        grid = [range(math.ceil(n / k)) if i != axis else range(0) for i, (n, k) in
+                enumerate(zip(meta.shape, meta.chunks, strict=True))]
+        others = [r for i, r in enumerate(grid) if i != axis]
+        beyond = range(math.ceil(old / c), math.ceil(new / c))
+        drop = []
+        for j in beyond:
+            for rest in np.ndindex(*(len(r) for r in others)) if others else [()]:
+                ix = list(rest)
+                ix.insert(axis, j)
+                drop.append(arr.chunk_key(tuple(ix)))
+        ops.delete(drop)
+        if old % c:
+            _rewrite_tail(zstore, meta, axis, old)
+
+
+def _rewrite_tail(zstore: ZStore, meta: Any, axis: int, n: int) -> None:
+    """Rewrite the chunks holding elements ``[n - n % c, n)`` along ``axis`` with those values and
+    the fill value after them (what an append that never happened leaves)."""
+    from ..codecs.v2 import build_pipeline
+    from ..read.chunked import open_chunked
+    from .chunks import _write_numpy
+    from .plan import _Array
+
+    c = meta.chunks[axis]
+    start = (n // c) * c
+    logical = list(meta.shape)
+    logical[axis] = n
+    raw = open_chunked(zstore, meta, tuple(logical))
+    region = tuple(slice(start, n) if i == axis else slice(0, s) for i, s in enumerate(meta.shape))
+    storage = raw.read(region)
+    where = zstore.where(meta.path)
+    target = _Array(
+        group=meta.path.rsplit("/", 1)[0] or "/", name=meta.path.rsplit("/", 1)[1], dims=(), ref_hints=(),
+        unlimited=frozenset(), shape=tuple(storage.shape), chunks=meta.chunks, dtype=meta.dtype,
+        dtype_str=meta.dtype_str, fill_json=None, fill_storage=raw.stored_fill(), compressor=None, filters=None,
+        attrs={}, kind=None, data=storage,
+        pipeline=build_pipeline(meta.compressor, meta.filters, dtype=meta.dtype, string_kind=meta.string_kind,
+                                where=where),
+    )
+    _write_numpy(zstore, target, storage, tuple(start // c if i == axis else 0 for i in range(len(meta.shape))))
+
+
+def undo_new_arrays(zstore: ZStore, journal: Journal) -> None:
+    """Remove every object below the folders of the arrays ``journal``'s write added."""
+    ops = ops_for(zstore)
+    for path in journal.new_arrays:
+        ops.delete(ops.list(path.strip("/")))
+
+
+def undo(zstore: ZStore, journal: Journal, old_object: Callable[[str], Any]) -> None:
+    """The ``io.commit.Undo`` of every NCZarr / Zarr v2 writer: appended ranges and added arrays."""
+    undo_chunks(zstore, journal, old_object)
+    undo_new_arrays(zstore, journal)
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What ``repair`` found and did."""
+
+    target: str
+    state: str  # what the store was in, in words
+    action: str  # what was done ("nothing to do", "rolled back ...", "rolled forward ...", ...)
+    changed: bool
+
+    def __str__(self) -> str:
+        return f"{self.target}: {self.state}; {self.action}"
+
+
+def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str, Any] | None = None,
+           force: bool = False) -> RepairReport:
+    """Complete or undo a write that was killed part-way, so that every reader reads the store again.
+
+    A write that reached its commit point is rolled forward (its metadata finished), any other is
+    rolled back (its chunks and metadata changes undone: the version before it); a new store or a
+    replacement (``mode="w"``) that was interrupted after it removed the old version leaves an empty
+    target (write it again). A consolidated ``.zmetadata`` that another tool left stale (the objects
+    changed since) is rewritten from the objects. Nothing is done while the write may still be
+    running (its writer is on another machine, or on this one and alive, and renewed its claim less
+    than ``XR_ZSTRINGS_LOCK_TIMEOUT`` seconds ago) unless ``force=True``: then ``ConcurrentWriteError``
+    says who holds the store. Local stores are repaired under their writer lock (a running writer is
+    waited for). ``zstrings check`` tells what a store's state is and what ``repair`` would do.
+    """
+    from ..io.atomic import target_lock
+    from ..io.store import open_store
+    from ..io.targets import local_target
+
+    from ..io.redact import shown
+
+    local = local_target(target)
+    display = shown(target)  # (no credentials of a URL in any message)
+    if local is not None and not local[1]:
+        from pathlib import Path
+
+        from ..io.atomic import recover as recover_siblings
+
+        path = Path(os.path.abspath(local[0]))
+        if not path.is_dir():
+            raise StoreNotFoundError(f"No store at {display}: {str(path)!r} is not a directory.")
+        recover_siblings(path, display)
+        with target_lock(path, display):
+            zstore = open_store(target if isinstance(target, str | os.PathLike) else str(path), mode="a")
+            return _repair(zstore, display, force=True)
+    so = dict(storage_options) if storage_options else None
+    zstore = open_store(target, mode="a", storage_options=so)
+    return _repair(zstore, display, force=force)
+
+
+def _repair(zstore: ZStore, display: str, *, force: bool) -> RepairReport:
+    ops = ops_for(zstore)
+    state = inspect_store(zstore, ops)
+    what, action = state.describe()
+    if state.journal is not None:
+        if not (force or state.writer_gone or state.lease_expired):
+            raise ConcurrentWriteError(
+                f"Cannot repair {display}: {what}. Wait for it, or (only when you are sure that writer is not "
+                f"running) repair with force=True / `zstrings repair {display} --force`.")
+        taken = _take(zstore, ops, state)
+        done = recover(zstore, taken, undo, ops)
+        return RepairReport(display, what, done, True)
+    if "roll forward" in action:
+        return RepairReport(display, what, recover(zstore, state, undo, ops), True)
+    if "re-consolidate" in action:
+        return RepairReport(display, what, _reconsolidate(zstore), True)
+    return RepairReport(display, what, "nothing to do", False)
+
+
+def _take(zstore: ZStore, ops: Any, state: StoreState) -> StoreState:
+    """Take a dead writer's journal over (one taker wins: a compare-and-swap on its ETag), so that
+    no second repair or writer acts on it at the same time; returns the state to recover."""
+    from ..io.commit import CommitConflict
+
+    assert state.journal is not None
+    mine = Journal(**{**state.journal.__dict__, "writer": {**state.journal.writer, "repair": new_id()}})
+    try:
+        ops.put(JOURNAL, mine.to_bytes(), match=state.journal_etag)
+    except CommitConflict:
+        raise ConcurrentWriteError(f"Cannot repair {zstore.display}: another writer or repair took the store "
+                                   "over at the same moment; look again with `zstrings check`.") from None
+    state.journal = mine
+    return state
+
+
+def _reconsolidate(zstore: ZStore) -> str:
+    """Rewrite ``.zmetadata`` from the store's objects (another tool changed them): a write that
+    changes nothing, committed as a new version (its root ``.zgroup`` names it), under a claim."""
+    from .append import _base_tree
+
+    with Transaction.begin(zstore, "add", undo=undo) as txn:
+        _, base = _base_tree(zstore)
+        txn.set_base(base, consolidated_in_step=True)  # (the stale one is replaced at the commit point)
+        txn.commit({})
+    return f"rewrote {ZMETADATA} from the store's {len(base)} metadata objects (version {txn.record.version})"
+
