@@ -53,8 +53,11 @@ server holding every object in its memory: 1e7 strings at most on a shared machi
 xr_zstrings goes through obstore, ``ds.to_zarr``/engine="zarr" through zarr-python's ``ObjectStore``
 over the same obstore client.
 
-Prints a markdown table (the README's benchmark section carries it) and, with ``--out``, the rows
-as JSON lines (with the load average when each row ended).
+Prints a markdown table (the README's benchmark section carries it), each uncompressed ``to_nczarr``
+row also as a fraction of its bare ceiling ("xr_zstrings / bare": the share of what this machine
+allows that the row reaches), and, with ``--out``, the rows as JSON lines (with the load average
+when each row ended); ``--table rows.json`` prints the table of rows saved so (several runs' rows:
+the first of each kind).
 """
 
 from __future__ import annotations
@@ -379,6 +382,7 @@ def main() -> None:
                          "server's work grows with the bytes, this compares like with like)")
     ap.add_argument("--dir", default=None, help="where the local stores go (default: a temporary dir)")
     ap.add_argument("--out", default=None, help="append the rows as JSON lines here")
+    ap.add_argument("--table", default=None, help="only print the table of the rows in this JSON-lines file")
     ap.add_argument("--skip-zarr-above", type=float, default=float("inf"),
                     help="engine='zarr' rows only up to this size (it is the slow side)")
     ap.add_argument("--worker-saturation", default=None,
@@ -390,6 +394,10 @@ def main() -> None:
                          "block's buffers are fresh pages again (~15,000 page faults and ~25%% more CPU a "
                          "1e6-string read task)")
     args = ap.parse_args()
+    if args.table:
+        with open(args.table) as f:
+            print(table([json.loads(line) for line in f if line.strip()]))
+        return
     import dask
     import distributed
     import xarray as xr
@@ -549,8 +557,9 @@ def table(rows: list[dict[str, Any]]) -> str:
     out = [("| strings | where | op | xr_zstrings M strings/s | engine=\"zarr\" M strings/s | ratio "
             "| xr_zstrings one process M strings/s | 2 workers / one process "
             "| xr_zstrings peak RSS / worker, MB | engine=\"zarr\" peak RSS / worker, MB "
-            "| one process peak RSS, MB | the source alone M/s | bare M strings/s (ratio to engine=\"zarr\") |"),
-           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| one process peak RSS, MB | the source alone M/s | bare M strings/s (ratio to engine=\"zarr\") "
+            "| xr_zstrings / bare |"),
+           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     places = list(dict.fromkeys(r["place"] for r in rows if r["place"] != "-"))
     for n in sorted({r["n"] for r in rows}):
         gen = find(n, "-", "generate", "source")
@@ -565,12 +574,13 @@ def table(rows: list[dict[str, Any]]) -> str:
                 speedup = "" if one is None else f"{one['s'] / ours['s']:.2f}x"
                 b = find(n, place, op, "bare")
                 ceiling = "" if b is None else f"{rate(b)}" + ("" if zarr is None else f" ({zarr['s'] / b['s']:.1f}x)")
+                of_bare = "" if b is None else f"{100 * b['s'] / ours['s']:.0f}%"
                 out.append(f"| {n:,} | {place} | {op} | {rate(ours)} | {rate(zarr)} | {ratio} | {rate(one)} | "
                            f"{speedup} | {mem(ours)} | {mem(zarr)} | {mem(one)} | "
-                           f"{rate(gen) if op == 'write' else ''} | {ceiling} |")
+                           f"{rate(gen) if op == 'write' else ''} | {ceiling} | {of_bare} |")
         v3 = [r for r in rows if r["n"] == n and r["who"].endswith("to_zarr_v3")]
         for r in v3:
-            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | |")
+            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | | |")
     return "\n".join(out)
 
 
