@@ -472,6 +472,12 @@ class ZStore:
         return None
 
     # --- writes (used by the writer) ------------------------------------------------------
+    @property
+    def writes_copy(self) -> bool:
+        """Whether ``set_many`` is done with the bytes when it returns (local files and object
+        storage write them out; a memory store keeps them): the caller may then reuse its buffer."""
+        return type(self.store) in (LocalStore, _ObjectStore)
+
     def before_first_write(self, fn: Any) -> None:
         """Run ``fn()`` once, just before this store's first write (a writer's placeholder claim)."""
         self._before_write = fn
