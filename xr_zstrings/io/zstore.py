@@ -195,8 +195,9 @@ class ZStore:
         return True, self._consolidated.get(key)
 
     # --- reads ----------------------------------------------------------------------------
-    def _fetcher(self) -> Any:
-        """The coroutine function that fetches one key (bytes, or None when it does not exist).
+    def _fetcher(self, copy: bool = True) -> Any:
+        """The coroutine function that fetches one key (bytes, or None when it does not exist;
+        ``copy=False``: obstore's own immutable buffer is handed on, not copied into bytes).
 
         On object storage (``zarr.storage.ObjectStore``, whose public ``store`` attribute is the
         obstore store it wraps, in zarr 3.1.6 as in 3.4) obstore is called directly, as
@@ -222,7 +223,7 @@ class ZStore:
                     data = resp.bytes() if end - start <= _SYNC_BODY else await resp.bytes_async()
                 except _MISSING:
                     return None
-                return bytes(data)
+                return bytes(data) if copy else data
 
             return fetch
         store, prototype = self.store, default_buffer_prototype()
@@ -233,8 +234,9 @@ class ZStore:
 
         return fetch_store
 
-    async def _get_many(self, keys: Sequence[str], limit: int = _MAX_CONCURRENCY) -> list[bytes | None]:
-        fetch = self._fetcher()
+    async def _get_many(self, keys: Sequence[str], limit: int = _MAX_CONCURRENCY,
+                        copy: bool = True) -> list[Any]:
+        fetch = self._fetcher(copy)
         return await self._gather([(fetch, (self.full_key(k),)) for k in keys], limit)
 
     async def _gather(self, calls: Sequence[tuple[Any, tuple]], limit: int) -> list[Any]:
@@ -270,14 +272,15 @@ class ZStore:
         back as ``None``.
 
         ``scratch=True``: local files may come back as views of this thread's scratch buffer,
-        valid only until the thread's next scratch read (for bytes consumed right away).
+        valid only until the thread's next scratch read (for bytes consumed right away); objects
+        from object storage as obstore's buffer (bytes-like, immutable), not copied into ``bytes``.
         """
         if not keys:
             return []
         if self._local_direct:
             return self._get_many_local(keys, scratch)
         with mapped_errors(f"Could not read from {self.display}", self.probe):
-            out = sync(self._get_many(list(keys), limit))
+            out = sync(self._get_many(list(keys), limit, copy=not scratch))
         # zarr opened the store on that get (Store._ensure_open): read it directly from now on
         self._local_direct = type(self.store) is LocalStore
         return out
