@@ -134,8 +134,8 @@ class ChunkedArrayV3(ChunkedArray):
         )
         p = self.pipeline
         # read by parts: sharding_indexed is the whole chain (no codec transposes or compresses
-        # the shard as a whole); the unit decoded is then the inner chunk
-        self.shard: ShardingCodec | None = p.ab if p.sharded and not p.aa and not p.bb else None
+        # the shard as a whole) of an array with dimensions; the unit decoded is then the inner chunk
+        self.shard: ShardingCodec | None = p.ab if p.sharded and not p.aa and not p.bb and meta.shape else None
         self.unit: V3Pipeline = self.shard.inner if self.shard is not None else p
         if self.shard is not None:
             self.unit_shape = self.shard.inner_shape
@@ -167,8 +167,8 @@ class ChunkedArrayV3(ChunkedArray):
                      region: tuple[slice, ...] | None = None) -> np.ndarray:
         inner = getattr(key, "inner", None)
         try:
-            if inner is None:
-                arr = self.unit.decode(raw, self.unit_shape, region=region)
+            if inner is None:  # a chunk (or a shard decoded whole), in the metadata's shape (0-d: ())
+                arr = self.pipeline.decode(raw, self.meta.chunks, region=region if self.meta.shape else None)
             else:  # an inner chunk of a shard read by parts
                 ctx = f"{self.pipeline.context(None)}, inner chunk {inner}"
                 arr = self.unit.decode(raw, self.unit_shape, region=region, _ctx=ctx)
