@@ -281,6 +281,34 @@ def test_local_reads_by_parts_keep_the_index_and_notice_a_replaced_shard(tmp_pat
     assert [s[1] < 0 for s in seen] == [True, False]
 
 
+def test_a_selection_never_mixes_two_versions_of_a_shard(tmp_path, monkeypatch):
+    """A shard replaced while one selection reads its parts in several groups (after the first
+    group's ranges, before the second's) is an error naming it, not a mix of two versions; the
+    selection read again is the new version's."""
+    from xr_zstrings.read.chunked_v3 import ChunkedArrayV3
+
+    values = _zarr_python_array(tmp_path, "vlen-utf8")
+    monkeypatch.setattr(ChunkedArrayV3, "_group_size", lambda self, shape=None: 2)  # 2 inner chunks a group
+    ds = xr.open_dataset(tmp_path, engine="zstrings", decode_threads=1)
+    shard = tmp_path / "v" / "c" / "2"
+    real = ZStore.get_ranges
+    data_reads = []
+
+    def replace_after_the_first_group(self, ranges, **kw):
+        out = real(self, ranges, **kw)
+        if ranges[0][1] >= 0:  # (not an index read)
+            data_reads.append(ranges)
+            if len(data_reads) == 1:  # the same bytes in a new file: another version to the reader
+                shard.with_name("new").write_bytes(shard.read_bytes())
+                shard.with_name("new").replace(shard)
+        return out
+
+    monkeypatch.setattr(ZStore, "get_ranges", replace_after_the_first_group)
+    with pytest.raises(ChunkError, match=r"v/c/2.*replaced by another writer while this selection read it"):
+        ds["v"][4_010:4_190].values  # inner chunks 80..83 of shard 2: two groups
+    assert ds["v"][4_010:4_190].values.tolist() == values[4_010:4_190].tolist()
+
+
 def test_an_open_array_pickles_without_its_indexes(tmp_path):
     """A dask worker's copy of the array starts with no index (they stay in the process that read
     them) and reads the same values."""

@@ -103,6 +103,21 @@ class _IndexCache:
             self._bytes -= old.entries.nbytes
 
 
+class _ShardRead:
+    """One shard read by parts in one selection, shared by the groups of its inner chunks (on
+    several threads): the index they use and the version of the shard any of them has read data
+    of, so that a selection never mixes two versions of a shard."""
+
+    def __init__(self, key: str, index: _Index | None) -> None:
+        self.key = key
+        self.index = index
+        self.used: Any = None  # (the version read; _UNVERSIONED for a store that tells none)
+        self.lock = threading.Lock()
+
+
+_UNVERSIONED = object()
+
+
 class _Part(NamedTuple):
     """One inner chunk a partial shard read needs: its entry in the index, the part of it wanted,
     where that goes in the output."""
@@ -268,8 +283,9 @@ class ChunkedArrayV3(ChunkedArray):
             index = indexes[key]
             if index is not None:  # by offset: neighbours share a request
                 parts.sort(key=lambda q: int(index.entries[q.j, 0]))
+            read = _ShardRead(key, index)
             for b0 in range(0, len(parts), step):
-                groups.append(("parts", key, index, parts[b0 : b0 + step]))
+                groups.append(("parts", read, parts[b0 : b0 + step]))
         return groups
 
     def _covers(self, ix: tuple[int, ...], src: tuple[slice, ...]) -> bool:
@@ -333,15 +349,19 @@ class ChunkedArrayV3(ChunkedArray):
                 yield InnerKey(key, shard.coords(j)), data, part, _offset(where, dst)
             del raw
 
-    def _fetch_parts(self, key: str, index: _Index | None, parts: list[_Part]) -> Iterator[tuple[str, Any, tuple, tuple]]:
-        """Inner chunks of one shard by byte ranges (merged where close), through its index
-        (None: no shard)."""
+    def _fetch_parts(self, read: _ShardRead, parts: list[_Part]) -> Iterator[tuple[str, Any, tuple, tuple]]:
+        """Inner chunks of one shard by byte ranges (merged where close), through its index.
+
+        A shard replaced since its index was read (kept from an earlier selection) is refused by
+        the version check of the ranged reads: its index is read again, unless this selection has
+        already read parts of the old version (then a ChunkError: read the selection again)."""
         shard = self.shard
         assert shard is not None
-        for attempt in range(_CHANGED_TRIES):
-            if attempt:
-                index = self._shard_indexes([key])[key]
+        key = read.key
+        for _attempt in range(_CHANGED_TRIES):
+            index = read.index
             if index is None:  # no shard: every part is the fill value
+                self._use(read, _UNVERSIONED)
                 for q in parts:
                     yield InnerKey(key, shard.coords(q.j)), None, q.src, q.dst
                 return
@@ -353,16 +373,24 @@ class ChunkedArrayV3(ChunkedArray):
             try:
                 got = self.store.get_ranges([(key, a, b) for a, b, _ in merged],
                                             versions=[index.version] * len(merged), scratch=True)
+                if index.version is not None and any(r is None for r in got):
+                    raise ObjectChanged(key)  # deleted since its index was read
             except ObjectChanged:
-                self._indexes.drop(key)  # replaced since its index was read: read that again
-                if attempt + 1 < _CHANGED_TRIES:
-                    continue
-                raise ChunkError(
-                    f"Chunk {self.store.where(key)}: the shard was replaced {_CHANGED_TRIES} times while "
-                    "being read (between its index and its inner chunks); another writer is rewriting it. "
-                    "Read it again when the writer is done."
-                ) from None
+                with read.lock:
+                    if read.used is not None:
+                        raise self._mixed(key) from None
+                    if read.index is index:  # (not yet read again by another group of the shard)
+                        self._indexes.drop(key)
+                        read.index = self._shard_indexes([key])[key]
+                continue
+            self._use(read, index.version if index.version is not None else _UNVERSIONED)
             break
+        else:
+            raise ChunkError(
+                f"Chunk {self.store.where(key)}: the shard was replaced {_CHANGED_TRIES} times while being "
+                "read (between its index and its inner chunks); another writer is rewriting it. Read it "
+                "again when the writer is done."
+            )
         data: dict[int, Any] = {}
         for (a, b, members), r in zip(merged, got, strict=True):
             buf = None if r is None else np.frombuffer(r.data, np.uint8)
@@ -379,6 +407,21 @@ class ChunkedArrayV3(ChunkedArray):
                 data[j] = buf[lo - a : hi - a]
         for q in parts:
             yield InnerKey(key, shard.coords(q.j)), data.get(q.j), q.src, q.dst
+
+    def _use(self, read: _ShardRead, version: Any) -> None:
+        """Record that this selection reads ``version`` of the shard (ChunkError: another group of
+        it read another version)."""
+        with read.lock:
+            if read.used is None:
+                read.used = version
+            elif read.used is not version and read.used != version:
+                raise self._mixed(read.key)
+
+    def _mixed(self, key: str) -> ChunkError:
+        return ChunkError(
+            f"Chunk {self.store.where(key)}: the shard was replaced by another writer while this selection "
+            "read it (its inner chunks would mix two versions). Read the selection again."
+        )
 
 
 def _offset(where: tuple[slice, ...], dst: tuple[slice, ...]) -> tuple[slice, ...]:
