@@ -343,6 +343,21 @@ def test_corrupt_index_entries_on_a_partial_read(tmp_path):
             ds["v"][SEL].values
 
 
+def test_an_inner_chunk_beyond_the_chunk_limit_is_never_fetched(tmp_path, monkeypatch):
+    """Bounded reads by parts: an index entry larger than XR_ZSTRINGS_MAX_CHUNK_BYTES is refused
+    before any of its bytes are asked for (the index read alone)."""
+    from xr_zstrings.codecs.bounded import MAX_CHUNK_BYTES_ENV
+
+    _zarr_python_array(tmp_path, "vlen-utf8")
+    store = CountingStore(LocalStore(tmp_path, read_only=True))
+    ds = xr.open_dataset(store, engine="zstrings")
+    monkeypatch.setenv(MAX_CHUNK_BYTES_ENV, "700")  # an inner chunk holds 1,000-2,000 bytes
+    store.reads.clear()
+    with pytest.raises(ChunkError, match=r"v/c/2.*beyond the 700-byte chunk limit"):
+        ds["v"][SEL].values
+    assert [type(r).__name__ for _, r, _ in store.chunk_reads("v")] == ["SuffixByteRequest"]
+
+
 def test_coalesce_merges_close_spans_within_the_cap():
     spans = [(100, 200), (0, 50), (230, 300), (5_000, 5_100), (5_100, 9_000)]
     assert coalesce(spans, max_gap=40, max_bytes=1_000) == [(0, 50, [1]), (100, 300, [0, 2]),

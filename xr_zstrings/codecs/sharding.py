@@ -135,8 +135,8 @@ class ShardingCodec(CodecStep):
 
     def parse_index(self, ib: np.ndarray, ctx: str, size: int | None) -> np.ndarray:
         """The ``(n_inner, 2)`` offset/nbytes entries from the index's bytes (``ib``: what a read of
-        ``index_range`` got), each checked against the shard's ``size`` in bytes when known (else
-        an inner chunk may not be larger than the chunk limit)."""
+        ``index_range`` got), each checked against the shard's ``size`` in bytes when known, and
+        against the chunk limit (no inner chunk is fetched larger than a chunk may decode to)."""
         if ib.size < self.index_size:
             raise ChunkError(
                 f"{ctx}: shard of {size if size is not None else int(ib.size)} bytes is shorter than its "
@@ -147,13 +147,16 @@ class ShardingCodec(CodecStep):
         full = ~((off == MISSING) & (nb == MISSING))
         if full.any():
             o, n = off[full], nb[full]
+            limit = max_chunk_bytes()  # (a larger stored inner chunk decodes beyond it too)
             if size is not None:
                 bad = (o > size) | (n > size) | (o + np.minimum(n, size) > size)
                 beyond = f"beyond the {size}-byte shard"
             else:
-                limit = max_chunk_bytes()
-                bad = (o >= 2**62) | (n > limit)
-                beyond = f"beyond the {limit}-byte chunk limit ({MAX_CHUNK_BYTES_ENV}) or any shard"
+                bad = o >= 2**62
+                beyond = "beyond any shard"
+            if not bad.any() and (n > limit).any():
+                bad = n > limit
+                beyond = f"beyond the {limit}-byte chunk limit ({MAX_CHUNK_BYTES_ENV})"
             if bad.any():
                 j = int(np.flatnonzero(full)[np.flatnonzero(bad)[0]])
                 raise ChunkError(
