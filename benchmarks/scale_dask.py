@@ -55,9 +55,10 @@ over the same obstore client.
 
 Prints a markdown table (the README's benchmark section carries it), each uncompressed ``to_nczarr``
 row also as a fraction of its bare ceiling ("xr_zstrings / bare": the share of what this machine
-allows that the row reaches), and, with ``--out``, the rows as JSON lines (with the load average
-when each row ended); ``--table rows.json`` prints the table of rows saved so (several runs' rows:
-the first of each kind).
+allows that the row reaches; ``--repeat N`` measures those rows and their ceilings N times, each
+beside its bare one, and gives medians with their range, and the fraction per pair), and, with
+``--out``, the rows as JSON lines (with the load average when each row ended); ``--table rows.json``
+prints the table of rows saved so (several runs' rows count as repeats).
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -282,6 +284,19 @@ def s3_store(url: str, so: dict[str, Any]) -> Any:
                    secret_access_key=so["secret"], region=so["region"], client_options={"allow_http": True})
 
 
+def clear(target: str, so: dict[str, Any] | None) -> None:
+    """Remove a store the benchmark wrote (a local folder, or every object under an s3:// URL)."""
+    if so is None:
+        shutil.rmtree(target, ignore_errors=True)
+        return
+    import obstore
+
+    store = s3_store(target, so)
+    keys = [m["path"] for batch in obstore.list(store) for m in batch]
+    for i in range(0, len(keys), 1000):
+        obstore.delete(store, keys[i : i + 1000])
+
+
 def _bare_io(base: str, so: dict[str, Any] | None) -> tuple[Callable[[str, Any], None], Callable[[str, Any], int]]:
     """(put(key, bytes), read_into(key, buffer) -> size) under ``base``: a local folder, or (``so``
     given) an ``s3://bucket/prefix`` through obstore, the client both engines use."""
@@ -383,6 +398,9 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="where the local stores go (default: a temporary dir)")
     ap.add_argument("--out", default=None, help="append the rows as JSON lines here")
     ap.add_argument("--table", default=None, help="only print the table of the rows in this JSON-lines file")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="the uncompressed to_nczarr rows and their bare ceilings this many times, each write "
+                         "and read beside its bare one (the table: medians, ranges, the fraction per pair)")
     ap.add_argument("--skip-zarr-above", type=float, default=float("inf"),
                     help="engine='zarr' rows only up to this size (it is the slow side)")
     ap.add_argument("--worker-saturation", default=None,
@@ -511,23 +529,31 @@ def main() -> None:
 
                         run = (lambda fn: run_here(fn)) if name.endswith("one process") else (
                             lambda fn: run_op(client, fn))
-                        wall, peak, before, _ = run(write)
-                        emit({"n": n, "place": place, "op": "write", "who": name, "s": wall,
-                              "peak_mb": peak, "base_mb": before, **server_rss(so)})
-                        wall, peak, before, got = run(read)
-                        assert got == expect, (name, got, expect)
-                        emit({"n": n, "place": place, "op": "read", "who": name, "s": wall,
-                              "peak_mb": peak, "base_mb": before, "summary": got, **server_rss(so)})
-                        head = xr.open_dataset(target, **kw)
-                        assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == head_expect
-                        if bare and name == "xr_zstrings to_nczarr":  # its chunks are the bare read's files
-                            bare = False
-                            (w_s, w_peak, w_before, _), (r_s, r_peak, r_before, got) = bare_rows(client, base, so, n, chunk)
-                            assert got == n, (got, n)
-                            emit({"n": n, "place": place, "op": "write", "who": "bare", "s": w_s,
-                                  "peak_mb": w_peak, "base_mb": w_before})
-                            emit({"n": n, "place": place, "op": "read", "who": "bare", "s": r_s,
-                                  "peak_mb": r_peak, "base_mb": r_before})
+                        # the rows measured against their bare ceiling: --repeat times, each beside its bare
+                        with_bare = bare and name == "xr_zstrings to_nczarr"
+                        for rep in range(args.repeat if with_bare else 1):
+                            rbase = base
+                            if rep:  # each repeat writes a new store (the last one removed, not timed)
+                                clear(str(target), so)
+                                rbase = f"{base}/r{rep}"
+                                target = f"{rbase}/nczarr.zarr"
+                                write = lambda target=target: ours(target)  # noqa: E731
+                            wall, peak, before, _ = run(write)
+                            emit({"n": n, "place": place, "op": "write", "who": name, "s": wall, "rep": rep,
+                                  "peak_mb": peak, "base_mb": before, **server_rss(so)})
+                            wall, peak, before, got = run(lambda target=target: read(target))
+                            assert got == expect, (name, got, expect)
+                            emit({"n": n, "place": place, "op": "read", "who": name, "s": wall, "rep": rep,
+                                  "peak_mb": peak, "base_mb": before, "summary": got, **server_rss(so)})
+                            head = xr.open_dataset(target, **kw)
+                            assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == head_expect
+                            if with_bare:  # its chunks are the bare read's files
+                                (w_s, w_peak, w_before, _), (r_s, r_peak, r_before, got) = bare_rows(client, rbase, so, n, chunk)
+                                assert got == n, (got, n)
+                                emit({"n": n, "place": place, "op": "write", "who": "bare", "s": w_s, "rep": rep,
+                                      "peak_mb": w_peak, "base_mb": w_before})
+                                emit({"n": n, "place": place, "op": "read", "who": "bare", "s": r_s, "rep": rep,
+                                      "peak_mb": r_peak, "base_mb": r_before})
                     if place == "local":
                         shutil.rmtree(base, ignore_errors=True)
     finally:
@@ -542,7 +568,11 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The README's table: per size, place and operation, ours vs engine="zarr" side by side, and
     ours on the cluster vs the same graph in one process."""
     def rate(r: dict[str, Any] | None) -> str:
-        return "" if r is None else f"{r['n'] / r['s'] / 1e6:.2f}"
+        if r is None:
+            return ""
+        runs = r.get("all_s", [])
+        spread = f" ({r['n'] / max(runs) / 1e6:.2f}-{r['n'] / min(runs) / 1e6:.2f})" if len(runs) > 1 else ""
+        return f"{r['n'] / r['s'] / 1e6:.2f}{spread}"
 
     def mem(r: dict[str, Any] | None) -> str:
         if r is None or r["peak_mb"] is None:
@@ -551,8 +581,21 @@ def table(rows: list[dict[str, Any]]) -> str:
         return f"{r['peak_mb']:.0f} (+{grew:.0f} = {grew / r['chunk_mb']:.1f} chunks)"
 
     def find(n: int, place: str, op: str, who: str) -> dict[str, Any] | None:
-        return next((r for r in rows if (r["n"], r["place"], r["op"]) == (n, place, op)
-                     and r["who"].startswith(who)), None)
+        """The row, or of repeated rows (--repeat, or several runs' rows) one with the median
+        time, the times in order (all_s) and the largest memory growth."""
+        hits = [r for r in rows if (r["n"], r["place"], r["op"]) == (n, place, op) and r["who"].startswith(who)]
+        if len(hits) <= 1:
+            return hits[0] if hits else None
+        grown = max(hits, key=lambda r: -1 if r["peak_mb"] is None else r["peak_mb"] - r["base_mb"])
+        return {**grown, "s": statistics.median(r["s"] for r in hits), "all_s": [r["s"] for r in hits]}
+
+    def fraction(ours: dict[str, Any], b: dict[str, Any]) -> str:
+        """ours as a share of bare's rate: per pair of runs (median and range) when repeated."""
+        pairs = list(zip(b.get("all_s", [b["s"]]), ours.get("all_s", [ours["s"]]), strict=False))
+        shares = sorted(100 * bs / os_ for bs, os_ in pairs)
+        if len(shares) == 1:
+            return f"{shares[0]:.0f}%"
+        return f"{statistics.median(shares):.0f}% ({shares[0]:.0f}-{shares[-1]:.0f}%)"
 
     out = [("| strings | where | op | xr_zstrings M strings/s | engine=\"zarr\" M strings/s | ratio "
             "| xr_zstrings one process M strings/s | 2 workers / one process "
@@ -574,7 +617,7 @@ def table(rows: list[dict[str, Any]]) -> str:
                 speedup = "" if one is None else f"{one['s'] / ours['s']:.2f}x"
                 b = find(n, place, op, "bare")
                 ceiling = "" if b is None else f"{rate(b)}" + ("" if zarr is None else f" ({zarr['s'] / b['s']:.1f}x)")
-                of_bare = "" if b is None else f"{100 * b['s'] / ours['s']:.0f}%"
+                of_bare = "" if b is None else fraction(ours, b)
                 out.append(f"| {n:,} | {place} | {op} | {rate(ours)} | {rate(zarr)} | {ratio} | {rate(one)} | "
                            f"{speedup} | {mem(ours)} | {mem(zarr)} | {mem(one)} | "
                            f"{rate(gen) if op == 'write' else ''} | {ceiling} | {of_bare} |")
