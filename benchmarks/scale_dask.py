@@ -44,7 +44,10 @@ worth of strings (StringDType + UTF-8 bytes).
   packing (and freeing) of the values, most of the decode, cannot be skipped.
 
 Every operation starts with no dirty pages (``os.sync`` first, not timed): a write's backlog would
-otherwise throttle whichever operation follows it.
+otherwise throttle whichever operation follows it. Each timed write of a to_nczarr row and of its
+bare ceiling follows the removal of the store written before it (not timed): the page cache's state
+moves a 3 GB write by 2x (after 3 GB were freed it found free pages; after 3 GB were read it had to
+reclaim them), and the two must find it alike.
 
 Targets: a local directory (``--dir``, default a temporary one) and, up to ``--s3-max`` strings, a
 local S3 server on 127.0.0.1 (``--s3-server``, benchmarks/_s3.py): SeaweedFS (``weed mini``, a real
@@ -356,22 +359,27 @@ def _bare_read(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: i
     return done
 
 
-def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: int) -> tuple[tuple, tuple]:
-    """(write, read) run_op results of the bare ceilings on the cluster's workers, each worker
-    taking every other chunk of the ``n`` strings (read: the chunks of ``base/nczarr.zarr``)."""
+def on_workers(client: Any, fn: Callable[..., Any], base: str, so: dict[str, Any] | None, n: int,
+               chunk: int) -> list[Any]:
+    """``fn(base, so, chunks, chunk)`` on each worker, each taking every other chunk of ``n`` strings."""
     workers = sorted(client.scheduler_info()["workers"])
     nchunks = -(-n // chunk)
-    shares = {w: list(range(i, nchunks, len(workers))) for i, w in enumerate(workers)}
+    return client.gather([client.submit(fn, base, so, list(range(i, nchunks, len(workers))), chunk,
+                                        workers=[w], pure=False) for i, w in enumerate(workers)])
 
-    def on_workers(fn: Callable[..., Any]) -> list[Any]:
-        return client.gather([client.submit(fn, base, so, shares[w], chunk, workers=[w], pure=False)
-                              for w in workers])
 
+def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: int,
+              drop_store: Callable[[], None]) -> tuple[tuple, tuple]:
+    """(write, read) run_op results of the bare ceilings on the cluster's workers. The read comes
+    first (the chunks of ``base/nczarr.zarr``, which ``drop_store()`` then removes, not timed),
+    then the write (its files stay, under ``base/bare``, until the caller removes them before the
+    next write): every timed write, ours and bare, follows the removal of the store written before
+    it, so both find the page cache (and the S3 server's disk) alike; a write after 3 GB were
+    freed ran twice as fast as one after 3 GB were read."""
     client.run(_module().bare_chunk, chunk)  # made before the clock starts
-    w = run_op(client, lambda: on_workers(_module()._bare_write))
-    if so is None:
-        shutil.rmtree(os.path.join(base, "bare"), ignore_errors=True)
-    return w, run_op(client, lambda: sum(on_workers(_module()._bare_read)))
+    r = run_op(client, lambda: sum(on_workers(client, _module()._bare_read, base, so, n, chunk)))
+    drop_store()
+    return run_op(client, lambda: on_workers(client, _module()._bare_write, base, so, n, chunk)), r
 
 
 def _warm_pool(span: int) -> None:
@@ -531,11 +539,18 @@ def main() -> None:
                             lambda fn: run_op(client, fn))
                         # the rows measured against their bare ceiling: --repeat times, each beside its bare
                         with_bare = bare and name == "xr_zstrings to_nczarr"
+
+                        def rep_base(rep: int, base: str = base) -> str:
+                            return base if rep == 0 else f"{base}/pre" if rep < 0 else f"{base}/r{rep}"
+
+                        if with_bare:  # (not timed) so that every timed write follows a removal
+                            client.run(_module().bare_chunk, chunk)
+                            on_workers(client, _module()._bare_write, rep_base(-1), so, n, chunk)
                         for rep in range(args.repeat if with_bare else 1):
-                            rbase = base
-                            if rep:  # each repeat writes a new store (the last one removed, not timed)
-                                clear(str(target), so)
-                                rbase = f"{base}/r{rep}"
+                            rbase = rep_base(rep)
+                            if with_bare:  # each write after the last store written was removed
+                                clear(f"{rep_base(rep - 1)}/bare", so)
+                            if rep:
                                 target = f"{rbase}/nczarr.zarr"
                                 write = lambda target=target: ours(target)  # noqa: E731
                             wall, peak, before, _ = run(write)
@@ -548,12 +563,15 @@ def main() -> None:
                             head = xr.open_dataset(target, **kw)
                             assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == head_expect
                             if with_bare:  # its chunks are the bare read's files
-                                (w_s, w_peak, w_before, _), (r_s, r_peak, r_before, got) = bare_rows(client, rbase, so, n, chunk)
+                                (w_s, w_peak, w_before, _), (r_s, r_peak, r_before, got) = bare_rows(
+                                    client, rbase, so, n, chunk, lambda target=target: clear(str(target), so))
                                 assert got == n, (got, n)
                                 emit({"n": n, "place": place, "op": "write", "who": "bare", "s": w_s, "rep": rep,
                                       "peak_mb": w_peak, "base_mb": w_before})
                                 emit({"n": n, "place": place, "op": "read", "who": "bare", "s": r_s, "rep": rep,
                                       "peak_mb": r_peak, "base_mb": r_before})
+                        if with_bare:  # the last bare write's files
+                            clear(f"{rep_base(args.repeat - 1)}/bare", so)
                     if place == "local":
                         shutil.rmtree(base, ignore_errors=True)
     finally:
