@@ -41,7 +41,12 @@ worth of strings (StringDType + UTF-8 bytes).
   files or S3 objects (obstore), then reads its half of ``to_nczarr``'s chunks into one reused
   buffer and decodes each into a fresh StringDType array with the reader's kernel. A ratio to engine="zarr" no implementation of
   these rows can beat here: the bytes alone cannot be written faster, and numpy's StringDType
-  packing (and freeing) of the values, most of the decode, cannot be skipped.
+  packing (and freeing) of the values, most of the decode, cannot be skipped. (The bare write
+  stores bytes made beforehand: a writer must also encode the values, which the bare row does not.)
+* bare, one dask task a chunk: the same bare work (the same pre-made bytes written; the same
+  chunks read and decoded) as one dask task per chunk (blocks of the same source, the same
+  consumer): what dask's scheduling of a task per chunk costs, which any reader or writer
+  running inside dask pays; "xr_zstrings / it" is then what our code costs beyond it.
 
 Every operation starts with no dirty pages (``os.sync`` first, not timed): a write's backlog would
 otherwise throttle whichever operation follows it. Each timed write of a to_nczarr row and of its
@@ -339,24 +344,59 @@ def _bare_write(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: 
         put(f"bare/{i}", buf)
 
 
-def _bare_read(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: int) -> int:
-    """The read rows' ceiling, with no dask or xarray: this process reads each of ``to_nczarr``'s
-    uncompressed ``|S32`` chunks under ``base`` into one reused buffer and decodes it into a fresh
-    StringDType array with the reader's kernel (then drops it, as the consumer does); returns the
-    values decoded."""
+def _bare_decode(read_into: Callable[[str, Any], int], raw: Any, i: int) -> np.ndarray:
+    """``to_nczarr``'s uncompressed ``|S32`` chunk ``i`` read into ``raw`` (a reused buffer) and
+    decoded into a fresh StringDType array with the reader's kernel."""
     from xr_zstrings.text.fixed import decode_fixed_into
 
+    key = f"nczarr.zarr/s/{i}"
+    n = read_into(key, raw)
+    out = np.empty(n // WIDTH, T)
+    decode_fixed_into(memoryview(raw)[:n], WIDTH, out, None, "strict", key, str)
+    return out
+
+
+def _bare_read(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: int) -> int:
+    """The read rows' ceiling, with no dask or xarray: this process decodes each of ``chunks``
+    under ``base`` (``_bare_decode``, one reused buffer), then drops it, as the consumer does;
+    returns the values decoded."""
     _, read_into = _bare_io(base, so)
     raw = bytearray(chunk * WIDTH)
     done = 0
     for i in chunks:
-        key = f"nczarr.zarr/s/{i}"
-        n = read_into(key, raw)
-        out = np.empty(n // WIDTH, T)
-        decode_fixed_into(memoryview(raw)[:n], WIDTH, out, None, "strict", key, str)
+        out = _bare_decode(read_into, raw, i)
         done += out.size
         del out
     return done
+
+
+def _bare_task_io(base: str, so: dict[str, Any] | None, chunk: int) -> tuple[Any, Any, Any]:
+    """(put, read_into, reused buffer) for the bare work done one dask task a chunk: made once
+    per worker process and base, as the bare functions above make them once per call."""
+    have = _TASK_IO.get(base)
+    if have is None:
+        have = _TASK_IO[base] = (*_bare_io(base, so), bytearray(chunk * WIDTH))
+    return have
+
+
+_TASK_IO: dict[str, tuple[Any, Any, Any]] = {}
+
+
+def _bare_read_block(base: str, so: dict[str, Any] | None, chunk: int, block_info: Any = None) -> np.ndarray:
+    """``_bare_read``'s work for one chunk, as a dask block: the bare read inside dask tasks."""
+    (i,) = block_info[None]["chunk-location"]
+    _, read_into, raw = _bare_task_io(base, so, chunk)
+    return _bare_decode(read_into, raw, i)
+
+
+def _bare_write_block(block: np.ndarray, base: str, so: dict[str, Any] | None, chunk: int,
+                      block_info: Any = None) -> np.ndarray:
+    """``_bare_write``'s work for one chunk, as the task of a dask block of the source (the
+    pre-made bytes written, the block not encoded): the bare write inside dask tasks."""
+    (i,) = block_info[0]["chunk-location"]
+    put, _, _ = _bare_task_io(base, so, chunk)
+    put(f"bare/{i}", bare_chunk(chunk))
+    return np.zeros(1, np.int64)
 
 
 def on_workers(client: Any, fn: Callable[..., Any], base: str, so: dict[str, Any] | None, n: int,
@@ -368,20 +408,34 @@ def on_workers(client: Any, fn: Callable[..., Any], base: str, so: dict[str, Any
                                         workers=[w], pure=False) for i, w in enumerate(workers)])
 
 
-def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: int,
-              drop_store: Callable[[], None]) -> tuple[tuple, tuple]:
-    """(write, read) run_op results of the bare ceilings on the cluster's workers. The read comes
-    first (the chunks of ``base/nczarr.zarr``, which ``drop_store()`` then removes, not timed),
-    then the write (its files stay, under ``base/bare``, until the caller removes them before the
-    next write): every timed write, ours and bare, follows the removal of the store written before
-    it, its pages written out first (``os.sync``), so both find the page cache (and the S3
-    server's disk) alike: a 1e8 write ran 2x faster after 3 GB of clean pages were freed than after
-    3 GB were read, and 5x faster again after 3 GB of dirty pages were dropped unwritten."""
+def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: int, source: Any,
+              drop_store: Callable[[], None]) -> dict[str, tuple]:
+    """run_op results of the bare ceilings on the cluster's workers: "bare write"/"bare read" (each
+    worker a plain loop over every other chunk) and the same work one dask task a chunk ("... in
+    dask": what dask's scheduling of one task per chunk costs, which any reader or writer inside
+    dask pays). The reads come first (the chunks of ``base/nczarr.zarr``, which ``drop_store()``
+    then removes, not timed), then the writes (their files under ``base/bare``; the last one's
+    stay until the caller removes them before the next write): every timed write, ours and bare,
+    follows the removal of the store written before it, its pages written out first (``os.sync``),
+    so all find the page cache (and the S3 server's disk) alike: a 1e8 write ran 2x faster after
+    3 GB of clean pages were freed than after 3 GB were read."""
+    import dask.array as da
+
+    nchunks = -(-n // chunk)
     client.run(_module().bare_chunk, chunk)  # made before the clock starts
-    r = run_op(client, lambda: sum(on_workers(client, _module()._bare_read, base, so, n, chunk)))
+    out = {"read": run_op(client, lambda: sum(on_workers(client, _module()._bare_read, base, so, n, chunk)))}
+    blocks = da.map_blocks(_module()._bare_read_block, base, so, chunk, dtype=T, meta=np.empty(0, T),
+                           chunks=(tuple(min(chunk, n - i * chunk) for i in range(nchunks)),))
+    out["read in dask"] = run_op(client, lambda: summarize(blocks)[0])
     os.sync()
     drop_store()
-    return run_op(client, lambda: on_workers(client, _module()._bare_write, base, so, n, chunk)), r
+    out["write"] = run_op(client, lambda: on_workers(client, _module()._bare_write, base, so, n, chunk))
+    os.sync()
+    clear(f"{base}/bare", so)
+    writes = source.map_blocks(_module()._bare_write_block, base, so, chunk, dtype=np.int64,
+                               chunks=((1,) * nchunks,), meta=np.empty(0, np.int64))
+    out["write in dask"] = run_op(client, lambda: int(writes.sum().compute()))
+    return out
 
 
 def _warm_pool(span: int) -> None:
@@ -565,14 +619,14 @@ def main() -> None:
                                   "peak_mb": peak, "base_mb": before, "summary": got, **server_rss(so)})
                             head = xr.open_dataset(target, **kw)
                             assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == head_expect
-                            if with_bare:  # its chunks are the bare read's files
-                                (w_s, w_peak, w_before, _), (r_s, r_peak, r_before, got) = bare_rows(
-                                    client, rbase, so, n, chunk, lambda target=target: clear(str(target), so))
-                                assert got == n, (got, n)
-                                emit({"n": n, "place": place, "op": "write", "who": "bare", "s": w_s, "rep": rep,
-                                      "peak_mb": w_peak, "base_mb": w_before})
-                                emit({"n": n, "place": place, "op": "read", "who": "bare", "s": r_s, "rep": rep,
-                                      "peak_mb": r_peak, "base_mb": r_before})
+                            if with_bare:  # its chunks are the bare reads' files
+                                bare_ops = bare_rows(client, rbase, so, n, chunk, ds["s"].data,
+                                                     lambda target=target: clear(str(target), so))
+                                assert bare_ops["read"][3] == n and bare_ops["read in dask"][3] == n, bare_ops
+                                for what, (b_s, b_peak, b_before, _) in bare_ops.items():
+                                    op, _, how = what.partition(" ")
+                                    emit({"n": n, "place": place, "op": op, "who": "bare" + (f", {how}" if how else ""),
+                                          "s": b_s, "rep": rep, "peak_mb": b_peak, "base_mb": b_before})
                         if with_bare:  # the last bare write's files
                             clear(f"{rep_base(args.repeat - 1)}/bare", so)
                     if place == "local":
@@ -601,10 +655,12 @@ def table(rows: list[dict[str, Any]]) -> str:
         grew = r["peak_mb"] - r["base_mb"]
         return f"{r['peak_mb']:.0f} (+{grew:.0f} = {grew / r['chunk_mb']:.1f} chunks)"
 
-    def find(n: int, place: str, op: str, who: str) -> dict[str, Any] | None:
-        """The row, or of repeated rows (--repeat, or several runs' rows) one with the median
-        time, the times in order (all_s) and the largest memory growth."""
-        hits = [r for r in rows if (r["n"], r["place"], r["op"]) == (n, place, op) and r["who"].startswith(who)]
+    def find(n: int, place: str, op: str, who: str, exact: bool = False) -> dict[str, Any] | None:
+        """The row (``who``: its name's start, or all of it), or of repeated rows (--repeat, or
+        several runs' rows) one with the median time, the times in order (all_s) and the largest
+        memory growth."""
+        hits = [r for r in rows if (r["n"], r["place"], r["op"]) == (n, place, op)
+                and (r["who"] == who if exact else r["who"].startswith(who))]
         if len(hits) <= 1:
             return hits[0] if hits else None
         grown = max(hits, key=lambda r: -1 if r["peak_mb"] is None else r["peak_mb"] - r["base_mb"])
@@ -622,8 +678,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             "| xr_zstrings one process M strings/s | 2 workers / one process "
             "| xr_zstrings peak RSS / worker, MB | engine=\"zarr\" peak RSS / worker, MB "
             "| one process peak RSS, MB | the source alone M/s | bare M strings/s (ratio to engine=\"zarr\") "
-            "| xr_zstrings / bare |"),
-           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| xr_zstrings / bare | bare, one dask task a chunk M/s |"),
+           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     places = list(dict.fromkeys(r["place"] for r in rows if r["place"] != "-"))
     for n in sorted({r["n"] for r in rows}):
         gen = find(n, "-", "generate", "source")
@@ -636,15 +692,17 @@ def table(rows: list[dict[str, Any]]) -> str:
                 one = find(n, place, op, "xr_zstrings, one process")
                 ratio = "" if zarr is None else f"{zarr['s'] / ours['s']:.1f}x"
                 speedup = "" if one is None else f"{one['s'] / ours['s']:.2f}x"
-                b = find(n, place, op, "bare")
+                b = find(n, place, op, "bare", exact=True)
                 ceiling = "" if b is None else f"{rate(b)}" + ("" if zarr is None else f" ({zarr['s'] / b['s']:.1f}x)")
                 of_bare = "" if b is None else fraction(ours, b)
+                bd = find(n, place, op, "bare, in dask", exact=True)
+                in_dask = "" if bd is None or b is None else f"{rate(bd)}: {fraction(bd, b)} of bare; ours {fraction(ours, bd)} of it"
                 out.append(f"| {n:,} | {place} | {op} | {rate(ours)} | {rate(zarr)} | {ratio} | {rate(one)} | "
                            f"{speedup} | {mem(ours)} | {mem(zarr)} | {mem(one)} | "
-                           f"{rate(gen) if op == 'write' else ''} | {ceiling} | {of_bare} |")
+                           f"{rate(gen) if op == 'write' else ''} | {ceiling} | {of_bare} | {in_dask} |")
         v3 = [r for r in rows if r["n"] == n and r["who"].endswith("to_zarr_v3")]
         for r in v3:
-            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | | |")
+            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | | | |")
     return "\n".join(out)
 
 
