@@ -85,7 +85,7 @@ def start_proxy(endpoint: str, rtt: float) -> tuple[subprocess.Popen[str], str]:
 
 
 def proxy_command(proc: subprocess.Popen[str], command: str) -> str:
-    """``reset`` or ``stats`` (``requests max_depth max_in_flight``) of a proxy from start_proxy."""
+    """``reset`` or ``stats`` (``requests max_depth max_in_flight bytes_down``) of a proxy from start_proxy."""
     proc.stdin.write(command + "\n")  # type: ignore[union-attr]
     proc.stdin.flush()  # type: ignore[union-attr]
     return proc.stdout.readline().strip()  # type: ignore[union-attr]
@@ -177,7 +177,7 @@ def measure(stores: dict[str, str], endpoint: str, proxies: list[tuple[subproces
                         continue
                     depth = -1
                     if proc is not None:
-                        counted, depth, _in_flight = map(int, proxy_command(proc, "stats").split())
+                        counted, depth, _in_flight, _bytes = map(int, proxy_command(proc, "stats").split())
                         requests = counted if requests < 0 else requests
                     runs.setdefault((label, engine, path), []).append((wall, cpu, requests, depth))
     out: dict[tuple[str, str], dict[str, Any]] = {}

@@ -41,10 +41,18 @@ worth of strings (StringDType + UTF-8 bytes).
   files or S3 objects (obstore), then reads its half of ``to_nczarr``'s chunks into one reused
   buffer and decodes each into a fresh StringDType array with the reader's kernel. A ratio to engine="zarr" no implementation of
   these rows can beat here: the bytes alone cannot be written faster, and numpy's StringDType
-  packing (and freeing) of the values, most of the decode, cannot be skipped.
+  packing (and freeing) of the values, most of the decode, cannot be skipped. (The bare write
+  stores bytes made beforehand: a writer must also encode the values, which the bare row does not.)
+* bare, one dask task a chunk: the same bare work (the same pre-made bytes written; the same
+  chunks read and decoded) as one dask task per chunk (blocks of the same source, the same
+  consumer): what dask's scheduling of a task per chunk costs, which any reader or writer
+  running inside dask pays; "xr_zstrings / it" is then what our code costs beyond it.
 
 Every operation starts with no dirty pages (``os.sync`` first, not timed): a write's backlog would
-otherwise throttle whichever operation follows it.
+otherwise throttle whichever operation follows it. Each timed write of a to_nczarr row and of its
+bare ceiling follows the removal of the store written before it, written out first (not timed): the
+page cache's state moved a 3 GB write by 2-7x (pages freed or not, dirty or clean when dropped), and
+the two must find it alike.
 
 Targets: a local directory (``--dir``, default a temporary one) and, up to ``--s3-max`` strings, a
 local S3 server on 127.0.0.1 (``--s3-server``, benchmarks/_s3.py): SeaweedFS (``weed mini``, a real
@@ -53,8 +61,12 @@ server holding every object in its memory: 1e7 strings at most on a shared machi
 xr_zstrings goes through obstore, ``ds.to_zarr``/engine="zarr" through zarr-python's ``ObjectStore``
 over the same obstore client.
 
-Prints a markdown table (the README's benchmark section carries it) and, with ``--out``, the rows
-as JSON lines (with the load average when each row ended).
+Prints a markdown table (the README's benchmark section carries it), each uncompressed ``to_nczarr``
+row also as a fraction of its bare ceiling ("xr_zstrings / bare": the share of what this machine
+allows that the row reaches; ``--repeat N`` measures those rows and their ceilings N times, each
+beside its bare one, and gives medians with their range, and the fraction per pair), and, with
+``--out``, the rows as JSON lines (with the load average when each row ended); ``--table rows.json``
+prints the table of rows saved so (several runs' rows count as repeats).
 """
 
 from __future__ import annotations
@@ -64,6 +76,7 @@ import contextlib
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -279,6 +292,19 @@ def s3_store(url: str, so: dict[str, Any]) -> Any:
                    secret_access_key=so["secret"], region=so["region"], client_options={"allow_http": True})
 
 
+def clear(target: str, so: dict[str, Any] | None) -> None:
+    """Remove a store the benchmark wrote (a local folder, or every object under an s3:// URL)."""
+    if so is None:
+        shutil.rmtree(target, ignore_errors=True)
+        return
+    import obstore
+
+    store = s3_store(target, so)
+    keys = [m["path"] for batch in obstore.list(store) for m in batch]
+    for i in range(0, len(keys), 1000):
+        obstore.delete(store, keys[i : i + 1000])
+
+
 def _bare_io(base: str, so: dict[str, Any] | None) -> tuple[Callable[[str, Any], None], Callable[[str, Any], int]]:
     """(put(key, bytes), read_into(key, buffer) -> size) under ``base``: a local folder, or (``so``
     given) an ``s3://bucket/prefix`` through obstore, the client both engines use."""
@@ -318,42 +344,98 @@ def _bare_write(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: 
         put(f"bare/{i}", buf)
 
 
-def _bare_read(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: int) -> int:
-    """The read rows' ceiling, with no dask or xarray: this process reads each of ``to_nczarr``'s
-    uncompressed ``|S32`` chunks under ``base`` into one reused buffer and decodes it into a fresh
-    StringDType array with the reader's kernel (then drops it, as the consumer does); returns the
-    values decoded."""
+def _bare_decode(read_into: Callable[[str, Any], int], raw: Any, i: int) -> np.ndarray:
+    """``to_nczarr``'s uncompressed ``|S32`` chunk ``i`` read into ``raw`` (a reused buffer) and
+    decoded into a fresh StringDType array with the reader's kernel."""
     from xr_zstrings.text.fixed import decode_fixed_into
 
+    key = f"nczarr.zarr/s/{i}"
+    n = read_into(key, raw)
+    out = np.empty(n // WIDTH, T)
+    decode_fixed_into(memoryview(raw)[:n], WIDTH, out, None, "strict", key, str)
+    return out
+
+
+def _bare_read(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: int) -> int:
+    """The read rows' ceiling, with no dask or xarray: this process decodes each of ``chunks``
+    under ``base`` (``_bare_decode``, one reused buffer), then drops it, as the consumer does;
+    returns the values decoded."""
     _, read_into = _bare_io(base, so)
     raw = bytearray(chunk * WIDTH)
     done = 0
     for i in chunks:
-        key = f"nczarr.zarr/s/{i}"
-        n = read_into(key, raw)
-        out = np.empty(n // WIDTH, T)
-        decode_fixed_into(memoryview(raw)[:n], WIDTH, out, None, "strict", key, str)
+        out = _bare_decode(read_into, raw, i)
         done += out.size
         del out
     return done
 
 
-def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: int) -> tuple[tuple, tuple]:
-    """(write, read) run_op results of the bare ceilings on the cluster's workers, each worker
-    taking every other chunk of the ``n`` strings (read: the chunks of ``base/nczarr.zarr``)."""
+def _bare_task_io(base: str, so: dict[str, Any] | None, chunk: int) -> tuple[Any, Any, Any]:
+    """(put, read_into, reused buffer) for the bare work done one dask task a chunk: made once
+    per worker process and base, as the bare functions above make them once per call."""
+    have = _TASK_IO.get(base)
+    if have is None:
+        have = _TASK_IO[base] = (*_bare_io(base, so), bytearray(chunk * WIDTH))
+    return have
+
+
+_TASK_IO: dict[str, tuple[Any, Any, Any]] = {}
+
+
+def _bare_read_block(base: str, so: dict[str, Any] | None, chunk: int, block_info: Any = None) -> np.ndarray:
+    """``_bare_read``'s work for one chunk, as a dask block: the bare read inside dask tasks."""
+    (i,) = block_info[None]["chunk-location"]
+    _, read_into, raw = _bare_task_io(base, so, chunk)
+    return _bare_decode(read_into, raw, i)
+
+
+def _bare_write_block(block: np.ndarray, base: str, so: dict[str, Any] | None, chunk: int,
+                      block_info: Any = None) -> np.ndarray:
+    """``_bare_write``'s work for one chunk, as the task of a dask block of the source (the
+    pre-made bytes written, the block not encoded): the bare write inside dask tasks."""
+    (i,) = block_info[0]["chunk-location"]
+    put, _, _ = _bare_task_io(base, so, chunk)
+    put(f"bare/{i}", bare_chunk(chunk))
+    return np.zeros(1, np.int64)
+
+
+def on_workers(client: Any, fn: Callable[..., Any], base: str, so: dict[str, Any] | None, n: int,
+               chunk: int) -> list[Any]:
+    """``fn(base, so, chunks, chunk)`` on each worker, each taking every other chunk of ``n`` strings."""
     workers = sorted(client.scheduler_info()["workers"])
     nchunks = -(-n // chunk)
-    shares = {w: list(range(i, nchunks, len(workers))) for i, w in enumerate(workers)}
+    return client.gather([client.submit(fn, base, so, list(range(i, nchunks, len(workers))), chunk,
+                                        workers=[w], pure=False) for i, w in enumerate(workers)])
 
-    def on_workers(fn: Callable[..., Any]) -> list[Any]:
-        return client.gather([client.submit(fn, base, so, shares[w], chunk, workers=[w], pure=False)
-                              for w in workers])
 
+def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: int, source: Any,
+              drop_store: Callable[[], None]) -> dict[str, tuple]:
+    """run_op results of the bare ceilings on the cluster's workers: "bare write"/"bare read" (each
+    worker a plain loop over every other chunk) and the same work one dask task a chunk ("... in
+    dask": what dask's scheduling of one task per chunk costs, which any reader or writer inside
+    dask pays). The reads come first (the chunks of ``base/nczarr.zarr``, which ``drop_store()``
+    then removes, not timed), then the writes (their files under ``base/bare``; the last one's
+    stay until the caller removes them before the next write): every timed write, ours and bare,
+    follows the removal of the store written before it, its pages written out first (``os.sync``),
+    so all find the page cache (and the S3 server's disk) alike: a 1e8 write ran 2x faster after
+    3 GB of clean pages were freed than after 3 GB were read."""
+    import dask.array as da
+
+    nchunks = -(-n // chunk)
     client.run(_module().bare_chunk, chunk)  # made before the clock starts
-    w = run_op(client, lambda: on_workers(_module()._bare_write))
-    if so is None:
-        shutil.rmtree(os.path.join(base, "bare"), ignore_errors=True)
-    return w, run_op(client, lambda: sum(on_workers(_module()._bare_read)))
+    out = {"read": run_op(client, lambda: sum(on_workers(client, _module()._bare_read, base, so, n, chunk)))}
+    blocks = da.map_blocks(_module()._bare_read_block, base, so, chunk, dtype=T, meta=np.empty(0, T),
+                           chunks=(tuple(min(chunk, n - i * chunk) for i in range(nchunks)),))
+    out["read in dask"] = run_op(client, lambda: summarize(blocks)[0])
+    os.sync()
+    drop_store()
+    out["write"] = run_op(client, lambda: on_workers(client, _module()._bare_write, base, so, n, chunk))
+    os.sync()
+    clear(f"{base}/bare", so)
+    writes = source.map_blocks(_module()._bare_write_block, base, so, chunk, dtype=np.int64,
+                               chunks=((1,) * nchunks,), meta=np.empty(0, np.int64))
+    out["write in dask"] = run_op(client, lambda: int(writes.sum().compute()))
+    return out
 
 
 def _warm_pool(span: int) -> None:
@@ -379,6 +461,10 @@ def main() -> None:
                          "server's work grows with the bytes, this compares like with like)")
     ap.add_argument("--dir", default=None, help="where the local stores go (default: a temporary dir)")
     ap.add_argument("--out", default=None, help="append the rows as JSON lines here")
+    ap.add_argument("--table", default=None, help="only print the table of the rows in this JSON-lines file")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="the uncompressed to_nczarr rows and their bare ceilings this many times, each write "
+                         "and read beside its bare one (the table: medians, ranges, the fraction per pair)")
     ap.add_argument("--skip-zarr-above", type=float, default=float("inf"),
                     help="engine='zarr' rows only up to this size (it is the slow side)")
     ap.add_argument("--worker-saturation", default=None,
@@ -390,6 +476,10 @@ def main() -> None:
                          "block's buffers are fresh pages again (~15,000 page faults and ~25%% more CPU a "
                          "1e6-string read task)")
     args = ap.parse_args()
+    if args.table:
+        with open(args.table) as f:
+            print(table([json.loads(line) for line in f if line.strip()]))
+        return
     import dask
     import distributed
     import xarray as xr
@@ -503,23 +593,42 @@ def main() -> None:
 
                         run = (lambda fn: run_here(fn)) if name.endswith("one process") else (
                             lambda fn: run_op(client, fn))
-                        wall, peak, before, _ = run(write)
-                        emit({"n": n, "place": place, "op": "write", "who": name, "s": wall,
-                              "peak_mb": peak, "base_mb": before, **server_rss(so)})
-                        wall, peak, before, got = run(read)
-                        assert got == expect, (name, got, expect)
-                        emit({"n": n, "place": place, "op": "read", "who": name, "s": wall,
-                              "peak_mb": peak, "base_mb": before, "summary": got, **server_rss(so)})
-                        head = xr.open_dataset(target, **kw)
-                        assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == head_expect
-                        if bare and name == "xr_zstrings to_nczarr":  # its chunks are the bare read's files
-                            bare = False
-                            (w_s, w_peak, w_before, _), (r_s, r_peak, r_before, got) = bare_rows(client, base, so, n, chunk)
-                            assert got == n, (got, n)
-                            emit({"n": n, "place": place, "op": "write", "who": "bare", "s": w_s,
-                                  "peak_mb": w_peak, "base_mb": w_before})
-                            emit({"n": n, "place": place, "op": "read", "who": "bare", "s": r_s,
-                                  "peak_mb": r_peak, "base_mb": r_before})
+                        # the rows measured against their bare ceiling: --repeat times, each beside its bare
+                        with_bare = bare and name == "xr_zstrings to_nczarr"
+
+                        def rep_base(rep: int, base: str = base) -> str:
+                            return base if rep == 0 else f"{base}/pre" if rep < 0 else f"{base}/r{rep}"
+
+                        if with_bare:  # (not timed) so that every timed write follows a removal
+                            client.run(_module().bare_chunk, chunk)
+                            on_workers(client, _module()._bare_write, rep_base(-1), so, n, chunk)
+                        for rep in range(args.repeat if with_bare else 1):
+                            rbase = rep_base(rep)
+                            if with_bare:  # each write after the last store written was removed
+                                os.sync()  # (its pages written out first, as the bare write's are)
+                                clear(f"{rep_base(rep - 1)}/bare", so)
+                            if rep:
+                                target = f"{rbase}/nczarr.zarr"
+                                write = lambda target=target: ours(target)  # noqa: E731
+                            wall, peak, before, _ = run(write)
+                            emit({"n": n, "place": place, "op": "write", "who": name, "s": wall, "rep": rep,
+                                  "peak_mb": peak, "base_mb": before, **server_rss(so)})
+                            wall, peak, before, got = run(lambda target=target: read(target))
+                            assert got == expect, (name, got, expect)
+                            emit({"n": n, "place": place, "op": "read", "who": name, "s": wall, "rep": rep,
+                                  "peak_mb": peak, "base_mb": before, "summary": got, **server_rss(so)})
+                            head = xr.open_dataset(target, **kw)
+                            assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == head_expect
+                            if with_bare:  # its chunks are the bare reads' files
+                                bare_ops = bare_rows(client, rbase, so, n, chunk, ds["s"].data,
+                                                     lambda target=target: clear(str(target), so))
+                                assert bare_ops["read"][3] == n and bare_ops["read in dask"][3] == n, bare_ops
+                                for what, (b_s, b_peak, b_before, _) in bare_ops.items():
+                                    op, _, how = what.partition(" ")
+                                    emit({"n": n, "place": place, "op": op, "who": "bare" + (f", {how}" if how else ""),
+                                          "s": b_s, "rep": rep, "peak_mb": b_peak, "base_mb": b_before})
+                        if with_bare:  # the last bare write's files
+                            clear(f"{rep_base(args.repeat - 1)}/bare", so)
                     if place == "local":
                         shutil.rmtree(base, ignore_errors=True)
     finally:
@@ -534,7 +643,11 @@ def table(rows: list[dict[str, Any]]) -> str:
     """The README's table: per size, place and operation, ours vs engine="zarr" side by side, and
     ours on the cluster vs the same graph in one process."""
     def rate(r: dict[str, Any] | None) -> str:
-        return "" if r is None else f"{r['n'] / r['s'] / 1e6:.2f}"
+        if r is None:
+            return ""
+        runs = r.get("all_s", [])
+        spread = f" ({r['n'] / max(runs) / 1e6:.2f}-{r['n'] / min(runs) / 1e6:.2f})" if len(runs) > 1 else ""
+        return f"{r['n'] / r['s'] / 1e6:.2f}{spread}"
 
     def mem(r: dict[str, Any] | None) -> str:
         if r is None or r["peak_mb"] is None:
@@ -542,15 +655,31 @@ def table(rows: list[dict[str, Any]]) -> str:
         grew = r["peak_mb"] - r["base_mb"]
         return f"{r['peak_mb']:.0f} (+{grew:.0f} = {grew / r['chunk_mb']:.1f} chunks)"
 
-    def find(n: int, place: str, op: str, who: str) -> dict[str, Any] | None:
-        return next((r for r in rows if (r["n"], r["place"], r["op"]) == (n, place, op)
-                     and r["who"].startswith(who)), None)
+    def find(n: int, place: str, op: str, who: str, exact: bool = False) -> dict[str, Any] | None:
+        """The row (``who``: its name's start, or all of it), or of repeated rows (--repeat, or
+        several runs' rows) one with the median time, the times in order (all_s) and the largest
+        memory growth."""
+        hits = [r for r in rows if (r["n"], r["place"], r["op"]) == (n, place, op)
+                and (r["who"] == who if exact else r["who"].startswith(who))]
+        if len(hits) <= 1:
+            return hits[0] if hits else None
+        grown = max(hits, key=lambda r: -1 if r["peak_mb"] is None else r["peak_mb"] - r["base_mb"])
+        return {**grown, "s": statistics.median(r["s"] for r in hits), "all_s": [r["s"] for r in hits]}
+
+    def fraction(ours: dict[str, Any], b: dict[str, Any]) -> str:
+        """ours as a share of bare's rate: per pair of runs (median and range) when repeated."""
+        pairs = list(zip(b.get("all_s", [b["s"]]), ours.get("all_s", [ours["s"]]), strict=False))
+        shares = sorted(100 * bs / os_ for bs, os_ in pairs)
+        if len(shares) == 1:
+            return f"{shares[0]:.0f}%"
+        return f"{statistics.median(shares):.0f}% ({shares[0]:.0f}-{shares[-1]:.0f}%)"
 
     out = [("| strings | where | op | xr_zstrings M strings/s | engine=\"zarr\" M strings/s | ratio "
             "| xr_zstrings one process M strings/s | 2 workers / one process "
             "| xr_zstrings peak RSS / worker, MB | engine=\"zarr\" peak RSS / worker, MB "
-            "| one process peak RSS, MB | the source alone M/s | bare M strings/s (ratio to engine=\"zarr\") |"),
-           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "| one process peak RSS, MB | the source alone M/s | bare M strings/s (ratio to engine=\"zarr\") "
+            "| xr_zstrings / bare | bare, one dask task a chunk M/s |"),
+           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     places = list(dict.fromkeys(r["place"] for r in rows if r["place"] != "-"))
     for n in sorted({r["n"] for r in rows}):
         gen = find(n, "-", "generate", "source")
@@ -563,14 +692,17 @@ def table(rows: list[dict[str, Any]]) -> str:
                 one = find(n, place, op, "xr_zstrings, one process")
                 ratio = "" if zarr is None else f"{zarr['s'] / ours['s']:.1f}x"
                 speedup = "" if one is None else f"{one['s'] / ours['s']:.2f}x"
-                b = find(n, place, op, "bare")
+                b = find(n, place, op, "bare", exact=True)
                 ceiling = "" if b is None else f"{rate(b)}" + ("" if zarr is None else f" ({zarr['s'] / b['s']:.1f}x)")
+                of_bare = "" if b is None else fraction(ours, b)
+                bd = find(n, place, op, "bare, in dask", exact=True)
+                in_dask = "" if bd is None or b is None else f"{rate(bd)}: {fraction(bd, b)} of bare; ours {fraction(ours, bd)} of it"
                 out.append(f"| {n:,} | {place} | {op} | {rate(ours)} | {rate(zarr)} | {ratio} | {rate(one)} | "
                            f"{speedup} | {mem(ours)} | {mem(zarr)} | {mem(one)} | "
-                           f"{rate(gen) if op == 'write' else ''} | {ceiling} |")
+                           f"{rate(gen) if op == 'write' else ''} | {ceiling} | {of_bare} | {in_dask} |")
         v3 = [r for r in rows if r["n"] == n and r["who"].endswith("to_zarr_v3")]
         for r in v3:
-            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | |")
+            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | | | |")
     return "\n".join(out)
 
 

@@ -16,8 +16,10 @@ time between requests).
 
     python tests/latency_proxy.py --upstream 127.0.0.1:PORT --delay 0.01   # prints its port
 
+It also counts the bytes the server sent back (``bytes_down``: responses, headers included).
+
 Run that way it reads commands on stdin: ``reset`` (start counting afresh) and ``stats`` (prints
-``requests max_depth max_in_flight`` on one line).
+``requests max_depth max_in_flight bytes_down`` on one line).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class LatencyProxy:
         self.max_depth = 0  # deepest request since reset()
         self.max_in_flight = 0
         self.request_lines: list[str] = []  # each request's first line ("GET /bucket/key HTTP/1.1")
-        self.bytes_down = 0  # bytes forwarded to clients (responses, headers included)
+        self.bytes_down = 0  # bytes of responses forwarded to clients since reset(), headers included
         self._in_flight = 0
         self._delivered_depth = 0  # deepest response delivered to a client so far
         self._lock = threading.Lock()
@@ -147,10 +149,10 @@ class LatencyProxy:
                             with contextlib.suppress(Exception):
                                 w.write_eof() if w.can_write_eof() else w.close()
                             return
-                        if not to_upstream and not state["answered"]:
-                            on_response()
                         if not to_upstream:
-                            self.bytes_down += len(data)
+                            if not state["answered"]:
+                                on_response()
+                            self.bytes_down += len(data)  # (one event loop thread: no lock)
                         w.write(data)
                         await w.drain()
                 finally:
@@ -202,7 +204,7 @@ def main() -> None:
                 proxy.reset()
                 print("ok", flush=True)
             elif line.strip() == "stats":
-                print(proxy.requests, proxy.max_depth, proxy.max_in_flight, flush=True)
+                print(proxy.requests, proxy.max_depth, proxy.max_in_flight, proxy.bytes_down, flush=True)
 
     threading.Thread(target=commands, daemon=True).start()
     with contextlib.suppress(KeyboardInterrupt):

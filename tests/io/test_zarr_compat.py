@@ -139,3 +139,38 @@ def test_local_scratch_reads_reuse_one_buffer_per_thread(tmp_path, monkeypatch):
     monkeypatch.setattr(zstore._CHUNK_SCRATCH, "limit", 100)
     big = zs.get_many(["v/1"], scratch=True)
     assert type(big[0]) is bytes and big == [plain[1]]
+
+
+def test_ranged_reads_same_on_every_path(tmp_path):
+    """``ZStore.get_ranges`` (shards read by parts) gives the same bytes read directly from local
+    files as through zarr-python's ``ByteRequest`` ranges: a suffix longer than the object is all
+    of it, a range past the end what there is, a missing key or a folder None. Only the direct
+    path knows each object's version, and refuses a range of a version no longer there."""
+    from xr_zstrings.io.zstore import ObjectChanged, ZStore
+
+    root = tmp_path / "r.zarr"
+    root.mkdir()
+    (root / "a").write_bytes(bytes(range(200)))
+    (root / "empty").write_bytes(b"")
+    (root / "dir").mkdir()
+    ranges = [("a", -16, None), ("a", -500, None), ("a", 10, 20), ("a", 190, 300), ("a", 250, 260),
+              ("nope", 0, 4), ("dir", -4, None), ("empty", -16, None), ("a", 0, 200)]
+    want = [bytes(range(184, 200)), bytes(range(200)), bytes(range(10, 20)), bytes(range(190, 200)), b"",
+            None, None, b"", bytes(range(200))]
+    zs = ZStore(zarr.storage.LocalStore(root, read_only=True))
+    via_zarr = zs.get_ranges(ranges)
+    assert not zs._local_direct
+    assert [None if r is None else bytes(r.data) for r in via_zarr] == want
+    assert all(r is None or (r.version, r.size) == (None, None) for r in via_zarr)
+    direct = open_store(root)
+    direct.get_many(["a"])
+    assert direct._local_direct
+    got = direct.get_ranges(ranges, scratch=True)
+    assert [None if r is None else bytes(r.data) for r in got] == want
+    assert got[0].size == 200 and got[0].version is not None
+    assert direct.get_ranges([("a", 0, 4)], versions=[got[0].version])[0].data == bytes(range(4))
+    (root / "b").write_bytes(bytes(range(200)))
+    (root / "b").replace(root / "a")  # the same bytes, another file
+    with pytest.raises(ObjectChanged) as e:
+        direct.get_ranges([("a", 0, 4)], versions=[got[0].version])
+    assert e.value.key == "a"

@@ -600,3 +600,27 @@ def test_module_string_dtypes_keep_no_array_alive():
             assert tracemalloc.get_traced_memory()[0] < 100_000  # the strings went with the array
         finally:
             tracemalloc.stop()
+
+
+@pytest.mark.skipif(S.kernels() is None, reason="the compiled kernels are not built (fallback job)")
+def test_reused_output_encodes_into_one_buffer_per_thread():
+    """Inside ``reused_output`` a thread's fixed-width encodings share one buffer (the writer's
+    dask blocks: no fresh pages per chunk), each right until the next; outside, and in another
+    thread, each encoding is its own array."""
+    import threading
+
+    a = np.array(["a", "bé", "c" * 5], dtype=np.dtypes.StringDType())
+    b = np.array(["zz", "", "ü"], dtype=np.dtypes.StringDType())
+    with S.reused_output():
+        first = S.encode_fixed_utf8(a, 6)
+        assert first.tolist() == [b"a", "bé".encode(), b"ccccc"]
+        second = S.encode_fixed_utf8(b, 6)
+        assert second.tolist() == [b"zz", b"", "ü".encode()]
+        assert np.shares_memory(first, second)  # the contract: first is overwritten now
+        seen = []
+        t = threading.Thread(target=lambda: seen.append(S.encode_fixed_utf8(a, 6)))
+        t.start()
+        t.join()
+        assert not np.shares_memory(seen[0], second) and seen[0].tolist() == [b"a", "bé".encode(), b"ccccc"]
+    fresh = S.encode_fixed_utf8(a, 6)
+    assert not np.shares_memory(fresh, second) and fresh.tolist() == [b"a", "bé".encode(), b"ccccc"]

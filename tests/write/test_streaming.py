@@ -241,3 +241,21 @@ def test_convert_keeps_same_named_variables_of_groups_apart(tmp_path: Path) -> N
         with netCDF4.Dataset(nc_url(tmp_path / store), "r") as nc:
             assert nc["name"][:].tolist() == root["name"].values.tolist()
             assert nc["g"]["name"][:].tolist() == sub["name"].values.tolist()
+
+
+def test_dask_blocks_into_a_store_that_keeps_their_bytes(tmp_path: Path) -> None:
+    """A writer thread encodes each block into one reused buffer only where the store is done with
+    the bytes once written (files, object storage): a store that keeps the buffer it is given (a
+    zarr-python Store may; MemoryStore copies it) must get each chunk's own bytes."""
+    from zarr.storage import MemoryStore
+
+    class KeepingStore(MemoryStore):
+        async def set(self, key: str, value: object, byte_range: object = None) -> None:
+            self._check_writable()
+            await self._ensure_open()
+            self._store_dict[key] = value  # the caller's buffer itself
+
+    for target in (KeepingStore(), tmp_path / "s.zarr"):
+        with dask.config.set(scheduler="threads", num_workers=2):
+            to_nczarr(_dataset(Blocks()), target, maxstrlen=40)
+        assert xr.open_dataset(target, engine="zstrings")["label"].values.tolist() == EXPECTED

@@ -3,11 +3,17 @@
 The shard index is ``(chunks_per_shard..., 2)`` uint64 ``offset, nbytes`` through ``index_codecs``
 (at the ``start`` or ``end``); ``2**64-1`` marks an inner chunk never written (the fill value).
 Inner chains are built recursively as :class:`~.v3.V3Pipeline` objects, so shards nest.
+
+A shard is decoded whole from its bytes (``decode``), or read by parts, as zarr-python reads it:
+its index alone (``index_range``, ``parse_index``), then only the inner chunks a selection
+touches (``touched``), their byte ranges merged into few requests (``coalesce``).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -17,9 +23,10 @@ from .bounded import MAX_CHUNK_BYTES_ENV, max_chunk_bytes
 from .chunk import ChunkSpec, as_u8, check_shape, codec_name_cfg, label
 from .registry import CodecStep, register
 
-__all__ = ["ShardingCodec"]
+__all__ = ["MISSING", "ShardingCodec", "coalesce"]
 
-_MAX_U64 = 2**64 - 1
+#: an index entry's offset and nbytes for an inner chunk never written
+MISSING = 2**64 - 1
 _DEFAULT_INDEX_CODECS = [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}]
 
 
@@ -115,28 +122,67 @@ class ShardingCodec(CodecStep):
         out[...] = self.fill_value
         return out
 
+    def index_range(self) -> tuple[int, int | None]:
+        """Where the index lies in a shard object, as ``ZStore.get_ranges``' ``(start, stop)``: its
+        last ``index_size`` bytes (index_location "end", a suffix request) or its first."""
+        return (-self.index_size, None) if self.index_location == "end" else (0, self.index_size)
+
     def read_index(self, u8: np.ndarray, ctx: str) -> np.ndarray:
+        """The ``(n_inner, 2)`` offset/nbytes entries of a whole shard's bytes."""
         B = int(u8.size)
-        if B < self.index_size:
+        ib = u8[: self.index_size] if self.index_location == "start" else u8[max(0, B - self.index_size):]
+        return self.parse_index(ib, ctx, B)
+
+    def parse_index(self, ib: np.ndarray, ctx: str, size: int | None) -> np.ndarray:
+        """The ``(n_inner, 2)`` offset/nbytes entries from the index's bytes (``ib``: what a read of
+        ``index_range`` got), each checked against the shard's ``size`` in bytes when known, and
+        against the chunk limit (no inner chunk is fetched larger than a chunk may decode to)."""
+        if ib.size < self.index_size:
             raise ChunkError(
-                f"{ctx}: shard of {B} bytes is shorter than its {self.index_size}-byte index "
-                f"({self.n_inner} inner chunks); the shard is truncated"
+                f"{ctx}: shard of {size if size is not None else int(ib.size)} bytes is shorter than its "
+                f"{self.index_size}-byte index ({self.n_inner} inner chunks); the shard is truncated"
             )
-        ib = u8[: self.index_size] if self.index_location == "start" else u8[B - self.index_size:]
         idx = self.index.decode(ib, key=ctx, _ctx=f"{ctx} (shard index)").reshape(self.n_inner, 2)
         off, nb = idx[:, 0], idx[:, 1]
-        empty = (off == _MAX_U64) & (nb == _MAX_U64)
-        full = ~empty
+        full = ~((off == MISSING) & (nb == MISSING))
         if full.any():
-            o = off[full]
-            bad = (o > B) | (nb[full] > B) | (o + np.minimum(nb[full], B) > B)
+            o, n = off[full], nb[full]
+            limit = max_chunk_bytes()  # (a larger stored inner chunk decodes beyond it too)
+            if size is not None:
+                bad = (o > size) | (n > size) | (o + np.minimum(n, size) > size)
+                beyond = f"beyond the {size}-byte shard"
+            else:
+                bad = o >= 2**62
+                beyond = "beyond any shard"
+            if not bad.any() and (n > limit).any():
+                bad = n > limit
+                beyond = f"beyond the {limit}-byte chunk limit ({MAX_CHUNK_BYTES_ENV})"
             if bad.any():
                 j = int(np.flatnonzero(full)[np.flatnonzero(bad)[0]])
                 raise ChunkError(
                     f"{ctx}: shard index entry {j} says inner chunk at byte {int(off[j])} with "
-                    f"{int(nb[j])} bytes, beyond the {B}-byte shard; the shard is truncated or corrupt"
+                    f"{int(nb[j])} bytes, {beyond}; the shard is truncated or corrupt"
                 )
         return idx
+
+    def touched(self, box: tuple[slice, ...]) -> Iterator[tuple[int, tuple[slice, ...], tuple[slice, ...]]]:
+        """The inner chunks a box of the shard touches, in C order: (its entry in the index, the
+        part of the inner chunk in the box, where that part lies in the box)."""
+        inner = self.inner_shape
+        ranges = [range(s.start // i, (s.stop - 1) // i + 1) if s.stop > s.start else range(0)
+                  for s, i in zip(box, inner, strict=True)]
+        strides = [math.prod(self.cps[d + 1:]) for d in range(len(self.cps))]
+        for coords in itertools.product(*ranges):
+            part, where = [], []
+            for c, s, i in zip(coords, box, inner, strict=True):
+                lo, hi = max(s.start, c * i), min(s.stop, (c + 1) * i)
+                part.append(slice(lo - c * i, hi - c * i))
+                where.append(slice(lo - s.start, hi - s.start))
+            yield sum(c * st for c, st in zip(coords, strides, strict=True)), tuple(part), tuple(where)
+
+    def coords(self, j: int) -> tuple[int, ...]:
+        """Inner chunk ``j``'s coordinates in the shard (for messages)."""
+        return tuple(int(c) for c in np.unravel_index(j, self.cps))
 
     def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str,
                region: tuple[slice, ...] | None = None) -> np.ndarray:
@@ -157,15 +203,15 @@ class ShardingCodec(CodecStep):
             o, n = int(idx[j, 0]), int(idx[j, 1])
             untouched = region is not None and any(
                 r.start >= b.stop or r.stop <= b.start for r, b in zip(region, sl, strict=True))
-            if (o == _MAX_U64 and n == _MAX_U64) or untouched:
+            if (o == MISSING and n == MISSING) or untouched:
                 out[sl] = self.fill_value
             else:
-                out[sl] = self.inner.decode(u8[o:o + n], _ctx=f"{ctx}, inner chunk {tuple(int(c) for c in np.unravel_index(j, self.cps))}")
+                out[sl] = self.inner.decode(u8[o:o + n], _ctx=f"{ctx}, inner chunk {self.coords(j)}")
         return out
 
     def encode(self, arr: np.ndarray, ctx: str, write_empty_chunks: bool = False) -> np.ndarray:
         parts: list[bytes] = []
-        idx = np.full((self.n_inner, 2), _MAX_U64, np.uint64)
+        idx = np.full((self.n_inner, 2), MISSING, np.uint64)
         pos = self.index_size if self.index_location == "start" else 0
         for j, sl in enumerate(self.slices):
             sub = arr[sl]
@@ -180,3 +226,19 @@ class ShardingCodec(CodecStep):
             raise ZStringsError(f"{ctx}: shard index encoded to {len(ib)} bytes, expected {self.index_size}")
         parts = [ib, *parts] if self.index_location == "start" else [*parts, ib]
         return as_u8(b"".join(parts))
+
+
+def coalesce(spans: Sequence[tuple[int, int]], max_gap: int, max_bytes: int) -> list[tuple[int, int, list[int]]]:
+    """Byte spans ``[start, stop)`` of one object merged into fewer requests: ``(start, stop,
+    the spans' positions in the input)``, by offset. Spans closer than ``max_gap`` bytes share a
+    request (the gap is read and dropped) while it stays within ``max_bytes`` (a single larger span
+    is its own request). zarr-python 3.2+ merges shard reads so too (its sharding_coalesce_*)."""
+    out: list[tuple[int, int, list[int]]] = []
+    for i in sorted(range(len(spans)), key=lambda k: spans[k][0]):
+        a, b = spans[i]
+        if out and a - out[-1][1] <= max_gap and max(b, out[-1][1]) - out[-1][0] <= max_bytes:
+            start, stop, members = out[-1]
+            out[-1] = (start, max(stop, b), [*members, i])
+        else:
+            out.append((a, b, [i]))
+    return out

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import stat
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from zarr.abc.store import Store
+from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.buffer import cpu, default_buffer_prototype
 from zarr.storage import LocalStore
 from zarr.storage import ObjectStore as _ObjectStore
@@ -31,7 +32,7 @@ from ..zarr_compat import sync
 from .redact import redact
 from .store_errors import mapped_errors
 
-__all__ = ["ZStore", "make_parents", "refuse_links", "refuse_links_on"]
+__all__ = ["ByteRange", "ObjectChanged", "RangeRead", "ZStore", "make_parents", "refuse_links", "refuse_links_on"]
 
 # Many small requests are latency-bound; cap how many are in flight at once. Chunks (large, bandwidth-
 # bound) keep a moderate cap; metadata objects are a few hundred bytes each and a store without
@@ -52,6 +53,29 @@ _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # chunk read and decoded took 78 ms fresh, 66 ms reused (1e8 reads on 2 workers, scale_dask.py:
 # 24.7 -> 25.3-26.9 M/s). Groups larger than 64 MiB get fresh memory (a thread keeps at most that).
 _CHUNK_SCRATCH = ThreadScratch(64 << 20)
+
+#: part of one object, as a slice of its bytes: ``(key, start, stop)`` is ``[start:stop]`` (fewer
+#: bytes where the object ends first); ``(key, -n, None)`` is its last ``n`` bytes (all of it when shorter)
+ByteRange = tuple[str, int, "int | None"]
+
+
+class RangeRead(NamedTuple):
+    """What a ranged read got: the bytes, the object's version and its size (each None when the
+    store does not say)."""
+
+    data: Any
+    #: what changes when the object is replaced: S3's ETag, a local file's (inode, mtime, size)
+    version: Any
+    size: int | None
+
+
+class ObjectChanged(Exception):  # noqa: N818 - a signal to the caller, never shown to users
+    """A ranged read found the object replaced since the version the caller asked for (``key``):
+    what the caller derived from the older version (a shard's index) is stale; read it again."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
 
 
 #: NCZarr 1.0's metadata objects: not Zarr keys, which a store holding only Zarr keys refuses to be
@@ -218,8 +242,9 @@ class ZStore:
         return True, self._consolidated.get(key)
 
     # --- reads ----------------------------------------------------------------------------
-    def _fetcher(self) -> Any:
-        """The coroutine function that fetches one key (bytes, or None when it does not exist).
+    def _fetcher(self, copy: bool = True) -> Any:
+        """The coroutine function that fetches one key (bytes, or None when it does not exist;
+        ``copy=False``: obstore's own immutable buffer is handed on, not copied into bytes).
 
         On object storage (``zarr.storage.ObjectStore``, whose public ``store`` attribute is the
         obstore store it wraps, in zarr 3.1.6 as in 3.4) obstore is called directly, as
@@ -245,7 +270,7 @@ class ZStore:
                     data = resp.bytes() if end - start <= _SYNC_BODY else await resp.bytes_async()
                 except _MISSING:
                     return None
-                return bytes(data)
+                return bytes(data) if copy else data
 
             return fetch
         store, prototype = self.store, default_buffer_prototype()
@@ -261,20 +286,25 @@ class ZStore:
 
         return fetch_store
 
-    async def _get_many(self, keys: Sequence[str], limit: int = _MAX_CONCURRENCY) -> list[bytes | None]:
-        """``limit`` workers take the keys in turn (no semaphore, one task per worker, not per key);
-        the first error cancels the requests still in flight and is raised."""
-        fetch = self._fetcher()
-        paths = [self.full_key(k) for k in keys]
-        out: list[bytes | None] = [None] * len(paths)
-        todo = iter(range(len(paths)))
-        self._count(len(paths))
+    async def _get_many(self, keys: Sequence[str], limit: int = _MAX_CONCURRENCY,
+                        copy: bool = True) -> list[Any]:
+        fetch = self._fetcher(copy)
+        return await self._gather([(fetch, (self.full_key(k),)) for k in keys], limit)
+
+    async def _gather(self, calls: Sequence[tuple[Any, tuple]], limit: int) -> list[Any]:
+        """Await ``fn(*args)`` for each call, at most ``limit`` at a time, results in order (each a
+        request: counted). ``limit`` workers take the calls in turn (no semaphore, one task per
+        worker, not per call); the first error cancels the requests still in flight and is raised."""
+        out: list[Any] = [None] * len(calls)
+        todo = iter(range(len(calls)))
+        self._count(len(calls))
 
         async def worker() -> None:
             for i in todo:
-                out[i] = await fetch(paths[i])
+                fn, args = calls[i]
+                out[i] = await fn(*args)
 
-        tasks = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(paths)))]
+        tasks = [asyncio.ensure_future(worker()) for _ in range(min(limit, len(calls)))]
         try:
             await asyncio.gather(*tasks)
         except BaseException:
@@ -294,14 +324,15 @@ class ZStore:
         back as ``None``.
 
         ``scratch=True``: local files may come back as views of this thread's scratch buffer,
-        valid only until the thread's next scratch read (for bytes consumed right away).
+        valid only until the thread's next scratch read (for bytes consumed right away); objects
+        from object storage as obstore's buffer (bytes-like, immutable), not copied into ``bytes``.
         """
         if not keys:
             return []
         if self._local_direct:
             return self._get_many_local(keys, scratch)
         with mapped_errors(f"Could not read from {self.display}", self.probe):
-            out = sync(self._get_many(list(keys), limit))
+            out = sync(self._get_many(list(keys), limit, copy=not scratch))
         # zarr opened the store on that get (Store._ensure_open): read it directly from now on
         self._local_direct = type(self.store) is LocalStore
         return out
@@ -356,6 +387,120 @@ class ZStore:
                     self.recorded[k.strip("/")] = v
         return out
 
+    # --- ranged reads (parts of shards) -------------------------------------------------------
+    def get_ranges(self, ranges: Sequence[ByteRange], *, versions: Sequence[Any] | None = None,
+                   scratch: bool = False) -> list[RangeRead | None]:
+        """Parts of objects, concurrently (one request each); a missing object reads as None.
+
+        ``versions[i]`` (a ``RangeRead.version`` an earlier read of the same key returned, or None):
+        the part must come from that version of the object, else ``ObjectChanged`` is raised (on S3
+        the server checks it: ``If-Match``; local files: their identity; other zarr-python stores
+        cannot tell, and are read unchecked). ``scratch``: as ``get_many``'s.
+        """
+        if not ranges:
+            return []
+        vers = list(versions) if versions is not None else [None] * len(ranges)
+        if self._local_direct:
+            with mapped_errors(f"Could not read from {self.display}"):
+                return self._get_ranges_local(ranges, vers, scratch)
+        fetch = self._range_fetcher()
+        calls = [(fetch, (self.full_key(k), a, b, v)) for (k, a, b), v in zip(ranges, vers, strict=True)]
+        try:
+            with mapped_errors(f"Could not read from {self.display}", self.probe):
+                return sync(self._gather(calls, _MAX_CONCURRENCY))
+        except ObjectChanged as e:
+            raise ObjectChanged(self._relative(e.key)) from None
+
+    def _relative(self, full: str) -> str:
+        return full[len(self.prefix) + 1:] if self.prefix and full.startswith(self.prefix + "/") else full
+
+    def _range_fetcher(self) -> Any:
+        """The coroutine function reading one range (see ``_fetcher``): obstore directly, with the
+        version as ``If-Match``, else the zarr-python store's ``ByteRequest`` ranges."""
+        obj = getattr(self.store, "store", None)
+        if type(self.store) is _ObjectStore and type(obj).__module__.startswith("obstore"):
+            import obstore
+            from obstore.exceptions import GenericError, PreconditionError
+
+            get_async = obstore.get_async
+
+            async def fetch(path: str, a: int, b: int | None, version: Any) -> RangeRead | None:
+                opts: dict[str, Any] = {"range": {"suffix": -a} if a < 0 else (a, b)}
+                if version is not None:
+                    opts["if_match"] = version
+                try:
+                    try:
+                        resp = await get_async(obj, path, options=opts)
+                    except GenericError as e:
+                        if a >= 0 or "partial" not in str(e):
+                            raise
+                        # an object shorter than a suffix may come back whole (S3 answers an empty
+                        # one with 200, which obstore refuses as "not partial"): read it whole
+                        opts.pop("range")
+                        resp = await get_async(obj, path, options=opts)
+                    start, end = resp.range
+                    data = resp.bytes() if end - start <= _SYNC_BODY else await resp.bytes_async()
+                except _MISSING:
+                    return None
+                except PreconditionError:
+                    raise ObjectChanged(path) from None
+                meta = resp.meta
+                return RangeRead(data, meta.get("e_tag"), meta.get("size"))
+
+            return fetch
+        store, prototype = self.store, default_buffer_prototype()
+
+        async def fetch_store(path: str, a: int, b: int | None, version: Any) -> RangeRead | None:
+            req = SuffixByteRequest(-a) if a < 0 else RangeByteRequest(a, b)
+            buf = await store.get(path, prototype=prototype, byte_range=req)
+            return None if buf is None else RangeRead(buf.to_bytes(), None, None)
+
+        return fetch_store
+
+    def _get_ranges_local(self, ranges: Sequence[ByteRange], versions: list[Any],
+                          scratch: bool) -> list[RangeRead | None]:
+        """``get_ranges`` on a local directory: ``os.pread`` of each part (one open per run of the
+        same key), the file's (inode, mtime, size) as its version."""
+        root = self.store.root
+        out: list[RangeRead | None] = []
+        used = 0  # scratch bytes handed out so far
+        open_key, fd, version, size = None, -1, None, 0
+        try:
+            for (k, a, b), want in zip(ranges, versions, strict=True):
+                self._count()
+                if k != open_key:
+                    if fd >= 0:
+                        os.close(fd)
+                    open_key, fd = k, -1
+                    try:
+                        fd = os.open(root / self.full_key(k), os.O_RDONLY)
+                    except _MISSING:
+                        pass
+                    if fd >= 0:
+                        st = os.fstat(fd)
+                        if stat.S_ISDIR(st.st_mode):  # as get_many: a directory is no object
+                            os.close(fd)
+                            fd = -1
+                        version, size = (st.st_ino, st.st_mtime_ns, st.st_size), st.st_size
+                if fd < 0:
+                    out.append(None)
+                    continue
+                if want is not None and want != version:
+                    raise ObjectChanged(k)
+                lo, hi = (max(0, size + a), size) if a < 0 else (min(a, size), max(min(a, size), min(b, size)))
+                buf = _CHUNK_SCRATCH.get(used + hi - lo) if scratch and hi > lo else None
+                if buf is None:
+                    data: Any = os.pread(fd, hi - lo, lo)
+                else:
+                    view = memoryview(buf)[used : used + hi - lo]
+                    data = view[: os.preadv(fd, [view], lo)]
+                    used += hi - lo
+                out.append(RangeRead(data, version, size))
+        finally:
+            if fd >= 0:
+                os.close(fd)
+        return out
+
     def list_dir(self, path: str) -> list[str]:
         """Immediate children (names) below a group path."""
         if self._consolidated is not None:
@@ -387,6 +532,12 @@ class ZStore:
         return None
 
     # --- writes (used by the writer) ------------------------------------------------------
+    @property
+    def writes_copy(self) -> bool:
+        """Whether ``set_many`` is done with the bytes when it returns (local files and object
+        storage write them out; a memory store keeps them): the caller may then reuse its buffer."""
+        return type(self.store) in (LocalStore, _ObjectStore)
+
     def set_many(self, items: Iterable[tuple[str, bytes]]) -> None:
         """Write several objects concurrently."""
 

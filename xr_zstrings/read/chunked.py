@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,8 @@ from .threads import decode_threads, executor
 
 __all__ = ["ChunkedArray", "open_chunked"]
 
-#: a planned chunk: (its store key, the box to take from it, where the box goes in the output)
-Plan = list[tuple[str, tuple, tuple]]
+#: a planned chunk: (its grid coordinates, the box to take from it, where the box goes in the output)
+Plan = list[tuple[tuple[int, ...], tuple, tuple]]
 
 
 class ChunkedArray:
@@ -55,6 +56,9 @@ class ChunkedArray:
         self.shape = logical_shape  # may exceed meta.shape along unlimited dimensions
         self.stored_shape = meta.shape or (1,)  # scalars: netCDF stores shape [1]
         self.chunk_shape = meta.chunks or (1,)
+        # what one decode takes: a chunk (a shard's inner chunk when the v3 reader reads shards
+        # by parts); selections are planned in these units
+        self.unit_shape = self.chunk_shape
         self.parallel = True  # decode several chunks on the pool (subclasses narrow it)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -109,7 +113,8 @@ class ChunkedArray:
         return node_key(self.meta.path, self.meta.chunk_key(idx if self.meta.shape else ()))
 
     def _plan(self, region: tuple[slice, ...]) -> tuple[Plan, bool]:
-        """(per touched chunk: (key, src slices in the chunk, dst slices in the output), needs fill)."""
+        """(per touched chunk: (its grid coordinates, src slices in the chunk, dst slices in the
+        output), needs fill)."""
         stored_shape, chunks = self.stored_shape, self.chunk_shape
         ranges = []
         for s, n, c in zip(region, stored_shape, chunks, strict=True):
@@ -126,15 +131,30 @@ class ChunkedArray:
                 lo, hi = max(s.start, c0), min(s.stop, c0 + c, n)
                 src.append(slice(lo - c0, hi - c0))
                 dst.append(slice(lo - s.start, hi - s.start))
-            plan.append((self.chunk_key(ix), tuple(src), tuple(dst)))
+            plan.append((ix, tuple(src), tuple(dst)))
         return plan, fill
 
-    def _group_size(self) -> int:
-        """Chunks one task fetches and decodes together: ~4 MiB of stored values (many small
-        chunks share one store round trip), one chunk when chunks are bigger than that."""
+    def _group_size(self, shape: tuple[int, ...] | None = None) -> int:
+        """Chunks (of ``shape``: the chunk shape unless given) one task fetches and decodes
+        together: ~4 MiB of stored values (many small chunks share one store round trip), one
+        chunk when chunks are bigger than that."""
         itemsize = self.meta.dtype.itemsize if self.meta.dtype.kind not in "OT" else 32
-        chunk_bytes = max(1, math.prod(self.chunk_shape) * max(itemsize, 1))
+        chunk_bytes = max(1, math.prod(shape or self.chunk_shape) * max(itemsize, 1))
         return max(1, min(256, (4 << 20) // chunk_bytes))
+
+    def _groups(self, plan: Plan) -> list[Any]:
+        """The plan cut into the groups one task each fetches (``_fetch``) and decodes."""
+        step = self._group_size()
+        return [plan[b0 : b0 + step] for b0 in range(0, len(plan), step)]
+
+    def _fetch(self, group: Any) -> Iterator[tuple[str, Any, tuple, tuple]]:
+        """(key, bytes or None, src, dst) per unit of a group, each fetched before it is yielded and
+        to be consumed before the next (local chunks may be read into the thread's reused buffer:
+        ZStore.get_many's scratch)."""
+        raws = self.store.get_many([self.chunk_key(ix) for ix, _, _ in group], scratch=True)
+        for (ix, src, dst), i in zip(group, range(len(raws)), strict=True):
+            raw, raws[i] = raws[i], None  # drop each chunk's bytes once decoded
+            yield self.chunk_key(ix), raw, src, dst
 
     def _run(self, plan: Plan, fn: Any, parallel: bool) -> None:
         """fn(key, raw_or_None, src, dst) for every planned chunk; fn must not keep ``raw`` (it may
@@ -144,22 +164,18 @@ class ChunkedArray:
         thread's fetch overlaps another's decoding (the kernels release the GIL), and at most
         one group per thread is in memory at a time.
         """
-        step = self._group_size()
-        groups = [plan[b0 : b0 + step] for b0 in range(0, len(plan), step)]
         changes = strings.active_changes()  # the read's policy report, shared with the workers
 
-        def task(group: Plan) -> None:
+        def task(group: Any) -> None:
             with strings.reporting(changes):
-                # fn consumes each chunk's bytes before this thread fetches again: local chunks
-                # may be read into the thread's reused buffer (ZStore.get_many's scratch)
-                raws = self.store.get_many([k for k, _, _ in group], scratch=True)
-                for (k, src, dst), i in zip(group, range(len(raws)), strict=True):
-                    raw, raws[i] = raws[i], None  # drop each chunk's bytes once decoded
+                # fn consumes each chunk's bytes before this thread fetches again (see _fetch)
+                for k, raw, src, dst in self._fetch(group):
                     fn(k, raw, src, dst)
                     del raw
 
         threads = decode_threads(self.threads)
         try:
+            groups = self._groups(plan)
             if parallel and len(groups) > 1 and threads > 1:
                 list(executor(threads).map(task, groups))
             else:
@@ -175,7 +191,7 @@ class ChunkedArray:
 
     def read(self, region: tuple[slice, ...]) -> np.ndarray:
         """The values in ``region`` (step-1 slices within ``self.shape``) as a storage-dtype array."""
-        chunks = self.chunk_shape
+        chunks = self.unit_shape
         out_shape = tuple(s.stop - s.start for s in region)
         out = np.empty(out_shape, dtype=self.dtype)
         if out.size == 0:
@@ -193,7 +209,8 @@ class ChunkedArray:
                 with strings.in_chunk(self.store.where(key)):
                     out[dst] = self.decode_chunk(raw, key, chunks, region=src)[src]
 
-        self._run(plan, place, self.parallel and len(plan) > 2)
+        # (a shard read by parts is many units: parallel however few shards)
+        self._run(plan, place, self.parallel and (len(plan) > 2 or self.unit_shape != self.chunk_shape))
         return out
 
     def can_read_into(self, decode: str, text_encoding: str, null_chunks: bool = False) -> bool:
@@ -236,7 +253,7 @@ class ChunkedArray:
         plan, fill = self._plan(region)
         if char:  # the string-length axis is one whole chunk: drop it from the boxes
             plan = [(k, src[:-1], dst[:-1]) for k, src, dst in plan]
-        lead_chunks = self.chunk_shape[:-1] if char else self.chunk_shape
+        lead_chunks = self.unit_shape[:-1] if char else self.unit_shape
         fill_value = "" if null_chunks else str(self._fill_T(decode, policy, what))
         if fill:
             out[...] = getattr(T, "na_object", "") if null_chunks else fill_value

@@ -3,29 +3,128 @@ shards included, in every string layout (vlen-utf8, zarrs.vlen, the Arrow layout
 
 Variable-length text chunks (and each inner chunk of a shard) decode straight into a StringDType
 result with the compiled kernels (``read_into``); everything else through ``decode_chunk``.
+
+Shards are read by parts when ``sharding_indexed`` is the whole codec chain (zarr-python's own
+condition): a shard the selection covers is fetched whole, as one object; of any other, the index
+first (one ranged request per shard, all at once, kept for the open array's later reads), then only
+the inner chunks the selection touches, their byte ranges merged into few requests. The unit decoded
+is then the inner chunk (``unit_shape``), as a chunk of an unsharded array. The index is kept for
+the open where the store tells a replaced shard (S3's ETag, checked by the server through
+``If-Match``; a local file's identity): a shard replaced since is noticed and its index read again.
+Other zarr-python stores cannot tell, so their indexes are read once per selection, as zarr-python
+reads them.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any
+import threading
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from ..codecs.encoding import v3_codecs_encoding
+from ..codecs.sharding import MISSING, ShardingCodec, coalesce
 from ..codecs.v3 import V3Pipeline, classify_data_type
 from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from ..formats.zarr3 import ArrayMetaV3
-from ..io.zstore import ZStore
+from ..io.zstore import ObjectChanged, ZStore
 from ..text import fixed as strings
 from ..text import vlen
-from .chunked import ChunkedArray
+from .chunked import ChunkedArray, Plan
 from .paths import node_key
 
-__all__ = ["ChunkedArrayV3"]
+__all__ = ["ChunkedArrayV3", "InnerKey"]
 
-#: an inner chunk a shard's index marks as never written (offset and length both 2**64 - 1)
-_MISSING = 2**64 - 1
+#: byte ranges of one shard closer than this are read in one request, up to _COALESCE_MAX bytes
+#: (zarr-python 3.4's defaults: sharding_coalesce_max_gap_bytes, sharding_coalesce_max_bytes)
+_COALESCE_GAP = 1 << 20
+_COALESCE_MAX = 16 << 20
+#: shard indexes an open array keeps (bytes of index entries); the oldest are dropped first
+_INDEX_CACHE_BYTES = 64 << 20
+#: reads of one shard's parts when it keeps being replaced between its index and its parts
+_CHANGED_TRIES = 3
+
+
+class InnerKey(str):
+    """A shard's store key naming one of its inner chunks (``inner``: the chunk's coordinates in
+    the shard): what the chunk reader hands its decoders for a shard read by parts."""
+
+    inner: tuple[int, ...]
+
+    def __new__(cls, key: str, inner: tuple[int, ...]) -> InnerKey:
+        obj = super().__new__(cls, key)
+        obj.inner = inner
+        return obj
+
+
+class _Index(NamedTuple):
+    entries: np.ndarray  # (n_inner, 2) offset, nbytes
+    version: Any  # the object's version the index came from (ZStore.RangeRead.version)
+
+
+class _IndexCache:
+    """Shard indexes read by one open array (key -> _Index), the oldest dropped beyond ``limit``
+    bytes of entries; thread-safe; a pickled copy (a dask worker's) starts empty."""
+
+    def __init__(self, limit: int = _INDEX_CACHE_BYTES) -> None:
+        self.limit = limit
+        self._items: dict[str, _Index] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"limit": self.limit}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["limit"])  # type: ignore[misc]
+
+    def get(self, key: str) -> _Index | None:
+        return self._items.get(key)
+
+    def put(self, key: str, index: _Index) -> None:
+        if index.entries.nbytes > self.limit:
+            return
+        with self._lock:
+            self.drop_locked(key)
+            self._items[key] = index
+            self._bytes += index.entries.nbytes
+            while self._bytes > self.limit:
+                self.drop_locked(next(iter(self._items)))
+
+    def drop(self, key: str) -> None:
+        with self._lock:
+            self.drop_locked(key)
+
+    def drop_locked(self, key: str) -> None:
+        old = self._items.pop(key, None)
+        if old is not None:
+            self._bytes -= old.entries.nbytes
+
+
+class _ShardRead:
+    """One shard read by parts in one selection, shared by the groups of its inner chunks (on
+    several threads): the index they use and the version of the shard any of them has read data
+    of, so that a selection never mixes two versions of a shard."""
+
+    def __init__(self, key: str, index: _Index | None) -> None:
+        self.key = key
+        self.index = index
+        self.used: Any = None  # (the version read; _UNVERSIONED for a store that tells none)
+        self.lock = threading.Lock()
+
+
+_UNVERSIONED = object()
+
+
+class _Part(NamedTuple):
+    """One inner chunk a partial shard read needs: its entry in the index, the part of it wanted,
+    where that goes in the output."""
+
+    j: int
+    src: tuple[slice, ...]
+    dst: tuple[slice, ...]
 
 
 class ChunkedArrayV3(ChunkedArray):
@@ -48,6 +147,14 @@ class ChunkedArrayV3(ChunkedArray):
             list(meta.codecs), data_type=data_type, dtype=dtype, chunk_shape=meta.chunks,
             fill_value=fill, where=where, utf8_errors=utf8_errors,
         )
+        p = self.pipeline
+        # read by parts: sharding_indexed is the whole chain (no codec transposes or compresses
+        # the shard as a whole) of an array with dimensions; the unit decoded is then the inner chunk
+        self.shard: ShardingCodec | None = p.ab if p.sharded and not p.aa and not p.bb and meta.shape else None
+        self.unit: V3Pipeline = self.shard.inner if self.shard is not None else p
+        if self.shard is not None:
+            self.unit_shape = self.shard.inner_shape
+        self._indexes = _IndexCache()
         if meta.optional != (self.pipeline.layout == "zarrs.optional"):
             raise (UnsupportedError if meta.optional else MetadataError)(
                 f"Array {where}: data type {'optional' if meta.optional else meta.data_type!r} with "
@@ -73,8 +180,13 @@ class ChunkedArrayV3(ChunkedArray):
 
     def decode_chunk(self, raw: bytes, key: str, chunks: tuple[int, ...],
                      region: tuple[slice, ...] | None = None) -> np.ndarray:
+        inner = getattr(key, "inner", None)
         try:
-            arr = self.pipeline.decode(raw, self.meta.chunks, region=region)
+            if inner is None:  # a chunk (or a shard decoded whole), in the metadata's shape (0-d: ())
+                arr = self.pipeline.decode(raw, self.meta.chunks, region=region if self.meta.shape else None)
+            else:  # an inner chunk of a shard read by parts
+                ctx = f"{self.pipeline.context(None)}, inner chunk {inner}"
+                arr = self.unit.decode(raw, self.unit_shape, region=region, _ctx=ctx)
         except ZStringsError as e:
             raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
         except Exception as e:  # noqa: BLE001 - any codec failure is a ChunkError naming the chunk
@@ -93,8 +205,8 @@ class ChunkedArrayV3(ChunkedArray):
     def _can_read_into(self, decode: str, text_encoding: str, null_chunks: bool) -> bool:
         if decode != "text":
             return False
-        p: Any = self.pipeline
-        if p.sharded:  # inner chunks in a plain layout, no nested shards
+        p: Any = self.unit
+        if p.sharded:  # a shard decoded whole: inner chunks in a plain layout, no nested shards
             p = p.ab.inner if not p.aa and not p.ab.inner.sharded else None
         return (p is not None and p.kind == "str" and not p.aa
                 and p.layout in ("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large")
@@ -107,37 +219,33 @@ class ChunkedArrayV3(ChunkedArray):
 
     def _text_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
                    src: tuple[slice, ...]) -> None:
-        """One chunk (or shard: each inner chunk the ``src`` box touches) into ``view``."""
-        p = self.pipeline
-        ctx = p.context(None)
+        """One unit (chunk, inner chunk, or a shard decoded whole: each inner chunk the ``src`` box
+        touches) into ``view``."""
+        p = self.unit
+        ctx = p.context(None) if self.shard is None else self.pipeline.context(None)
+        inner = getattr(key, "inner", None)
+        if inner is not None:
+            ctx = f"{ctx}, inner chunk {inner}"
         try:
             with p.decode_errors(ctx):
                 # a plain chunk's bytes are consumed right away: decompress into scratch; a shard
                 # stays whole while its inner chunks (which use the scratch) are decoded
                 u8 = p.bytes_decode(raw, ctx, scratch=not p.sharded)
                 if not p.sharded:
-                    self._inner_into(p, u8, view, sel, math.prod(self.meta.chunks), ctx)
+                    self._inner_into(p, u8, view, sel, math.prod(self.unit_shape), ctx)
                     return
                 shard = p.ab
                 idx = shard.read_index(u8, ctx)
-                for j, inner_box in enumerate(shard.slices):
-                    # the part of the wanted box inside this inner chunk: where it goes in view,
-                    # and which elements of the inner chunk it is
-                    lo = [max(s.start, b.start) for s, b in zip(src, inner_box, strict=True)]
-                    hi = [min(s.stop, b.stop) for s, b in zip(src, inner_box, strict=True)]
-                    if any(a >= b for a, b in zip(lo, hi, strict=True)):
-                        continue
-                    sub = view[tuple(slice(a - s.start, b - s.start) for a, b, s in zip(lo, hi, src, strict=True))
-                               + (Ellipsis,)]
-                    box = tuple(slice(a - b.start, c - b.start) for a, c, b in zip(lo, hi, inner_box, strict=True))
+                for j, part, where in shard.touched(src):
+                    sub = view[where + (Ellipsis,)]
                     o, nb = int(idx[j, 0]), int(idx[j, 1])
-                    if o == _MISSING and nb == _MISSING:  # an inner chunk never written: the fill value
+                    if o == MISSING and nb == MISSING:  # an inner chunk never written: the fill value
                         strings.kernels().pack_at(sub, None, [str(self.stored_fill()).encode("utf-8")])
                         continue
-                    inner = shard.inner
-                    ictx = f"{ctx}, inner chunk {tuple(int(c) for c in np.unravel_index(j, shard.cps))}"
-                    iu8 = inner.bytes_decode(u8[o : o + nb], ictx, scratch=True)
-                    self._inner_into(inner, iu8, sub, self.sel(box, shard.inner_shape, "C"),
+                    inner_p = shard.inner
+                    ictx = f"{ctx}, inner chunk {shard.coords(j)}"
+                    iu8 = inner_p.bytes_decode(u8[o : o + nb], ictx, scratch=True)
+                    self._inner_into(inner_p, iu8, sub, self.sel(part, shard.inner_shape, "C"),
                                      math.prod(shard.inner_shape), ictx)
         except ZStringsError as e:
             raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
@@ -149,3 +257,173 @@ class ChunkedArrayV3(ChunkedArray):
             vlen.decode_vlen_utf8_into(u8, view, sel, n, utf8_errors=p.ab.utf8_errors, what=ctx)
         else:
             vlen.vlen_into(p.ab.to_vlen(u8, n, ctx), view, sel, utf8_errors=p.ab.utf8_errors, what=ctx)
+
+    # ------------------------------------------------------------------ shards read by parts
+
+    def _groups(self, plan: Plan) -> list[Any]:
+        """A shard the box covers (every inner chunk of it) is one object fetched whole, as
+        zarr-python fetches it; the other shards' indexes are read now, together (those this open
+        has not read yet), and their touched inner chunks grouped by bytes, in index order."""
+        shard = self.shard
+        if shard is None:
+            return super()._groups(plan)
+        whole: Plan = []
+        partial: list[tuple[str, list[_Part]]] = []
+        for ix, src, dst in plan:
+            if self._covers(ix, src):
+                whole.append((ix, src, dst))
+            else:
+                parts = [_Part(j, part, _offset(where, dst)) for j, part, where in shard.touched(src)]
+                partial.append((self.chunk_key(ix), parts))
+        step = self._group_size()
+        groups: list[Any] = [("whole", whole[b0 : b0 + step]) for b0 in range(0, len(whole), step)]
+        indexes = self._shard_indexes([k for k, _ in partial])
+        step = self._group_size(self.unit_shape)
+        for key, parts in partial:
+            index = indexes[key]
+            if index is not None:  # by offset: neighbours share a request
+                parts.sort(key=lambda q: int(index.entries[q.j, 0]))
+            read = _ShardRead(key, index)
+            for b0 in range(0, len(parts), step):
+                groups.append(("parts", read, parts[b0 : b0 + step]))
+        return groups
+
+    def _covers(self, ix: tuple[int, ...], src: tuple[slice, ...]) -> bool:
+        """Whether the box ``src`` of shard ``ix`` touches every inner chunk of it that lies in the array."""
+        assert self.shard is not None
+        for i, s, c, n, u in zip(ix, src, self.chunk_shape, self.stored_shape, self.unit_shape, strict=True):
+            inside = min(c, n - i * c)  # the shard's extent within the array
+            if s.start >= u or -(-s.stop // u) < -(-inside // u):
+                return False
+        return True
+
+    def _shard_indexes(self, keys: list[str]) -> dict[str, _Index | None]:
+        """Each shard's index (None: no such shard): from this open's cache, else read now, all
+        in one round of ranged requests (and kept where the store gives the shard's version)."""
+        out: dict[str, _Index | None] = {k: self._indexes.get(k) for k in keys}
+        todo = [k for k, v in out.items() if v is None]
+        if todo:
+            assert self.shard is not None
+            a, b = self.shard.index_range()
+            for k, got in zip(todo, self.store.get_ranges([(k, a, b) for k in todo]), strict=True):
+                if got is None:
+                    continue  # no shard (not cached: a writer may add it later)
+                ctx = self.pipeline.context(None)
+                try:
+                    with self.pipeline.decode_errors(ctx):
+                        entries = self.shard.parse_index(np.frombuffer(got.data, np.uint8), ctx, got.size)
+                except ZStringsError as e:
+                    raise type(e)(f"Chunk {self.store.where(k)}: {e}") from None
+                out[k] = _Index(entries, got.version)
+                if got.version is not None:  # (a store that cannot tell a replaced shard: read per selection)
+                    self._indexes.put(k, out[k])
+        return out
+
+    def _fetch(self, group: Any) -> Iterator[tuple[str, Any, tuple, tuple]]:
+        if self.shard is None:
+            yield from super()._fetch(group)
+        elif group[0] == "whole":
+            yield from self._fetch_whole(group[1])
+        else:
+            yield from self._fetch_parts(*group[1:])
+
+    def _fetch_whole(self, plan: Plan) -> Iterator[tuple[str, Any, tuple, tuple]]:
+        """Shards fetched whole, handed on inner chunk by inner chunk."""
+        shard = self.shard
+        assert shard is not None
+        raws = self.store.get_many([self.chunk_key(ix) for ix, _, _ in plan], scratch=True)
+        for (ix, src, dst), i in zip(plan, range(len(raws)), strict=True):
+            key, raw, raws[i] = self.chunk_key(ix), raws[i], None
+            idx = None
+            if raw is not None:
+                u8 = np.frombuffer(raw, np.uint8)
+                ctx = self.pipeline.context(None)
+                try:
+                    with self.pipeline.decode_errors(ctx):
+                        idx = shard.read_index(u8, ctx)
+                except ZStringsError as e:
+                    raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
+            for j, part, where in shard.touched(src):
+                o, nb = (MISSING, MISSING) if idx is None else (int(idx[j, 0]), int(idx[j, 1]))
+                data = None if o == MISSING and nb == MISSING else u8[o : o + nb]
+                yield InnerKey(key, shard.coords(j)), data, part, _offset(where, dst)
+            del raw
+
+    def _fetch_parts(self, read: _ShardRead, parts: list[_Part]) -> Iterator[tuple[str, Any, tuple, tuple]]:
+        """Inner chunks of one shard by byte ranges (merged where close), through its index.
+
+        A shard replaced since its index was read (kept from an earlier selection) is refused by
+        the version check of the ranged reads: its index is read again, unless this selection has
+        already read parts of the old version (then a ChunkError: read the selection again)."""
+        shard = self.shard
+        assert shard is not None
+        key = read.key
+        for _attempt in range(_CHANGED_TRIES):
+            index = read.index
+            if index is None:  # no shard: every part is the fill value
+                self._use(read, _UNVERSIONED)
+                for q in parts:
+                    yield InnerKey(key, shard.coords(q.j)), None, q.src, q.dst
+                return
+            entries = index.entries
+            spans = {q.j: (int(entries[q.j, 0]), int(entries[q.j, 0] + entries[q.j, 1])) for q in parts
+                     if not (entries[q.j, 0] == MISSING and entries[q.j, 1] == MISSING)}
+            js = list(spans)
+            merged = coalesce([spans[j] for j in js], _COALESCE_GAP, _COALESCE_MAX)
+            try:
+                got = self.store.get_ranges([(key, a, b) for a, b, _ in merged],
+                                            versions=[index.version] * len(merged), scratch=True)
+                if index.version is not None and any(r is None for r in got):
+                    raise ObjectChanged(key)  # deleted since its index was read
+            except ObjectChanged:
+                with read.lock:
+                    if read.used is not None:
+                        raise self._mixed(key) from None
+                    if read.index is index:  # (not yet read again by another group of the shard)
+                        self._indexes.drop(key)
+                        read.index = self._shard_indexes([key])[key]
+                continue
+            self._use(read, index.version if index.version is not None else _UNVERSIONED)
+            break
+        else:
+            raise ChunkError(
+                f"Chunk {self.store.where(key)}: the shard was replaced {_CHANGED_TRIES} times while being "
+                "read (between its index and its inner chunks); another writer is rewriting it. Read it "
+                "again when the writer is done."
+            )
+        data: dict[int, Any] = {}
+        for (a, b, members), r in zip(merged, got, strict=True):
+            buf = None if r is None else np.frombuffer(r.data, np.uint8)
+            for m in members:
+                j = js[m]
+                lo, hi = spans[j]
+                if buf is None or hi - a > buf.size:
+                    got_n = "nothing (the shard is gone)" if buf is None else f"{buf.size} bytes"
+                    raise ChunkError(
+                        f"Chunk {self.store.where(key)}: {self.pipeline.context(None)}: shard index entry "
+                        f"{j} says inner chunk at byte {lo} with {hi - lo} bytes, beyond the end of the "
+                        f"shard (bytes {a} to {b} read as {got_n}); the shard is truncated or corrupt"
+                    )
+                data[j] = buf[lo - a : hi - a]
+        for q in parts:
+            yield InnerKey(key, shard.coords(q.j)), data.get(q.j), q.src, q.dst
+
+    def _use(self, read: _ShardRead, version: Any) -> None:
+        """Record that this selection reads ``version`` of the shard (ChunkError: another group of
+        it read another version)."""
+        with read.lock:
+            if read.used is None:
+                read.used = version
+            elif read.used is not version and read.used != version:
+                raise self._mixed(read.key)
+
+    def _mixed(self, key: str) -> ChunkError:
+        return ChunkError(
+            f"Chunk {self.store.where(key)}: the shard was replaced by another writer while this selection "
+            "read it (its inner chunks would mix two versions). Read the selection again."
+        )
+
+
+def _offset(where: tuple[slice, ...], dst: tuple[slice, ...]) -> tuple[slice, ...]:
+    """``where`` (slices relative to a box) moved to where the box goes (``dst``)."""
+    return tuple(slice(w.start + d.start, w.stop + d.start) for w, d in zip(where, dst, strict=True))

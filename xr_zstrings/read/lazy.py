@@ -106,7 +106,7 @@ class LazyArray:
             if self.decode in ("char", "bytes-char"):
                 raw = raw.reshape(1, 1)
             return self._mask(self._convert(raw)).reshape(())
-        chunks = self.raw.chunk_shape
+        chunks = self.raw.unit_shape  # (a sharded array's inner chunks when read by parts)
         axes: list[list[tuple[slice, Any, Any]]] = []  # per axis: (read range, local take, output slot)
         squeeze: list[int] = []
         out_shape: list[int] = []

@@ -32,6 +32,7 @@ from ..errors import (
     StringTruncationWarning,
     ZStringsError,
 )
+from ..scratch import ThreadScratch
 
 __all__ = [
     "Utf8Errors",
@@ -50,6 +51,7 @@ __all__ = [
     "NA_T",
     "kernels",
     "decode_fixed_into",
+    "reused_output",
 ]
 
 Utf8Errors = Literal["drop", "replace", "strict"]
@@ -914,6 +916,27 @@ def _kernel_values(values: Any, what: str) -> tuple[np.ndarray, tuple[int, ...]]
     return np.ascontiguousarray(arr).reshape(-1), arr.shape
 
 
+# A writer's block encodings may go into one buffer per thread instead of fresh memory: each fresh
+# 32 MB chunk (np.zeros) cost a page fault per 4 KiB once dask's workers return freed memory to the
+# system (the memcpy into those pages was a quarter of a worker's busy time writing 1e6-string |S32
+# chunks); see reused_output. Encodings over the cap get fresh memory.
+_OUT_SCRATCH = ThreadScratch(64 << 20)
+_REUSE = threading.local()
+
+
+@contextlib.contextmanager
+def reused_output() -> Iterator[None]:
+    """Inside: this thread's ``encode_fixed_utf8`` results may be views of one buffer the thread
+    reuses, valid until its next encoding; for a caller that writes each encoded chunk (and is
+    done with its bytes) before encoding the next."""
+    before = getattr(_REUSE, "on", False)
+    _REUSE.on = True
+    try:
+        yield
+    finally:
+        _REUSE.on = before
+
+
 def _utf8_matrix_kernel(
     flat: np.ndarray, width: int | None, on_overflow: str, what: str, min_width: int,
     shape: tuple[int, ...] | None = None,
@@ -942,8 +965,12 @@ def _utf8_matrix_kernel(
             return np.zeros((N, width), np.uint8), width
     else:
         _resolve_width(np.zeros(0, np.int64), width, min_width, what)  # width >= min_width
-    mat = np.zeros((N, width), np.uint8)  # fresh zero pages: the kernel skips writing the padding
-    status, _, n_over, longest = K.fill_fixed_bounded(flat, width, mat.reshape(-1), True)
+    buf = _OUT_SCRATCH.get(N * width) if getattr(_REUSE, "on", False) else None
+    if buf is None:
+        mat = np.zeros((N, width), np.uint8)  # fresh zero pages: the kernel skips writing the padding
+    else:
+        mat = buf[: N * width].reshape(N, width)  # reused: the kernel writes the padding too
+    status, _, n_over, longest = K.fill_fixed_bounded(flat, width, mat.reshape(-1), buf is None)
     if status != 0:
         return None
     if n_over:

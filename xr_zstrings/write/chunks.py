@@ -6,6 +6,7 @@ per-block writes (``_dask_writer``) that one ``dask.compute`` runs in parallel.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import uuid
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..io.zstore import ZStore
+from ..text.fixed import reused_output
 from .plan import _Array
 
 _THREADS = max(2, min(8, os.cpu_count() or 1))
@@ -112,17 +114,22 @@ class _BlockWriter:
         self.chunk_shape = a.chunks or (1,)
 
     def write(self, block: np.ndarray, loc: tuple[int, ...]) -> int:
-        """Encode one block, write it as chunk ``loc``; the number of values cut (truncate)."""
+        """Encode one block, write it as chunk ``loc``; the number of values cut (truncate).
+
+        Where the store is done with the bytes once written (files, object storage), the block is
+        encoded into the thread's reused buffer (``reused_output``): no fresh pages per chunk."""
         from ..text.fixed import at_offset
 
         a = self.a
         assert a.encode_block is not None
-        with at_offset(tuple(i * c for i, c in zip(loc, self.chunk_shape, strict=False))):  # errors name
-            stored, cut = a.encode_block(block)  # positions in the variable, not in the block
-        if a.scalar:
-            stored = np.asarray(stored).reshape(1)
-            loc = (0,)
-        self.zstore.set_many([(chunk_key(a, loc + (0,) * self.extra), _encode_chunk(a, stored, self.chunk_shape))])
+        reuse = reused_output() if self.zstore.writes_copy else contextlib.nullcontext()
+        # at_offset: errors name positions in the variable, not in the block
+        with reuse, at_offset(tuple(i * c for i, c in zip(loc, self.chunk_shape, strict=False))):
+            stored, cut = a.encode_block(block)
+            if a.scalar:
+                stored = np.asarray(stored).reshape(1)
+                loc = (0,)
+            self.zstore.set_many([(chunk_key(a, loc + (0,) * self.extra), _encode_chunk(a, stored, self.chunk_shape))])
         return int(cut)
 
 
