@@ -171,3 +171,22 @@ def test_an_append_that_overflows_is_not_told_to_widen(tmp_path, on_overflow):
     to_nczarr(more, p, mode="a", append_dim="t", on_overflow="truncate")  # what it advises works
     with netCDF4.Dataset(nc_url(p), "r") as nc:
         assert nc["s"][:].tolist() == ["ab", "cd", "x", "S"]  # 'Sã' is 3 bytes
+
+
+@pytest.mark.parametrize("chunked", [False, True])
+@pytest.mark.parametrize("pos", [1, 3, 7])
+def test_an_append_overflow_names_the_position_in_the_appended_values(tmp_path, chunked, pos):
+    """A dask-backed append is written in pieces ending on the store's chunk boundaries (the first
+    completes a partial last chunk): the error names the value's index in what the user appended,
+    not in the piece being written."""
+    p = tmp_path / "log.zarr"
+    first = xr.Dataset({"s": ("t", np.array(["ab"] * 3, dtype=object))})
+    first.s.encoding["chunksizes"] = (2,)
+    to_nczarr(first, p, unlimited_dims=["t"], maxstrlen=4)
+    vals = np.array(["x"] * 9, dtype=object)
+    vals[pos] = _LONG
+    more = xr.Dataset({"s": ("t", da.from_array(vals, chunks=4) if chunked else vals)})
+    with pytest.raises(ZStringsError) as e:
+        to_nczarr(more, p, mode="a", append_dim="t")
+    msg = str(e.value)
+    assert f"value [{pos}] = '{_LONG}'" in msg and "dask block" not in msg, msg

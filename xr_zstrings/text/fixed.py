@@ -326,15 +326,16 @@ def position_label(i: int, shape: tuple[int, ...]) -> str:
 
 
 @contextlib.contextmanager
-def at_offset(offset: tuple[int, ...]) -> Iterator[None]:
-    """Values encoded in this thread are a block starting at ``offset`` of their variable: errors
-    name positions in the whole variable (``position_label``)."""
-    prev = getattr(_active, "offset", ())
-    _active.offset = tuple(int(x) for x in offset)
+def at_offset(offset: tuple[int, ...], block: str | None = "the dask block") -> Iterator[None]:
+    """Values encoded in this thread are a part starting at ``offset`` of the values the user gave:
+    errors name positions in the whole (``position_label``) and, if ``block`` names the part, where
+    that part starts."""
+    prev = getattr(_active, "offset", ()), getattr(_active, "block", None)
+    _active.offset, _active.block = tuple(int(x) for x in offset), block
     try:
         yield
     finally:
-        _active.offset = prev
+        _active.offset, _active.block = prev
 
 
 @contextlib.contextmanager
@@ -896,7 +897,8 @@ def overflow_error(what: str, lengths: Any, width: int, unit: str, values: Any,
            f"{why}: pass on_overflow='truncate' to cut them at a character boundary (with a "
            f"StringTruncationWarning), shorten the values, or rewrite the whole variable with "
            f"maxstrlen={longest} or more")
-    block = f" of the dask block at {position_label(0, shape)}" if getattr(_active, "offset", ()) else ""
+    part = getattr(_active, "block", None) if getattr(_active, "offset", ()) else None
+    block = f" of {part} at {position_label(0, shape)}" if part else ""
     return StringOverflowError(
         f"{_ctx(what)}{int((lengths > width).sum())} value(s){block} do not fit: the longest, value "
         f"{position_label(i, shape)} = {value}, needs {longest} bytes{f' of {unit}' if unit else ''} but the "

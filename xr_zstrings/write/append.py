@@ -143,7 +143,10 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
         new_len = offset
         with strings.stored_width("An append keeps the stored width"):  # (widen acts as error)
             for piece in _pieces(var, axis, append_dim, offset, meta.chunks[axis]):
-                new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
+                # errors name a value's position in the values appended, not in the piece
+                start = tuple(new_len - offset if i == axis else 0 for i in range(var.ndim))
+                with strings.at_offset(start, block=None):
+                    new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
         zarray = dict(meta.raw_zarray)
         zarray["shape"] = [new_len if i == axis else n for i, n in enumerate(meta.shape)]
         updates[f"{apath.strip('/')}/.zarray"] = zarray
