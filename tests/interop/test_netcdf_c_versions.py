@@ -27,12 +27,8 @@ from xr_zstrings import NetcdfCompatibilityWarning, UnsupportedError, to_nczarr
 
 DOC = Path(__file__).parents[2] / "docs" / "netcdf-c-versions.md"
 
-#: which readers each target is for (the promise to_nczarr's docstring makes)
-PROMISED = {
-    "4.9.0": {"1.6.2", "ncdump"},
-    "default": {"1.6.3", "1.6.5", "1.7.1.post1", "1.7.2", "current"},
-    "4.10": {"1.7.2", "current"},
-}
+#: which readers each target is for (the promise to_nczarr's docstring makes; formats.netcdf_c's rows)
+PROMISED = m.promised()
 #: what the 4.9.0 target changes, each with a NetcdfCompatibilityWarning
 CHANGES_4_9_0 = "reads; scalars as 1-element arrays; strings as NC_CHAR"
 
@@ -179,7 +175,7 @@ def test_side_venvs_are_reused(peers):
 
 
 #: the rows of ``zstrings check`` and the readers each stands for
-CHECK_ROWS = {"4.9.0": ["1.6.2"], "4.9.1-4.9.3": ["1.6.3", "1.6.5", "1.7.1.post1"], ">= 4.9.4": ["1.7.2", "current"]}
+CHECK_ROWS = m.check_rows()
 
 
 @pytest.mark.parametrize("target", list(m.TARGETS))

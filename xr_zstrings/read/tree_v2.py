@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IncompleteStoreError, MetadataError, StoreNotFoundError, UnsupportedError
 from ..formats.nczarr import NC_DEFAULT_MAXSTRLEN, NodeObjects, check_name, parse_array, parse_group
+from ..formats.netcdf_c import places
 from ..io.zstore import ZStore
 from .paths import join_path as _join
 from .paths import node_key as _key
@@ -29,9 +30,9 @@ _ARRAY_OBJECTS_V1 = (".nczvar", ".nczarray", ".nczattr", ".nczattrs")
 ROOT_OBJECTS = _GROUP_OBJECTS + (".nczarr", ".nczgroup", ".nczattr", ".nczattrs")
 # what netcdf-c's #mode=zarr ignores: NCZarr's structure (dimensions, listings, references); it
 # still types attributes by _nczarr_attr (netcdf-c 4.10.1 does, tests/interop/test_netcdf_c_parity.py)
-_NCZARR_STRUCTURE = ("_nczarr_superblock", "_NCZARR_SUPERBLOCK", "_nczarr_group", "_NCZARR_GROUP",
-                     "_nczarr_array", "_NCZARR_ARRAY")
-_NCZARR_V1_STRUCTURE = (".nczarr", ".nczgroup", ".nczvar", ".nczarray")
+_NCZARR_STRUCTURE = tuple(dict.fromkeys(key for what in ("superblock", "group", "array")
+                                        for _, key in places(what) if key is not None))
+_NCZARR_V1_STRUCTURE = tuple(obj for what in ("superblock", "group", "array") for obj, key in places(what) if key is None)
 
 
 def _pure_zarr(objs: dict[str, Any], *, noxarray: bool) -> dict[str, Any]:

@@ -30,8 +30,8 @@ from ..text import fixed as strings
 
 if TYPE_CHECKING:
     from ..io.commit import Transaction
+from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZarrLayout, layout_named, layout_of_generation, reader_of
 from .plan import (
-    GROUP_KEYS,
     _Array,
     _is_dask,
     _numeric_array,
@@ -40,7 +40,6 @@ from .plan import (
     _string_array,
     text_kind,
     _what,
-    layout_of_generation,
 )
 
 
@@ -85,6 +84,7 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
     """
     tree, base = _base_tree(zstore)
     nczarr = tree.root.is_nczarr
+    _refuse_unwritable(zstore, tree, "append to")
     updates: dict[str, Any] = {}
     dim_growth: dict[str, int] = {}  # declaring group -> new size of append_dim there
     jobs: list[tuple[str, str, Any, xr.Variable, int, int, str | None, _Options]] = []
@@ -161,14 +161,14 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
             zarray = dict(meta.raw_zarray)
             zarray["shape"] = [max(n, grown.get(r, n)) for r, n in zip(refs, meta.shape, strict=True)]
             updates[f"{apath.strip('/')}/.zarray"] = zarray
-    obj, gkey, dkey, _, _ = GROUP_KEYS[layout_of_generation(tree.root.generation) or "4.9.4"]
+    layout = _store_layout(tree)
     for gpath, size in dim_growth.items():
-        if not nczarr:
+        if layout is None:
             continue
-        key = obj if gpath == "/" else f"{gpath.strip('/')}/{obj}"
+        key = layout.obj("group") if gpath == "/" else f"{gpath.strip('/')}/{layout.obj('group')}"
         za = copy.deepcopy(updates.get(key, base.get(key)) or {})
-        info = za.setdefault(gkey, {})
-        dims = info.setdefault(dkey, {})
+        info = za.setdefault(layout.key("group"), {})
+        dims = info.setdefault(layout.dims_key, {})
         spec = dims.get(append_dim)
         if isinstance(spec, Mapping):
             spec = dict(spec)
@@ -178,6 +178,25 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
         dims[append_dim] = spec
         updates[key] = za
     return updates
+
+
+def _store_layout(tree: Any) -> NCZarrLayout | None:
+    """The layout an existing NCZarr store is extended in (its own), None for pure Zarr v2."""
+    if not tree.root.is_nczarr:
+        return None
+    found = layout_of_generation(tree.root.generation)
+    return layout_named(found.writes_as) if found is not None and found.writes_as else found
+
+
+def _refuse_unwritable(zstore: ZStore, tree: Any, action: str) -> None:
+    """An NCZarr store in a layout no writer writes (NCZarr 1.0) is refused, naming the fix."""
+    layout = _store_layout(tree)
+    if tree.root.is_nczarr and (layout is None or not layout.writable):
+        raise ZStringsError(
+            f"Cannot {action} {zstore.display}: it is {tree.root.generation}; only NCZarr 2 stores "
+            "(netcdf-c 4.9.0+, as to_nczarr writes) can be extended. "
+            "Convert it first: xr_zstrings.convert or zstrings convert."
+        )
 
 
 def _pieces(var: xr.Variable, axis: int, append_dim: str, offset: int, c: int) -> Any:
@@ -270,22 +289,16 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     """
     tree, base = _base_tree(zstore)
     nczarr = tree.root.is_nczarr
-    layout = layout_of_generation(tree.root.generation)
-    if nczarr and layout is None:
-        raise ZStringsError(
-            f"Cannot add variables to {zstore.display}: it is {tree.root.generation}; only NCZarr 2 stores "
-            "(netcdf-c 4.9.0+, as to_nczarr writes) can be extended. "
-            "Convert it first: xr_zstrings.convert or zstrings convert."
-        )
-    if layout == "4.9.0":  # the store's readers are netcdf-c 4.9.0: write what it reads
-        from .nczarr import _for_netcdf_c_4_9_0
+    _refuse_unwritable(zstore, tree, "add variables to")
+    layout = _store_layout(tree)
+    if layout is not None:  # the store's readers are the netcdf-c it was written for: write what they read
+        from .nczarr import for_netcdf_c
 
-        groups = _for_netcdf_c_4_9_0(dict(groups))
+        groups = for_netcdf_c(dict(groups), reader_of(layout))
     fmt = "nczarr" if nczarr else "zarr2"
     one = _Options(fmt=fmt, on_overflow=opts.on_overflow, maxstrlen=opts.maxstrlen,
                    default_maxstrlen=opts.default_maxstrlen, compressor=opts.compressor,
-                   strict_codecs=opts.strict_codecs, layout=layout or "4.9.4")
-    obj, gkey, dkey, akey, tkey = GROUP_KEYS[one.layout]
+                   strict_codecs=opts.strict_codecs, layout=layout or DEFAULT_LAYOUT)
     plans: dict[str, list[_Array]] = {}
     group_attrs: dict[str, dict[str, object]] = {}
     unlimited: dict[str, set[str]] = {}
@@ -314,24 +327,25 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     new_arrays = [a for arrays in plans.values() for a in arrays]
     attach_pipelines(new_arrays)
     _start_writes(zstore, txn, tree, base, new_arrays=[f"{a.group.rstrip('/')}/{a.name}" for a in new_arrays])
-    updates: dict[str, Any] = dict(write_arrays(zstore, new_arrays, fmt, one.layout))
+    updates: dict[str, Any] = dict(write_arrays(zstore, new_arrays, layout))
     # the groups: new arrays and dimensions in the NCZarr group listing, attributes updated
-    from .plan import _old_types
+    from .plan import _typed
 
     for gpath in plans:
         prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
         za = copy.deepcopy(base.get(prefix + ".zattrs") or {})
         values, types = attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
         za.update(values)
-        if nczarr:
-            za.setdefault(tkey, {}).setdefault("types", {}).update(_old_types(types, one.layout))
+        if layout is not None:
+            za.setdefault(layout.key("attr"), {}).setdefault("types", {}).update(_typed(types, layout))
+            obj = layout.obj("group")
             holder = za if obj == ".zattrs" else copy.deepcopy(base.get(prefix + obj) or {})
-            info = holder.setdefault(gkey, {})
-            dims = info.setdefault(dkey, {})
+            info = holder.setdefault(layout.key("group"), {})
+            dims = info.setdefault(layout.dims_key, {})
             for name, (size, unl) in declared.get(gpath, {}).items():
                 if name not in dims:
                     dims[name] = {"size": size, "unlimited": 1} if unl else size
-            info[akey] = [*info.get(akey, []), *[a.name for a in plans[gpath]]]
+            info[layout.arrays_key] = [*info.get(layout.arrays_key, []), *[a.name for a in plans[gpath]]]
             if holder is not za:
                 updates[prefix + obj] = holder
         updates[prefix + ".zattrs"] = za

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from ..formats.netcdf_c import NCZarrLayout
 from ..io.zstore import ZStore
 from .plan import _Array
 
@@ -215,9 +216,10 @@ def attach_pipelines(arrays: Iterable[_Array]) -> None:
                                     where=_what(a.group, a.name))
 
 
-def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str, layout: str = "4.9.4") -> list[tuple[str, bytes]]:
+def write_arrays(zstore: ZStore, arrays: list[_Array], layout: NCZarrLayout | None) -> list[tuple[str, bytes]]:
     """Write the chunks of planned arrays (numpy on threads, dask in one parallel compute) and
-    return their ``.zarray``/``.zattrs`` items, for the caller to write after the chunks."""
+    return their ``.zarray``/``.zattrs`` items in ``layout`` (None: pure Zarr v2), for the caller
+    to write after the chunks."""
     import warnings
 
     from ..errors import StringTruncationWarning
@@ -243,6 +245,6 @@ def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str, layout: str = "
                     "bytes were cut at a character boundary (on_overflow='truncate')"), stacklevel=4)
     items: list[tuple[str, bytes]] = []
     for a in arrays:
-        items.append((f"{a.key}/.zarray", dumps(_zarray(a, fmt, layout))))  # type: ignore[arg-type]
-        items.append((f"{a.key}/.zattrs", dumps(_array_zattrs(a, fmt, layout))))  # type: ignore[arg-type]
+        items.append((f"{a.key}/.zarray", dumps(_zarray(a, layout))))
+        items.append((f"{a.key}/.zattrs", dumps(_array_zattrs(a, layout))))
     return items
