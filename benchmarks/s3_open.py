@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _s3 import KEY, REGION, SECRET, start_server, stop  # noqa: E402
+from _s3 import KEY, REGION, SECRET, start_server, stop
 
 BUCKET = "zstrings-bench"
 

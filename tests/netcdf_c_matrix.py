@@ -25,8 +25,8 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-
 from peer_venvs import PEER_WHEELS, base_python, peer_python, venv_root  # noqa: F401  (re-exported)
+
 from xr_zstrings.formats.netcdf_c import DEFAULT_LAYOUT, NETCDF_C, netcdf_c_for
 
 HERE = Path(__file__).parent

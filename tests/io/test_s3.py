@@ -13,8 +13,8 @@ import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
-from s3_server import S3Server
 from peers import nc_url, netcdf4_view, zstrings_view
+from s3_server import S3Server
 
 from xr_zstrings.errors import (
     StoreConnectionError,
@@ -27,7 +27,6 @@ from xr_zstrings.io.s3 import parse_s3_url
 from xr_zstrings.io.store import open_store
 from xr_zstrings.read.tree_v2 import ROOT_OBJECTS
 from xr_zstrings.write.nczarr import to_nczarr
-
 
 BUCKET = "zstrings-test"
 #: what an open on object storage asks for first, in one batch: the root objects of every NCZarr

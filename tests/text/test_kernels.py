@@ -72,7 +72,7 @@ def outcome(fn: Callable[[], Any]) -> tuple[str, Any, list[str]]:
         warnings.simplefilter("always")
         try:
             v = fn()
-        except Exception as e:  # noqa: BLE001 - compared, not swallowed
+        except Exception as e:  # compared, not swallowed
             return "error", (type(e).__name__, str(e)), [str(x.message) for x in w]
     if isinstance(v, np.ndarray):
         v = (v.dtype.str if v.dtype.kind != "T" else "T", v.shape,

@@ -32,7 +32,6 @@ from .common import (
     _store_name,
 )
 
-
 #: the rows in words: "4.9.0, 4.9.1-4.9.3 and >= 4.9.4"
 _ROW_NAMES = ", ".join(r.label for r in NETCDF_C[:-1]) + f" and {NETCDF_C[-1].label}"
 
@@ -404,7 +403,6 @@ def _commit_state(target: str) -> tuple[str, str] | None:
     a store written in place (a netCDF file: the caller's error says so)."""
     from ..io.commit import inspect_store
     from ..io.store import open_store
-
     from .common import _is_netcdf_file
 
     if _is_netcdf_file(target):
@@ -465,9 +463,8 @@ def _print_migration(tree: Any) -> None:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..errors import ZStringsError
-    from ..write.nczarr import NETCDF_C_CODECS
-
     from ..io.redact import redact
+    from ..write.nczarr import NETCDF_C_CODECS
 
     required = _required_rows(args.netcdf_c)  # (a bad --netcdf-c is refused before the store is read)
     target = redact(args.target)  # as the fixes name it

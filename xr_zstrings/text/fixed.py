@@ -34,22 +34,22 @@ from ..errors import (
 )
 
 __all__ = [
-    "Utf8Errors",
-    "StringKind",
-    "OnOverflow",
-    "resolve_string_dtype",
-    "decode_fixed_utf8",
-    "encode_fixed_utf8",
-    "decode_utf32",
-    "decode_char_array",
-    "encode_char_array",
-    "overflow_error",
-    "decode_objects",
-    "convert_string_dtype",
-    "missing_string_dtype",
     "NA_T",
-    "kernels",
+    "OnOverflow",
+    "StringKind",
+    "Utf8Errors",
+    "convert_string_dtype",
+    "decode_char_array",
     "decode_fixed_into",
+    "decode_fixed_utf8",
+    "decode_objects",
+    "decode_utf32",
+    "encode_char_array",
+    "encode_fixed_utf8",
+    "kernels",
+    "missing_string_dtype",
+    "overflow_error",
+    "resolve_string_dtype",
 ]
 
 Utf8Errors = Literal["drop", "replace", "strict"]
@@ -264,9 +264,8 @@ def _refuse_trailing_nuls(t: np.ndarray, u: np.ndarray, what: str) -> None:
         return
     flat = np.ascontiguousarray(t).reshape(-1)
     K = kernels()
-    if K is not None and getattr(t.dtype, "na_object", None) is None:
-        if K.utf8_scan(flat, False)[0] == 0:  # no NUL (or other oddity) anywhere
-            return
+    if K is not None and getattr(t.dtype, "na_object", None) is None and K.utf8_scan(flat, False)[0] == 0:
+        return  # no NUL (or other oddity) anywhere
     full = np.strings.str_len(np.strings.add(flat, "\x01")) - 1
     lost = np.flatnonzero(full != np.strings.str_len(u.reshape(-1)))
     if lost.size:
@@ -564,7 +563,7 @@ def _first_nul_lengths(u8: np.ndarray) -> np.ndarray:
 
 def _rstrip_lengths(u8: np.ndarray) -> np.ndarray:
     """Bytes of each row without its trailing NULs (NC_CHAR: embedded NULs are kept)."""
-    N, n = u8.shape
+    _, n = u8.shape
     nz = u8 != 0
     last = n - 1 - nz[:, ::-1].argmax(axis=1)
     return np.where(nz.any(axis=1), last + 1, 0)

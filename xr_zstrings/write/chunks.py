@@ -9,8 +9,8 @@ from __future__ import annotations
 import math
 import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np

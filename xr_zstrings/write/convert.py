@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..codecs.encoding import v2_configs
+from ..errors import TargetExistsError, ZStringsError
 from ..io.atomic import NETCDF_MAGIC, local_commit
 from ..io.redact import shown
-from ..errors import TargetExistsError, ZStringsError
-from .plan import _is_dask, check_names
-from .nczarr import Mode, text_kind, to_nczarr
-from ..codecs.encoding import v2_configs
+from .nczarr import Mode, to_nczarr
+from .plan import _is_dask, check_names, text_kind
 
-__all__ = ["convert", "is_netcdf_file", "write_netcdf4", "write_netcdf4_file", "RAW_DECODERS"]
+__all__ = ["RAW_DECODERS", "convert", "is_netcdf_file", "write_netcdf4", "write_netcdf4_file"]
 
 
 # values are copied undecoded, so fill values, packing and times stay exactly as stored

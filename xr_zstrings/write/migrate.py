@@ -42,8 +42,8 @@ from ..codecs.v3 import V3Pipeline
 from ..errors import UnsupportedError, ZStringsError
 from ..formats.nczarr import ArrayMetaV2
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
-from ..io.commit import Transaction
 from ..io.atomic import local_commit, recover, target_lock
+from ..io.commit import Transaction
 from ..io.store import open_store
 from ..io.targets import local_target
 from ..io.zstore import ZStore
@@ -99,8 +99,8 @@ class MigrationReport:
         """The report as lines of text (what ``zstrings migrate`` prints)."""
         verb = "would migrate" if self.dry_run else "migrated"
         where = "in place (v3 metadata beside the v2 metadata)" if self.in_place else f"to {self.target}"
-        out = [f"{verb} {self.source} {where}: {len(self.reused)} array(s) reuse their chunks, "
-               f"{len(self.rewritten)} rewritten"]
+        out = [(f"{verb} {self.source} {where}: {len(self.reused)} array(s) reuse their chunks, "
+                f"{len(self.rewritten)} rewritten")]
         if not self.dry_run and self.chunks_transferred:
             out.append(f"  {self.chunks_transferred} chunk object(s) {self.transfer}")
         for path, why in sorted(self.rewritten.items()):

@@ -33,37 +33,37 @@ import numpy as np
 import xarray as xr
 from zarr.storage import LocalStore, ZipStore
 
-from ..text import fixed as strings
-from ..zarr_compat import sync
-from .append import _add_variables, _append
-from .repair import undo
-from ..io.atomic import local_commit, recover, refuse_link_target, target_lock
-from ..io.commit import JOURNAL, Transaction, begun
-from .chunks import attach_pipelines, local_scheduler, write_arrays
-from .dimensions import _ancestors, _resolve_dimensions
+from ..codecs.encoding import for_zarr
 from ..errors import UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
+from ..formats.netcdf_c import NETCDF_C, SCALAR_DIM, NetcdfC, netcdf_c_for
+from ..io.atomic import local_commit, recover, refuse_link_target, target_lock
+from ..io.commit import JOURNAL, Transaction, begun
 from ..io.redact import shown
 from ..io.store import open_store
 from ..io.targets import local_target, parse_nczarr_url
 from ..io.zstore import ZStore
-from ..formats.netcdf_c import NETCDF_C, SCALAR_DIM, NetcdfC, netcdf_c_for
+from ..text import fixed as strings
+from ..zarr_compat import sync
+from .append import _add_variables, _append
+from .chunks import attach_pipelines, local_scheduler, write_arrays
+from .dimensions import _ancestors, _resolve_dimensions
 from .plan import (
     DEFAULT_NETCDF_C,
     NETCDF_C_CODECS,
     Format,
     _Array,
+    _codecs_from_encoding,
     _group_objects,
     _is_dask,
-    _codecs_from_encoding,
     _Options,
     _plan_group,
     _string_array,
-    text_kind,
     check_names,
+    text_kind,
 )
-from ..codecs.encoding import for_zarr
+from .repair import undo
 
 __all__ = [
     "DEFAULT_NETCDF_C",
@@ -493,4 +493,4 @@ def prepare_for_zarr(
     return out
 
 
-from .. import accessor as _accessor  # noqa: E402,F401  (registers the .zstrings accessor)
+from .. import accessor as _accessor  # noqa: F401 - registers the .zstrings accessor
