@@ -70,9 +70,9 @@ def run(writer: str, target: str, so: dict[str, Any] | None, src: str | None, n:
     elif name == "nczarr_addvars":
         to_nczarr(dataset(1, n, small)[["code", "count"] if not small else ["value"]], target, mode="a", **kw)
     elif name == "v3_new":
-        to_zarr_v3(new, target, layout=layout, **kw)  # type: ignore[arg-type]
+        to_zarr_v3(new, target, layout=layout, **kw)  # type: ignore[arg-type]  # a layout name from the command
     elif name == "v3_replace":
-        to_zarr_v3(new, target, layout=layout, mode="w", **kw)  # type: ignore[arg-type]
+        to_zarr_v3(new, target, layout=layout, mode="w", **kw)  # type: ignore[arg-type]  # a layout name from the command
     elif name in ("convert_nc", "convert_store"):
         assert src is not None
         convert(src, target)

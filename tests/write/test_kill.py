@@ -113,7 +113,7 @@ def _prepare_old(writer: str, target: Any, so: dict[str, Any] | None, n: int = N
     if name == "nczarr_append":
         to_nczarr(old, target, unlimited_dims=["obs"], **kw)
     elif name.startswith("v3"):
-        to_zarr_v3(old, target, layout=layout, **kw)  # type: ignore[arg-type]
+        to_zarr_v3(old, target, layout=layout, **kw)  # type: ignore[arg-type]  # a layout name from parametrize
     else:
         to_nczarr(old, target, **kw)
 

@@ -90,6 +90,7 @@ def _longest_utf8(values: Any) -> tuple[int, int]:
     flat = np.asarray(values).ravel()
     if flat.size == 0:
         return 0, 0
+    lengths: np.ndarray
     if flat.dtype.kind == "O":
         lengths = np.fromiter(
             (len(v.encode("utf-8", "surrogatepass")) if isinstance(v, str) else len(bytes(v)) for v in flat),

@@ -10,13 +10,14 @@ back. The generations differ only in *where* the NCZarr keys live and what they 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import math
 import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -26,6 +27,7 @@ from .netcdf_c import LAYOUTS, layout_at, layout_of_generation, places
 __all__ = [
     "ATTRIBUTE_OBJECTS",
     "INTERNAL_ATTRS",
+    "METADATA_KEY_NAMES",
     "NC_DEFAULT_MAXSTRLEN",
     "NC_FILL_VALUES",
     "NC_TYPE_CODES",
@@ -34,11 +36,10 @@ __all__ = [
     "GroupMeta",
     "NodeObjects",
     "check_name",
-    "name_problem",
-    "netcdf_c_name_problem",
-    "METADATA_KEY_NAMES",
     "check_sizes",
     "decode_attributes",
+    "name_problem",
+    "netcdf_c_name_problem",
     "parse_array",
     "parse_group",
     "parse_json",
@@ -138,7 +139,7 @@ class ArrayMetaV2:
     dtype: np.dtype
     dtype_str: str
     fill_value: Any
-    order: str
+    order: Literal["C", "F"]
     compressor: Mapping[str, Any] | None
     filters: tuple[Mapping[str, Any], ...]
     dimension_separator: str
@@ -908,7 +909,7 @@ def _parse_fill(
             if not info.min <= v <= info.max:
                 raise OverflowError
         return np.array(v, dtype=dtype)[()]
-    except (TypeError, ValueError, OverflowError, base64.binascii.Error):
+    except (TypeError, ValueError, OverflowError, binascii.Error):
         raise MetadataError(
             f"Invalid fill_value {value!r} at {where}: it does not fit dtype {dtype.str}. Expected a "
             "JSON number (or 'NaN'/'Infinity'), base64 text for |S dtypes, or null."

@@ -98,7 +98,7 @@ class NCZarrLayout:
         key = getattr(self, what)[0][1]
         if key is None:
             raise ValueError(f"NCZarr layout {self.name}: {what} is a whole object, not a key")
-        return key
+        return str(key)
 
     def obj(self, what: str) -> str:
         """The object holding ``what`` ("superblock", "group", "array", "attr")."""

@@ -118,6 +118,7 @@ def kernels() -> Any:
         kernels_unavailable_reason = f"{NO_EXT_ENV}=1 forces the pure-Python fallback"
         return None
     if _kernels_mod is None:
+        mod: Any  # the module, or False: the build failed (warned once)
         try:
             from . import _kernels as mod
 
@@ -395,7 +396,7 @@ def norm_encoding(encoding: str | None) -> str:
         ) from None
 
 
-def _empty_T(shape: tuple[int, ...]) -> np.ndarray:
+def _empty_T(shape: int | tuple[int, ...]) -> np.ndarray:
     return np.zeros(shape, dtype=_T)  # every element is ""
 
 
@@ -1098,7 +1099,7 @@ def char_bytes(raw: Any, what: str) -> np.ndarray:
     if (k == "S" and size == 1) or (k in "ui" and size == 1):
         return np.ascontiguousarray(raw).view(np.uint8)
     if k == "U" and size == 4:
-        cps = np.ascontiguousarray(raw.astype(raw.dtype.newbyteorder("="))).view(np.uint32)
+        cps: np.ndarray = np.ascontiguousarray(raw.astype(raw.dtype.newbyteorder("="))).view(np.uint32)
         if cps.size and int(cps.max()) > 0xFF:
             i = int(np.argmax(cps > 0xFF))
             raise StringDecodeError(

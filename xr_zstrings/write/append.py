@@ -13,34 +13,37 @@ planned like a fresh write against the dimensions the store already declares.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import xarray as xr
 from xarray import conventions
 
-from .chunks import _write_numpy, attach_pipelines, write_arrays
 from ..codecs.v2 import build_pipeline
-from .dimensions import _resolve_dimensions
 from ..errors import DimensionError, ZStringsError
 from ..formats.nczarr_json import attrs_json
+from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZarrLayout, layout_named, layout_of_generation, reader_of
 from ..io.zstore import ZStore
 from ..text import fixed as strings
-
-if TYPE_CHECKING:
-    from ..io.commit import Transaction
-from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZarrLayout, layout_named, layout_of_generation, reader_of
+from .chunks import _write_numpy, attach_pipelines, write_arrays
+from .dimensions import _resolve_dimensions
 from .plan import (
+    Format,
     _Array,
     _is_dask,
     _numeric_array,
     _Options,
     _plan_group,
     _string_array,
-    text_kind,
+    _typed,
     _what,
+    text_kind,
 )
+
+if TYPE_CHECKING:
+    from ..io.commit import Transaction
 
 
 def _base_tree(zstore: ZStore) -> tuple[Any, dict[str, Any]]:
@@ -48,7 +51,8 @@ def _base_tree(zstore: ZStore) -> tuple[Any, dict[str, Any]]:
     object read (key -> JSON), for ``Transaction.set_base``."""
     from ..read.tree import open_tree
 
-    zstore.recorded = recorded = {}
+    recorded: dict[str, Any] = {}
+    zstore.recorded = recorded
     try:
         return open_tree(zstore), recorded
     finally:
@@ -56,14 +60,14 @@ def _base_tree(zstore: ZStore) -> tuple[Any, dict[str, Any]]:
 
 
 def _start_writes(zstore: ZStore, txn: Transaction, tree: Any, base: dict[str, Any], *,
-                  appends: Mapping[str, Mapping[str, int]] | None = None, new_arrays: list[str] = ()) -> None:
+                  appends: Mapping[str, Mapping[str, int]] | None = None, new_arrays: Sequence[str] = ()) -> None:
     """Everything is planned and checked: refuse symbolic links on the store's folders (before
     anything is written: a write must never change files outside the store), give the transaction
     its base, and record in the journal what the chunks may leave."""
     from ..io.zstore import refuse_links_on
 
     if type(zstore.store).__name__ == "LocalStore":
-        refuse_links_on(zstore.store.root, [p.strip("/") for p in [*tree.groups, *tree.arrays]], zstore.display)
+        refuse_links_on(cast(Any, zstore.store).root, [p.strip("/") for p in [*tree.groups, *tree.arrays]], zstore.display)
     txn.set_base(base, consolidated_in_step=tree.consolidated)
     txn.record_writes(appends=appends, new_arrays=list(new_arrays))
 
@@ -209,7 +213,7 @@ def _pieces(var: xr.Variable, axis: int, append_dim: str, offset: int, c: int) -
     n = var.shape[axis]
     first = (-offset) % c or c
     bounds = [0, *range(min(first, n), n, c), n]
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+    for lo, hi in itertools.pairwise(bounds):
         if hi > lo:
             yield var.isel({append_dim: slice(lo, hi)}).compute()
 
@@ -295,7 +299,7 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
         from .nczarr import for_netcdf_c
 
         groups = for_netcdf_c(dict(groups), reader_of(layout))
-    fmt = "nczarr" if nczarr else "zarr2"
+    fmt: Format = "nczarr" if nczarr else "zarr2"
     one = _Options(fmt=fmt, on_overflow=opts.on_overflow, maxstrlen=opts.maxstrlen,
                    default_maxstrlen=opts.default_maxstrlen, compressor=opts.compressor,
                    strict_codecs=opts.strict_codecs, layout=layout or DEFAULT_LAYOUT)
@@ -329,9 +333,7 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     _start_writes(zstore, txn, tree, base, new_arrays=[f"{a.group.rstrip('/')}/{a.name}" for a in new_arrays])
     updates: dict[str, Any] = dict(write_arrays(zstore, new_arrays, layout))
     # the groups: new arrays and dimensions in the NCZarr group listing, attributes updated
-    from .plan import _typed
-
-    for gpath in plans:
+    for gpath, planned in plans.items():
         prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
         za = copy.deepcopy(base.get(prefix + ".zattrs") or {})
         values, types = attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
@@ -345,7 +347,7 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
             for name, (size, unl) in declared.get(gpath, {}).items():
                 if name not in dims:
                     dims[name] = {"size": size, "unlimited": 1} if unl else size
-            info[layout.arrays_key] = [*info.get(layout.arrays_key, []), *[a.name for a in plans[gpath]]]
+            info[layout.arrays_key] = [*info.get(layout.arrays_key, []), *[a.name for a in planned]]
             if holder is not za:
                 updates[prefix + obj] = holder
         updates[prefix + ".zattrs"] = za

@@ -40,7 +40,7 @@ def _encode_chunk(a: _Array, block: np.ndarray, chunk_shape: tuple[int, ...]) ->
     block = np.ascontiguousarray(block)
     raw = block.reshape(-1).view(np.uint8) if block.dtype.itemsize else np.frombuffer(block.tobytes(), np.uint8)
     if a.pipeline.compressor is None and not a.pipeline.filters:
-        return raw  # type: ignore[return-value]
+        return raw  # type: ignore[return-value]  # a uint8 view: the store takes any buffer (no copy)
     return a.pipeline.encode(raw)
 
 
@@ -212,7 +212,7 @@ def attach_pipelines(arrays: Iterable[_Array]) -> None:
 
     for a in arrays:
         a.pipeline = build_pipeline(a.compressor, a.filters or (), dtype=a.dtype,
-                                    string_kind={"string": "string", "char": "char"}.get(a.kind),
+                                    string_kind=a.kind if a.kind in ("string", "char") else None,
                                     where=_what(a.group, a.name))
 
 

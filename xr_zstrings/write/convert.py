@@ -171,6 +171,8 @@ def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
     kind = text_kind(var)
     dtype: Any = str if kind == "str" else "S1" if kind == "bytes" else var.dtype
     kw: dict[str, Any] = {}
+    comp: Any
+    filters: Any
     comp, filters = (enc.get("compressor"), enc.get("filters")) if "compressor" in enc else v2_configs(
         enc, where=f"variable {name!r}")
     comp = comp.get_config() if hasattr(comp, "get_config") else (comp or {})

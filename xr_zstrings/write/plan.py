@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -18,15 +18,18 @@ import xarray as xr
 from xarray import conventions
 
 from .. import __version__
-from ..text import fixed as strings
+from ..codecs.encoding import OBJECT_CODECS, v2_configs
 from ..codecs.v2 import ChunkPipeline
 from ..errors import DimensionError, UnsupportedError, ZStringsError
 from ..formats import netcdf_c as netcdf_c_table
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
-from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
 from ..formats.nczarr_json import attrs_json, json_value
+from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
 from ..io.redact import shown
-from ..codecs.encoding import OBJECT_CODECS, v2_configs
+from ..text import fixed as strings
+
+if TYPE_CHECKING:
+    from ..text.vlen import Kind
 
 Format = Literal["nczarr", "zarr2"]
 
@@ -73,7 +76,7 @@ class _Array:
     compressor: dict[str, Any] | None
     filters: list[dict[str, Any]] | None
     attrs: dict[str, Any]
-    kind: str  # "numeric", "string", "char", "bytes"
+    kind: str | None  # "numeric", "string", "char", "bytes"; None: stored values rewritten as they are
     data: Any  # numpy storage array, or a dask array of logical values
     encode_block: Callable[[np.ndarray], tuple[np.ndarray, int]] | None = None  # dask: logical -> storage
     maxstrlen: int | None = None
@@ -133,7 +136,7 @@ def _is_dask(data: Any) -> bool:
 
 
 def _is_missing(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
 def _first_present(data: Any) -> Any:
@@ -155,7 +158,7 @@ def _first_present(data: Any) -> Any:
 _NOTHING = object()
 
 
-def text_kind(var: xr.Variable) -> str | None:
+def text_kind(var: xr.Variable) -> Kind | None:
     """"str", "bytes" or None (not text): the one rule every writer asks (to_nczarr, appends,
     convert, to_zarr_v3). ``U``/``T`` are text, ``S`` bytes; an object array is what its first value
     that is not missing is (a str: text, bytes: bytes, anything else: not text), and an object array
@@ -418,11 +421,11 @@ def _string_array(
         encoder = _bytes_encoder(what, chars=want_char)
     elif want_char:
         def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
-            return strings.encode_char_array(values, w, encoding=text_encoding, on_overflow=policy,  # type: ignore[arg-type]
+            return strings.encode_char_array(values, w, encoding=text_encoding, on_overflow=policy,  # type: ignore[arg-type]  # _Options checked it
                                              what=what)
     else:
         def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
-            return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]
+            return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]  # checked
 
     fill = None if fill_text is None else str(fill_text)
     block_what = f"{what} (a dask block of it)" if dask else what  # dask: counted per block
@@ -511,7 +514,7 @@ def _missing(values: np.ndarray) -> np.ndarray | None:
     """Where an object (or NA-aware StringDType) array of str holds a missing value (None, NaN,
     NA), or None when it cannot hold one."""
     if _na_aware(values):
-        na = values.dtype.na_object
+        na: Any = cast(np.dtypes.StringDType, values.dtype).na_object
         if na is not None and pd.isna(na):  # NaN-like NA (np.nan, pd.NA): no object copy
             return np.asarray(np.isnan(values), dtype=bool)
         values = values.astype(object)
@@ -606,7 +609,7 @@ def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, in
             arr = arr.astype(bytes)
         n = max(arr.dtype.itemsize, 1)
         if w is not None and n > w:
-            lengths = np.strings.str_len(arr).reshape(-1) if arr.size else np.zeros(1, np.int64)
+            lengths: np.ndarray = np.strings.str_len(arr).reshape(-1) if arr.size else np.zeros(1, np.int64)
             longest = int(lengths.max())
             if longest > w and policy == "error":
                 raise strings.overflow_error(what, lengths, w, "", arr, arr.shape)
