@@ -23,11 +23,11 @@ class OptionalBuildExt(build_ext):
 
     def _failed(self, e, ext=None):
         if os.environ.get("XR_ZSTRINGS_REQUIRE_EXT"):
-            raise
+            raise e
         msg = f"xr_zstrings.text._kernels not built ({type(e).__name__}: {e}); using the pure-Python fallback"
         print(f"WARNING: {msg}", file=sys.stderr)
-        for ext in [ext] if ext is not None else self.extensions:
-            marker = self._marker(ext)
+        for failed in [ext] if ext is not None else self.extensions:
+            marker = self._marker(failed)
             os.makedirs(os.path.dirname(marker), exist_ok=True)
             with open(marker, "w", encoding="utf-8") as f:
                 f.write(f"{type(e).__name__}: {e}\n")
@@ -35,13 +35,13 @@ class OptionalBuildExt(build_ext):
     def run(self):
         try:
             super().run()
-        except Exception as e:  # no compiler: fall back to pure Python
+        except Exception as e:  # noqa: BLE001 - no compiler: fall back to pure Python
             self._failed(e)
 
     def build_extension(self, ext):
         try:
             super().build_extension(ext)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a failed build: fall back to pure Python
             self._failed(e, ext)
             return
         marker = self._marker(ext)

@@ -25,5 +25,5 @@ def load() -> Any:
     subprocess.run(cmd, check=True, capture_output=True)
     spec = importlib.util.spec_from_file_location("cref_ext", so)
     _mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(_mod)  # type: ignore[union-attr]
+    spec.loader.exec_module(_mod)  # type: ignore[union-attr]  # a file location has a loader
     return _mod

@@ -1,6 +1,7 @@
 """Shared benchmark data: 1e6 strings of 4-40 chars, ~20% with multibyte chars, stored as |S48."""
 import numpy as np
 
+
 def make_strings(n=1_000_000, seed=0, multibyte_frac=0.2):
     rng = np.random.default_rng(seed)
     lens = rng.integers(4, 41, n)

@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _s3 import KEY, REGION, SECRET, start_server, stop  # noqa: E402
+from _s3 import KEY, REGION, SECRET, start_server, stop
 
 BUCKET = "zstrings-append"
 os.environ.setdefault("ICECHUNK_LOG", "error")  # icechunk's own warnings (local storage) on every open
@@ -61,7 +61,7 @@ def batch(start: int, n: int, nvars: int) -> Any:
 
 def has_icechunk() -> bool:
     try:
-        import icechunk  # noqa: F401
+        import icechunk  # noqa: F401 - whether it imports is the question
     except ImportError:
         return False
     return True

@@ -29,7 +29,7 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests"), str(HERE.parent / "tests" / "write")]
-from _s3 import KEY, REGION, SECRET, start_server, stop  # noqa: E402
+from _s3 import KEY, REGION, SECRET, start_server, stop
 
 BUCKET = "zstrings-kill"
 WRITERS = ["nczarr_new", "nczarr_replace", "nczarr_append", "nczarr_addvars", "v3_new:vlen-utf8",
@@ -146,7 +146,7 @@ def two_writers(endpoint: str, rounds: int) -> None:
     extra = len(set(held) - set(ok))
     refused = [r for r in got if r[2].startswith("ConcurrentWriteError")]
     other = [r for r in got if r[2] != "ok" and r not in refused]
-    print(f"\n| rounds | appends returned OK | refused (ConcurrentWriteError) | other errors | in the store | "
+    print("\n| rounds | appends returned OK | refused (ConcurrentWriteError) | other errors | in the store | "
           "lost | torn | not returned but stored |")
     print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     print(f"| {rounds} | {len(ok)} | {len(refused)} | {len(other)} | {len(held)} | "

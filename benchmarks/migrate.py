@@ -34,10 +34,10 @@ import xarray as xr
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from _s3 import KEY, REGION, SECRET, create_bucket, start_server, stop  # noqa: E402
-from latency_proxy import LatencyProxy  # noqa: E402
+from _s3 import KEY, REGION, SECRET, create_bucket, start_server, stop
+from latency_proxy import LatencyProxy
 
-from xr_zstrings import migrate, to_nczarr, to_zarr_v3  # noqa: E402
+from xr_zstrings import migrate, to_nczarr, to_zarr_v3
 
 BUCKET = "migrate"
 

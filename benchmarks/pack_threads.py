@@ -35,7 +35,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _data import make_raw  # noqa: E402
+from _data import make_raw
 
 
 def best_times(cases: dict[str, Callable[[], object]], repeat: int) -> dict[str, tuple[float, float]]:

@@ -39,7 +39,7 @@ import xarray as xr
 import zarr
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _data import make_strings  # noqa: E402
+from _data import make_strings
 
 _T = np.dtypes.StringDType()
 
@@ -148,9 +148,9 @@ def _chunk_buffers(store: Path) -> tuple[str, list[Any], int, list[bytes], Any]:
     decompressor of the stored chunks or None) of variable "s" of a store."""
     import numcodecs
 
+    from xr_zstrings.io.store import open_store
     from xr_zstrings.read.chunked import open_chunked
     from xr_zstrings.read.tree import open_tree
-    from xr_zstrings.io.store import open_store
 
     tree = open_tree(open_store(store))
     meta = tree.arrays["/s"]
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 return xr.open_dataset(store, engine="zstrings")["s"].values
 
             t_m, got = _time(masked, args.repeat)
-            assert got.dtype.na_object is np.nan and int(np.isnan(got).sum()) == (N + 9) // 10
+            assert got.dtype.na_object is np.nan and int(np.isnan(got).sum()) == (N + 9) // 10  # noqa: PLW0177 - identity: numpy's own NaN
             del got
             add(label, "xr_zstrings (masked, StringDType NA)", N / t_m / 1e6, None, "")
             t_u, _ = _time(lambda store=store: xr.open_dataset(
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
                 store = tmpd / f"layout_{layout}.zarr"
                 src = xr.Dataset({"s": ("x", np.array(strings, dtype=object))})
                 src["s"].encoding["chunks"] = (min(len(strings), 100_000),)
-                to_zarr_v3(src, store, layout=layout)  # type: ignore[arg-type]
+                to_zarr_v3(src, store, layout=layout)  # type: ignore[arg-type]  # a layout name from the list
                 t_ours = ours_rows(label, store, None)
                 add(label, "engine=zarr on vlen-utf8", N / t_ref / 1e6, t_ref / t_ours, "")
                 t_arrow, arr = _time(lambda store=store: read_arrow(store, "s"), args.repeat)
@@ -405,8 +405,8 @@ def main(argv: list[str] | None = None) -> int:
             import numcodecs
 
             from xr_zstrings.text import fixed as S
-            from xr_zstrings.write.zarr3 import to_zarr_v3
             from xr_zstrings.write.nczarr import to_nczarr
+            from xr_zstrings.write.zarr3 import to_zarr_v3
 
             ds = xr.Dataset({"s": ("x", np.array(strings, dtype=object))})
             ds["s"].encoding["chunks"] = (min(len(strings), 100_000),)

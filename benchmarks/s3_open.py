@@ -58,7 +58,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
-from _s3 import KEY, REGION, SECRET, start_server, stop  # noqa: E402
+from _s3 import KEY, REGION, SECRET, start_server, stop
 
 BUCKET = "zstrings-bench"
 
@@ -80,15 +80,15 @@ def start_proxy(endpoint: str, rtt: float) -> tuple[subprocess.Popen[str], str]:
     script = Path(__file__).resolve().parent.parent / "tests" / "latency_proxy.py"
     proc = subprocess.Popen([sys.executable, str(script), "--upstream", endpoint.split("://", 1)[1],
                              "--delay", str(rtt / 2)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    port = int(proc.stdout.readline())  # type: ignore[union-attr]
+    port = int(proc.stdout.readline())  # type: ignore[union-attr]  # Popen(stdin=PIPE, stdout=PIPE)
     return proc, f"http://127.0.0.1:{port}"
 
 
 def proxy_command(proc: subprocess.Popen[str], command: str) -> str:
     """``reset`` or ``stats`` (``requests max_depth max_in_flight bytes_down``) of a proxy from start_proxy."""
-    proc.stdin.write(command + "\n")  # type: ignore[union-attr]
-    proc.stdin.flush()  # type: ignore[union-attr]
-    return proc.stdout.readline().strip()  # type: ignore[union-attr]
+    proc.stdin.write(command + "\n")  # type: ignore[union-attr]  # Popen(stdin=PIPE, stdout=PIPE)
+    proc.stdin.flush()  # type: ignore[union-attr]  # Popen(stdin=PIPE, stdout=PIPE)
+    return proc.stdout.readline().strip()  # type: ignore[union-attr]  # Popen(stdin=PIPE, stdout=PIPE)
 
 
 def write_stores(tmp: Path, nvars: int) -> dict[str, Path]:
@@ -236,7 +236,7 @@ def compare_libs(endpoint: str, n: int) -> None:
 
         async def one(k: str) -> None:
             async with sem:
-                assert await st.get(k, prototype=default_buffer_prototype()) is not None  # type: ignore[attr-defined]
+                assert await st.get(k, prototype=default_buffer_prototype()) is not None  # type: ignore[attr-defined]  # a zarr Store
 
         await asyncio.gather(*(one(k) for k in keys))
 

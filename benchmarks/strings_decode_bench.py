@@ -12,9 +12,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _data import make_raw  # noqa: E402
+from _data import make_raw
 
-from xr_zstrings.text import fixed as S  # noqa: E402
+from xr_zstrings.text import fixed as S
 
 T = np.dtypes.StringDType()
 

@@ -15,7 +15,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from xr_zstrings.text import vlen as V  # noqa: E402
+from xr_zstrings.text import vlen as V
 
 T = np.dtypes.StringDType()
 

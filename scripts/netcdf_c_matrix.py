@@ -16,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import netcdf_c_matrix as m  # noqa: E402
+import netcdf_c_matrix as m
 
 DOC = ROOT / "docs" / "netcdf-c-versions.md"
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from s3_server import S3Server, start_server
 
 # the tests/ folder: test data paths are relative to it

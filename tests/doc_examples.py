@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 #: the pages whose examples run
 PAGES = ["README.md", *sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))]
 
-_DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(?P<name>[\w-]+)(?P<rest>.*?)-->", re.S)
+_DIRECTIVE = re.compile(r"<!--\s*docs-test:\s*(?P<name>[\w-]+)(?P<rest>.*?)-->", re.DOTALL)
 _SHELL = ("bash", "sh", "shell", "console")
 
 
@@ -205,7 +205,7 @@ def run(page: Page, workdir: Path, s3: Any = None, *, verbose: bool = False) -> 
             try:
                 with contextlib.redirect_stdout(out):
                     exec(compile(code, where, "exec"), ns)  # noqa: S102 - our own docs
-            except Exception as e:  # noqa: BLE001 - reported with the page and line
+            except Exception as e:  # reported with the page and line
                 tb = "".join(traceback.format_exception(e))
                 raise DocExampleError(f"{where}: this {step.kind} block raised {type(e).__name__}:\n{tb}") from None
             got = out.getvalue()

@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 import xarray as xr
-
 from peer_venvs import PEER_WHEELS, base_python, peer_python, venv_root  # noqa: F401  (re-exported)
+
+from xr_zstrings.formats.netcdf_c import DEFAULT_LAYOUT, NETCDF_C, netcdf_c_for
 
 HERE = Path(__file__).parent
 MAKE_GOLDEN = HERE / "golden" / "make_golden.py"
@@ -35,10 +36,42 @@ MAKE_GOLDEN = HERE / "golden" / "make_golden.py"
 READERS = {**{w: f"netcdf-c {c} (netCDF4 {w})" for w, c in PEER_WHEELS.items()},
            "current": "netcdf-c {current} (netCDF4 {wheel}, this venv)",
            "ncdump": "Debian 12 `ncdump` (netcdf-bin {version})"}
+
+
+def _targets() -> dict[str, str | None]:
+    """One column per layout to_nczarr writes, each named by a netcdf-c of the row that reads it
+    (formats.netcdf_c.NETCDF_C: 4.9.0, 4.10), the default layout's as "default"; and netcdf-c's own."""
+    out: dict[str, str | None] = {}
+    seen = set()
+    for r in NETCDF_C:
+        if r.writes.name not in seen:
+            seen.add(r.writes.name)
+            out.update({"default": None} if r.writes is DEFAULT_LAYOUT else {r.example: r.example})
+    return {**out, "netcdf-c": "netcdf-c"}
+
+
 #: columns: target id -> to_nczarr's netcdf_c (None: the default); "netcdf-c" = netcdf-c 4.10's own output
-TARGETS = {"4.9.0": "4.9.0", "default": None, "4.10": "4.10", "netcdf-c": "netcdf-c"}
-TARGET_LABELS = {"4.9.0": "`netcdf_c=\"4.9.0\"`", "default": "default (`netcdf_c=None`, 4.9.1 layout)",
-                 "4.10": "`netcdf_c=\"4.10\"`", "netcdf-c": "netcdf-c {current}'s own output"}
+TARGETS = _targets()
+TARGET_LABELS = {**{t: f"`netcdf_c=\"{t}\"`" for t in TARGETS},
+                 "default": f"default (`netcdf_c=None`, {DEFAULT_LAYOUT.name} layout)",
+                 "netcdf-c": "netcdf-c {current}'s own output"}
+
+
+def promised() -> dict[str, set[str]]:
+    """Which readers each target is for (the promise to_nczarr's docstring makes): the peers of
+    every netcdf-c row that reads the layout the target writes."""
+    out = {}
+    for t, netcdf_c in TARGETS.items():
+        if netcdf_c == "netcdf-c":
+            continue
+        layout = netcdf_c_for(netcdf_c).writes if netcdf_c else DEFAULT_LAYOUT
+        out[t] = {peer for r in NETCDF_C if r.reads_layout(layout) for peer, _ in r.peers}
+    return out
+
+
+def check_rows() -> dict[str, list[str]]:
+    """The rows of ``zstrings check`` and the readers (not ncdump) each stands for."""
+    return {r.label: [peer for peer, _ in r.peers if peer != "ncdump"] for r in NETCDF_C}
 
 
 # ---------------------------------------------------------------------------------------------

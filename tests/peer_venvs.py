@@ -1,6 +1,8 @@
 """Side virtual environments holding the old netCDF4 wheels (and the netcdf-c each bundles).
 
-Standard library only, so CI can create them once before any configuration's venv exists:
+The wheels are the peers of ``xr_zstrings.formats.netcdf_c.NETCDF_C``, the one table of netcdf-c
+releases (a new netcdf-c target is a row there, and its wheel gets a venv here). Standard library
+only (that module too), so CI can create them once before any configuration's venv exists:
 ``python3 tests/peer_venvs.py``. Each venv (Python 3.11, numpy<2, ``netCDF4==<wheel>``) lives under
 ``XR_ZSTRINGS_PEER_VENVS`` (default ``~/.cache/xr_zstrings/peer-venvs``), is created once behind a
 file lock (pytest-xdist workers and parallel CI jobs wait for one creator) and reused by every later
@@ -17,14 +19,14 @@ import sys
 import time
 from pathlib import Path
 
+try:
+    from xr_zstrings.formats.netcdf_c import peer_wheels
+except ImportError:  # CI's system Python, before the package is installed anywhere: the source tree's
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from xr_zstrings.formats.netcdf_c import peer_wheels
+
 #: netCDF4 wheel -> the netcdf-c it bundles (tests/golden/README.md)
-PEER_WHEELS = {
-    "1.6.2": "4.9.0",
-    "1.6.3": "4.9.1",
-    "1.6.5": "4.9.3-development",
-    "1.7.1.post1": "4.9.3-development (later snapshot)",
-    "1.7.2": "4.9.4-development",
-}
+PEER_WHEELS = peer_wheels()
 
 
 def venv_root() -> Path:

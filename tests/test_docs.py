@@ -13,13 +13,13 @@ import warnings
 from pathlib import Path
 
 import doc_examples
+import myst_nb  # noqa: F401 - the test extra installs these; missing ones fail the run
+import myst_parser  # noqa: F401 - as myst_nb
 import netCDF4
 import numpy as np
 import pytest
+import sphinx  # noqa: F401 - as myst_nb
 import xarray as xr
-import myst_nb  # noqa: F401 - the test extra installs these; missing ones fail the run
-import myst_parser  # noqa: F401
-import sphinx  # noqa: F401
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 

@@ -13,7 +13,7 @@ entry point) and ``accessor``; ``cli``.
 from __future__ import annotations
 
 from . import errors
-from .errors import *  # noqa: F403  (every error and warning class; errors.__all__ lists them)
+from .errors import *  # every error and warning class; errors.__all__ lists them
 
 __version__ = "0.1.0"
 
@@ -46,4 +46,4 @@ def __dir__() -> list[str]:
 
 
 #: every error and warning class, the public functions, the version
-__all__ = [*errors.__all__, *_LAZY, "__version__"]
+__all__ = [*errors.__all__, *_LAZY, "__version__"]  # noqa: PLE0604 - names (strings) from both lists

@@ -11,7 +11,7 @@ import contextlib
 import gc
 import os
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -20,13 +20,13 @@ from xarray.backends import BackendArray, BackendEntrypoint
 from xarray.backends.common import AbstractDataStore
 from xarray.backends.store import StoreBackendEntrypoint
 from xarray.core import indexing
-from xarray.core.utils import FrozenDict
+from xarray.core.utils import Frozen, FrozenDict
 
-from . import accessor  # noqa: F401  (registers ds.zstrings / tree.zstrings)
-# registers the zarr-python plugin's data types (NC_CHAR ">S1", zarrs' optional) and codecs: xarray
-# imports this module for every open (it loads all backends), so engine="zarr" reads them on zarr
-# 3.1.x too, which never loads zarr.data_type entry points
-from . import zarr_plugin  # noqa: F401
+# imported for what they register: the accessor ds.zstrings / tree.zstrings, and the zarr-python
+# plugin's data types (NC_CHAR ">S1", zarrs' optional) and codecs: xarray imports this module for
+# every open (it loads all backends), so engine="zarr" reads them on zarr 3.1.x too, which never
+# loads zarr.data_type entry points
+from . import accessor, zarr_plugin  # noqa: F401 - registered on import (above)
 from .errors import DimensionError
 from .io.redact import shown
 from .io.store import open_store
@@ -37,7 +37,7 @@ from .read.options import ReadOptions
 from .read.tree import TreeMeta, open_tree
 from .read.variables import GroupContents, group_contents, group_not_found
 
-__all__ = ["ZStringsBackendEntrypoint", "ZStringsBackendArray", "ZStringsDataStore"]
+__all__ = ["ZStringsBackendArray", "ZStringsBackendEntrypoint", "ZStringsDataStore"]
 
 
 class ZStringsBackendArray(BackendArray):
@@ -49,9 +49,10 @@ class ZStringsBackendArray(BackendArray):
         self.dtype = data.dtype
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray:
-        return indexing.explicit_indexing_adapter(
+        out: np.ndarray = indexing.explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.OUTER, self.data.__getitem__
         )
+        return out
 
     async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         """``ds.load_async()``: the same read in a worker thread (the store calls block; the chunk
@@ -60,9 +61,10 @@ class ZStringsBackendArray(BackendArray):
         async def read(k: tuple[Any, ...]) -> np.ndarray:
             return await asyncio.to_thread(self.data.__getitem__, k)
 
-        return await indexing.async_explicit_indexing_adapter(
+        out: np.ndarray = await indexing.async_explicit_indexing_adapter(
             key, self.shape, indexing.IndexingSupport.OUTER, read
         )
+        return out
 
 
 class ZStringsDataStore(AbstractDataStore):
@@ -72,17 +74,17 @@ class ZStringsDataStore(AbstractDataStore):
         self.contents = contents
         self.zstore = zstore
 
-    def get_variables(self) -> FrozenDict:
+    def get_variables(self) -> Frozen[Hashable, Any]:
         out = {}
         for name, spec in self.contents.variables.items():
             data = indexing.LazilyIndexedArray(ZStringsBackendArray(spec.data))
             out[name] = xr.Variable(spec.dims, data, spec.attrs, spec.encoding)
         return FrozenDict(out)
 
-    def get_attrs(self) -> FrozenDict:
+    def get_attrs(self) -> Frozen[Hashable, Any]:
         return FrozenDict(self.contents.attrs)
 
-    def get_dimensions(self) -> FrozenDict:
+    def get_dimensions(self) -> Frozen[Hashable, Any]:
         return FrozenDict({d.name: d.size for d in self.contents.dimensions.values()})
 
     def get_encoding(self) -> dict[str, Any]:
@@ -99,7 +101,7 @@ def _options(string_dtype: Any, utf8_errors: str, concat_characters: bool | None
              use_zarr_fill_value_as_mask: bool | None = None) -> ReadOptions:
     return ReadOptions(
         string_dtype=string_dtype,
-        utf8_errors=utf8_errors,  # type: ignore[arg-type]
+        utf8_errors=utf8_errors,  # type: ignore[arg-type]  # a str from the caller; ReadOptions checks it
         concat_characters=True if concat_characters is None else bool(concat_characters),
         decode_threads=decode_threads,
         mask_and_scale=True if mask_and_scale is None else bool(mask_and_scale),
@@ -197,7 +199,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
     def guess_can_open(self, filename_or_obj: Any) -> bool:
         return looks_like_zstrings_target(filename_or_obj)
 
-    def open_dataset(  # type: ignore[override]
+    def open_dataset(
         self,
         filename_or_obj: str | os.PathLike[Any] | Any,
         *,
@@ -231,7 +233,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
                                    use_cftime, decode_timedelta),
             )
 
-    def open_groups_as_dict(  # type: ignore[override]
+    def open_groups_as_dict(
         self,
         filename_or_obj: str | os.PathLike[Any] | Any,
         *,
@@ -267,7 +269,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
                                        decoders=decoders)
         return out
 
-    def open_datatree(  # type: ignore[override]
+    def open_datatree(
         self,
         filename_or_obj: str | os.PathLike[Any] | Any,
         **kwargs: Any,
@@ -282,15 +284,15 @@ def _check_group(group: Any) -> None:
         raise ValueError(f"group must be a string (a group path such as 'obs' or '/obs/deep'), got {group!r}.")
 
 
-_DECODER_DEFAULTS: dict[str, Any] = dict(mask_and_scale=True, decode_times=True, concat_characters=True,
-                                         decode_coords=True, use_cftime=None, decode_timedelta=None)
+_DECODER_DEFAULTS: dict[str, Any] = {"mask_and_scale": True, "decode_times": True, "concat_characters": True,
+                                     "decode_coords": True, "use_cftime": None, "decode_timedelta": None}
 
 
 def _decoders(mask_and_scale: bool, decode_times: bool, concat_characters: bool, decode_coords: bool,
               use_cftime: bool | None, decode_timedelta: bool | None) -> dict[str, Any]:
-    return dict(mask_and_scale=mask_and_scale, decode_times=decode_times,
-                concat_characters=concat_characters, decode_coords=decode_coords,
-                use_cftime=use_cftime, decode_timedelta=decode_timedelta)
+    return {"mask_and_scale": mask_and_scale, "decode_times": decode_times,
+            "concat_characters": concat_characters, "decode_coords": decode_coords,
+            "use_cftime": use_cftime, "decode_timedelta": decode_timedelta}
 
 
 def _check_tree_alignment(groups: dict[str, xr.Dataset], *, source: str) -> None:

@@ -49,10 +49,10 @@ def test_module_entry_point_in_a_real_subprocess():
 # info / dump / convert / check (issue 7)
 # ---------------------------------------------------------------------------------------------
 
-import pytest  # noqa: E402
-import xarray as xr  # noqa: E402
+import pytest
+import xarray as xr
 
-from xr_zstrings.cli import convert as cli_convert  # noqa: E402
+from xr_zstrings.cli import convert as cli_convert
 
 SAMPLE = str(sample_path())
 NAMES = ["Zürich", "東京", "São Paulo", "Reykjavík", "Oslo"]

@@ -22,7 +22,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-
 from peers import peer_tool
 
 from xr_zstrings.cli import main

@@ -7,8 +7,8 @@ import shutil
 import netCDF4
 import numpy as np
 import xarray as xr
-
 from peers import nc_url
+
 from xr_zstrings.cli import main
 from xr_zstrings.sample import sample_path
 

@@ -41,7 +41,7 @@ import numpy as np
 
 
 def url_for(path: str, mode: str = "nczarr") -> str:
-    return "file://" + os.path.abspath(path) + "#mode=%s,file" % mode
+    return "file://" + os.path.abspath(path) + f"#mode={mode},file"
 
 
 def nocache(v):
@@ -66,7 +66,7 @@ def chars(strings, nchar):
     """
     import netCDF4
 
-    a = np.array([s.encode("utf-8") if isinstance(s, str) else s for s in strings], dtype="S%d" % nchar)
+    a = np.array([s.encode("utf-8") if isinstance(s, str) else s for s in strings], dtype=f"S{nchar}")
     b = np.ascontiguousarray(a).view("S1").reshape(a.shape + (nchar,))
     if all(max(x, default=0) < 128 for x in a.tolist()):
         sc = np.asarray(netCDF4.stringtochar(a), dtype="S1").reshape(b.shape)
@@ -137,7 +137,7 @@ def w_numeric(ds, feat):
     ds.createDimension("t", None if "unlimited" in feat else 2)
     ds.createDimension("y", 5)
     ds.createDimension("x", 7)
-    comp = dict(zlib=True, complevel=1, shuffle=True) if "zlib" in feat else {}
+    comp = {"zlib": True, "complevel": 1, "shuffle": True} if "zlib" in feat else {}
     temp = mkvar(ds, "temp", "f4", ("t", "y", "x"), chunksizes=(1, 2, 3), fill_value=np.float32(-999.0), **comp)
     temp.units = "K"
     # t=0: only the top-left 2x3 block (1 chunk) + one edge value; t=1: full
@@ -327,7 +327,7 @@ def dumps(obj, ind=0):
     """JSON text: dicts indented one key per line, lists on one line."""
     if isinstance(obj, dict) and obj:
         pad = " " * (ind + 1)
-        items = ["%s%s: %s" % (pad, json.dumps(k, ensure_ascii=False), dumps(v, ind + 1)) for k, v in obj.items()]
+        items = [f"{pad}{json.dumps(k, ensure_ascii=False)}: {dumps(v, ind + 1)}" for k, v in obj.items()]
         return "{\n" + ",\n".join(items) + "\n" + " " * ind + "}" + ("\n" if ind == 0 else "")
     return json.dumps(obj, ensure_ascii=False, allow_nan=False)
 
@@ -354,8 +354,8 @@ def _read(v, raw):
         v.set_auto_maskandscale(not raw)
         v.set_auto_chartostring(not raw)
         return jsafe(v[...])
-    except Exception as e:  # noqa: BLE001
-        return {"error": "%s: %s" % (type(e).__name__, e)}
+    except Exception as e:
+        return {"error": f"{type(e).__name__}: {e}"}
 
 
 def describe_group(g):
@@ -367,25 +367,25 @@ def describe_group(g):
     for a in g.ncattrs():
         try:
             out["attrs"][a] = _attr_entry(g.getncattr(a))
-        except Exception as e:  # noqa: BLE001
-            out["attrs"][a] = {"error": "%s: %s" % (type(e).__name__, e)}
+        except Exception as e:
+            out["attrs"][a] = {"error": f"{type(e).__name__}: {e}"}
     for name, v in g.variables.items():
         ent = {"dims": list(v.dimensions), "shape": list(v.shape), "dtype": _dtype_str(v)}
         try:
             ck = v.chunking()
             ent["chunking"] = ck if isinstance(ck, str) else [int(c) for c in ck]
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             ent["chunking"] = {"error": str(e)}
         try:
             ent["filters"] = jsafe({k: val for k, val in (v.filters() or {}).items() if val})
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             ent["filters"] = {"error": str(e)}
         ent["attrs"] = {}
         for a in v.ncattrs():
             try:
                 ent["attrs"][a] = _attr_entry(v.getncattr(a))
-            except Exception as e:  # noqa: BLE001
-                ent["attrs"][a] = {"error": "%s: %s" % (type(e).__name__, e)}
+            except Exception as e:
+                ent["attrs"][a] = {"error": f"{type(e).__name__}: {e}"}
         # raw: set_auto_maskandscale(False), set_auto_chartostring(False)
         ent["values"] = _read(v, raw=True)
         # decoded: netCDF4 defaults (masked -> null, scale/offset, chartostring for _Encoding)
@@ -489,9 +489,9 @@ def generate(outdir):
                 entry["expected_error"] = tail2
                 with open(os.path.join(outdir, name + ".expected.json"), "w") as f:
                     json.dump({"netcdf_c_version": netCDF4.__netcdf4libversion__,
-                               "error": "reader crashed (rc=%d): %s" % (rc2, tail2)}, f, indent=1)
+                               "error": f"reader crashed (rc={rc2}): {tail2}"}, f, indent=1)
         manifest["stores"][name] = entry
-        print(name, "features=%s" % entry["features"], "failed-attempts=%d" % len(attempts))
+        print(name, f"features={entry['features']}", f"failed-attempts={len(attempts)}")
     with open(os.path.join(outdir, "MANIFEST.json"), "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1, ensure_ascii=False)
         f.write("\n")
@@ -577,7 +577,7 @@ def make_nczarr1(outdir):
 
     def g(x):
         """C "%lg" rendering, as a JSON number."""
-        t = "%g" % x
+        t = f"{x:g}"
         v = float(t)
         return int(v) if v.is_integer() and "e" not in t else v
 
@@ -635,7 +635,7 @@ def make_nczarr1(outdir):
             e["dtype"] = dtype
         return e
 
-    b = lambda s_: {"__bytes__": s_}  # noqa: E731
+    b = lambda s_: {"__bytes__": s_}
     exp = {
         "netcdf_c_version": None,
         "source": "hand-written by make_nczarr1(); NOT produced by netcdf-c",
@@ -710,7 +710,7 @@ def main(argv):
         import netCDF4
 
         generate(os.path.join(os.path.abspath(argv[1]),
-                              "netcdf-c-%s_netCDF4-%s" % (netCDF4.__netcdf4libversion__, netCDF4.__version__)))
+                              f"netcdf-c-{netCDF4.__netcdf4libversion__}_netCDF4-{netCDF4.__version__}"))
     elif len(argv) == 1 and not argv[0].startswith("-"):
         generate(os.path.abspath(argv[0]))
     else:

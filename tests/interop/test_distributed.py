@@ -13,12 +13,11 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from s3_server import S3Server
 from peers import nc_url
+from s3_server import S3Server
 
 from xr_zstrings.io.store import open_store
 from xr_zstrings.write.nczarr import to_nczarr
-
 
 BUCKET = "zstrings-dist"
 VALUES = np.array([f"value {i} · {'ü' * (i % 5)}" for i in range(1000)], dtype=object)

@@ -47,10 +47,10 @@ def _expected_for(store: Path) -> tuple[dict[str, Any], str, bool]:
 def _open_groups(store: Path) -> dict[str, dict[str, xr.DataArray]]:
     """Every variable of every group; a group whose variables reference both an ancestor's and a
     shadowing dimension of the same name (legal netCDF) is opened one variable at a time."""
-    kw = dict(engine="zstrings", concat_characters=False, mask_and_scale=False, decode_times=False)
+    kw = {"engine": "zstrings", "concat_characters": False, "mask_and_scale": False, "decode_times": False}
     out: dict[str, dict[str, Any]] = {}
-    from xr_zstrings.read.tree import open_tree
     from xr_zstrings.io.store import open_store
+    from xr_zstrings.read.tree import open_tree
 
     tree = open_tree(open_store(store))
     for gpath in tree.groups:
@@ -178,7 +178,7 @@ def test_joined_chars_from_every_generation():
                     enc = var.attrs.get("_Encoding", "utf-8")
                     expect = [_drop_partial(b"".join(row).split(b"\0")[0], enc)
                               for row in var.values.reshape(-1, var.shape[-1]).tolist()]
-                    others = [n for n in raw[gpath] if n not in ("attrs", name)]
+                    others = [n for n in ds if n not in ("attrs", name)]
                     got = xr.open_dataset(store, engine="zstrings", group=gpath, drop_variables=others)[name]
                     assert got.dims == var.dims[:-1]
                     assert got.values.ravel().tolist() == expect, (store, name)

@@ -18,16 +18,16 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+import netcdf_c_matrix as m
 import numpy as np
 import pytest
 import xarray as xr
 import zarr
-
-import netcdf_c_matrix as m
-import xr_zstrings
-import xr_zstrings.zarr_plugin  # noqa: F401 - registers the plugin (zarr 3.1.x: see its docstring)
 from corpus import LIVE, golden_sources, source
 from peers import missing_peer
+
+import xr_zstrings
+import xr_zstrings.zarr_plugin  # registers the plugin (zarr 3.1.x: see its docstring)
 from xr_zstrings import StringDecodeError
 from xr_zstrings.io.store import open_store
 from xr_zstrings.read.tree import open_tree
@@ -38,7 +38,7 @@ SOURCES = [*golden_sources(), *(f"nc4101-{n}" for n in LIVE), "nc4101-tree", "za
 #: also migrated in place (every store is migrated into a new location; in place, a subset: CI time)
 IN_PLACE = ["nc4101-strings", "nc4101-chars", "nc4101-numeric", "nc4101-tree", "nc490-chars", "nczarr1doc-nczarr1",
             "zarr2-xarray", "ours-default"]
-RAW = dict(string_dtype="bytes", concat_characters=False, mask_and_scale=False, decode_times=False)
+RAW = {"string_dtype": "bytes", "concat_characters": False, "mask_and_scale": False, "decode_times": False}
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,7 @@ def _views(store: Path, names: dict[str, list[str]], engine: str, **kw: Any) -> 
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 ds = xr.open_dataset(store, group=group, engine=engine, **extra, **kw)
-        except Exception:  # noqa: BLE001 - read one variable at a time below
+        except Exception:  # read one variable at a time below
             ds = None
         for v in vs:
             try:
@@ -101,7 +101,7 @@ def _views(store: Path, names: dict[str, list[str]], engine: str, **kw: Any) -> 
                     one = ds if ds is not None else xr.open_dataset(
                         store, group=group, engine=engine, drop_variables=[o for o in vs if o != v], **extra, **kw)
                     out[(g, v)] = one[v].variable.load()
-            except Exception as e:  # noqa: BLE001 - compared below
+            except Exception as e:  # compared below
                 out[(g, v)] = e
     return out
 
@@ -121,7 +121,7 @@ def _only_drop_reads(store: Path, group: str, name: str) -> bool:
                         utf8_errors="strict")[name].load()
     except StringDecodeError:
         return True
-    except Exception:  # noqa: BLE001 - another reason: not this exception
+    except Exception:  # another reason: not this exception
         return False
     return False
 

@@ -17,22 +17,18 @@ import sys
 import warnings
 from pathlib import Path
 
+import netcdf_c_matrix as m
 import numpy as np
 import pytest
 import xarray as xr
-
-import netcdf_c_matrix as m
 from peers import missing_peer
+
 from xr_zstrings import NetcdfCompatibilityWarning, UnsupportedError, to_nczarr
 
 DOC = Path(__file__).parents[2] / "docs" / "netcdf-c-versions.md"
 
-#: which readers each target is for (the promise to_nczarr's docstring makes)
-PROMISED = {
-    "4.9.0": {"1.6.2", "ncdump"},
-    "default": {"1.6.3", "1.6.5", "1.7.1.post1", "1.7.2", "current"},
-    "4.10": {"1.7.2", "current"},
-}
+#: which readers each target is for (the promise to_nczarr's docstring makes; formats.netcdf_c's rows)
+PROMISED = m.promised()
 #: what the 4.9.0 target changes, each with a NetcdfCompatibilityWarning
 CHANGES_4_9_0 = "reads; scalars as 1-element arrays; strings as NC_CHAR"
 
@@ -133,8 +129,8 @@ def test_unlimited_dimensions_per_target(peers, tmp_path):
     assert _dims_read_by("current", kept, tmp_path)["t"] == [2, True]
     assert not m.read_with("1.6.3", kept, tmp_path).ok
     from xr_zstrings.cli import netcdf_c_verdicts
-    from xr_zstrings.read.tree import open_tree
     from xr_zstrings.io.store import open_store
+    from xr_zstrings.read.tree import open_tree
 
     verdicts = {row: (reads, fix) for row, reads, _, fix in netcdf_c_verdicts(open_tree(open_store(kept)), "k")}
     assert verdicts[">= 4.9.4"][0] and not verdicts["4.9.1-4.9.3"][0]  # zstrings check agrees
@@ -179,7 +175,7 @@ def test_side_venvs_are_reused(peers):
 
 
 #: the rows of ``zstrings check`` and the readers each stands for
-CHECK_ROWS = {"4.9.0": ["1.6.2"], "4.9.1-4.9.3": ["1.6.3", "1.6.5", "1.7.1.post1"], ">= 4.9.4": ["1.7.2", "current"]}
+CHECK_ROWS = m.check_rows()
 
 
 @pytest.mark.parametrize("target", list(m.TARGETS))
@@ -187,8 +183,8 @@ def test_check_says_what_each_netcdf_c_does(peers, tmp_path_factory, target):
     """``zstrings check``'s verdict per netcdf-c version is what those versions did with the store
     (our three targets and netcdf-c 4.10's own output)."""
     from xr_zstrings.cli import netcdf_c_verdicts
-    from xr_zstrings.read.tree import open_tree
     from xr_zstrings.io.store import open_store
+    from xr_zstrings.read.tree import open_tree
 
     col = _column(target, tmp_path_factory)
     store = _stores[target]

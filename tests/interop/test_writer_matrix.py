@@ -19,13 +19,13 @@ import pandas as pd
 import pytest
 import xarray as xr
 import zarr
-
 from corpus import MISSING, golden_sources, source, url
 from corpus import SOURCES as CORPUS_SOURCES
+
 from xr_zstrings import UnsupportedError, ZStringsError
+from xr_zstrings.codecs.encoding import for_zarr, v2_configs
 from xr_zstrings.sample import sample_path
 from xr_zstrings.write.nczarr import prepare_for_zarr, to_nczarr
-from xr_zstrings.codecs.encoding import for_zarr, v2_configs
 
 
 def _open(path: str | Path, **kw) -> xr.Dataset:

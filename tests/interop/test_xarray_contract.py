@@ -78,9 +78,9 @@ def test_nczarr_encoding_has_engine_netcdf4_keys(tmp_path):
     with netCDF4.Dataset(nc_url(path), "w") as nc:
         nc.createDimension("x", 10)
         nc.createDimension("y", 4)
-        for name, kw in {"a": dict(zlib=True, complevel=9, shuffle=True, fletcher32=True, chunksizes=(5, 2)),
-                         "b": dict(compression="zstd", complevel=3), "c": dict(compression="bzip2", complevel=5),
-                         "d": dict()}.items():
+        for name, kw in {"a": {"zlib": True, "complevel": 9, "shuffle": True, "fletcher32": True, "chunksizes": (5, 2)},
+                         "b": {"compression": "zstd", "complevel": 3}, "c": {"compression": "bzip2", "complevel": 5},
+                         "d": {}}.items():
             v = nc.createVariable(name, "f4", ("x", "y"), **kw)
             v[:] = np.arange(40, dtype="f4").reshape(10, 4)
     peer = xr.open_dataset(nc_url(path), engine="netcdf4")

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import netCDF4
 import numcodecs
 import numpy as np
 import pytest
 import xarray as xr
 import zarr
 from peers import nc_url
-
-import netCDF4
 
 MULTI = ["a", "héllo", "中文字", "😀x", "", "zz"]
 

@@ -20,7 +20,6 @@ import numpy as np
 import obstore
 import pytest
 import xarray as xr
-import zarr
 from peers import nc_url
 from s3_server import S3Server
 

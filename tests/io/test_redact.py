@@ -8,7 +8,6 @@ S3 server the other object-storage tests use.
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import socket
 import traceback
@@ -225,7 +224,7 @@ def test_no_secret_in_any_output(s3: S3Server, stores: None, tmp_path: Path, for
             try:
                 collected += call()
                 outcomes[op] = None
-            except Exception as e:  # noqa: BLE001 - what it shows is the point
+            except Exception as e:  # what it shows is the point
                 outcomes[op] = e
                 collected += _shown(e)
     assert not _leaks(collected), f"{form}: the secret is shown in {_leaks(collected)[:1]}"

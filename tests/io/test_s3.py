@@ -13,8 +13,8 @@ import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
-from s3_server import S3Server
 from peers import nc_url, netcdf4_view, zstrings_view
+from s3_server import S3Server
 
 from xr_zstrings.errors import (
     StoreConnectionError,
@@ -27,7 +27,6 @@ from xr_zstrings.io.s3 import parse_s3_url
 from xr_zstrings.io.store import open_store
 from xr_zstrings.read.tree_v2 import ROOT_OBJECTS
 from xr_zstrings.write.nczarr import to_nczarr
-
 
 BUCKET = "zstrings-test"
 #: what an open on object storage asks for first, in one batch: the root objects of every NCZarr
@@ -245,11 +244,11 @@ def test_open_wide_store_round_trips(s3: S3Server, slow_s3: object, tmp_path: Pa
     proxy = slow_s3
     for name, (depth, requests) in cases.items():
         url = s3.upload(tmp_path / name, BUCKET, f"wide/{name}")
-        proxy.reset()  # type: ignore[attr-defined]
-        ds = xr.open_dataset(url, engine="zstrings", storage_options=s3.options(endpoint_url=proxy.endpoint))  # type: ignore[attr-defined]
-        assert proxy.requests == ds.encoding["zstrings_requests"] <= requests, (name, proxy.requests)  # type: ignore[attr-defined]
-        assert proxy.max_depth <= depth, (name, proxy.max_depth)  # type: ignore[attr-defined]
-        assert proxy.max_in_flight >= min(requests - 12, 2 * n), (name, proxy.max_in_flight)  # type: ignore[attr-defined]
+        proxy.reset()  # type: ignore[attr-defined]  # the slow_s3 fixture's proxy
+        ds = xr.open_dataset(url, engine="zstrings", storage_options=s3.options(endpoint_url=proxy.endpoint))  # type: ignore[attr-defined]  # the slow_s3 fixture's proxy
+        assert proxy.requests == ds.encoding["zstrings_requests"] <= requests, (name, proxy.requests)  # type: ignore[attr-defined]  # the slow_s3 fixture's proxy
+        assert proxy.max_depth <= depth, (name, proxy.max_depth)  # type: ignore[attr-defined]  # the slow_s3 fixture's proxy
+        assert proxy.max_in_flight >= min(requests - 12, 2 * n), (name, proxy.max_in_flight)  # type: ignore[attr-defined]  # the slow_s3 fixture's proxy
         if name in ("nc.zarr", "ours.zarr"):  # netcdf-c's read (of its store, and of ours)
             with netCDF4.Dataset(nc_url(tmp_path / name)) as nc:
                 names, values = sorted(nc.variables), nc["v0123"][:].tolist()

@@ -20,11 +20,10 @@ import numpy as np
 import obstore
 import pytest
 import xarray as xr
-from s3_server import S3Server
 from peers import nc_url
+from s3_server import S3Server
 
 from xr_zstrings import to_nczarr
-from xr_zstrings.write.convert import convert
 from xr_zstrings.errors import (
     ChunkError,
     StoreConnectionError,
@@ -32,6 +31,7 @@ from xr_zstrings.errors import (
     StorePermissionError,
     ZStringsError,
 )
+from xr_zstrings.write.convert import convert
 from xr_zstrings.write.zarr3 import to_zarr_v3
 
 BUCKET = "zstrings-faults"
@@ -52,7 +52,7 @@ def doomed() -> Iterator[S3Server]:
     yield srv
     try:
         server.stop()
-    except Exception:  # noqa: BLE001 - already stopped by the test
+    except Exception:  # already stopped by the test
         pass
 
 
@@ -72,7 +72,7 @@ def _bounded(fn: Callable[[], Any], limit: float = 120) -> BaseException | None:
         try:
             fn()
             out.append(None)
-        except BaseException as e:  # noqa: BLE001 - returned to the test
+        except BaseException as e:  # returned to the test
             out.append(e)
 
     t = threading.Thread(target=run, daemon=True)
@@ -202,7 +202,7 @@ def test_chunk_truncated_between_open_and_read(s3: S3Server) -> None:
     raw = bytes(obstore.get(store, keys[0]).bytes())
     obstore.put(store, keys[0], raw[: len(raw) // 2])
     with pytest.raises(ChunkError, match=keys[0].split("/", 1)[1]):
-        ds["name"].values  # noqa: B018 - the read is the test
+        ds["name"].values  # the read is the test
 
 
 # ---------------------------------------------------------------------------------------------

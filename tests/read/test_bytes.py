@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import warnings
 
+import netCDF4
 import numcodecs
 import numpy as np
 import pytest
@@ -13,7 +14,6 @@ import xarray as xr
 import zarr
 from peers import nc_url
 
-import netCDF4
 from xr_zstrings import StringDecodeWarning, ZStringsError
 from xr_zstrings.write.nczarr import prepare_for_zarr
 

@@ -21,8 +21,8 @@ import pytest
 import xarray as xr
 from peers import nc_url
 
-from xr_zstrings.read import threads as reader
 from xr_zstrings.errors import ZStringsError
+from xr_zstrings.read import threads as reader
 
 N = 200_000
 CHUNK = 5_000  # netcdf-c writes |S128 (its default maxstrlen): ~6 task groups of ~4 MiB a read
@@ -165,4 +165,4 @@ def test_bad_thread_count_is_refused_at_open(store: Path, bad: object) -> None:
 def test_bad_environment_variable_is_named(store: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(reader.DECODE_THREADS_ENV, "zero")
     with xr.open_dataset(store, engine="zstrings") as ds, pytest.raises(ZStringsError, match="XR_ZSTRINGS_DECODE_THREADS"):
-        ds["name"].values  # noqa: B018 - the read is the test
+        ds["name"].values  # the read is the test

@@ -28,10 +28,10 @@ import pytest
 from fuzz_stores import (
     TARGET_ARRAY,
     V2_KINDS,
-    assert_array_left_out_or_read_by_zarr_python,
     V3_KINDS,
     array_info,
     arrays_key,
+    assert_array_left_out_or_read_by_zarr_python,
     build_all,
     chunk_files,
     dims_key,

@@ -46,8 +46,8 @@ def store(tmp_path_factory):
 @pytest.mark.parametrize("string_dtype", ["T", "O", "U"])
 @pytest.mark.parametrize(
     "sel",
-    [dict(x=[4, 0, 2]), dict(x=slice(None, None, -2)), dict(x=[1, 1, 3]), dict(x=1), dict(x=slice(3, 0, -1)),
-     dict(x=[]), dict(x=-1)],
+    [{"x": [4, 0, 2]}, {"x": slice(None, None, -2)}, {"x": [1, 1, 3]}, {"x": 1}, {"x": slice(3, 0, -1)},
+     {"x": []}, {"x": -1}],
     ids=lambda s: repr(s),
 )
 def test_outer_and_strided_indexing_matches_eager_numpy(store, sel, string_dtype):

@@ -13,13 +13,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from xr_zstrings.text import fixed as S
 from xr_zstrings.errors import (
     StringDecodeError,
     StringOverflowError,
     StringTruncationWarning,
     ZStringsError,
 )
+from xr_zstrings.text import fixed as S
 
 T = np.dtypes.StringDType()
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -124,7 +124,7 @@ def test_garbage_after_nul_is_ignored():
         assert S.decode_fixed_utf8(raw, utf8_errors=policy).tolist() == ["ab", "é"]
 
 
-@pytest.mark.parametrize("cut", range(0, 6))
+@pytest.mark.parametrize("cut", range(6))
 def test_emoji_split_at_each_byte(cut):
     full = "x😀".encode()  # 1 + 4 bytes
     raw = np.array([full[:cut]], dtype="S5")

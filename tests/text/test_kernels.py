@@ -72,7 +72,7 @@ def outcome(fn: Callable[[], Any]) -> tuple[str, Any, list[str]]:
         warnings.simplefilter("always")
         try:
             v = fn()
-        except Exception as e:  # noqa: BLE001 - compared, not swallowed
+        except Exception as e:  # compared, not swallowed
             return "error", (type(e).__name__, str(e)), [str(x.message) for x in w]
     if isinstance(v, np.ndarray):
         v = (v.dtype.str if v.dtype.kind != "T" else "T", v.shape,
@@ -458,7 +458,7 @@ def test_reader_v3_same_as_fallback(tmp_path, layout):
     ds["s1"].encoding["chunks"] = (50,)
     ds["s2"].encoding["chunks"] = (4, 5)
     path = tmp_path / "v3.zarr"
-    to_zarr_v3(ds, path, layout=layout)  # type: ignore[arg-type]
+    to_zarr_v3(ds, path, layout=layout)  # type: ignore[arg-type]  # a layout name from parametrize
     for sd in ("T", "O", "U"):
         out = same(_open_values(path, string_dtype=sd))
         assert out[0] == "ok" and out[1]["s1"][1] == s1.tolist() and out[1]["s2"][1] == s2.tolist()
@@ -711,7 +711,7 @@ def _cut_store(tmp_path: Any, layout: str) -> tuple[Any, str]:
 
         ds = xr.Dataset({"s": ("x", vals)})
         ds["s"].encoding["chunks"] = (4,)
-        to_zarr_v3(ds, path, layout=layout, compressors=[], consolidated=False)  # type: ignore[arg-type]
+        to_zarr_v3(ds, path, layout=layout, compressors=[], consolidated=False)  # type: ignore[arg-type]  # a layout name from parametrize
         first = "chunk "
     n = 0
     for f in sorted((path / "s").rglob("*")):

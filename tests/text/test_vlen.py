@@ -15,9 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xr_zstrings.errors import ChunkError, StringDecodeError, UnsupportedError, ZStringsError
 from xr_zstrings.text import vlen as V
-from xr_zstrings.errors import ZStringsError
-from xr_zstrings.errors import ChunkError, StringDecodeError, UnsupportedError
 
 T = np.dtypes.StringDType()
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "golden_chunks")

@@ -70,9 +70,9 @@ def run(writer: str, target: str, so: dict[str, Any] | None, src: str | None, n:
     elif name == "nczarr_addvars":
         to_nczarr(dataset(1, n, small)[["code", "count"] if not small else ["value"]], target, mode="a", **kw)
     elif name == "v3_new":
-        to_zarr_v3(new, target, layout=layout, **kw)  # type: ignore[arg-type]
+        to_zarr_v3(new, target, layout=layout, **kw)  # type: ignore[arg-type]  # a layout name from the command
     elif name == "v3_replace":
-        to_zarr_v3(new, target, layout=layout, mode="w", **kw)  # type: ignore[arg-type]
+        to_zarr_v3(new, target, layout=layout, mode="w", **kw)  # type: ignore[arg-type]  # a layout name from the command
     elif name in ("convert_nc", "convert_store"):
         assert src is not None
         convert(src, target)
@@ -126,16 +126,16 @@ def _counting(kill_at: int | None, kill_event: str | None = None) -> list[int]:
 def serve() -> None:
     """Fork server: one JSON command per stdin line, one JSON answer per stdout line."""
     sys.dont_write_bytecode = True  # a .pyc written by one child only would shift the kill points
-    import xr_zstrings.write.convert  # noqa: F401  (import everything before the first fork)
-    import xr_zstrings.write.nczarr  # noqa: F401
-    import xr_zstrings.write.zarr3  # noqa: F401
-    import zarr.storage  # noqa: F401
-
     # what the writers import lazily, once here rather than in every child
-    import dask.array  # noqa: F401
-    import netCDF4  # noqa: F401
-    import numcodecs  # noqa: F401
-    import obstore.store  # noqa: F401
+    import dask.array  # noqa: F401 - imported before the first fork
+    import netCDF4  # noqa: F401 - imported before the first fork
+    import numcodecs  # noqa: F401 - imported before the first fork
+    import obstore.store  # noqa: F401 - imported before the first fork
+    import zarr.storage  # noqa: F401 - imported before the first fork
+
+    import xr_zstrings.write.convert  # import everything before the first fork
+    import xr_zstrings.write.nczarr
+    import xr_zstrings.write.zarr3  # noqa: F401 - imported before the first fork
 
     appended()  # xarray imports its array backends on first use
     out = sys.stdout

@@ -8,16 +8,16 @@ import contextlib
 import multiprocessing as mp
 import time
 import uuid
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import netCDF4
 import numpy as np
 import pytest
 import xarray as xr
-from s3_server import S3Server
 from peers import nc_url
+from s3_server import S3Server
 
 from xr_zstrings import StoreReplacedError, ZStringsError
 from xr_zstrings.write.nczarr import to_nczarr
@@ -298,7 +298,7 @@ def _s3_appender(url: str, so: dict[str, Any], writer: int, rounds: int, go: Any
             results.put((writer, i, "ok"))
         except ConcurrentWriteError as e:
             results.put((writer, i, f"ConcurrentWriteError: {e}"))
-        except Exception as e:  # noqa: BLE001 - any other outcome fails the test
+        except Exception as e:  # any other outcome fails the test
             results.put((writer, i, f"{type(e).__name__}: {e}"))
 
 
@@ -406,7 +406,7 @@ def _gated_writer(url: str, so: dict[str, Any], role: str, order: str, events: d
         results.put((role, "ok"))
     except ConcurrentWriteError as e:
         results.put((role, f"ConcurrentWriteError: {e}"))
-    except Exception as e:  # noqa: BLE001 - reported, the test fails on it
+    except Exception as e:  # reported, the test fails on it
         results.put((role, f"{type(e).__name__}: {e}"))
     finally:
         events["a_done" if role == "A" else "b_done"].set()

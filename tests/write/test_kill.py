@@ -33,9 +33,9 @@ from typing import Any
 
 import pytest
 import xarray as xr
-from s3_server import S3Server, start_server
 from kill_writer import N, appended, dataset
 from peers import nc_url
+from s3_server import S3Server, start_server
 
 from xr_zstrings import IncompleteStoreError, StoreNotFoundError
 from xr_zstrings.io.commit import JOURNAL
@@ -113,7 +113,7 @@ def _prepare_old(writer: str, target: Any, so: dict[str, Any] | None, n: int = N
     if name == "nczarr_append":
         to_nczarr(old, target, unlimited_dims=["obs"], **kw)
     elif name.startswith("v3"):
-        to_zarr_v3(old, target, layout=layout, **kw)  # type: ignore[arg-type]
+        to_zarr_v3(old, target, layout=layout, **kw)  # type: ignore[arg-type]  # a layout name from parametrize
     else:
         to_nczarr(old, target, **kw)
 
@@ -163,24 +163,24 @@ def _zarr_python(target: str, kind: str, s3: S3Server | None) -> tuple[str, Any]
         return "refused", f"{type(e).__name__}: {e}"
 
 
-_NETCDF_C_READER = r"""
+_NETCDF_C_READER = rf"""
 import json, sys, netCDF4
 for line in sys.stdin:
     i, url = json.loads(line)
     print(json.dumps(["start", i]), flush=True)
     try:
         d = netCDF4.Dataset(url, "r")
-        out = {"vars": {}, "title": getattr(d, "title", None)}
+        out = {{"vars": {{}}, "title": getattr(d, "title", None)}}
         for v in sorted(d.variables):
-            if v in %r:
+            if v in {VARS!r}:
                 x = d.variables[v]
                 x.set_auto_mask(False)
                 out["vars"][v] = x[:].tolist()
         d.close()
         print(json.dumps(["data", i, out]), flush=True)
     except Exception as e:
-        print(json.dumps(["refused", i, f"{type(e).__name__}: {e}"]), flush=True)
-""" % (VARS,)
+        print(json.dumps(["refused", i, f"{{type(e).__name__}}: {{e}}"]), flush=True)
+"""
 
 
 def _netcdf_c(paths: list[Path], consolidated: bool = False) -> list[tuple[str, Any]]:
@@ -488,7 +488,7 @@ def test_check_and_repair_say_what_a_killed_append_left(step: str, state: str, d
     capsys.readouterr()
     assert main(["check", str(target)]) == 0
     out = capsys.readouterr().out
-    assert f"an append by process" in out and state in out and "its writer has ended" in out, out
+    assert "an append by process" in out and state in out and "its writer has ended" in out, out
     assert main(["repair", str(target)]) == 0
     out = capsys.readouterr().out
     assert f"done: {done}" in out, out

@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from peers import nc_url
 
 import xr_zstrings
-from peers import nc_url
 from xr_zstrings import TargetExistsError, UnsupportedError, ZStringsError
 from xr_zstrings.write import migrate as migrate_module
 
@@ -272,7 +272,6 @@ def test_s3_reads_metadata_only(nc, s3, proxy, tmp_path, where):
     ref = xr.open_dataset(nc, engine="zstrings")
     bucket, _, key = out[len("s3://"):].partition("/")
     from obstore.store import S3Store
-
     from s3_server import KEY, REGION, SECRET
 
     peer_store = zarr.storage.ObjectStore(S3Store(bucket, prefix=key, endpoint=s3.endpoint, access_key_id=KEY,

@@ -23,10 +23,10 @@ import xarray as xr
 from peers import nc_url
 
 from xr_zstrings import to_nczarr
-from xr_zstrings.write.zarr3 import to_zarr_v3
 from xr_zstrings.cli import main as cli_main
-from xr_zstrings.write.convert import convert
 from xr_zstrings.errors import ZStringsError
+from xr_zstrings.write.convert import convert
+from xr_zstrings.write.zarr3 import to_zarr_v3
 
 # odd names: metadata object names, relative paths, separators of every platform, NUL and other
 # control characters, white space, leading punctuation, Unicode (composed and not), long names
@@ -184,7 +184,7 @@ def test_to_zarr_v3_writes_only_names_readers_open(tmp_path: Path, role: str) ->
             ok = arr[...].tolist() == VALUES.tolist()
             if role == "dimension":
                 ok = ok and list(arr.metadata.dimension_names) == [name]
-        except Exception as e:  # noqa: BLE001 - reported below
+        except Exception as e:  # reported below
             ok, path = False, f"{path} ({type(e).__name__}: {e})"
         if not ok:
             failures.append(f"{name!r}: written, but zarr-python does not read {path!r} back")
@@ -237,7 +237,7 @@ def test_zstrings_check_agrees_with_netcdf_c_on_names(tmp_path: Path) -> None:
                 ds.to_zarr(p, zarr_format=2, consolidated=False, group=name if role == "group" else None,
                            mode="a" if role == "group" else "w-",
                            encoding={k: {"compressors": None} for k in ds.data_vars})
-            except Exception:  # noqa: BLE001 - names zarr-python itself cannot write: not this test's case
+            except Exception:  # names zarr-python itself cannot write: not this test's case
                 continue
             stores[nc_url(p, "zarr")] = (role, name, p)
     assert len(stores) >= 90
@@ -249,7 +249,7 @@ def test_zstrings_check_agrees_with_netcdf_c_on_names(tmp_path: Path) -> None:
                  and any(e[0] == role and e[1] == (name if role != "group" else "/" + name) for e in got))
         try:
             code, text = _check_names(p)
-        except Exception as e:  # noqa: BLE001 - a name our reader refuses ('a\\b'): check cannot open it
+        except Exception as e:  # a name our reader refuses ('a\\b'): check cannot open it
             code, text = 2, f"{type(e).__name__}: {e}"
         flagged = f"{role} name {name!r}" in text
         if code != 2 and role != "dimension" and name not in (

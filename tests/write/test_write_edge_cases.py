@@ -144,7 +144,7 @@ def test_overflow_error_names_the_value_its_position_and_length(tmp_path, data, 
     with pytest.raises(ZStringsError) as e:
         to_nczarr(ds, tmp_path / "o.zarr", maxstrlen=2)
     msg = str(e.value)
-    assert f"variable '/s'" in msg and f"value {where} = '{_LONG}', needs 10 bytes of UTF-8" in msg, msg
+    assert "variable '/s'" in msg and f"value {where} = '{_LONG}', needs 10 bytes of UTF-8" in msg, msg
     assert "width is 2 bytes" in msg and "on_overflow='widen' to use width 10" in msg
     assert not (tmp_path / "o.zarr").exists()
 

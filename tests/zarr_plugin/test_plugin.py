@@ -22,10 +22,10 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from peers import nc_url
 from zarr.storage import LocalStore
 
 import xr_zstrings.zarr_plugin as zp  # registers the plugin (zarr 3.1.x never loads data-type entry points)
-from peers import nc_url
 from xr_zstrings import to_nczarr, to_zarr_v3
 
 TESTS = Path(__file__).resolve().parents[1]

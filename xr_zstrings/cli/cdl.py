@@ -10,7 +10,6 @@ from typing import Any
 
 from .common import _one_line
 
-
 _CDL_TYPES = {
     "i1": "byte", "u1": "ubyte", "i2": "short", "u2": "ushort", "i4": "int", "u4": "uint",
     "i8": "int64", "u8": "uint64", "f4": "float", "f8": "double",
@@ -67,10 +66,10 @@ def _type_and_note(tree: Any, meta: Any) -> tuple[str, str]:
         return "string", "|O vlen-utf8 (zarr-python/xarray)"
     if kind == "vlen-bytes":
         return "opaque", "|O vlen-bytes (zarr-python/xarray)"
-    cdl = _CDL_TYPES.get(meta.dtype.str[1:])
-    if cdl is None:
+    v2_cdl = _CDL_TYPES.get(meta.dtype.str[1:])
+    if v2_cdl is None:
         return str(meta.dtype), f"{meta.dtype_str} (no netCDF type)"
-    return cdl, meta.dtype_str
+    return v2_cdl, meta.dtype_str
 
 
 def _codec_note(meta: Any) -> str:
@@ -125,8 +124,7 @@ def _cdl_float(x: float, *, single: bool, attribute: bool) -> str:
     else:
         text = str(np.float32(x) if single else np.float64(x))
         mantissa, e, exponent = text.partition("e")
-        if mantissa.endswith(".0"):
-            mantissa = mantissa[:-2]
+        mantissa = mantissa.removesuffix(".0")
         if attribute and "." not in mantissa:
             mantissa += "."
         text = mantissa + e + exponent

@@ -10,6 +10,16 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..formats.netcdf_c import (
+    DEFAULT_LAYOUT,
+    NETCDF_C,
+    NCZarrLayout,
+    NetcdfC,
+    layout_named,
+    layout_of_generation,
+    netcdf_c_for,
+    scalar_marker_text,
+)
 from .common import (
     _NC_DEFAULT_MAXSTRLEN,
     _TARGET_HELP,
@@ -21,6 +31,9 @@ from .common import (
     _open_tree,
     _store_name,
 )
+
+#: the rows in words: "4.9.0, 4.9.1-4.9.3 and >= 4.9.4"
+_ROW_NAMES = ", ".join(r.label for r in NETCDF_C[:-1]) + f" and {NETCDF_C[-1].label}"
 
 
 @dataclass
@@ -77,6 +90,7 @@ def _longest_utf8(values: Any) -> tuple[int, int]:
     flat = np.asarray(values).ravel()
     if flat.size == 0:
         return 0, 0
+    lengths: np.ndarray
     if flat.dtype.kind == "O":
         lengths = np.fromiter(
             (len(v.encode("utf-8", "surrogatepass")) if isinstance(v, str) else len(bytes(v)) for v in flat),
@@ -287,82 +301,86 @@ def _name_findings(tree: Any) -> list[Finding]:
     return out
 
 
-_LAYOUT_NAMES = {"4.9.0": "netcdf-c 4.9.0's layout (_NCZARR_* keys)",
-                 "4.9.1": "netcdf-c 4.9.1's layout (keys in .zgroup/.zarray)",
-                 "4.9.4": "netcdf-c 4.10's layout (metadata in .zattrs)"}
-
-
 def netcdf_c_verdicts(tree: Any, target: str, whole_store: str = "") -> list[tuple[str, bool, str, str]]:
-    """Per netcdf-c version (4.9.0, 4.9.1-4.9.3, >= 4.9.4): whether it reads the store, what it cannot
-    read or what the fix loses, and the command that fixes it.
+    """Per row of netcdf-c releases (``formats.netcdf_c.NETCDF_C``: 4.9.0, 4.9.1-4.9.3, >= 4.9.4):
+    whether it reads the store, what it cannot read or what the fix loses, and the command that
+    fixes it.
 
-    The rules are what tests/interop/test_netcdf_c_versions.py measures with each netcdf-c (and checks this
-    function against): which layout each version reads, the scalar forms each accepts, unlimited
-    dimensions from 4.9.4 (and 4.9.3's last snapshots) on, no NC_STRING or scalars in 4.9.0.
-    ``whole_store`` names a problem that makes every netcdf-c refuse the store (check's findings).
+    The rules are the table's (which layouts each reads, what it cannot hold, the scalar marker it
+    needs), which tests/interop/test_netcdf_c_versions.py measures with each netcdf-c (and checks
+    this function against). ``whole_store`` names a problem that makes every netcdf-c refuse the
+    store (check's findings).
     """
-    from ..write.plan import layout_of_generation
-
     root = tree.root
-    gen = root.generation
-    dst = _suggest_dst(target)
     arrays = list(tree.arrays.values())
     unlimited = sorted({d.name for g in tree.groups.values() for d in g.dimensions.values() if d.unlimited})
-    scalars = [a for a in arrays if a.scalar]
-
-    def form(a: Any) -> Mapping[str, Any]:
-        info = a.raw_zarray.get("_nczarr_array") if isinstance(a.raw_zarray, Mapping) else None
-        return info if isinstance(info, Mapping) else {}
-
-    losses_4_9_0 = []
-    if any(a.string_kind == "string" or a.string_kind in ("unicode", "vlen") for a in arrays):
-        losses_4_9_0.append("strings become NC_CHAR")
-    if scalars:
-        losses_4_9_0.append("scalars become 1-element arrays")
-    if unlimited:
-        losses_4_9_0.append(f"unlimited {unlimited} become fixed")
-    fix_4_9_0 = f"zstrings convert {target} {dst} --netcdf-c 4.9.0" + (
-        f"  (then: {', '.join(losses_4_9_0)})" if losses_4_9_0 else "")
-    fix_4_9_1 = f"zstrings convert {target} {dst} --netcdf-c 4.9.1" + (
-        f"  (then: unlimited {unlimited} become fixed)" if unlimited else "")
-    fix_default = f"zstrings convert {target} {dst}"
-    if gen == "zarr-v3" or whole_store:
-        why = "Zarr v3: 'NetCDF: Unknown file format'" if gen == "zarr-v3" else whole_store
-        return [("4.9.0", False, why, fix_4_9_0), ("4.9.1-4.9.3", False, why, fix_4_9_1),
-                (">= 4.9.4", False, why, fix_default)]
+    store = _Store(arrays=arrays, unlimited=unlimited, scalars=[a for a in arrays if a.scalar],
+                   nc_string=any(a.string_kind == "string" for a in arrays),
+                   text=any(a.string_kind in ("string", "unicode", "vlen") for a in arrays))
+    fixes = {r.label: _fix(r, target, store) for r in NETCDF_C}
+    if root.generation == "zarr-v3" or whole_store:
+        why = "Zarr v3: 'NetCDF: Unknown file format'" if root.generation == "zarr-v3" else whole_store
+        return [(r.label, False, why, fixes[r.label]) for r in NETCDF_C]
     if not root.is_nczarr:
         pure = "with #mode=zarr (no NCZarr groups or shared dimensions)"
-        first = (("4.9.0", False, "NC_STRING in pure Zarr v2: the process aborts", fix_4_9_0)
-                 if any(a.string_kind == "string" for a in arrays) else ("4.9.0", True, pure, ""))
-        return [first, ("4.9.1-4.9.3", True, pure, ""), (">= 4.9.4", True, pure, "")]
-    layout = layout_of_generation(gen)
-    if layout is None:  # NCZarr 1.0
-        return [("4.9.0", True, "", ""), ("4.9.1-4.9.3", False, "NCZarr 1.0: 'NetCDF: NCZarr error'", fix_4_9_1),
-                (">= 4.9.4", False, "NCZarr 1.0: 'NetCDF: NCZarr error'", fix_default)]
-    out: list[tuple[str, bool, str, str]] = []
-    if layout != "4.9.0":
-        out.append(("4.9.0", False, f"{_LAYOUT_NAMES[layout]}: the process aborts", fix_4_9_0))
-    elif scalars or unlimited or any(a.string_kind == "string" for a in arrays):
-        out.append(("4.9.0", False, "scalars, unlimited dimensions or NC_STRING: the process aborts", fix_4_9_0))
-    else:
-        out.append(("4.9.0", True, "", ""))
-    if layout != "4.9.1":
-        out.append(("4.9.1-4.9.3", False, f"{_LAYOUT_NAMES[layout]}: 'NetCDF: NCZarr error'", fix_4_9_1))
-    elif unlimited:
-        out.append(("4.9.1-4.9.3", False, f"unlimited dimensions {unlimited}: segmentation fault "
-                    "(4.9.3's last development snapshots read them)", fix_4_9_1))
-    elif any(form(a).get("storage") != "scalar" for a in scalars):
-        out.append(("4.9.1-4.9.3", False, "scalars without \"storage\": \"scalar\": segmentation fault",
-                    fix_default))
-    else:
-        out.append(("4.9.1-4.9.3", True, "", ""))
-    if layout == "4.9.0":
-        out.append((">= 4.9.4", False, f"{_LAYOUT_NAMES[layout]}: 'NetCDF: NCZarr error'", fix_default))
-    elif layout == "4.9.1" and any(not form(a).get("scalar") for a in scalars):
-        out.append((">= 4.9.4", False, "scalars without \"scalar\": 1: segmentation fault", fix_default))
-    else:
-        out.append((">= 4.9.4", True, "", ""))
-    return out
+        return [(r.label, False, f"NC_STRING in pure Zarr v2: {r.crashes}", fixes[r.label])
+                if store.nc_string and not r.nc_string else (r.label, True, pure, "") for r in NETCDF_C]
+    layout = layout_of_generation(root.generation)
+    assert layout is not None, root.generation
+    return [_verdict(r, layout, store, fixes[r.label], _fix(NETCDF_C[-1], target, store)) for r in NETCDF_C]
+
+
+@dataclass
+class _Store:
+    """What of a store decides whether a netcdf-c reads it."""
+
+    arrays: list[Any]
+    unlimited: list[str]
+    scalars: list[Any]
+    nc_string: bool
+    text: bool
+
+
+def _fix(reader: NetcdfC, target: str, store: _Store) -> str:
+    """The command that makes ``target`` a store ``reader`` reads, and what it loses: the default
+    target where that serves ``reader``, else ``--netcdf-c`` its first release."""
+    dst = _suggest_dst(target)
+    if reader.reads_layout(DEFAULT_LAYOUT) and reader.unlimited:
+        return f"zstrings convert {target} {dst}"
+    losses = []
+    if store.text and not reader.nc_string:
+        losses.append("strings become NC_CHAR")
+    if store.scalars and reader.scalar_marker is None:
+        losses.append("scalars become 1-element arrays")
+    if store.unlimited and not reader.unlimited:
+        losses.append(f"unlimited {store.unlimited} become fixed")
+    return f"zstrings convert {target} {dst} --netcdf-c {reader.first}" + (
+        f"  (then: {', '.join(losses)})" if losses else "")
+
+
+def _verdict(reader: NetcdfC, layout: NCZarrLayout, store: _Store, fix: str,
+             fix_default: str) -> tuple[str, bool, str, str]:
+    """One row of ``netcdf_c_verdicts`` for an NCZarr store in ``layout``."""
+    if not reader.reads_layout(layout):
+        return reader.label, False, f"{layout.title}: {reader.refuses}", fix
+    if not layout.writes_as:  # a layout no writer writes (NCZarr 1.0): read as its netcdf-c wrote it
+        return reader.label, True, "", ""
+    if ((store.scalars and reader.scalar_marker is None) or (store.unlimited and not reader.unlimited)
+            or (store.nc_string and not reader.nc_string)):
+        return reader.label, False, reader.cannot_hold.format(unlimited=store.unlimited), fix
+    own = layout_named(layout.writes_as)
+    if reader.scalar_marker is not None and own.obj("array") == ".zarray":
+        key, value = reader.scalar_marker
+
+        def marked(a: Any) -> bool:
+            info = a.raw_zarray.get(own.key("array")) if isinstance(a.raw_zarray, Mapping) else None
+            got = info.get(key) if isinstance(info, Mapping) else None
+            return bool(got) if isinstance(value, int) else got == value
+
+        if not all(marked(a) for a in store.scalars):  # the default target writes every marker
+            return (reader.label, False, f"scalars without {scalar_marker_text(reader)}: {reader.crashes}",
+                    fix_default)
+    return reader.label, True, "", ""
 
 
 def _unread_finding(tree: Any, path: str, why: str) -> Finding:
@@ -386,7 +404,6 @@ def _commit_state(target: str) -> tuple[str, str] | None:
     a store written in place (a netCDF file: the caller's error says so)."""
     from ..io.commit import inspect_store
     from ..io.store import open_store
-
     from .common import _is_netcdf_file
 
     if _is_netcdf_file(target):
@@ -447,9 +464,8 @@ def _print_migration(tree: Any) -> None:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from ..errors import ZStringsError
-    from ..write.nczarr import NETCDF_C_CODECS
-
     from ..io.redact import redact
+    from ..write.nczarr import NETCDF_C_CODECS
 
     required = _required_rows(args.netcdf_c)  # (a bad --netcdf-c is refused before the store is read)
     target = redact(args.target)  # as the fixes name it
@@ -510,7 +526,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if findings:
         print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.{sample_note}")
         return PROBLEMS
-    if failing == [">= 4.9.4"]:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
+    if failing == [NETCDF_C[-1].label]:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
         print(f"{n} variable(s) read, no problems in the data, but netcdf-c 4.10 does not read this store's "
               f"layout (which versions do, and the fix: above).{sample_note}")
         return PROBLEMS
@@ -527,24 +543,18 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return OK
 
 
-#: the rows of ``netcdf_c_verdicts``, oldest first, by the layout each netcdf-c reads
-_ROWS = {"4.9.0": "4.9.0", "4.9.1": "4.9.1-4.9.3", "4.9.4": ">= 4.9.4"}
-
-
 def _required_rows(netcdf_c: str | None) -> set[str]:
     """The verdict rows that must read the store for exit code 0: netcdf-c ``netcdf_c`` and every
-    newer one (default: the current netcdf-c only, >= 4.9.4)."""
+    newer one (default: the current netcdf-c only, the last row)."""
     if netcdf_c is None:
-        return {">= 4.9.4"}
-    from ..write.plan import netcdf_c_layout
-
+        return {NETCDF_C[-1].label}
     try:
-        oldest = netcdf_c_layout(netcdf_c)
+        oldest = netcdf_c_for(netcdf_c)
     except ValueError:  # (ZStringsError) before 4.9.0, or not a version
-        raise UsageError(f"--netcdf-c {netcdf_c}: expected a netcdf-c version from 4.9.0 on (check knows the "
-                         "layouts those read), such as 4.9.0 (Debian 12), 4.9.2 (Ubuntu 24.04) or 4.10.") from None
-    rows = list(_ROWS)
-    return {_ROWS[r] for r in rows[rows.index(oldest):]}
+        raise UsageError(f"--netcdf-c {netcdf_c}: expected a netcdf-c version from {NETCDF_C[0].first} on "
+                         "(check knows the layouts those read), such as 4.9.0 (Debian 12), 4.9.2 (Ubuntu "
+                         "24.04) or 4.10.") from None
+    return {r.label for r in NETCDF_C[NETCDF_C.index(oldest):]}
 
 
 def add_parser(sub: Any) -> None:
@@ -553,7 +563,7 @@ def add_parser(sub: Any) -> None:
                        description="Read every variable and report what netcdf-c would fail on or "
                                    "truncate (xarray-written <U/vlen strings, Zarr v3, codecs it lacks, "
                                    "split UTF-8, strings longer than maxstrlen) and how to fix it, then "
-                                   "whether netcdf-c 4.9.0, 4.9.1-4.9.3 and >= 4.9.4 read the store and the "
+                                   f"whether netcdf-c {_ROW_NAMES} read the store and the "
                                    "command that fixes it for each. Exit code 1 when problems are found: "
                                    "in the data, or a netcdf-c that must read the store (the current one, or "
                                    "--netcdf-c VERSION and newer) does not.")
@@ -563,6 +573,6 @@ def add_parser(sub: Any) -> None:
                         "evenly spread, and say so)")
     p.add_argument("--netcdf-c", dest="netcdf_c", metavar="VERSION", default=None,
                    help="the oldest netcdf-c that must read the store, for the exit code (e.g. 4.9.0 for Debian "
-                        "12, 4.9.2 for Ubuntu 24.04); default: the current netcdf-c (>= 4.9.4) only. Every "
+                        f"12, 4.9.2 for Ubuntu 24.04); default: the current netcdf-c ({NETCDF_C[-1].label}) only. Every "
                         "version's verdict is printed either way")
     p.set_defaults(func=_cmd_check)

@@ -7,7 +7,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-
 #: exit codes
 OK, PROBLEMS, USAGE = 0, 1, 2
 
@@ -45,8 +44,8 @@ def _is_netcdf_file(target: str) -> bool:
 
 
 def _open_tree(target: str) -> Any:
-    from ..read.tree import open_tree
     from ..io.store import open_store
+    from ..read.tree import open_tree
 
     if _is_netcdf_file(target):
         raise UsageError(
@@ -63,8 +62,7 @@ def _store_name(target: str) -> str:
     path = redact(parse_nczarr_url(target).path if "://" in target else target).split("?", 1)[0]
     stem = Path(str(path).rstrip("/")).name
     for suffix in (".zarr", ".zip", ".nczarr"):
-        if stem.endswith(suffix):
-            stem = stem[: -len(suffix)]
+        stem = stem.removesuffix(suffix)
     return stem or "store"
 
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 from ..io.redact import redact
 from .common import _NETCDF_SUFFIXES, _TARGET_HELP, OK, UsageError, _is_netcdf_file
@@ -91,7 +91,8 @@ def _counted(groups: dict[str, Any], bar: Any) -> dict[str, Any]:
 
     out = {}
     for path, ds in groups.items():
-        coords, data = {}, {}
+        coords: dict[Hashable, Any] = {}
+        data: dict[Hashable, Any] = {}
         for name, var in ds.variables.items():
             if name not in ds.indexes:
                 var = xr.Variable(var.dims, indexing.LazilyIndexedArray(Counted(var, bar)), var.attrs,
@@ -163,13 +164,13 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         bar = _progress(total, args.quiet, dst)
         try:
             counted = _counted(dict(groups), bar)
-            mode = "w" if args.overwrite else "w-"
+            mode: Literal["w", "w-"] = "w" if args.overwrite else "w-"
             if fmt == "netcdf4":
                 _clamp_chunks(counted)
                 write_netcdf4(counted, dst)  # never a half-written file; the old one until done
             elif fmt in ("nczarr", "zarr2"):
                 _netcdf_c_codecs(counted, args.compressor, writer.NETCDF_C_CODECS, quiet=args.quiet)
-                writer.to_nczarr(counted, dst, mode=mode, format=fmt, maxstrlen=args.maxstrlen,
+                writer.to_nczarr(counted, dst, mode=mode, format=cast(Any, fmt), maxstrlen=args.maxstrlen,
                                  on_overflow=args.on_overflow, netcdf_c=args.netcdf_c)
             else:
                 _write_zarr3(counted, dst, mode=mode, layout=args.layout or "vlen-utf8")
@@ -298,8 +299,8 @@ def _write_zarr3(groups: dict[str, Any], dst: str, *, mode: str, layout: str) ->
         for var in ds.variables.values():
             var.encoding = {k: v for k, v in var.encoding.items() if k in ("chunks", "dtype", "units",
                                                                            "calendar")}
-        to_zarr_v3(ds, dst, layout=layout,  # type: ignore[arg-type]
-                   mode=mode if i == 0 else "w-",  # type: ignore[arg-type]
+        to_zarr_v3(ds, dst, layout=layout,  # type: ignore[arg-type]  # argparse's choices are the layouts
+                   mode=mode if i == 0 else "w-",  # type: ignore[arg-type]  # "w" or "w-"
                    group=None if path == "/" else path.strip("/"), consolidated=i == len(paths) - 1)
 
 

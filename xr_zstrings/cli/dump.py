@@ -12,7 +12,6 @@ from typing import Any
 from .cdl import _fmt_values, _in_scope, render_cdl
 from .common import _TARGET_HELP, OK, UsageError, _is_netcdf_file, _open_tree, _store_name
 
-
 #: values ``dump`` prints per variable unless ``--limit`` says otherwise (0: all)
 DUMP_LIMIT = 10_000
 

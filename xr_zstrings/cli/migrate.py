@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from .common import _TARGET_HELP, OK, _is_netcdf_file, UsageError
+from .common import _TARGET_HELP, OK, UsageError, _is_netcdf_file
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:

@@ -31,7 +31,7 @@ class TransposeCodec(CodecStep):
         return cls(cfg, len(spec.shape), spec.where)
 
     def __init__(self, cfg: dict, ndim: int, where: str):
-        order = cfg.get("order")
+        order: Any = cfg.get("order")
         try:
             order = tuple(int(o) for o in order)
         except (TypeError, ValueError):

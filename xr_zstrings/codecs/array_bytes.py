@@ -14,8 +14,16 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChunkError, MetadataError, UnsupportedError
-from ..text.vlen import VlenChunk, decode_arrow_chunk, decode_vlen_utf8_chunk, decode_vlen_utf8_to_numpy
-from ..text.vlen import encode_arrow_chunk, encode_vlen_utf8_chunk, vlen_to_numpy
+from ..text.vlen import (
+    Kind,
+    VlenChunk,
+    decode_arrow_chunk,
+    decode_vlen_utf8_chunk,
+    decode_vlen_utf8_to_numpy,
+    encode_arrow_chunk,
+    encode_vlen_utf8_chunk,
+    vlen_to_numpy,
+)
 from .chunk import ChunkSpec, as_u8, label, string_dtype_arg, to_dtype, writeable
 from .registry import CodecStep, register
 from .zarr_python import Zarr
@@ -119,7 +127,7 @@ class VlenCodec(CodecStep):
             raise UnsupportedError(f"{label(spec.where)}: codec {name!r} cannot store {dtype} data")
         return cls(name, k, dtype, spec.utf8_errors)
 
-    def __init__(self, name: str, kind: str, dtype: np.dtype, utf8_errors: str):
+    def __init__(self, name: str, kind: Kind, dtype: np.dtype, utf8_errors: str):
         self.layout = name
         self.kind = kind
         self.dtype = dtype
@@ -148,7 +156,7 @@ class ArrowLayout(CodecStep):
 
     family = "array_bytes"
 
-    def __init__(self, kind: str, large: bool, dtype: np.dtype, utf8_errors: str):
+    def __init__(self, kind: Kind, large: bool, dtype: np.dtype, utf8_errors: str):
         self.layout = "arrow-large" if large else "arrow"
         self.kind, self.large, self.dtype = kind, large, dtype
         self.sd = string_dtype_arg(dtype, kind)

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..errors import MetadataError
+
+if TYPE_CHECKING:
+    from ..text.vlen import Kind
 
 __all__ = ["ChunkSpec", "as_u8", "classify_data_type", "codec_name_cfg", "default_fill", "label"]
 
@@ -32,7 +35,7 @@ def norm_name(name: str) -> str:
     return name.lower().replace("_", "").replace("-", "")
 
 
-def classify_data_type(data_type: Any, dtype: Any = None) -> tuple[str | None, bool]:
+def classify_data_type(data_type: Any, dtype: Any = None) -> tuple[Kind | None, bool]:
     """``(kind, large)`` of a zarr.json ``data_type``: kind "str"/"bytes" for variable-length
     types, None for fixed-width and numeric ones; ``large`` for the 64-bit-offset Arrow variants."""
     name = data_type.get("name") if isinstance(data_type, dict) else data_type
@@ -94,7 +97,7 @@ def to_dtype(out: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return out.astype(dtype)
 
 
-def string_dtype_arg(dtype: np.dtype, kind: str) -> Any:
+def string_dtype_arg(dtype: np.dtype, kind: Kind) -> Any:
     """The ``string_dtype`` argument of text.vlen's decoders for a result of ``dtype``."""
     if kind == "bytes":
         return "O"
@@ -118,7 +121,7 @@ def check_shape(shape: Any, where: str, what: str = "chunk_shape") -> tuple[int,
     return t
 
 
-def default_fill(dtype: np.dtype, kind: str | None) -> Any:
+def default_fill(dtype: np.dtype, kind: Kind | None) -> Any:
     """The fill value of a chain whose metadata gives none: ``""``, ``b""`` or zero."""
     if kind == "bytes":
         return b""
@@ -144,7 +147,7 @@ class ChunkSpec:
     data_type: Any
     dtype: np.dtype
     shape: tuple[int, ...]
-    kind: str | None = None
+    kind: Kind | None = None
     large: bool = False
     fill_value: Any = None
     utf8_errors: str = "strict"

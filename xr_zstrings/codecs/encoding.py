@@ -37,7 +37,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numcodecs
 import numpy as np
@@ -45,9 +45,22 @@ import numpy as np
 from ..errors import CodecDroppedWarning
 from .zarrs import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
 
-__all__ = ["BothFormatsCodec", "CodecDroppedWarning", "default_zarr_format", "for_zarr", "format_encoding",
-           "neutral_codecs", "netcdf4_keys", "store_codecs_encoding", "v2_codec_as_v3", "v2_configs",
-           "v3_codecs_encoding"]
+if TYPE_CHECKING:
+    import xarray as xr
+
+__all__ = [
+    "BothFormatsCodec",
+    "CodecDroppedWarning",
+    "default_zarr_format",
+    "for_zarr",
+    "format_encoding",
+    "netcdf4_keys",
+    "neutral_codecs",
+    "store_codecs_encoding",
+    "v2_codec_as_v3",
+    "v2_configs",
+    "v3_codecs_encoding",
+]
 
 _TEXT_KINDS = ("string", "char", "unicode", "vlen", "vlen-bytes")
 #: numcodecs' object codecs: the serializer of a |O layout, never a filter to carry over
@@ -65,7 +78,7 @@ def default_zarr_format() -> int:
     return int(zarr.config.get("default_zarr_format", 3))
 
 
-class BothFormatsCodec(dict):  # type: ignore[type-arg]
+class BothFormatsCodec(dict):  # type: ignore[type-arg]  # the v2 codec's JSON object (str -> JSON value)
     """One codec that zarr-python takes for a Zarr v2 and for a Zarr v3 array.
 
     For v3 it is the codec's JSON (``{"name": "numcodecs.zlib", "configuration": {...}}``, the
@@ -78,7 +91,7 @@ class BothFormatsCodec(dict):  # type: ignore[type-arg]
 
     codec_id: str  # set on the per-codec subclass zarr-python's protocol check looks at
 
-    def __new__(cls, v2: Mapping[str, Any], v3: Mapping[str, Any]) -> BothFormatsCodec:
+    def __new__(cls, v2: Mapping[str, Any], v3: Mapping[str, Any]) -> BothFormatsCodec:  # noqa: PYI034 - an instance of the codec's own subclass
         return dict.__new__(_both_class(str(dict(v2)["id"])))
 
     def __init__(self, v2: Mapping[str, Any], v3: Mapping[str, Any]) -> None:
@@ -121,7 +134,7 @@ class BothFormatsCodec(dict):  # type: ignore[type-arg]
             return _without_typesize(other.to_dict()) == _without_typesize(self.v3)
         return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
+    __hash__ = None  # unhashable, as the dict it is
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (BothFormatsCodec, (self.v2, self.v3))
@@ -138,7 +151,7 @@ class BothFormatsCodec(dict):  # type: ignore[type-arg]
         return f"BothFormatsCodec(v2={self.v2!r}, v3={self.v3!r})"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _both_class(codec_id: str) -> type[BothFormatsCodec]:
     """The subclass for one numcodecs id: zarr-python checks ``codec_id`` on the class."""
     return type(f"BothFormatsCodec[{codec_id}]", (BothFormatsCodec,), {"codec_id": codec_id,
@@ -161,14 +174,14 @@ def _both_formats_work() -> bool:
                 a = zarr.create_array(zarr.storage.MemoryStore(), shape=(4,), chunks=(4,), dtype="<i4",
                                       compressors=(spec,), filters=(flt,), zarr_format=fmt)
                 a[:] = np.arange(4, dtype="<i4")
-                meta = a.metadata.to_dict()
+                meta: dict[str, Any] = dict(a.metadata.to_dict())
                 if fmt == 2:
                     ok = meta.get("compressor") == spec.v2 and [dict(f) for f in meta.get("filters") or []] == [
                         flt.v2]
                 else:
                     names = [dict(c).get("name") for c in meta.get("codecs", [])]
                     ok = names == ["numcodecs.delta", "bytes", "numcodecs.zlib"]
-                if not ok or a[:].tolist() != [0, 1, 2, 3]:
+                if not ok or np.asarray(a[:]).tolist() != [0, 1, 2, 3]:
                     return False
     except Exception:  # noqa: BLE001 - any refusal means: do not hand these to zarr-python
         return False
@@ -230,7 +243,9 @@ def _v3_equivalent(codec: Any, *, dtype: np.dtype) -> tuple[str, Any] | str:
     if cid == "gzip":
         return "compressor", GzipCodec(level=int(cfg.get("level", 5)))
     if cid == "blosc":
-        shuffle = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}.get(int(cfg.get("shuffle", 1)))
+        shuffles: dict[int, Literal["noshuffle", "shuffle", "bitshuffle"]] = {
+            0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
+        shuffle = shuffles.get(int(cfg.get("shuffle", 1)))
         if shuffle is not None:  # -1 (numcodecs' AUTOSHUFFLE) goes through numcodecs.blosc below
             return "compressor", BloscCodec(cname=cfg.get("cname", "lz4"), clevel=int(cfg.get("clevel", 5)),
                                             shuffle=shuffle, typesize=max(1, dtype.itemsize),
@@ -258,7 +273,8 @@ def _v2_to_v3(codec: Any, *, dtype: np.dtype, where: str) -> tuple[str, Any] | N
     return got
 
 
-def v2_codec_as_v3(config: Mapping[str, Any], *, dtype: np.dtype, string_kind: str | None) -> tuple[str, dict]:
+def v2_codec_as_v3(config: Mapping[str, Any], *, dtype: np.dtype,
+                   string_kind: str | None) -> tuple[str, dict[str, Any]]:
     """One v2 codec (a ``.zarray`` compressor or filter) as the Zarr v3 codec that decodes its bytes
     unchanged: ``("compressor" | "filter", zarr.json entry)`` (``filter``: an array->array codec).
 
@@ -361,7 +377,7 @@ def _neutral_from_v2_chain(compressor: Mapping[str, Any] | None, filters: Sequen
         try:
             v2 = numcodecs.get_codec(cfg)
             got = _v2_to_v3(v2, dtype=dtype, where="")
-        except Exception:  # noqa: BLE001 - no equivalent: the exact chain keeps it (zstrings_* keys)
+        except Exception:  # noqa: BLE001,S112 - no equivalent: the exact chain keeps it (zstrings_* keys)
             continue
         if got is None:
             continue
@@ -399,7 +415,7 @@ def _neutral_from_v3_chain(codecs: Sequence[Mapping[str, Any]], *, text: bool
                 from zarr.registry import get_codec_class
 
                 v3 = _quiet(get_codec_class(name).from_dict, dict(c))
-            except Exception:  # noqa: BLE001 - no equivalent: the exact chain keeps it (codecs)
+            except Exception:  # noqa: BLE001,S112 - no equivalent: the exact chain keeps it (codecs)
                 continue
             out.append(_both(v2, v3))
     return comps[-1:], flts
@@ -462,7 +478,7 @@ def store_codecs_encoding(
     cid = None if compressor is None else compressor.get("id")
     if not text and cid == "zlib" and all(dict(f).get("id") == "shuffle" for f in filters):
         # netCDF4/h5netcdf's own keys (xarray's zarr writer ignores them); other codecs have none there
-        out.update(zlib=True, complevel=int(compressor.get("level", 4)), shuffle=bool(filters))  # type: ignore[union-attr]
+        out.update(zlib=True, complevel=int(compressor.get("level", 4)), shuffle=bool(filters))  # type: ignore[union-attr]  # cid: not None
     return out
 
 
@@ -688,6 +704,10 @@ def v2_configs(enc: Mapping[str, Any], *, where: str) -> tuple[Any, list[Any]]:
     return (comps[0] if comps else None), filters
 
 
+@overload
+def for_zarr(obj: xr.Dataset, zarr_format: int) -> xr.Dataset: ...
+@overload
+def for_zarr(obj: xr.DataTree, zarr_format: int) -> xr.DataTree: ...
 def for_zarr(obj: Any, zarr_format: int) -> Any:
     """A copy of a Dataset or DataTree whose variables' codecs are in ``zarr_format``'s vocabulary,
     for ``.to_zarr(..., zarr_format=zarr_format)``: the store's exact chain where the encoding is

@@ -83,7 +83,7 @@ def _load() -> None:
     # the codec modules register themselves on import (they import this module, hence not at the top)
     global _loaded
     if not _loaded:
-        from . import array_array, array_bytes, sharding, zarrs  # noqa: F401
+        from . import array_array, array_bytes, sharding, zarrs  # noqa: F401 - each registers its codecs
 
         _loaded = True
 

@@ -21,6 +21,7 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from ..errors import MetadataError, UnknownCodecError
+
 # bounded_decode and max_chunk_bytes are also importable from here, where read/ imports them
 from .bounded import DEFAULT_MAX_CHUNK_BYTES, MAX_CHUNK_BYTES_ENV, bounded_decode, max_chunk_bytes
 

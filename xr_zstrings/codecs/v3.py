@@ -73,13 +73,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
-from ..text.vlen import VlenChunk, vlen_to_arrow
+from ..text.vlen import Kind, VlenChunk, vlen_to_arrow
 from . import registry
 from .array_bytes import BytesCodec
 from .bounded import MAX_CHUNK_BYTES_ENV, max_chunk_bytes
@@ -108,7 +108,7 @@ class V3Pipeline:
     """
 
     def __init__(self, *, aa: list, ab: Any, bb: list, dtype: np.dtype, chunk_shape: tuple[int, ...],
-                 where: str, kind: str | None, fill_value: Any, codec_names: list[str]):
+                 where: str, kind: Kind | None, fill_value: Any, codec_names: list[str]):
         self.aa, self.ab, self.bb = aa, ab, bb
         self.dtype = dtype
         self.chunk_shape = chunk_shape
@@ -131,7 +131,7 @@ class V3Pipeline:
     @classmethod
     def from_metadata(
         cls,
-        codecs: list[dict],
+        codecs: Sequence[Mapping[str, Any]],
         *,
         data_type: str | dict,
         dtype: Any,

@@ -8,7 +8,7 @@ codecs: plain ``bytes``/``transpose``/vlen/Arrow chains never import it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -23,7 +23,14 @@ class Zarr:
     """Lazily imported zarr-python pieces."""
 
     _loaded = False
-    _zdtypes: dict[np.dtype, Any] = {}
+    _zdtypes: ClassVar[dict[np.dtype, Any]] = {}
+    # set by load(): zarr.registry, the codec base classes, the buffer prototype, the dtype parser
+    registry: ClassVar[Any]
+    AA: ClassVar[type]
+    AB: ClassVar[type]
+    BB: ClassVar[type]
+    prototype: ClassVar[Any]
+    zdtype: ClassVar[Any]
 
     @classmethod
     def load(cls) -> type[Zarr]:
@@ -41,7 +48,7 @@ class Zarr:
             cls._loaded = True
         return cls
 
-    _specs: dict[tuple[tuple[int, ...], np.dtype], Any] = {}
+    _specs: ClassVar[dict[tuple[tuple[int, ...], np.dtype], Any]] = {}
 
     @classmethod
     def spec(cls, shape: tuple[int, ...], dtype: np.dtype) -> Any:
@@ -67,7 +74,7 @@ class Zarr:
         return spec
 
     @classmethod
-    def codec_class(cls, name: str) -> type | None:
+    def codec_class(cls, name: str) -> Any:
         """The class zarr-python registers under ``name``, or None."""
         z = cls.load()
         try:
@@ -76,7 +83,7 @@ class Zarr:
             return None
 
     @classmethod
-    def parse(cls, codec_cls: type, name: str, cfg: dict, where: str) -> Any:
+    def parse(cls, codec_cls: Any, name: str, cfg: dict[str, Any], where: str) -> Any:
         """zarr-python's codec object for one ``codecs`` entry; a bad configuration is a MetadataError."""
         try:
             return codec_cls.from_dict({"name": name, "configuration": cfg})

@@ -12,8 +12,15 @@ from typing import Any
 import numpy as np
 
 from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
-from ..text.vlen import VlenChunk, decode_offsets_index, join_zarrs_vlen, split_zarrs_vlen, values_to_vlen
-from ..text.vlen import vlen_to_numpy
+from ..text.vlen import (
+    Kind,
+    VlenChunk,
+    decode_offsets_index,
+    join_zarrs_vlen,
+    split_zarrs_vlen,
+    values_to_vlen,
+    vlen_to_numpy,
+)
 from .chunk import ChunkSpec, as_u8, label, string_dtype_arg, to_dtype
 from .registry import CodecStep, register
 
@@ -49,7 +56,7 @@ class ZarrsVlenCodec(CodecStep):
         n = math.prod(shape) if all(s >= 0 for s in shape) else 0
         return cls(cfg, k, dtype, spec.utf8_errors, spec.where, n)
 
-    def __init__(self, cfg: dict, kind: str, dtype: np.dtype, utf8_errors: str, where: str, n: int):
+    def __init__(self, cfg: dict, kind: Kind, dtype: np.dtype, utf8_errors: str, where: str, n: int):
         idt = cfg.get("index_data_type")
         if idt not in ("uint32", "uint64"):
             raise (MetadataError if idt is None else UnsupportedError)(
@@ -186,7 +193,7 @@ class ZarrsOptionalCodec(CodecStep):
         return cls(cfg, data_type=spec.data_type, kind=spec.kind, dtype=spec.dtype, shape=spec.shape,
                    utf8_errors=spec.utf8_errors, where=spec.where)
 
-    def __init__(self, cfg: dict, *, data_type: Any, kind: str | None, dtype: np.dtype, shape: tuple[int, ...],
+    def __init__(self, cfg: dict, *, data_type: Any, kind: Kind | None, dtype: np.dtype, shape: tuple[int, ...],
                  utf8_errors: str, where: str):
         if kind is None:
             raise UnsupportedError(
@@ -241,5 +248,5 @@ class ZarrsOptionalCodec(CodecStep):
 def _isnull(a: np.ndarray) -> np.ndarray:
     """None, NaN (and pandas' NA) elements of an object array."""
     flat = a.reshape(-1).tolist()
-    return np.fromiter((v is None or (isinstance(v, float) and v != v) or type(v).__name__ == "NAType"
+    return np.fromiter((v is None or (isinstance(v, float) and math.isnan(v)) or type(v).__name__ == "NAType"
                         for v in flat), bool, len(flat)).reshape(a.shape)

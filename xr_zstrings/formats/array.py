@@ -46,6 +46,10 @@ class ArrayMeta(Protocol):
         """A netCDF scalar: no dimensions."""
 
     @property
+    def logical_shape(self) -> tuple[int, ...]:
+        """The netCDF shape: ``()`` for a scalar (which Zarr v2 stores with shape ``[1]``)."""
+
+    @property
     def attrs(self) -> Mapping[str, Any]:
         """The user attributes, typed (NCZarr) or as stored."""
 

@@ -10,21 +10,24 @@ back. The generations differ only in *where* the NCZarr keys live and what they 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 import math
 import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from ..errors import DimensionError, MetadataError, UnsupportedError
+from .netcdf_c import LAYOUTS, layout_at, layout_of_generation, places
 
 __all__ = [
     "ATTRIBUTE_OBJECTS",
     "INTERNAL_ATTRS",
+    "METADATA_KEY_NAMES",
     "NC_DEFAULT_MAXSTRLEN",
     "NC_FILL_VALUES",
     "NC_TYPE_CODES",
@@ -33,11 +36,10 @@ __all__ = [
     "GroupMeta",
     "NodeObjects",
     "check_name",
-    "name_problem",
-    "netcdf_c_name_problem",
-    "METADATA_KEY_NAMES",
     "check_sizes",
     "decode_attributes",
+    "name_problem",
+    "netcdf_c_name_problem",
     "parse_array",
     "parse_group",
     "parse_json",
@@ -48,20 +50,8 @@ NC_DEFAULT_MAXSTRLEN = 128
 
 #: Attributes that carry format bookkeeping, never user data.
 INTERNAL_ATTRS = frozenset(
-    {
-        "_ARRAY_DIMENSIONS",
-        "_nczarr_superblock",
-        "_nczarr_group",
-        "_nczarr_array",
-        "_nczarr_attr",
-        "_NCZARR_SUPERBLOCK",
-        "_NCZARR_GROUP",
-        "_NCZARR_ARRAY",
-        "_NCZARR_ATTR",
-        "_nczarr_maxstrlen",
-        "_nczarr_default_maxstrlen",
-        "_NCProperties",
-    }
+    {"_ARRAY_DIMENSIONS", "_nczarr_maxstrlen", "_nczarr_default_maxstrlen", "_NCProperties"}
+    | {key for what in ("superblock", "group", "array", "attr") for _, key in places(what) if key is not None}
 )
 
 #: NCZarr 1.0 wrote attribute types as netCDF ``nc_type`` codes; map them to numpy dtypes.
@@ -149,7 +139,7 @@ class ArrayMetaV2:
     dtype: np.dtype
     dtype_str: str
     fill_value: Any
-    order: str
+    order: Literal["C", "F"]
     compressor: Mapping[str, Any] | None
     filters: tuple[Mapping[str, Any], ...]
     dimension_separator: str
@@ -387,41 +377,21 @@ def netcdf_c_name_problem(name: str, *, mode: str, role: str) -> str | None:
 # Locating NCZarr keys across generations
 # ---------------------------------------------------------------------------------------
 
-# (object name, key inside it or None for the whole object, generation label)
-_SUPERBLOCK_PLACES = (
-    (".zattrs", "_nczarr_superblock", "nczarr-2 (.zattrs, netcdf-c >= 4.9.3)"),
-    (".zgroup", "_nczarr_superblock", "nczarr-2 (.zgroup, netcdf-c 4.9.1-4.9.2)"),
-    (".zgroup", "_NCZARR_SUPERBLOCK", "nczarr-2 (uppercase, netcdf-c 4.8.1-4.9.0)"),
-    (".zattrs", "_NCZARR_SUPERBLOCK", "nczarr-2 (uppercase in .zattrs)"),
-    (".nczarr", None, "nczarr-1.0 (.nczarr objects, netcdf-c 4.8.0)"),
-)
+# where each generation keeps its keys: one table (formats.netcdf_c.LAYOUTS), newest first
+_SUPERBLOCK_PLACES = tuple((o, k, layout.generation) for layout in LAYOUTS for o, k in layout.superblock)
 # NCZarr 1.0 superblock keys: the document says "version"; netcdf-c 4.8.0 wrote "nczarr_version"
 _VERSION_KEYS = ("version", "nczarr_version")
-_GROUP_PLACES = (
-    (".zattrs", "_nczarr_group"),
-    (".zgroup", "_nczarr_group"),
-    (".zgroup", "_NCZARR_GROUP"),
-    (".zattrs", "_NCZARR_GROUP"),
-    (".nczgroup", None),
-)
-_ARRAY_PLACES = (
-    (".zattrs", "_nczarr_array"),
-    (".zarray", "_nczarr_array"),
-    (".zarray", "_NCZARR_ARRAY"),
-    (".zattrs", "_NCZARR_ARRAY"),
-    (".nczarray", None),
-    (".nczvar", None),
-)
-_ATTR_PLACES = (
-    (".zattrs", "_nczarr_attr"),
-    (".zattrs", "_NCZARR_ATTR"),
-    (".nczattr", None),
-    (".nczattrs", None),  # the document's spelling, which netcdf-c 4.9.x readers look for
-)
+_GROUP_PLACES = places("group")
+_ARRAY_PLACES = places("array")
+_ATTR_PLACES = places("attr")
+#: the group listing's and array information's keys, every layout's spelling
+_DIMS_KEYS = tuple(dict.fromkeys(layout.dims_key for layout in LAYOUTS))
+_ARRAYS_KEYS = tuple(dict.fromkeys(layout.arrays_key for layout in LAYOUTS))
+_DIMREFS_KEYS = tuple(dict.fromkeys(layout.dimrefs_key for layout in LAYOUTS))
 
 
-def _lookup(node: NodeObjects, places: tuple[tuple[str, str | None], ...]) -> tuple[Any, str] | None:
-    for obj_name, key in places:
+def _lookup(node: NodeObjects, candidates: tuple[tuple[str, str | None], ...]) -> tuple[Any, str] | None:
+    for obj_name, key in candidates:
         obj = node.get(obj_name)
         if obj is None:
             continue
@@ -503,7 +473,7 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
         if generation == "zarr-v2":
             generation = _generation_from_place(place)
         info = _expect_mapping(info, where=f"{where}/{place}", what="_nczarr_group")
-        raw_dims = _first(info, "dimensions", "dims", default={}) or {}
+        raw_dims = _first(info, *_DIMS_KEYS, default={}) or {}
         raw_dims = _expect_mapping(raw_dims, where=f"{where}/{place}", what="dimensions")
         for name, spec in raw_dims.items():
             check_name(name, where=f"{where}/{place} dimensions")
@@ -516,7 +486,7 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
             dims[name] = Dimension(name, size, unlimited)
         arrays = tuple(
             check_name(n, where=f"{where}/{place} arrays")
-            for n in _as_list(_first(info, "arrays", "vars", default=[]), where=f"{where}/{place}")
+            for n in _as_list(_first(info, *_ARRAYS_KEYS, default=[]), where=f"{where}/{place}")
         )
         groups = tuple(
             check_name(n, where=f"{where}/{place} groups")
@@ -548,13 +518,7 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
 
 
 def _generation_from_place(place: str) -> str:
-    if place.startswith(".ncz"):
-        return "nczarr-1.0 (.nczarr objects, netcdf-c 4.8.0)"
-    if "_NCZARR" in place:
-        return "nczarr-2 (uppercase, netcdf-c 4.8.1-4.9.0)"
-    if place.startswith(".zattrs"):
-        return "nczarr-2 (.zattrs, netcdf-c >= 4.9.3)"
-    return "nczarr-2 (.zgroup, netcdf-c 4.9.1-4.9.2)"
+    return layout_at(place).generation
 
 
 def _as_list(value: Any, *, where: str) -> list[Any]:
@@ -743,7 +707,7 @@ def parse_array(
         info, place = found
         generation = _generation_from_place(place)
         info = _expect_mapping(info, where=f"{where}/{place}", what="_nczarr_array")
-        refs = _first(info, "dimension_references", "dimrefs", default=None)
+        refs = _first(info, *_DIMREFS_KEYS, default=None)
         if refs is not None:
             refs = _as_list(refs, where=f"{where}/{place}")
             for r in refs:
@@ -885,7 +849,8 @@ def _string_kind(
             return "char", None
         return "string", dtype.itemsize
     if dtype.kind == "U":
-        if nczarr and dtype.itemsize == 4 and generation.startswith(("nczarr-1.0", "nczarr-2 (upper")):
+        layout = layout_of_generation(generation) if nczarr else None
+        if layout is not None and dtype.itemsize == 4 and layout.char_dtype == "<U1":
             # NCZarr 1.0 and netcdf-c <= 4.9.0 wrote NC_CHAR as "<U1" holding one byte per element.
             return "char", None
         return "unicode", dtype.itemsize // 4
@@ -944,7 +909,7 @@ def _parse_fill(
             if not info.min <= v <= info.max:
                 raise OverflowError
         return np.array(v, dtype=dtype)[()]
-    except (TypeError, ValueError, OverflowError, base64.binascii.Error):
+    except (TypeError, ValueError, OverflowError, binascii.Error):
         raise MetadataError(
             f"Invalid fill_value {value!r} at {where}: it does not fit dtype {dtype.str}. Expected a "
             "JSON number (or 'NaN'/'Infinity'), base64 text for |S dtypes, or null."

@@ -16,7 +16,6 @@ import numpy as np
 from ..errors import ZStringsError
 from .nczarr import NC_DEFAULT_MAXSTRLEN, unparse_json
 
-
 # ---------------------------------------------------------------------------------------------
 # JSON as netcdf-c writes it
 # ---------------------------------------------------------------------------------------------

@@ -298,7 +298,7 @@ class CloneStore(LocalStore):
 
         def set_sync(self, key: str, value: Any) -> None:
             self._unshare(key)
-            super().set_sync(key, value)  # type: ignore[misc]
+            super().set_sync(key, value)
 
 
 #: the root objects of a store a write could have made (Zarr v2 / NCZarr 2 group or array, consolidated

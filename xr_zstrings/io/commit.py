@@ -58,7 +58,8 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Self, cast
 
 from ..errors import ConcurrentWriteError, ConditionalWriteWarning, IncompleteStoreError, TargetExistsError
 from ..formats.nczarr import parse_json
@@ -263,7 +264,7 @@ class _ObstoreOps(_Ops):
 
     def __init__(self, zstore: ZStore) -> None:
         super().__init__(zstore)
-        self.obj = zstore.store.store
+        self.obj = cast(Any, zstore.store).store  # (an ObjectStore: its obstore store)
         self.conditional = _honours_conditions(self)
 
     def _path(self, key: str) -> str:
@@ -346,7 +347,8 @@ class _LocalOps(_Ops):
 
     def __init__(self, zstore: ZStore) -> None:
         super().__init__(zstore)
-        self.root = Path(zstore.store.root) / zstore.prefix if zstore.prefix else Path(zstore.store.root)
+        root = Path(cast(Any, zstore.store).root)  # (a LocalStore)
+        self.root = root / zstore.prefix if zstore.prefix else root
 
     def get(self, key: str) -> tuple[bytes | None, str | None]:
         p = self.root / key
@@ -478,8 +480,7 @@ def _some_objects(zs: ZStore, n: int = 5) -> list[str]:
 
 def ops_for(zstore: ZStore) -> _Ops:
     """The protocol's operations on ``zstore``'s kind of store."""
-    from zarr.storage import LocalStore
-    from zarr.storage import ObjectStore
+    from zarr.storage import LocalStore, ObjectStore
 
     store = zstore.store
     if type(store) is ObjectStore and type(getattr(store, "store", None)).__module__.startswith("obstore"):
@@ -762,7 +763,7 @@ def _write_objects(ops: _Ops, objects: Mapping[str, Any], root: str) -> None:
     """Write metadata objects (None: delete), the root one last."""
     zs = ops.zstore
     rest = [(k, v) for k, v in objects.items() if k != root]
-    puts = [(k, v if isinstance(v, bytes | bytearray) else dumps(v)) for k, v in rest if v is not None]
+    puts = [(k, bytes(v) if isinstance(v, bytes | bytearray) else dumps(v)) for k, v in rest if v is not None]
     if puts:
         if isinstance(ops, _LocalOps):
             for k, data in puts:
@@ -775,7 +776,7 @@ def _write_objects(ops: _Ops, objects: Mapping[str, Any], root: str) -> None:
         if v is None:
             ops.delete([root])
         else:
-            ops.put(root, v if isinstance(v, bytes | bytearray) else dumps(v))
+            ops.put(root, bytes(v) if isinstance(v, bytes | bytearray) else dumps(v))
 
 
 def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | None = None) -> str:
@@ -1055,7 +1056,7 @@ class Transaction:
         ``consolidated``: write ``.zmetadata`` (Zarr v2: the commit point). The root object gets the
         new version record (Zarr v2) and is written last."""
         zs = self.zstore
-        objects = {k: (parse_json(v, where=zs.where(k)) if isinstance(v, bytes | bytearray) else v)
+        objects = {k: (parse_json(bytes(v), where=zs.where(k)) if isinstance(v, bytes | bytearray) else v)
                    for k, v in objects.items()}
         meta: dict[str, Any] = {} if full or self.base_meta is None else dict(self.base_meta)
         for k, v in objects.items():
@@ -1102,7 +1103,7 @@ class Transaction:
         # at once: the root naming the new version, and the claim released (a root left behind is
         # finished by the next writer or repair: .zmetadata says which version is committed)
         self._stop.set()
-        done = [lambda: ops.delete([JOURNAL])]
+        done: list[Callable[[], object]] = [lambda: ops.delete([JOURNAL])]
         if objects.get(root) is not None:
             done.append(lambda: ops.put(root, dumps(objects[root])))
         ops.both(*done)
@@ -1148,7 +1149,7 @@ class Transaction:
                     self._put_journal()
                 except ConcurrentWriteError:
                     return
-                except Exception:  # noqa: BLE001 - a failed renewal is retried; the commit checks ownership
+                except Exception:  # noqa: BLE001,S112 - a failed renewal is retried; the commit checks ownership
                     continue
 
         self._renewer = threading.Thread(target=run, name="zstrings-claim", daemon=True)
@@ -1179,10 +1180,10 @@ class Transaction:
             return
         recover(self.zstore, state, self.undo, self.ops)
 
-    def __enter__(self) -> Transaction:
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, et: Any, ev: Any, tb: Any) -> None:
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None, tb: TracebackType | None) -> None:
         if et is not None:
             with contextlib.suppress(Exception):
                 self.abort()

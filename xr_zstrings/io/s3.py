@@ -91,6 +91,7 @@ def parse_s3_url(target: str, storage_options: dict[str, Any] | None = None) -> 
     netloc = u.netloc.rsplit("@", 1)[-1]
     labels = host.split(".")
     aws = next((h for h in _AWS_HOST if host == h or host.endswith("." + h)), None)
+    endpoint: str | None
     if aws is not None:
         pre = labels[: -len(aws.split("."))]
         if pre and (pre[0] == "s3" or pre[0].startswith("s3-")):  # path style
@@ -205,8 +206,9 @@ def s3_store(loc: S3Location, storage_options: dict[str, Any] | None = None) -> 
     }
     retry.update(opts.get("retry_config") or {})
     try:
-        return S3Store(loc.bucket, client_options=client, retry_config=retry, **config)
-    except Exception as e:
+        return S3Store(loc.bucket, client_options=client, retry_config=retry,  # type: ignore[arg-type]  # user keys
+                       **config)
+    except Exception as e:  # noqa: BLE001 - obstore's errors for a bad option, turned into one naming the fix
         why = redact(str(e).splitlines()[0] if str(e) else "", secrets=opts.values())
         raise ZStringsError(  # (from None: obstore's own text may quote a value of storage_options)
             f"Invalid storage_options for {shown(f's3://{loc.bucket}/{loc.key}')}: {type(e).__name__}: "

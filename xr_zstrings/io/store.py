@@ -17,8 +17,8 @@ from zarr.abc.store import Store
 from zarr.storage import LocalStore, MemoryStore
 
 from ..errors import StoreNotFoundError, ZStringsError
-from .s3 import _open_s3
 from .redact import shown
+from .s3 import _open_s3
 from .targets import parse_nczarr_url
 from .zip import _open_zip
 from .zstore import ZStore

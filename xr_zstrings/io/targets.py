@@ -93,7 +93,7 @@ def looks_like_zstrings_target(target: Any) -> bool:
         if p.is_dir():
             return any((p / k).is_file() for k in (".zgroup", ".nczarr", ".nczgroup")) and _is_nczarr_dir(p)
         return False
-    except Exception:
+    except Exception:  # noqa: BLE001 - a target that cannot be looked at is not a store to claim
         return False
 
 

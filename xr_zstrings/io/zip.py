@@ -18,7 +18,7 @@ import io
 import struct
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from zarr.buffer import default_buffer_prototype
 from zarr.storage import ZipStore
@@ -52,7 +52,7 @@ def _decode_member(info: zipfile.ZipInfo, data: bytes, where: str) -> bytes:
     reader decodes exactly like the local one instead of a hand-written decompressor per method."""
     _check_declared_size(info, where)
     try:
-        with zipfile.ZipExtFile(io.BytesIO(data), "rb", info) as f:
+        with zipfile.ZipExtFile(io.BytesIO(data), "rb", info) as f:  # type: ignore[call-overload]  # as ZipFile.open
             out = f.read()
     except NotImplementedError as e:  # an unknown compression method
         raise ZStringsError(f"{where}: zip member {info.filename!r}: {e}; expected stored, deflate, "
@@ -241,7 +241,7 @@ def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str])
     try:
         counter._count()
         size = int(obstore.head(obj, key)["size"])
-        with zipfile.ZipFile(_RangeFile(obj, key, size, counter)) as zf:  # type: ignore[arg-type]
+        with zipfile.ZipFile(_RangeFile(obj, key, size, counter)) as zf:
             infos = zf.infolist()
             first_entry = infos[0].filename if infos else None
             members = {i.filename: i for i in infos if not i.is_dir()}
@@ -289,7 +289,7 @@ def _open_zip(path: Path, *, display: str, modes: frozenset[str], read_only: boo
             infos = zf.infolist()
     except (zipfile.BadZipFile, OSError):
         infos = []
-    store.infos = {i.filename: i for i in infos if not i.is_dir()}
+    cast(_BoundedZipStore, store).infos = {i.filename: i for i in infos if not i.is_dir()}
     first_entry = infos[0].filename if infos else None
     zs = ZStore(store, display=display, modes=modes)
 

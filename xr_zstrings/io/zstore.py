@@ -18,7 +18,7 @@ import stat
 import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.buffer import cpu, default_buffer_prototype
@@ -158,7 +158,7 @@ class ZStore:
         from .commit import version_of  # (commit imports this module)
 
         try:
-            with open(Path(self.store.root) / self.full_key(".zgroup"), "rb") as f:
+            with open(Path(cast(Any, self.store).root) / self.full_key(".zgroup"), "rb") as f:  # (a LocalStore)
                 rec = version_of(parse_json(f.read(), where=self.where(".zgroup")))
         except (OSError, ZStringsError):
             return None
@@ -257,7 +257,7 @@ class ZStore:
         NCZarr open on SeaweedFS (2 loaded cores): 0.36 -> 0.21 ms of client CPU per GET, all
         threads. A larger object (more than a new connection's first TCP window) is awaited as
         ``bytes_async``, so the event loop never waits on the network."""
-        obj = getattr(self.store, "store", None)
+        obj: Any = getattr(self.store, "store", None)
         if type(self.store) is _ObjectStore and type(obj).__module__.startswith("obstore"):
             import obstore
 
@@ -342,7 +342,7 @@ class ZStore:
         (same results: a missing file, a directory or a path through a file reads as None).
         Measured 2x faster than LocalStore.get_sync (its Buffer copy) for 2000 small objects.
         ``scratch``: see ``get_many``."""
-        root = self.store.root
+        root = cast(Any, self.store).root  # (a LocalStore)
         out: list[Any] = []
         used = 0  # scratch bytes handed out so far
         with mapped_errors(f"Could not read from {self.display}"):
@@ -564,7 +564,7 @@ class ZStore:
         """Refuse to write a key whose path leaves the store through a symbolic link (a linked
         folder or file inside the target): the write would change files outside it. Written by
         hand: zarr-python's LocalStore follows links, and the OS offers no portable "open beneath"."""
-        root = Path(self.store.root)
+        root = Path(cast(Any, self.store).root)  # (a LocalStore)
         real_root = os.path.realpath(root)
         inside = real_root.rstrip(os.sep) + os.sep
         checked: dict[str, bool] = {}

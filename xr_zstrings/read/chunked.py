@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -285,7 +285,7 @@ class ChunkedArray:
 
         self._run(plan, place, True)
         for dst in unwritten:
-            out[dst + (Ellipsis,)] = T.na_object
+            out[dst + (Ellipsis,)] = cast(np.dtypes.StringDType, T).na_object
         return out
 
     def _fill_T(self, decode: str, policy: str, what: str) -> Any:
@@ -295,8 +295,9 @@ class ChunkedArray:
         if decode == "char":
             b = fv if isinstance(fv, bytes) else np.asarray(fv).astype("S1").tobytes()
             row = np.frombuffer(b[:1] * self.shape[-1], np.uint8).reshape(1, -1)
-            return strings.decode_char_array(row, utf8_errors=policy, what=what)[0]
-        return strings.decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=policy, what=what)[()]
+            return strings.decode_char_array(row, utf8_errors=cast(Any, policy), what=what)[0]
+        return strings.decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=cast(Any, policy),
+                                         what=what)[()]
 
 
 def open_chunked(zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...], **options: Any) -> ChunkedArray:
@@ -305,5 +306,5 @@ def open_chunked(zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...]
     from .chunked_v2 import ChunkedArrayV2
     from .chunked_v3 import ChunkedArrayV3
 
-    cls = ChunkedArrayV3 if meta.zarr_format == 3 else ChunkedArrayV2
+    cls: type[ChunkedArray] = ChunkedArrayV3 if meta.zarr_format == 3 else ChunkedArrayV2
     return cls(zstore, meta, logical_shape, **options)

@@ -123,9 +123,9 @@ class LazyArray:
                 idx = np.asarray(k, dtype=np.int64)
                 if idx.ndim == 0:
                     squeeze.append(ax)
-                idx = idx.reshape(-1) % max(n, 1) if ((idx >= -n) & (idx < n)).all() else None
-                if idx is None:
+                if not ((idx >= -n) & (idx < n)).all():
                     raise IndexError(f"index {k!r} is out of bounds for axis {ax} with size {n}")
+                idx = idx.reshape(-1) % max(n, 1)
             out_shape.append(idx.size)
             axes.append(self._runs(idx, chunks[ax] if ax < len(chunks) else 1))
         out: np.ndarray | None = None
@@ -232,7 +232,7 @@ class LazyArray:
             trailing = self.decode == "text-S"
             if strings.norm_encoding(self.text_encoding) != "utf-8":  # _Encoding: as an NC_CHAR row
                 n = max(raw.dtype.itemsize, 1)
-                u8 = np.ascontiguousarray(raw.astype(f"S{n}")).view(np.uint8).reshape(raw.shape + (n,))
+                u8: np.ndarray = np.ascontiguousarray(raw.astype(f"S{n}")).view(np.uint8).reshape(raw.shape + (n,))
                 return strings.decode_char_array(u8, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
                                                  string_dtype=o.string_dtype, what=self.what)
             return strings.decode_fixed_utf8(

@@ -8,7 +8,7 @@ from typing import Any
 from ..text import fixed as strings
 from .threads import check_decode_threads
 
-__all__ = ["ReadOptions"]
+__all__ = ["DEFAULT_OPTIONS", "ReadOptions"]
 
 
 @dataclass(frozen=True)
@@ -30,3 +30,7 @@ class ReadOptions:
         strings.resolve_string_dtype(self.string_dtype)
         strings.check_utf8_errors(self.utf8_errors)
         object.__setattr__(self, "decode_threads", check_decode_threads(self.decode_threads))
+
+
+#: the options of a read that passes none (frozen: shared)
+DEFAULT_OPTIONS = ReadOptions()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
+
 from ..errors import DimensionError, IncompleteStoreError, ZStringsError
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension, GroupMeta

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import IncompleteStoreError, MetadataError, StoreNotFoundError, UnsupportedError
 from ..formats.nczarr import NC_DEFAULT_MAXSTRLEN, NodeObjects, check_name, parse_array, parse_group
+from ..formats.netcdf_c import places
 from ..io.zstore import ZStore
 from .paths import join_path as _join
 from .paths import node_key as _key
@@ -29,9 +30,9 @@ _ARRAY_OBJECTS_V1 = (".nczvar", ".nczarray", ".nczattr", ".nczattrs")
 ROOT_OBJECTS = _GROUP_OBJECTS + (".nczarr", ".nczgroup", ".nczattr", ".nczattrs")
 # what netcdf-c's #mode=zarr ignores: NCZarr's structure (dimensions, listings, references); it
 # still types attributes by _nczarr_attr (netcdf-c 4.10.1 does, tests/interop/test_netcdf_c_parity.py)
-_NCZARR_STRUCTURE = ("_nczarr_superblock", "_NCZARR_SUPERBLOCK", "_nczarr_group", "_NCZARR_GROUP",
-                     "_nczarr_array", "_NCZARR_ARRAY")
-_NCZARR_V1_STRUCTURE = (".nczarr", ".nczgroup", ".nczvar", ".nczarray")
+_NCZARR_STRUCTURE = tuple(dict.fromkeys(key for what in ("superblock", "group", "array")
+                                        for _, key in places(what) if key is not None))
+_NCZARR_V1_STRUCTURE = tuple(obj for what in ("superblock", "group", "array") for obj, key in places(what) if key is None)
 
 
 def _pure_zarr(objs: dict[str, Any], *, noxarray: bool) -> dict[str, Any]:
@@ -105,24 +106,24 @@ def walk(tree: TreeMeta, root_objs: dict[str, Any], zmetadata: Any) -> None:
         wanted: list[tuple[str, str, str]] = []  # (path, kind, object)
         for gpath, (arrays, groups) in listed.items():
             for a in arrays:
-                wanted += [(_join(gpath, a), "array", o) for o in array_objs]
+                wanted += [(_join(gpath, a), "array", name) for name in array_objs]
             for c in groups:
-                wanted += [(_join(gpath, c), "group", o) for o in group_objs]
+                wanted += [(_join(gpath, c), "group", name) for name in group_objs]
         # an unlisted child is probed as an array first (.zarray, .zattrs: the usual case, one
         # request fewer per variable than probing .zgroup too); only the others as groups, below
         for _, cpath in candidates:
-            wanted += [(cpath, "probe", o) for o in (".zarray", ".zattrs")]
-        values = zstore.get_json_many([_key(p, o) for p, _, o in wanted]) if wanted else []
+            wanted += [(cpath, "probe", name) for name in (".zarray", ".zattrs")]
+        values = zstore.get_json_many([_key(p, name) for p, _, name in wanted]) if wanted else []
         objs: dict[str, dict[str, Any]] = {}
-        for (p, _kind, o), v in zip(wanted, values, strict=True):
-            objs.setdefault(p, {})[o] = v
+        for (p, _kind, obj_name), v in zip(wanted, values, strict=True):
+            objs.setdefault(p, {})[obj_name] = v
         not_arrays = [cpath for _, cpath in candidates if objs[cpath][".zarray"] is None]
         if not_arrays:
             zgroups = zstore.get_json_many([_key(p, ".zgroup") for p in not_arrays])
             for p, v in zip(not_arrays, zgroups, strict=True):
                 objs[p][".zgroup"] = v
         if pure:
-            objs = {p: _pure_zarr(o, noxarray=noxarray) for p, o in objs.items()}
+            objs = {p: _pure_zarr(node, noxarray=noxarray) for p, node in objs.items()}
         next_level: list[str] = []
         for gpath in level:
             arrays_here: list[str] = []

@@ -16,14 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ChunkError, DimensionError, GroupNotFoundError, UnknownCodecError, ZStringsError
 from ..codecs.encoding import netcdf4_keys
+from ..errors import ChunkError, DimensionError, GroupNotFoundError, UnknownCodecError, ZStringsError
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension
 from ..text import fixed as strings
 from .chunked import open_chunked
 from .lazy import LazyArray
-from .options import ReadOptions
+from .options import DEFAULT_OPTIONS, ReadOptions
 from .paths import join_path as _join
 from .tree import TreeMeta
 
@@ -123,7 +123,7 @@ def group_contents(
     tree: TreeMeta,
     path: str = "/",
     *,
-    options: ReadOptions = ReadOptions(),
+    options: ReadOptions = DEFAULT_OPTIONS,
     drop_variables: set[str] | None = None,
 ) -> GroupContents:
     """Build one group's variables with resolved, consistent dimension names and sizes.
@@ -186,15 +186,15 @@ def group_contents(
         spec = _through_zarr_python(tree, apath, why)
         if spec is None:
             continue
-        for d, size in zip(spec.dims, spec.data.shape, strict=True):
-            prev = sizes.get(d)
+        for dname, size in zip(spec.dims, spec.data.shape, strict=True):
+            prev = sizes.get(dname)
             if prev is not None and prev[0] != size:
-                _leave_out(tree, apath, f"its dimension {d!r} has size {size} but variable {prev[1]!r} "
+                _leave_out(tree, apath, f"its dimension {dname!r} has size {size} but variable {prev[1]!r} "
                            f"uses it with size {prev[0]}")
                 break
         else:
-            for d, size in zip(spec.dims, spec.data.shape, strict=True):
-                sizes[d] = (size, name)
+            for dname, size in zip(spec.dims, spec.data.shape, strict=True):
+                sizes[dname] = (size, name)
             variables[name] = spec
     attrs = dict(group.attrs)
     encoding: dict[str, Any] = {
@@ -266,7 +266,8 @@ def _through_zarr_python(tree: TreeMeta, apath: str, why: str) -> VariableSpec |
         return None
     meta = arr.metadata
     if getattr(meta, "zarr_format", 2) == 3:
-        names: Any = tuple(meta.dimension_names) if meta.dimension_names else None
+        dim_names = getattr(meta, "dimension_names", None)
+        names: Any = tuple(dim_names) if dim_names else None
         attrs = dict(arr.attrs)
     else:
         attrs = dict(arr.attrs)
@@ -275,7 +276,7 @@ def _through_zarr_python(tree: TreeMeta, apath: str, why: str) -> VariableSpec |
     dims = tuple(anonymous_dims(tuple(arr.shape), None if names is None else tuple(map(_unless_anonymous, names))))
     encoding = {"chunks": tuple(arr.chunks), "preferred_chunks": dict(zip(dims, arr.chunks, strict=True)),
                 "read_by": "zarr-python", "zstrings_unsupported": why}
-    return VariableSpec(name=apath.rsplit("/", 1)[-1], dims=dims, data=ZarrPythonArray(arr, f"variable {apath!r} of {tree.store.display}"),  # type: ignore[arg-type]
+    return VariableSpec(name=apath.rsplit("/", 1)[-1], dims=dims, data=ZarrPythonArray(arr, f"variable {apath!r} of {tree.store.display}"),  # type: ignore[arg-type]  # read like a LazyArray
                         attrs=attrs, encoding=encoding)
 
 
@@ -343,7 +344,7 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
     if meta.zarr_format == 2 and (meta.generation != "zarr-v2" or tree.netcdf_c):
         # netcdf-c's store: what engine="netcdf4" gives (zlib, shuffle, chunksizes, ...), so
         # to_netcdf writes what netCDF-4 wrote
-        encoding.update(netcdf4_keys(meta.compressor, meta.filters,  # type: ignore[attr-defined]
+        encoding.update(netcdf4_keys(meta.compressor, meta.filters,  # type: ignore[attr-defined]  # Zarr v2's
                                      chunks=None if meta.scalar else meta.chunks,
                                      shape=meta.logical_shape, text=meta.string_kind is not None))
     dim_names = tuple(d.name for d in dims)

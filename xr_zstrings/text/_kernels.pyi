@@ -6,8 +6,14 @@ policy code of :mod:`xr_zstrings.text.fixed`; ``out`` is a StringDType array wri
 problem at ``index``.
 """
 
-from collections.abc import Buffer, Sequence
+import sys
+from collections.abc import Sequence
 from typing import Any
+
+if sys.version_info >= (3, 12):
+    from collections.abc import Buffer
+else:
+    from typing_extensions import Buffer
 
 import numpy as np
 import numpy.typing as npt

@@ -35,22 +35,22 @@ from ..errors import (
 from ..scratch import ThreadScratch
 
 __all__ = [
-    "Utf8Errors",
-    "StringKind",
-    "OnOverflow",
-    "resolve_string_dtype",
-    "decode_fixed_utf8",
-    "encode_fixed_utf8",
-    "decode_utf32",
-    "decode_char_array",
-    "encode_char_array",
-    "overflow_error",
-    "decode_objects",
-    "convert_string_dtype",
-    "missing_string_dtype",
     "NA_T",
-    "kernels",
+    "OnOverflow",
+    "StringKind",
+    "Utf8Errors",
+    "convert_string_dtype",
+    "decode_char_array",
     "decode_fixed_into",
+    "decode_fixed_utf8",
+    "decode_objects",
+    "decode_utf32",
+    "encode_char_array",
+    "encode_fixed_utf8",
+    "kernels",
+    "missing_string_dtype",
+    "overflow_error",
+    "resolve_string_dtype",
     "reused_output",
 ]
 
@@ -120,6 +120,7 @@ def kernels() -> Any:
         kernels_unavailable_reason = f"{NO_EXT_ENV}=1 forces the pure-Python fallback"
         return None
     if _kernels_mod is None:
+        mod: Any  # the module, or False: the build failed (warned once)
         try:
             from . import _kernels as mod
 
@@ -266,9 +267,8 @@ def _refuse_trailing_nuls(t: np.ndarray, u: np.ndarray, what: str) -> None:
         return
     flat = np.ascontiguousarray(t).reshape(-1)
     K = kernels()
-    if K is not None and getattr(t.dtype, "na_object", None) is None:
-        if K.utf8_scan(flat, False)[0] == 0:  # no NUL (or other oddity) anywhere
-            return
+    if K is not None and getattr(t.dtype, "na_object", None) is None and K.utf8_scan(flat, False)[0] == 0:
+        return  # no NUL (or other oddity) anywhere
     full = np.strings.str_len(np.strings.add(flat, "\x01")) - 1
     lost = np.flatnonzero(full != np.strings.str_len(u.reshape(-1)))
     if lost.size:
@@ -399,7 +399,7 @@ def norm_encoding(encoding: str | None) -> str:
         ) from None
 
 
-def _empty_T(shape: tuple[int, ...]) -> np.ndarray:
+def _empty_T(shape: int | tuple[int, ...]) -> np.ndarray:
     return np.zeros(shape, dtype=_T)  # every element is ""
 
 
@@ -567,7 +567,7 @@ def _first_nul_lengths(u8: np.ndarray) -> np.ndarray:
 
 def _rstrip_lengths(u8: np.ndarray) -> np.ndarray:
     """Bytes of each row without its trailing NULs (NC_CHAR: embedded NULs are kept)."""
-    N, n = u8.shape
+    _, n = u8.shape
     nz = u8 != 0
     last = n - 1 - nz[:, ::-1].argmax(axis=1)
     return np.where(nz.any(axis=1), last + 1, 0)
@@ -1128,7 +1128,7 @@ def char_bytes(raw: Any, what: str) -> np.ndarray:
     if (k == "S" and size == 1) or (k in "ui" and size == 1):
         return np.ascontiguousarray(raw).view(np.uint8)
     if k == "U" and size == 4:
-        cps = np.ascontiguousarray(raw.astype(raw.dtype.newbyteorder("="))).view(np.uint32)
+        cps: np.ndarray = np.ascontiguousarray(raw.astype(raw.dtype.newbyteorder("="))).view(np.uint32)
         if cps.size and int(cps.max()) > 0xFF:
             i = int(np.argmax(cps > 0xFF))
             raise StringDecodeError(

@@ -18,7 +18,9 @@ invalid UTF-8 :class:`StringDecodeError`, never IndexError/MemoryError.
 from __future__ import annotations
 
 import functools
+import itertools
 import struct
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
@@ -29,27 +31,27 @@ from ..errors import ChunkError, StringDecodeError, UnsupportedError, ZStringsEr
 from .fixed import claim_string_dtypes, current_chunk, policy_scope, report_change
 
 __all__ = [
-    "VlenChunk",
-    "Kind",
     "IndexDataType",
     "IndexLocation",
-    "decode_vlen_utf8_chunk",
-    "decode_vlen_utf8_to_numpy",
-    "encode_vlen_utf8_chunk",
+    "Kind",
+    "VlenChunk",
     "decode_arrow_chunk",
-    "encode_arrow_chunk",
-    "split_zarrs_vlen",
-    "join_zarrs_vlen",
     "decode_offsets_index",
-    "encode_offsets_index",
-    "decode_zarrs_vlen",
-    "encode_zarrs_vlen",
-    "validate_offsets",
-    "vlen_to_numpy",
-    "vlen_to_arrow",
-    "values_to_vlen",
+    "decode_vlen_utf8_chunk",
     "decode_vlen_utf8_into",
+    "decode_vlen_utf8_to_numpy",
+    "decode_zarrs_vlen",
+    "encode_arrow_chunk",
+    "encode_offsets_index",
+    "encode_vlen_utf8_chunk",
+    "encode_zarrs_vlen",
+    "join_zarrs_vlen",
+    "split_zarrs_vlen",
+    "validate_offsets",
+    "values_to_vlen",
     "vlen_into",
+    "vlen_to_arrow",
+    "vlen_to_numpy",
 ]
 
 Kind = Literal["str", "bytes"]
@@ -61,7 +63,7 @@ _CLAIMED = claim_string_dtypes(_T)  # arrays made with _T get their own instance
 _OBJ = np.dtype(object)
 _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
-_INDEX_DTYPES = {"uint32": np.dtype("<u4"), "uint64": np.dtype("<u8")}
+_INDEX_DTYPES: dict[str, np.dtype] = {"uint32": np.dtype("<u4"), "uint64": np.dtype("<u8")}
 _INT32_MAX = 2**31 - 1
 _UTF8_ERRORS = ("strict", "replace", "drop")
 # Strings longer than this are converted one by one (their bytes dominate, not Python overhead).
@@ -148,21 +150,10 @@ def _round_up(x: int, base: int = _ARROW_ALIGN) -> int:
 
 
 def _convert_str(arr: np.ndarray, string_dtype: Any) -> np.ndarray:
-    """StringDType array -> requested kind, via strings.convert_string_dtype when available."""
-    try:
-        from .fixed import convert_string_dtype
-    except ImportError:  # pragma: no cover - strings.py is part of the package
-        convert_string_dtype = None
-    if convert_string_dtype is not None:
-        return convert_string_dtype(arr, string_dtype)
-    if string_dtype in ("T", None) or isinstance(string_dtype, np.dtypes.StringDType):
-        return arr
-    if string_dtype in ("O", object):
-        return arr.astype(_OBJ)
-    if string_dtype in ("U", str):
-        width = int(np.strings.str_len(arr).max()) if arr.size else 1
-        return arr.astype(f"U{max(width, 1)}")
-    raise ZStringsError(f"string_dtype={string_dtype!r}; expected 'T', 'O' or 'U'")
+    """StringDType array -> requested kind (strings.convert_string_dtype)."""
+    from .fixed import convert_string_dtype
+
+    return convert_string_dtype(arr, string_dtype)
 
 
 def _kernels() -> Any:
@@ -185,7 +176,8 @@ def _where(i: int, what: str) -> str:
     return f"{', '.join(parts) or 'the chunk'}, element {i}"
 
 
-def _after_kernel(stats: np.ndarray, bad: np.ndarray, out: np.ndarray, sel: np.ndarray | None, span: Any,
+def _after_kernel(stats: np.ndarray, bad: np.ndarray, out: np.ndarray, sel: np.ndarray | None,
+                  span: Callable[[int], tuple[np.ndarray, int, int]],
                   policy: str, what: str) -> None:
     """Finish a kernel decode of one variable-length chunk as the fallback does: the chunk is decoded
     whole, so an invalid value anywhere in it raises (strict/drop), and every value of it the policy
@@ -440,7 +432,7 @@ def decode_vlen_utf8_to_numpy(
         if n_expected is not None and n != n_expected:
             n = int(n_expected)
         if a.size >= 4 and n <= (a.size - 4) // 4:
-            out = np.empty(n, _T)
+            out: np.ndarray = np.empty(n, _T)
             decode_vlen_utf8_into(a, out, None, n_expected, utf8_errors=utf8_errors, what=what,
                                   allow_trailing=allow_trailing)
             return out.reshape(shape) if shape is not None else out
@@ -877,9 +869,9 @@ def vlen_to_numpy(
                 raise
             off = _offsets_int64(chunk.offsets).tolist()
             out = np.empty(len(off) - 1, _OBJ)
-            out[:] = [_decode_one(chunk.data, s, e - s, utf8_errors, what, i) for i, (s, e) in enumerate(zip(off[:-1], off[1:], strict=True))]
+            out[:] = [_decode_one(chunk.data, s, e - s, utf8_errors, what, i) for i, (s, e) in enumerate(itertools.pairwise(off))]
     else:
-        t = np.empty(chunk.n_items, _T)
+        t: np.ndarray = np.empty(chunk.n_items, _T)
         if not vlen_into(chunk, t, None, utf8_errors=utf8_errors, what=what):
             off = _offsets_int64(chunk.offsets)
             t = _spans_to_T(chunk.data, off[:-1], np.diff(off), utf8_errors, what)

@@ -13,35 +13,37 @@ planned like a fresh write against the dimensions the store already declares.
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import itertools
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import xarray as xr
 from xarray import conventions
 
-from .chunks import _write_numpy, attach_pipelines, write_arrays
 from ..codecs.v2 import build_pipeline
-from .dimensions import _resolve_dimensions
 from ..errors import DimensionError, ZStringsError
 from ..formats.nczarr_json import attrs_json
+from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZarrLayout, layout_named, layout_of_generation, reader_of
 from ..io.zstore import ZStore
 from ..text import fixed as strings
-
-if TYPE_CHECKING:
-    from ..io.commit import Transaction
+from .chunks import _write_numpy, attach_pipelines, write_arrays
+from .dimensions import _resolve_dimensions
 from .plan import (
-    GROUP_KEYS,
+    Format,
     _Array,
     _is_dask,
     _numeric_array,
     _Options,
     _plan_group,
     _string_array,
-    text_kind,
+    _typed,
     _what,
-    layout_of_generation,
+    text_kind,
 )
+
+if TYPE_CHECKING:
+    from ..io.commit import Transaction
 
 
 def _base_tree(zstore: ZStore) -> tuple[Any, dict[str, Any]]:
@@ -49,7 +51,8 @@ def _base_tree(zstore: ZStore) -> tuple[Any, dict[str, Any]]:
     object read (key -> JSON), for ``Transaction.set_base``."""
     from ..read.tree import open_tree
 
-    zstore.recorded = recorded = {}
+    recorded: dict[str, Any] = {}
+    zstore.recorded = recorded
     try:
         return open_tree(zstore), recorded
     finally:
@@ -57,14 +60,14 @@ def _base_tree(zstore: ZStore) -> tuple[Any, dict[str, Any]]:
 
 
 def _start_writes(zstore: ZStore, txn: Transaction, tree: Any, base: dict[str, Any], *,
-                  appends: Mapping[str, Mapping[str, int]] | None = None, new_arrays: list[str] = ()) -> None:
+                  appends: Mapping[str, Mapping[str, int]] | None = None, new_arrays: Sequence[str] = ()) -> None:
     """Everything is planned and checked: refuse symbolic links on the store's folders (before
     anything is written: a write must never change files outside the store), give the transaction
     its base, and record in the journal what the chunks may leave."""
     from ..io.zstore import refuse_links_on
 
     if type(zstore.store).__name__ == "LocalStore":
-        refuse_links_on(zstore.store.root, [p.strip("/") for p in [*tree.groups, *tree.arrays]], zstore.display)
+        refuse_links_on(cast(Any, zstore.store).root, [p.strip("/") for p in [*tree.groups, *tree.arrays]], zstore.display)
     txn.set_base(base, consolidated_in_step=tree.consolidated)
     txn.record_writes(appends=appends, new_arrays=list(new_arrays))
 
@@ -85,6 +88,7 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
     """
     tree, base = _base_tree(zstore)
     nczarr = tree.root.is_nczarr
+    _refuse_unwritable(zstore, tree, "append to")
     updates: dict[str, Any] = {}
     dim_growth: dict[str, int] = {}  # declaring group -> new size of append_dim there
     jobs: list[tuple[str, str, Any, xr.Variable, int, int, str | None, _Options]] = []
@@ -164,14 +168,14 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
             zarray = dict(meta.raw_zarray)
             zarray["shape"] = [max(n, grown.get(r, n)) for r, n in zip(refs, meta.shape, strict=True)]
             updates[f"{apath.strip('/')}/.zarray"] = zarray
-    obj, gkey, dkey, _, _ = GROUP_KEYS[layout_of_generation(tree.root.generation) or "4.9.4"]
+    layout = _store_layout(tree)
     for gpath, size in dim_growth.items():
-        if not nczarr:
+        if layout is None:
             continue
-        key = obj if gpath == "/" else f"{gpath.strip('/')}/{obj}"
+        key = layout.obj("group") if gpath == "/" else f"{gpath.strip('/')}/{layout.obj('group')}"
         za = copy.deepcopy(updates.get(key, base.get(key)) or {})
-        info = za.setdefault(gkey, {})
-        dims = info.setdefault(dkey, {})
+        info = za.setdefault(layout.key("group"), {})
+        dims = info.setdefault(layout.dims_key, {})
         spec = dims.get(append_dim)
         if isinstance(spec, Mapping):
             spec = dict(spec)
@@ -181,6 +185,25 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
         dims[append_dim] = spec
         updates[key] = za
     return updates
+
+
+def _store_layout(tree: Any) -> NCZarrLayout | None:
+    """The layout an existing NCZarr store is extended in (its own), None for pure Zarr v2."""
+    if not tree.root.is_nczarr:
+        return None
+    found = layout_of_generation(tree.root.generation)
+    return layout_named(found.writes_as) if found is not None and found.writes_as else found
+
+
+def _refuse_unwritable(zstore: ZStore, tree: Any, action: str) -> None:
+    """An NCZarr store in a layout no writer writes (NCZarr 1.0) is refused, naming the fix."""
+    layout = _store_layout(tree)
+    if tree.root.is_nczarr and (layout is None or not layout.writable):
+        raise ZStringsError(
+            f"Cannot {action} {zstore.display}: it is {tree.root.generation}; only NCZarr 2 stores "
+            "(netcdf-c 4.9.0+, as to_nczarr writes) can be extended. "
+            "Convert it first: xr_zstrings.convert or zstrings convert."
+        )
 
 
 def _pieces(var: xr.Variable, axis: int, append_dim: str, offset: int, c: int) -> Any:
@@ -193,7 +216,7 @@ def _pieces(var: xr.Variable, axis: int, append_dim: str, offset: int, c: int) -
     n = var.shape[axis]
     first = (-offset) % c or c
     bounds = [0, *range(min(first, n), n, c), n]
-    for lo, hi in zip(bounds[:-1], bounds[1:], strict=True):
+    for lo, hi in itertools.pairwise(bounds):
         if hi > lo:
             yield var.isel({append_dim: slice(lo, hi)}).compute()
 
@@ -273,22 +296,16 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     """
     tree, base = _base_tree(zstore)
     nczarr = tree.root.is_nczarr
-    layout = layout_of_generation(tree.root.generation)
-    if nczarr and layout is None:
-        raise ZStringsError(
-            f"Cannot add variables to {zstore.display}: it is {tree.root.generation}; only NCZarr 2 stores "
-            "(netcdf-c 4.9.0+, as to_nczarr writes) can be extended. "
-            "Convert it first: xr_zstrings.convert or zstrings convert."
-        )
-    if layout == "4.9.0":  # the store's readers are netcdf-c 4.9.0: write what it reads
-        from .nczarr import _for_netcdf_c_4_9_0
+    _refuse_unwritable(zstore, tree, "add variables to")
+    layout = _store_layout(tree)
+    if layout is not None:  # the store's readers are the netcdf-c it was written for: write what they read
+        from .nczarr import for_netcdf_c
 
-        groups = _for_netcdf_c_4_9_0(dict(groups))
-    fmt = "nczarr" if nczarr else "zarr2"
+        groups = for_netcdf_c(dict(groups), reader_of(layout))
+    fmt: Format = "nczarr" if nczarr else "zarr2"
     one = _Options(fmt=fmt, on_overflow=opts.on_overflow, maxstrlen=opts.maxstrlen,
                    default_maxstrlen=opts.default_maxstrlen, compressor=opts.compressor,
-                   strict_codecs=opts.strict_codecs, layout=layout or "4.9.4")
-    obj, gkey, dkey, akey, tkey = GROUP_KEYS[one.layout]
+                   strict_codecs=opts.strict_codecs, layout=layout or DEFAULT_LAYOUT)
     plans: dict[str, list[_Array]] = {}
     group_attrs: dict[str, dict[str, object]] = {}
     unlimited: dict[str, set[str]] = {}
@@ -317,24 +334,23 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     new_arrays = [a for arrays in plans.values() for a in arrays]
     attach_pipelines(new_arrays)
     _start_writes(zstore, txn, tree, base, new_arrays=[f"{a.group.rstrip('/')}/{a.name}" for a in new_arrays])
-    updates: dict[str, Any] = dict(write_arrays(zstore, new_arrays, fmt, one.layout))
+    updates: dict[str, Any] = dict(write_arrays(zstore, new_arrays, layout))
     # the groups: new arrays and dimensions in the NCZarr group listing, attributes updated
-    from .plan import _old_types
-
-    for gpath in plans:
+    for gpath, planned in plans.items():
         prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
         za = copy.deepcopy(base.get(prefix + ".zattrs") or {})
         values, types = attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
         za.update(values)
-        if nczarr:
-            za.setdefault(tkey, {}).setdefault("types", {}).update(_old_types(types, one.layout))
+        if layout is not None:
+            za.setdefault(layout.key("attr"), {}).setdefault("types", {}).update(_typed(types, layout))
+            obj = layout.obj("group")
             holder = za if obj == ".zattrs" else copy.deepcopy(base.get(prefix + obj) or {})
-            info = holder.setdefault(gkey, {})
-            dims = info.setdefault(dkey, {})
+            info = holder.setdefault(layout.key("group"), {})
+            dims = info.setdefault(layout.dims_key, {})
             for name, (size, unl) in declared.get(gpath, {}).items():
                 if name not in dims:
                     dims[name] = {"size": size, "unlimited": 1} if unl else size
-            info[akey] = [*info.get(akey, []), *[a.name for a in plans[gpath]]]
+            info[layout.arrays_key] = [*info.get(layout.arrays_key, []), *[a.name for a in planned]]
             if holder is not za:
                 updates[prefix + obj] = holder
         updates[prefix + ".zattrs"] = za

@@ -10,12 +10,13 @@ import contextlib
 import math
 import os
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
 
+from ..formats.netcdf_c import NCZarrLayout
 from ..io.zstore import ZStore
 from ..text.fixed import reused_output
 from .plan import _Array
@@ -41,7 +42,7 @@ def _encode_chunk(a: _Array, block: np.ndarray, chunk_shape: tuple[int, ...]) ->
     block = np.ascontiguousarray(block)
     raw = block.reshape(-1).view(np.uint8) if block.dtype.itemsize else np.frombuffer(block.tobytes(), np.uint8)
     if a.pipeline.compressor is None and not a.pipeline.filters:
-        return raw  # type: ignore[return-value]
+        return raw  # type: ignore[return-value]  # a uint8 view: the store takes any buffer (no copy)
     return a.pipeline.encode(raw)
 
 
@@ -218,13 +219,14 @@ def attach_pipelines(arrays: Iterable[_Array]) -> None:
 
     for a in arrays:
         a.pipeline = build_pipeline(a.compressor, a.filters or (), dtype=a.dtype,
-                                    string_kind={"string": "string", "char": "char"}.get(a.kind),
+                                    string_kind=a.kind if a.kind in ("string", "char") else None,
                                     where=_what(a.group, a.name))
 
 
-def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str, layout: str = "4.9.4") -> list[tuple[str, bytes]]:
+def write_arrays(zstore: ZStore, arrays: list[_Array], layout: NCZarrLayout | None) -> list[tuple[str, bytes]]:
     """Write the chunks of planned arrays (numpy on threads, dask in one parallel compute) and
-    return their ``.zarray``/``.zattrs`` items, for the caller to write after the chunks."""
+    return their ``.zarray``/``.zattrs`` items in ``layout`` (None: pure Zarr v2), for the caller
+    to write after the chunks."""
     import warnings
 
     from ..errors import StringTruncationWarning
@@ -250,6 +252,6 @@ def write_arrays(zstore: ZStore, arrays: list[_Array], fmt: str, layout: str = "
                     "bytes were cut at a character boundary (on_overflow='truncate')"), stacklevel=4)
     items: list[tuple[str, bytes]] = []
     for a in arrays:
-        items.append((f"{a.key}/.zarray", dumps(_zarray(a, fmt, layout))))  # type: ignore[arg-type]
-        items.append((f"{a.key}/.zattrs", dumps(_array_zattrs(a, fmt, layout))))  # type: ignore[arg-type]
+        items.append((f"{a.key}/.zarray", dumps(_zarray(a, layout))))
+        items.append((f"{a.key}/.zattrs", dumps(_array_zattrs(a, layout))))
     return items

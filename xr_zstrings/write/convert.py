@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
+from ..codecs.encoding import v2_configs
+from ..errors import TargetExistsError, ZStringsError
 from ..io.atomic import NETCDF_MAGIC, local_commit
 from ..io.redact import shown
-from ..errors import TargetExistsError, ZStringsError
-from .plan import _is_dask, check_names
-from .nczarr import Mode, text_kind, to_nczarr
-from ..codecs.encoding import v2_configs
+from .nczarr import Mode, to_nczarr
+from .plan import _is_dask, check_names, text_kind
 
-__all__ = ["convert", "is_netcdf_file", "write_netcdf4", "write_netcdf4_file", "RAW_DECODERS"]
+__all__ = ["RAW_DECODERS", "convert", "is_netcdf_file", "write_netcdf4", "write_netcdf4_file"]
 
 
 # values are copied undecoded, so fill values, packing and times stay exactly as stored
@@ -171,6 +171,8 @@ def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
     kind = text_kind(var)
     dtype: Any = str if kind == "str" else "S1" if kind == "bytes" else var.dtype
     kw: dict[str, Any] = {}
+    comp: Any
+    filters: Any
     comp, filters = (enc.get("compressor"), enc.get("filters")) if "compressor" in enc else v2_configs(
         enc, where=f"variable {name!r}")
     comp = comp.get_config() if hasattr(comp, "get_config") else (comp or {})

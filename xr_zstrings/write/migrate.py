@@ -33,7 +33,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -42,8 +42,8 @@ from ..codecs.v3 import V3Pipeline
 from ..errors import UnsupportedError, ZStringsError
 from ..formats.nczarr import ArrayMetaV2
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
-from ..io.commit import Transaction
 from ..io.atomic import local_commit, recover, target_lock
+from ..io.commit import Transaction
 from ..io.store import open_store
 from ..io.targets import local_target
 from ..io.zstore import ZStore
@@ -54,6 +54,9 @@ from ..read.variables import joined_char_arrays, resolve_dims
 from .zarr3 import _consolidated_root
 
 __all__ = ["ArrayPlan", "MigrationReport", "migrate", "plan_migration"]
+
+#: a JSON object of metadata (a zarr.json, a codec)
+JSONObject = dict[str, Any]
 
 _OBJECT_CODECS = ("vlen-utf8", "vlen-bytes")
 _TEXT_KINDS = ("string", "char", "unicode", "vlen", "vlen-bytes")
@@ -69,7 +72,7 @@ class ArrayPlan:
 
     path: str
     meta: ArrayMetaV2
-    zarr_json: dict[str, Any]
+    zarr_json: JSONObject
     reuse: bool
     why: str = ""  # why the chunks are rewritten
     notes: list[str] = field(default_factory=list)  # what the v3 metadata cannot say (dropped _FillValue)
@@ -99,8 +102,8 @@ class MigrationReport:
         """The report as lines of text (what ``zstrings migrate`` prints)."""
         verb = "would migrate" if self.dry_run else "migrated"
         where = "in place (v3 metadata beside the v2 metadata)" if self.in_place else f"to {self.target}"
-        out = [f"{verb} {self.source} {where}: {len(self.reused)} array(s) reuse their chunks, "
-               f"{len(self.rewritten)} rewritten"]
+        out = [(f"{verb} {self.source} {where}: {len(self.reused)} array(s) reuse their chunks, "
+                f"{len(self.rewritten)} rewritten")]
         if not self.dry_run and self.chunks_transferred:
             out.append(f"  {self.chunks_transferred} chunk object(s) {self.transfer}")
         for path, why in sorted(self.rewritten.items()):
@@ -115,11 +118,11 @@ class MigrationReport:
 # ---------------------------------------------------------------------------------------------
 
 
-def _codec_chain(meta: ArrayMetaV2) -> tuple[list[dict], list[dict], str]:
+def _codec_chain(meta: ArrayMetaV2) -> tuple[list[JSONObject], list[JSONObject], str]:
     """(array->array codecs, bytes->bytes codecs, why the chunks cannot be reused) for the v2 filters
     and compressor: a v2 filter array->array in v3 must come before every bytes-level one."""
-    aa: list[dict] = []
-    bb: list[dict] = []
+    aa: list[JSONObject] = []
+    bb: list[JSONObject] = []
     why = ""
     filters = [dict(f) for f in meta.filters]
     kind = meta.string_kind
@@ -156,7 +159,8 @@ def _codec_chain(meta: ArrayMetaV2) -> tuple[list[dict], list[dict], str]:
     return aa, bb, why
 
 
-def _rewrite_chain(meta: ArrayMetaV2, aa: list[dict], bb: list[dict]) -> tuple[list[dict], list[dict]]:
+def _rewrite_chain(meta: ArrayMetaV2, aa: list[JSONObject],
+                   bb: list[JSONObject]) -> tuple[list[JSONObject], list[JSONObject]]:
     """The codecs a rewritten array gets: the mapped ones, netcdf-c's shuffle by the element size."""
     if any(f.get("id") == "shuffle" for f in meta.filters) and meta.string_kind not in ("vlen", "vlen-bytes"):
         es = max(1, meta.dtype.itemsize)
@@ -166,7 +170,7 @@ def _rewrite_chain(meta: ArrayMetaV2, aa: list[dict], bb: list[dict]) -> tuple[l
     return aa, bb
 
 
-def _attributes(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, notes: list[str]) -> dict[str, Any]:
+def _attributes(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, notes: list[str]) -> JSONObject:
     """The v3 attributes: the typed v2 ones, ``_Encoding`` where engine="zstrings" decodes undeclared
     text, CF's ``_FillValue`` in xarray's v3 encoding (numbers only)."""
     attrs = dict(meta.attrs)
@@ -223,7 +227,7 @@ def _plan_array(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, in_place: bool)
     return ArrayPlan(path=meta.path, meta=meta, zarr_json=zarr_json, reuse=not why, why=why, notes=notes)
 
 
-def plan_migration(tree: TreeMeta, *, in_place: bool) -> tuple[dict[str, ArrayPlan], dict[str, dict]]:
+def plan_migration(tree: TreeMeta, *, in_place: bool) -> tuple[dict[str, ArrayPlan], dict[str, JSONObject]]:
     """Every array's :class:`ArrayPlan` and every group's ``zarr.json``, by absolute path."""
     if tree.root.generation == "zarr-v3":
         raise ZStringsError(f"{tree.store.display} is a Zarr v3 store already: nothing to migrate.")
@@ -232,7 +236,7 @@ def plan_migration(tree: TreeMeta, *, in_place: bool) -> tuple[dict[str, ArrayPl
         raise UnsupportedError(f"Cannot migrate {tree.store.display}: array {path!r} is not read by xr_zstrings "
                                f"({why}); rewrite it first or drop it from the store.")
     arrays: dict[str, ArrayPlan] = {}
-    groups: dict[str, dict] = {}
+    groups: dict[str, JSONObject] = {}
     for gpath, group in tree.groups.items():
         groups[gpath] = {"zarr_format": 3, "node_type": "group",
                          "attributes": v3_attributes(group.attrs, group.attr_types)}
@@ -328,7 +332,7 @@ def _copy_server_side(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) ->
 
     from ..zarr_compat import sync
 
-    store = src.store.store
+    store = cast(Any, src.store).store  # (an ObjectStore: its obstore store)
     done = 0
 
     async def run() -> None:
@@ -392,7 +396,7 @@ def _rewrite(src: ZStore, dst: ZStore, plan: ArrayPlan) -> int:
 # ---------------------------------------------------------------------------------------------
 
 
-def _metadata(arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
+def _metadata(arrays: Mapping[str, ArrayPlan], groups: Mapping[str, JSONObject],
               consolidated: bool, zs: ZStore) -> tuple[list[tuple[str, bytes]], tuple[str, bytes]]:
     """(every non-root zarr.json, the root zarr.json): written in that order, the root last."""
     nodes = {node_key(p, "zarr.json").strip("/"): g for p, g in groups.items() if p != "/"}
@@ -421,7 +425,7 @@ def _stale_v3(root: Path) -> None:
             dirnames[:] = [d for d in dirnames if d.isdigit()]  # an array's "/"-separated chunk folders
 
 
-def _write(src: ZStore, dst: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
+def _write(src: ZStore, dst: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, JSONObject],
            consolidated: bool, in_place: bool, metadata_first: bool = False,
            put_root: Callable[[bytes], None] | None = None) -> tuple[int, str]:
     """Chunks (unless shared in place), rewritten arrays, then the metadata, the root zarr.json last
@@ -502,8 +506,8 @@ def migrate(
     return report
 
 
-def _commit_in_place(source: Any, src: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
-                     consolidated: bool, so: dict | None) -> tuple[int, str]:
+def _commit_in_place(source: Any, src: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, JSONObject],
+                     consolidated: bool, so: JSONObject | None) -> tuple[int, str]:
     """v3 metadata beside the v2 metadata. Nothing a v2 reader reads changes, so no clone is made:
     under the writers' lock (``io.atomic``, serialised with appends), an older migration's root
     zarr.json goes first, the arrays' metadata are written, and the root last (locally by a rename)."""
@@ -548,8 +552,8 @@ def _delete(zs: ZStore, key: str) -> None:
     sync(zs.store.delete(zs.full_key(key)))
 
 
-def _commit_new(src: ZStore, target: Any, mode: str, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, dict],
-                consolidated: bool, so: dict | None) -> tuple[int, str]:
+def _commit_new(src: ZStore, target: Any, mode: str, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, JSONObject],
+                consolidated: bool, so: JSONObject | None) -> tuple[int, str]:
     local = local_target(target) if isinstance(target, str | os.PathLike) else None
     if local is not None:
         from zarr.storage import LocalStore, ZipStore

@@ -33,39 +33,37 @@ import numpy as np
 import xarray as xr
 from zarr.storage import LocalStore, ZipStore
 
-from ..text import fixed as strings
-from ..zarr_compat import sync
-from .append import _add_variables, _append
-from .repair import undo
-from ..io.atomic import local_commit, recover, refuse_link_target, target_lock
-from ..io.commit import JOURNAL, Transaction, begun
-from .chunks import attach_pipelines, local_scheduler, write_arrays
-from .dimensions import _ancestors, _resolve_dimensions
+from ..codecs.encoding import for_zarr
 from ..errors import UnsupportedError, ZStringsError
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
+from ..formats.netcdf_c import NETCDF_C, SCALAR_DIM, NetcdfC, netcdf_c_for
+from ..io.atomic import local_commit, recover, refuse_link_target, target_lock
+from ..io.commit import JOURNAL, Transaction, begun
 from ..io.redact import shown
 from ..io.store import open_store
 from ..io.targets import local_target, parse_nczarr_url
 from ..io.zstore import ZStore
+from ..text import fixed as strings
+from ..zarr_compat import sync
+from .append import _add_variables, _append
+from .chunks import attach_pipelines, local_scheduler, write_arrays
+from .dimensions import _ancestors, _resolve_dimensions
 from .plan import (
     DEFAULT_NETCDF_C,
     NETCDF_C_CODECS,
-    SCALAR_DIM_4_9_0,
     Format,
-    Layout,
     _Array,
+    _codecs_from_encoding,
     _group_objects,
     _is_dask,
-    _codecs_from_encoding,
     _Options,
     _plan_group,
     _string_array,
-    text_kind,
     check_names,
-    netcdf_c_layout,
+    text_kind,
 )
-from ..codecs.encoding import for_zarr
+from .repair import undo
 
 __all__ = [
     "DEFAULT_NETCDF_C",
@@ -276,17 +274,17 @@ def to_nczarr(
         raise ZStringsError(f"Invalid format={format!r}: expected 'nczarr' (NCZarr 2, the default) or "
                             "'zarr2' (pure Zarr v2 that netcdf-c reads with mode=zarr).")
     strings.check_on_overflow(on_overflow)
-    layout = netcdf_c_layout(DEFAULT_NETCDF_C if netcdf_c is None else netcdf_c)
+    reader = netcdf_c_for(DEFAULT_NETCDF_C if netcdf_c is None else netcdf_c)
     groups = _as_groups(obj)
     check_names(groups, netcdf_c="zarr" if format == "zarr2" else "nczarr", target=shown(target))
-    if format == "nczarr" and layout == "4.9.0":
-        groups = _for_netcdf_c_4_9_0(groups)
+    if format == "nczarr":
+        groups = for_netcdf_c(groups, reader)
     root_ds = groups["/"]
     if default_maxstrlen is None and root_ds.encoding.get("default_maxstrlen") is not None:
         default_maxstrlen = int(root_ds.encoding["default_maxstrlen"])
     opts = _Options(fmt=format, on_overflow=on_overflow, maxstrlen=maxstrlen,
                     default_maxstrlen=default_maxstrlen, compressor=compressor,
-                    strict_codecs=netcdf_c_codecs_only, layout=layout if format == "nczarr" else "4.9.4")
+                    strict_codecs=netcdf_c_codecs_only, layout=reader.writes)
     _check_mode(mode)
     if mode == "a":
         with _write_target(target, "a", storage_options, kind="add" if append_dim is None else "append") as (
@@ -306,7 +304,7 @@ def to_nczarr(
     for path, ds in groups.items():
         unl[path] = set(ds.encoding.get("unlimited_dims") or ()) | extra_unlimited
         if netcdf_c is not None:
-            unl[path] = _fixed_for_netcdf_c(path, ds, unl[path], opts.layout, netcdf_c)
+            unl[path] = _fixed_for_netcdf_c(path, ds, unl[path], reader, netcdf_c)
         plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
     declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
     attach_pipelines(a for arrays in plans.values() for a in arrays)
@@ -324,22 +322,22 @@ def _write_all(
 ) -> dict[str, bytes]:
     """Write every chunk; return every metadata object (key -> JSON bytes), which the transaction
     commits after the chunks (the root ``.zgroup`` last: until then the store is not a dataset)."""
-    items = dict(write_arrays(zstore, [a for arrays in plans.values() for a in arrays], opts.fmt, opts.layout))
+    layout = opts.layout if opts.fmt == "nczarr" else None
+    items = dict(write_arrays(zstore, [a for arrays in plans.values() for a in arrays], layout))
     children = {p: [c.rsplit("/", 1)[1] for c in groups if c != "/" and (c.rsplit("/", 1)[0] or "/") == p]
                 for p in groups}
     for path in groups:
         zg, za = _group_objects(path, gattrs[path], declared.get(path, {}), [a.name for a in plans[path]],
-                                children[path], opts.fmt, default_maxstrlen=opts.default_maxstrlen,
-                                layout=opts.layout)
+                                children[path], layout, default_maxstrlen=opts.default_maxstrlen)
         prefix = "" if path == "/" else path.strip("/") + "/"
         items[prefix + ".zattrs"] = dumps(za)
         items[prefix + ".zgroup"] = dumps(zg)
     return items
 
 
-def _fixed_for_netcdf_c(path: str, ds: xr.Dataset, unlimited: set[str], layout: Layout, netcdf_c: str) -> set[str]:
-    """Unlimited dimensions, or none (with a warning) for netcdf-c before 4.9.4, which cannot read them."""
-    if layout == "4.9.4" or not unlimited:
+def _fixed_for_netcdf_c(path: str, ds: xr.Dataset, unlimited: set[str], reader: NetcdfC, netcdf_c: str) -> set[str]:
+    """Unlimited dimensions, or none (with a warning) for a netcdf-c that cannot read them."""
+    if reader.unlimited or not unlimited:
         return unlimited
     import warnings
 
@@ -347,47 +345,54 @@ def _fixed_for_netcdf_c(path: str, ds: xr.Dataset, unlimited: set[str], layout: 
 
     mine = sorted(d for d in unlimited if d in ds.dims)
     if mine:
+        first = next(r for r in NETCDF_C if r.unlimited)
         warnings.warn(NetcdfCompatibilityWarning(
             f"group {path!r}: unlimited dimension(s) {mine} written as fixed-size for netcdf_c={netcdf_c!r} "
-            "(netcdf-c 4.9.0-4.9.3 fail on unlimited NCZarr dimensions); appending along them is then "
-            "impossible. Pass netcdf_c='4.9.4' to keep them unlimited (netcdf-c 4.9.4+ reads that)."),
+            f"(netcdf-c {NETCDF_C[0].first}-{_before(first)} fail on unlimited NCZarr dimensions); appending "
+            f"along them is then impossible. Pass netcdf_c='{first.first}' to keep them unlimited (netcdf-c "
+            f"{first.first}+ reads that)."),
             stacklevel=4)
     return set()
 
 
-def _for_netcdf_c_4_9_0(groups: dict[str, xr.Dataset]) -> dict[str, xr.Dataset]:
-    """What netcdf-c 4.9.0 can read: strings as NC_CHAR, scalars as one-element arrays (warned);
-    string-list attributes refused (4.9.0 fails to open a store holding one)."""
+def _before(reader: NetcdfC) -> str:
+    """The last netcdf-c release before ``reader``'s row (``"4.9.3"`` before 4.9.4)."""
+    major, minor, patch = reader.version
+    return f"{major}.{minor}.{patch - 1}" if patch else f"{major}.{minor - 1}"
+
+
+def for_netcdf_c(groups: dict[str, xr.Dataset], reader: NetcdfC) -> dict[str, xr.Dataset]:
+    """What ``reader`` can read (netcdf-c 4.9.0: strings as NC_CHAR, scalars as one-element arrays on
+    ``SCALAR_DIM``, each warned; string-list attributes refused: it fails to open a store holding
+    one). A netcdf-c that reads all of them gets ``groups`` unchanged."""
+    if reader.nc_string and reader.scalar_marker is not None and reader.string_lists:
+        return groups
     import warnings
 
     import numpy as np
 
     from ..errors import NetcdfCompatibilityWarning
 
+    keeps = next(r for r in NETCDF_C if r.nc_string and r.scalar_marker is not None and r.string_lists).first
+    target = f"netcdf_c={reader.first!r}"
     out: dict[str, xr.Dataset] = {}
     to_char: list[str] = []
     to_1d: list[str] = []
     for path, ds in groups.items():
-        for owner, attrs in [(f"group {path!r}", ds.attrs)] + [
-                (f"variable {path.rstrip('/')}/{n}", v.attrs) for n, v in ds.variables.items()]:
-            for k, v in attrs.items():
-                if isinstance(v, list | tuple | np.ndarray) and np.asarray(v).dtype.kind in "OUST":
-                    raise UnsupportedError(
-                        f"Cannot write attribute {k!r} of {owner} for netcdf_c='4.9.0': it is a list of "
-                        "strings (NC_STRING), and netcdf-c 4.9.0 fails to open an NCZarr store holding one. "
-                        "Join it into one text (e.g. ', '.join(...)), drop it, or target netcdf_c='4.9.1'.")
+        if not reader.string_lists:
+            _refuse_string_lists(path, ds, reader, keeps)
         new: dict[str, xr.Variable] = {}
         for name, var in ds.variables.items():
             where = f"{path.rstrip('/')}/{name}"
-            if text_kind(var) is not None and var.encoding.get("nc_type") != "NC_CHAR" and not (
-                    var.encoding.get("dtype") is not None and not isinstance(var.encoding["dtype"], type)
-                    and np.dtype(var.encoding["dtype"]) == np.dtype("S1")):
+            if not reader.nc_string and text_kind(var) is not None and var.encoding.get("nc_type") != "NC_CHAR" \
+                    and not (var.encoding.get("dtype") is not None and not isinstance(var.encoding["dtype"], type)
+                             and np.dtype(var.encoding["dtype"]) == np.dtype("S1")):
                 var = var.copy(deep=False)
                 var.encoding = {**var.encoding, "nc_type": "NC_CHAR"}
                 to_char.append(where)
-            elif var.ndim == 0:
+            elif reader.scalar_marker is None and var.ndim == 0:
                 enc = dict(var.encoding)
-                var = xr.Variable((SCALAR_DIM_4_9_0,), np.asarray(var.values).reshape(1), var.attrs, enc)
+                var = xr.Variable((SCALAR_DIM,), np.asarray(var.values).reshape(1), var.attrs, enc)
                 to_1d.append(where)
             new[str(name)] = var
         coords = {n: new[str(n)] for n in ds.coords}
@@ -397,15 +402,29 @@ def _for_netcdf_c_4_9_0(groups: dict[str, xr.Dataset]) -> dict[str, xr.Dataset]:
     if to_char:
         warnings.warn(NetcdfCompatibilityWarning(
             f"{len(to_char)} string variable(s) written as NC_CHAR with a string-length dimension for "
-            f"netcdf_c='4.9.0', which cannot read NC_STRING from NCZarr: {to_char[:5]}. netCDF4 and "
+            f"{target}, which cannot read NC_STRING from NCZarr: {to_char[:5]}. netCDF4 and "
             "xarray join them back into strings (_Encoding='utf-8'); ncdump shows character arrays. "
-            "Pass netcdf_c='4.9.1' to keep NC_STRING."), stacklevel=3)
+            f"Pass netcdf_c='{keeps}' to keep NC_STRING."), stacklevel=3)
     if to_1d:
         warnings.warn(NetcdfCompatibilityWarning(
             f"{len(to_1d)} scalar variable(s) written as one-element arrays on dimension "
-            f"{SCALAR_DIM_4_9_0!r} for netcdf_c='4.9.0', which aborts on NCZarr scalars: {to_1d[:5]}. "
-            "Pass netcdf_c='4.9.1' to keep them scalars."), stacklevel=3)
+            f"{SCALAR_DIM!r} for {target}, which aborts on NCZarr scalars: {to_1d[:5]}. "
+            f"Pass netcdf_c='{keeps}' to keep them scalars."), stacklevel=3)
     return out
+
+
+def _refuse_string_lists(path: str, ds: xr.Dataset, reader: NetcdfC, keeps: str) -> None:
+    """A string-list attribute (NC_STRING), which ``reader`` fails to open a store holding, refused."""
+    import numpy as np
+
+    for owner, attrs in [(f"group {path!r}", ds.attrs)] + [
+            (f"variable {path.rstrip('/')}/{n}", v.attrs) for n, v in ds.variables.items()]:
+        for k, v in attrs.items():
+            if isinstance(v, list | tuple | np.ndarray) and np.asarray(v).dtype.kind in "OUST":
+                raise UnsupportedError(
+                    f"Cannot write attribute {k!r} of {owner} for netcdf_c={reader.first!r}: it is a list of "
+                    f"strings (NC_STRING), and netcdf-c {reader.first} fails to open an NCZarr store holding one. "
+                    f"Join it into one text (e.g. ', '.join(...)), drop it, or target netcdf_c={keeps!r}.")
 
 
 def _close(zstore: ZStore) -> None:
@@ -474,4 +493,4 @@ def prepare_for_zarr(
     return out
 
 
-from .. import accessor as _accessor  # noqa: E402,F401  (registers the .zstrings accessor)
+from .. import accessor as _accessor  # noqa: F401 - registers the .zstrings accessor

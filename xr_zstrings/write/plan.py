@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -18,46 +18,29 @@ import xarray as xr
 from xarray import conventions
 
 from .. import __version__
-from ..text import fixed as strings
+from ..codecs.encoding import OBJECT_CODECS, v2_configs
 from ..codecs.v2 import ChunkPipeline
 from ..errors import DimensionError, UnsupportedError, ZStringsError
+from ..formats import netcdf_c as netcdf_c_table
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
 from ..formats.nczarr_json import attrs_json, json_value
+from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
 from ..io.redact import shown
-from ..codecs.encoding import OBJECT_CODECS, v2_configs
+from ..text import fixed as strings
+
+if TYPE_CHECKING:
+    from ..text.vlen import Kind
 
 Format = Literal["nczarr", "zarr2"]
 
-#: The three NCZarr 2 layouts netcdf-c has written, named by the oldest netcdf-c that reads each:
-#: "4.9.0" keys ``_NCZARR_*`` inside ``.zgroup``/``.zarray`` (NC_CHAR as ``<U1``); "4.9.1" keys
-#: ``_nczarr_*`` inside ``.zgroup``/``.zarray`` (read by every netcdf-c from 4.9.1 to 4.10.1, see
-#: docs/netcdf-c-versions.md); "4.9.4" everything in ``.zattrs`` (netcdf-c 4.9.4/4.10's own output,
-#: which netcdf-c before 4.9.3's last snapshots cannot read).
-Layout = Literal["4.9.0", "4.9.1", "4.9.4"]
-#: ``to_nczarr``'s default target: the layout every netcdf-c from 4.9.1 through 4.10 reads.
-DEFAULT_NETCDF_C = "4.9.1"
-#: A scalar becomes a one-element array on this dimension for netcdf-c 4.9.0 (which aborts on scalars).
-SCALAR_DIM_4_9_0 = "scalar1"
+#: ``to_nczarr``'s default target (formats.netcdf_c: the layout every netcdf-c from 4.9.1 through 4.10 reads)
+DEFAULT_NETCDF_C = netcdf_c_table.DEFAULT_NETCDF_C
 
 
-def netcdf_c_layout(netcdf_c: str) -> Layout:
-    """The layout for a reader's netcdf-c version (``"4.9.2"``, ``"4.10"``, ``"4.9.3-development"``)."""
-    import re
+def netcdf_c_layout(netcdf_c: str) -> NCZarrLayout:
+    """The layout to write for a reader's netcdf-c version (``"4.9.2"``, ``"4.10"``, ``"4.9.3-development"``)."""
+    return netcdf_c_for(netcdf_c).writes
 
-    m = re.fullmatch(r"\s*(\d+)\.(\d+)(?:\.(\d+))?(?:[-.+]?\w*)?\s*", str(netcdf_c))
-    if not m:
-        raise ZStringsError(f"Invalid netcdf_c={netcdf_c!r}: expected the reader's netcdf-c version, such as "
-                            "'4.9.0', '4.9.2' (Ubuntu 24.04) or '4.10'.")
-    v = (int(m[1]), int(m[2]), int(m[3] or 0))
-    if v < (4, 9, 0):
-        raise UnsupportedError(
-            f"Cannot write for netcdf-c {netcdf_c}: netcdf-c before 4.9.0 reads NCZarr 1.0 (separate .ncz* "
-            "objects), which to_nczarr does not write. Upgrade the reader, or write format='zarr2'.")
-    if v < (4, 9, 1):
-        return "4.9.0"
-    if v < (4, 9, 4):
-        return "4.9.1"
-    return "4.9.4"
 
 #: Compressor/filter ids that netcdf-c 4.10 (as shipped in the netCDF4 wheel) decodes in NCZarr.
 #: Checked one by one against the real library: ``gzip`` and ``lz4`` fail ("undefined filter"),
@@ -65,8 +48,7 @@ def netcdf_c_layout(netcdf_c: str) -> Layout:
 NETCDF_C_CODECS = frozenset({"zlib", "zstd", "bz2", "blosc"})
 _NETCDF_C_FILTERS = frozenset({"shuffle"})
 
-_NCZARR_VERSION = "2.0.0"
-_NCPROPERTIES = f"version=2,xr_zstrings={__version__},nczarr={_NCZARR_VERSION}"
+_NCPROPERTIES = f"version=2,xr_zstrings={__version__},nczarr={NCZARR_VERSION}"
 _CHUNK_TARGET_BYTES = 4 << 20  # default chunks aim at ~4 MiB (netcdf-c writes small arrays whole)
 _WHOLE_BYTES = 16 << 20  # arrays up to this size are one chunk, as netcdf-c does
 
@@ -94,7 +76,7 @@ class _Array:
     compressor: dict[str, Any] | None
     filters: list[dict[str, Any]] | None
     attrs: dict[str, Any]
-    kind: str  # "numeric", "string", "char", "bytes"
+    kind: str | None  # "numeric", "string", "char", "bytes"; None: stored values rewritten as they are
     data: Any  # numpy storage array, or a dask array of logical values
     encode_block: Callable[[np.ndarray], tuple[np.ndarray, int]] | None = None  # dask: logical -> storage
     maxstrlen: int | None = None
@@ -154,7 +136,7 @@ def _is_dask(data: Any) -> bool:
 
 
 def _is_missing(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and v != v)
+    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
 
 
 def _first_present(data: Any) -> Any:
@@ -176,7 +158,7 @@ def _first_present(data: Any) -> Any:
 _NOTHING = object()
 
 
-def text_kind(var: xr.Variable) -> str | None:
+def text_kind(var: xr.Variable) -> Kind | None:
     """"str", "bytes" or None (not text): the one rule every writer asks (to_nczarr, appends,
     convert, to_zarr_v3). ``U``/``T`` are text, ``S`` bytes; an object array is what its first value
     that is not missing is (a str: text, bytes: bytes, anything else: not text), and an object array
@@ -350,7 +332,8 @@ class _Options:
     default_maxstrlen: int | None
     compressor: Any
     strict_codecs: bool
-    layout: Layout = "4.9.4"
+    #: the NCZarr layout (``fmt="nczarr"``; pure Zarr v2 ignores it)
+    layout: NCZarrLayout = DEFAULT_LAYOUT
 
 
 def _width_for(name: str, path: str, var: xr.Variable, opts: _Options) -> int | None:
@@ -438,11 +421,11 @@ def _string_array(
         encoder = _bytes_encoder(what, chars=want_char)
     elif want_char:
         def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
-            return strings.encode_char_array(values, w, encoding=text_encoding, on_overflow=policy,  # type: ignore[arg-type]
+            return strings.encode_char_array(values, w, encoding=text_encoding, on_overflow=policy,  # type: ignore[arg-type]  # _Options checked it
                                              what=what)
     else:
         def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
-            return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]
+            return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]  # checked
 
     fill = None if fill_text is None else str(fill_text)
     block_what = f"{what} (a dask block of it)" if dask else what  # dask: counted per block
@@ -531,7 +514,7 @@ def _missing(values: np.ndarray) -> np.ndarray | None:
     """Where an object (or NA-aware StringDType) array of str holds a missing value (None, NaN,
     NA), or None when it cannot hold one."""
     if _na_aware(values):
-        na = values.dtype.na_object
+        na: Any = cast(np.dtypes.StringDType, values.dtype).na_object
         if na is not None and pd.isna(na):  # NaN-like NA (np.nan, pd.NA): no object copy
             return np.asarray(np.isnan(values), dtype=bool)
         values = values.astype(object)
@@ -626,7 +609,7 @@ def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, in
             arr = arr.astype(bytes)
         n = max(arr.dtype.itemsize, 1)
         if w is not None and n > w:
-            lengths = np.strings.str_len(arr).reshape(-1) if arr.size else np.zeros(1, np.int64)
+            lengths: np.ndarray = np.strings.str_len(arr).reshape(-1) if arr.size else np.zeros(1, np.int64)
             longest = int(lengths.max())
             if longest > w and policy == "error":
                 raise strings.overflow_error(what, lengths, w, "", arr, arr.shape)
@@ -732,35 +715,32 @@ def _plan_group(group: str, ds: xr.Dataset, opts: _Options, unlimited: set[str])
 # ---------------------------------------------------------------------------------------------
 
 
-def _zarray(a: _Array, fmt: Format = "nczarr", layout: Layout = "4.9.4") -> dict[str, Any]:
+def _zarray(a: _Array, layout: NCZarrLayout | None) -> dict[str, Any]:
+    """An array's ``.zarray`` in ``layout`` (None: pure Zarr v2)."""
     out = {
         "zarr_format": 2,
         "shape": list(a.shape) or [1],
-        "dtype": "<U1" if a.kind == "char" and fmt == "nczarr" and layout == "4.9.0" else a.dtype_str,
+        "dtype": layout.char_dtype if a.kind == "char" and layout is not None else a.dtype_str,
         "chunks": list(a.chunks) or [1],
         "fill_value": a.fill_json,
         "order": "C",
         "compressor": a.compressor,
         "filters": a.filters,
     }
-    if fmt == "nczarr" and layout == "4.9.1":
-        # "scalar": 1 for netcdf-c 4.9.3's later snapshots and 4.9.4+, "storage": "scalar" for 4.9.1-4.9.3
-        # (each segfaults on the other's form alone; both read this one)
-        out["_nczarr_array"] = ({"dimrefs": [], "scalar": 1, "storage": "scalar"} if a.scalar
-                                else {"dimrefs": list(a.dimrefs), "storage": "chunked"})
-    elif fmt == "nczarr" and layout == "4.9.0":
-        out["_NCZARR_ARRAY"] = {"dimrefs": list(a.dimrefs), "storage": "scalar" if a.scalar else "chunked"}
+    if layout is not None and layout.obj("array") == ".zarray":
+        out[layout.key("array")] = layout.array_info(list(a.dimrefs), a.scalar)
     return out
 
 
-def _old_types(types: dict[str, str], layout: Layout) -> dict[str, str]:
-    """Attribute types as netcdf-c 4.9.0 (text ``<U1``) or 4.9.1 (``>S1``) wrote them."""
-    return {k: ("<U1" if v == ">S1" and layout == "4.9.0" else v) for k, v in types.items()}
+def _typed(types: dict[str, str], layout: NCZarrLayout) -> dict[str, str]:
+    """Attribute types as ``layout`` spells them (NC_CHAR ``>S1``, or netcdf-c 4.9.0's ``<U1``)."""
+    return {k: (layout.char_dtype if v == ">S1" else v) for k, v in types.items()}
 
 
-def _array_zattrs(a: _Array, fmt: Format, layout: Layout = "4.9.4") -> dict[str, Any]:
+def _array_zattrs(a: _Array, layout: NCZarrLayout | None) -> dict[str, Any]:
+    """An array's ``.zattrs`` in ``layout`` (None: pure Zarr v2)."""
     where = _what(a.group, a.name)
-    values, types = attrs_json(a.attrs, where=where, typed=fmt == "nczarr")
+    values, types = attrs_json(a.attrs, where=where, typed=layout is not None)
     if "_FillValue" in a.attrs and a.kind == "numeric":
         types["_FillValue"] = "<" + a.dtype.str[1:]
     if "_FillValue" in a.attrs and a.kind == "string":
@@ -769,93 +749,46 @@ def _array_zattrs(a: _Array, fmt: Format, layout: Layout = "4.9.4") -> dict[str,
         types["_nczarr_maxstrlen"] = "<i4"
     out = dict(values)
     out["_ARRAY_DIMENSIONS"] = list(a.dims) if a.dims else ["_scalar_"]
-    if fmt == "nczarr" and layout != "4.9.4":
-        out["_NCZARR_ATTR" if layout == "4.9.0" else "_nczarr_attr"] = {"types": _old_types(types, layout)}
-    elif fmt == "nczarr":
-        info: dict[str, Any] = {"dimension_references": list(a.dimrefs)}
-        if a.scalar:
-            info["scalar"] = 1
-        info["storage"] = "chunked"
-        out["_nczarr_array"] = info
-        types.update({"_nczarr_array": "|J0", "_nczarr_attr": "|J0"})
-        out["_nczarr_attr"] = {"types": types}
-    return out
-
-
-def _group_zattrs(
-    path: str, attrs: Mapping[str, Any], dims: Mapping[str, list[Any]], arrays: list[str], groups: list[str],
-    fmt: Format, *, default_maxstrlen: int | None,
-) -> dict[str, Any]:
-    attrs = dict(attrs)
-    if path == "/" and default_maxstrlen is not None:
-        attrs["_nczarr_default_maxstrlen"] = np.int32(default_maxstrlen)
-    values, types = attrs_json(attrs, where=f"group {path!r}", typed=fmt == "nczarr")
-    if "_nczarr_default_maxstrlen" in attrs:
-        types["_nczarr_default_maxstrlen"] = "<i4"
-    out = dict(values)
-    if path == "/":
-        out["_NCProperties"] = _NCPROPERTIES
-        types["_NCProperties"] = ">S1"
-    if fmt == "nczarr":
-        out["_nczarr_group"] = {
-            "dimensions": {n: ({"size": s, "unlimited": 1} if u else s) for n, (s, u) in dims.items()},
-            "arrays": arrays,
-            "groups": groups,
-        }
-        if path == "/":
-            out["_nczarr_superblock"] = {"version": _NCZARR_VERSION}
-            types["_nczarr_superblock"] = "|J0"
-        types["_nczarr_group"] = "|J0"
-        types["_nczarr_attr"] = "|J0"
-        out["_nczarr_attr"] = {"types": types}
+    if layout is None:
+        return out
+    if layout.in_zattrs:  # netcdf-c 4.10 types its own JSON objects |J0
+        out[layout.key("array")] = layout.array_info(list(a.dimrefs), a.scalar)
+        types.update({layout.key("array"): "|J0", layout.key("attr"): "|J0"})
+    out[layout.key("attr")] = {"types": _typed(types, layout)}
     return out
 
 
 def _group_objects(
     path: str, attrs: Mapping[str, Any], dims: Mapping[str, list[Any]], arrays: list[str], groups: list[str],
-    fmt: Format, *, default_maxstrlen: int | None, layout: Layout = "4.9.4",
+    layout: NCZarrLayout | None, *, default_maxstrlen: int | None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A group's ``.zgroup`` and ``.zattrs`` in the target layout."""
-    if fmt != "nczarr" or layout == "4.9.4":
-        return {"zarr_format": 2}, _group_zattrs(path, attrs, dims, arrays, groups, fmt,
-                                                 default_maxstrlen=default_maxstrlen)
+    """A group's ``.zgroup`` and ``.zattrs`` in ``layout`` (None: pure Zarr v2): its attributes,
+    and in NCZarr its listing (dimensions, arrays, groups), the root's superblock and the types."""
     attrs = dict(attrs)
     if path == "/" and default_maxstrlen is not None:
         attrs["_nczarr_default_maxstrlen"] = np.int32(default_maxstrlen)
-    values, types = attrs_json(attrs, where=f"group {path!r}", typed=True)
+    values, types = attrs_json(attrs, where=f"group {path!r}", typed=layout is not None)
     if "_nczarr_default_maxstrlen" in attrs:
         types["_nczarr_default_maxstrlen"] = "<i4"
-    if path == "/":
-        values["_NCProperties"] = _NCPROPERTIES
-        types["_NCProperties"] = ">S1"
-    upper = layout == "4.9.0"
     zgroup: dict[str, Any] = {"zarr_format": 2}
-    if path == "/":
-        zgroup["_NCZARR_SUPERBLOCK" if upper else "_nczarr_superblock"] = {"version": _NCZARR_VERSION}
-    zgroup["_NCZARR_GROUP" if upper else "_nczarr_group"] = {
-        "dims": {n: ({"size": s, "unlimited": 1} if u else s) for n, (s, u) in dims.items()},
-        "vars": arrays,
-        "groups": groups,
-    }
     zattrs = dict(values)
-    zattrs["_NCZARR_ATTR" if upper else "_nczarr_attr"] = {"types": _old_types(types, layout)}
+    if path == "/":
+        zattrs["_NCProperties"] = _NCPROPERTIES
+        types["_NCProperties"] = ">S1"
+    if layout is None:
+        return zgroup, zattrs
+    objects = {".zgroup": zgroup, ".zattrs": zattrs}
+    listing = {layout.dims_key: {n: ({"size": s, "unlimited": 1} if u else s) for n, (s, u) in dims.items()},
+               layout.arrays_key: arrays, "groups": groups}
+    superblock = {"version": NCZARR_VERSION} if path == "/" else None
+    # (the order netcdf-c writes them in: in .zgroup the superblock first, in .zattrs the listing)
+    if superblock is not None and not layout.in_zattrs:
+        objects[layout.obj("superblock")][layout.key("superblock")] = superblock
+    objects[layout.obj("group")][layout.key("group")] = listing
+    if superblock is not None and layout.in_zattrs:
+        objects[layout.obj("superblock")][layout.key("superblock")] = superblock
+    if layout.in_zattrs:  # netcdf-c 4.10 types its own JSON objects |J0
+        types.update({layout.key(w): "|J0" for w in ("superblock", "group", "attr")
+                      if w != "superblock" or superblock is not None})
+    zattrs[layout.key("attr")] = {"types": _typed(types, layout)}
     return zgroup, zattrs
-
-
-#: Where each layout keeps a group's NCZarr listing: (object, key, dimensions key, arrays key, types key)
-GROUP_KEYS: dict[str, tuple[str, str, str, str, str]] = {
-    "4.9.4": (".zattrs", "_nczarr_group", "dimensions", "arrays", "_nczarr_attr"),
-    "4.9.1": (".zgroup", "_nczarr_group", "dims", "vars", "_nczarr_attr"),
-    "4.9.0": (".zgroup", "_NCZARR_GROUP", "dims", "vars", "_NCZARR_ATTR"),
-}
-
-
-def layout_of_generation(generation: str) -> Layout | None:
-    """The writer layout of a store the reader parsed (``GroupMeta.generation``), None for NCZarr 1.0."""
-    if generation.startswith("nczarr-2 (.zattrs"):
-        return "4.9.4"
-    if generation.startswith("nczarr-2 (.zgroup"):
-        return "4.9.1"
-    if generation.startswith("nczarr-2 (upper"):
-        return "4.9.0"
-    return None

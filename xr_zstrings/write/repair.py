@@ -128,10 +128,9 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
     waited for). ``zstrings check`` tells what a store's state is and what ``repair`` would do.
     """
     from ..io.atomic import target_lock
+    from ..io.redact import shown
     from ..io.store import open_store
     from ..io.targets import local_target
-
-    from ..io.redact import shown
 
     local = local_target(target)
     display = shown(target)  # (no credentials of a URL in any message)

@@ -39,21 +39,21 @@ import pandas as pd
 import xarray as xr
 from zarr.storage import WrapperStore
 
-from ..io.atomic import CloneStore, local_commit, not_replaceable
-from ..io.commit import Transaction
-from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
 from ..codecs.encoding import format_encoding
 from ..codecs.v3 import V3Pipeline
 from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
+from ..io.atomic import CloneStore, local_commit, not_replaceable
+from ..io.commit import Transaction
 from ..io.redact import shown
 from ..io.store import open_store
 from ..io.targets import local_target
 from ..io.zstore import ZStore
 from ..text.fixed import kernels
-from ..text.vlen import VlenChunk, values_to_vlen
+from ..text.vlen import Kind, VlenChunk, values_to_vlen
+from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
 from .plan import _is_dask, _missing, check_names, string_fill, text_kind
 
-__all__ = ["to_zarr_v3", "LAYOUTS"]
+__all__ = ["LAYOUTS", "to_zarr_v3"]
 
 Layout = Literal["vlen-utf8", "zarrs.vlen", "arrow", "arrow-large"]
 LAYOUTS: tuple[str, ...] = ("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large")
@@ -64,7 +64,7 @@ _V3_KEEP = frozenset({"chunks", "shards", "compressors", "dtype", "_FillValue", 
                       "calendar", "scale_factor", "add_offset", "coordinates"})
 
 
-def _check_objects(values: np.ndarray, kind: str, name: Hashable) -> None:
+def _check_objects(values: np.ndarray, kind: Kind, name: Hashable) -> None:
     """Every element of an object array is a str (kind 'str') or bytes ('bytes'), or raise."""
     typ = str if kind == "str" else bytes
     if not all(isinstance(v, typ) for v in values.reshape(-1).tolist()):
@@ -83,7 +83,7 @@ def _check_objects(values: np.ndarray, kind: str, name: Hashable) -> None:
 
 
 def _layout_metadata(
-    layout: str, kind: str, *, index_data_type: str, index_location: str,
+    layout: str, kind: Kind, *, index_data_type: str, index_location: str,
     index_codecs: Sequence[Mapping[str, Any]] | None, data_codecs: Sequence[Mapping[str, Any]] | None,
     compressors: Sequence[Mapping[str, Any]],
 ) -> tuple[Any, list[dict[str, Any]]]:
@@ -129,13 +129,13 @@ def _delete_chunks(zs: ZStore, path: str) -> None:
 _BATCH_BYTES = 64 << 20
 
 
-def _text_values(var: xr.Variable, kind: str, name: Hashable) -> tuple[np.ndarray, VlenChunk]:
+def _text_values(var: xr.Variable, kind: Kind, name: Hashable) -> tuple[np.ndarray, VlenChunk]:
     """(values as O/T or object-of-bytes, every value packed): packing validates them (lone
     surrogates, str/bytes mix-ups, None raise ZStringsError) before anything is written."""
     return _pack(var.values, kind, name)
 
 
-def _pack(values: np.ndarray, kind: str, name: Hashable) -> tuple[np.ndarray, VlenChunk]:
+def _pack(values: np.ndarray, kind: Kind, name: Hashable) -> tuple[np.ndarray, VlenChunk]:
     """``_text_values`` of an array (a whole variable, or one dask block of it)."""
     values = np.asarray(values)
     if kind == "str" and values.dtype.kind not in "OT":
@@ -156,7 +156,7 @@ def _pack(values: np.ndarray, kind: str, name: Hashable) -> tuple[np.ndarray, Vl
     return values, values_to_vlen(flat, kind=kind, what=f"variable {name!r}")
 
 
-def _missing_values(var: xr.Variable, kind: str, name: Hashable) -> tuple[Any, tuple[str, Any] | None]:
+def _missing_values(var: xr.Variable, kind: Kind, name: Hashable) -> tuple[Any, tuple[str, Any] | None]:
     """Missing values (None, NaN, StringDType NA) of a text variable, made writable: written as
     its string ``_FillValue`` (encoding or attribute; engine="zstrings" masks it back) when it has
     one, else in zarrs' nullable ``optional`` type (None marks them; warned: zarr-python cannot
@@ -196,7 +196,7 @@ def _warn_optional(name: Hashable, n: int, example: str = "", stacklevel: int = 
 
 
 def _chunk_items(
-    path: str, values: np.ndarray, packed: VlenChunk | None, kind: str, chunks: tuple[int, ...], pipe: V3Pipeline,
+    path: str, values: np.ndarray, packed: VlenChunk | None, kind: Kind, chunks: tuple[int, ...], pipe: V3Pipeline,
     pad: Any = "", origin: tuple[int, ...] | None = None,
 ) -> Iterator[Callable[[], tuple[str, bytes]]]:
     """One job per chunk; each job encodes its chunk (edge chunks padded with the fill value).
@@ -242,7 +242,7 @@ class _Text:
     """A string/bytes variable to write: in memory (``values`` checked and ``packed`` before the
     target is touched) or dask-backed (``lazy``: written block by block, checked per block)."""
 
-    kind: str
+    kind: Kind
     values: np.ndarray | None = None
     packed: VlenChunk | None = None
     missing: tuple[str, Any] | None = None
@@ -306,8 +306,8 @@ def _write_text_array(
         dtype, fill, pad = np.dtype(object), None, None
     elif missing is not None:  # ("fill", the string _FillValue the missing values were written as)
         _fill_attribute(meta, missing[1])
-    pipe_kw = dict(codecs=codecs, data_type=data_type, dtype=dtype, chunk_shape=chunks, fill_value=fill,
-                   where=zs.where(key))
+    pipe_kw = {"codecs": codecs, "data_type": data_type, "dtype": dtype, "chunk_shape": chunks, "fill_value": fill,
+               "where": zs.where(key)}
     if out.clear_old:  # a group written into an existing store: its old chunks go first
         _delete_chunks(zs, path)
     if text.lazy is not None:
@@ -339,7 +339,7 @@ class _BlockWriter:
     the string fill value, or in the ``optional`` pass as missing; without a fill value a block
     holding one is not written (the caller then writes every block again in the optional type)."""
 
-    def __init__(self, zs: ZStore, path: str, name: Hashable, kind: str, chunks: tuple[int, ...],
+    def __init__(self, zs: ZStore, path: str, name: Hashable, kind: Kind, chunks: tuple[int, ...],
                  pipe_kw: dict[str, Any], fill: Any, optional: bool = False) -> None:
         self.zs, self.path, self.name, self.kind, self.chunks = zs, path, name, kind, chunks
         self.pipe_kw, self.fill, self.optional = pipe_kw, fill, optional
@@ -391,7 +391,7 @@ def _is_meta_key(key: str) -> bool:
     return key == "zarr.json" or key.endswith("/zarr.json")
 
 
-class _HeldMetadata(dict):  # type: ignore[type-arg]
+class _HeldMetadata(dict):  # type: ignore[type-arg]  # key -> zarr-python's metadata buffer, as its store holds it
     """The ``zarr.json`` objects ``_MetadataLast`` holds, by key, with the number of keys below each
     folder (``below["a/b/"]``), so that clearing a folder that holds none costs one lookup.
 
@@ -436,7 +436,7 @@ class _HeldMetadata(dict):  # type: ignore[type-arg]
         return self[key]
 
 
-class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
+class _MetadataLast(WrapperStore):  # type: ignore[type-arg]  # wraps any Store; not subscripted at runtime (zarr 3.1)
     """The store xarray writes through: chunks go to the real store, every ``zarr.json`` stays in
     memory until ``flush`` writes them after all chunks, the root last.
 
@@ -539,7 +539,8 @@ class _MetadataLast(WrapperStore):  # type: ignore[type-arg]
         lead = zs.full_key("").rstrip("/")
         # zarr-python's implicit parents above the store's prefix are not part of this store
         self.meta = _HeldMetadata((k, v) for k, v in self.meta.items() if not lead or k.startswith(lead + "/"))
-        arrays, groups = [], []
+        arrays: list[str] = []
+        groups: list[str] = []
         for k, raw in self.meta.items():
             if k == root_key:
                 continue
@@ -598,8 +599,8 @@ def to_zarr_v3(
         named = ({base: ds} if isinstance(ds, xr.Dataset) else
                  {f"{base.rstrip('/')}/{n.path.strip('/')}": n.to_dataset(inherit=False) for n in ds.subtree})
         check_names(named, netcdf_c=None, target=shown(target))
-    kw: dict[str, Any] = dict(layout=layout, index_data_type=index_data_type, index_location=index_location,
-                              index_codecs=index_codecs, data_codecs=data_codecs, compressors=compressors)
+    kw: dict[str, Any] = {"layout": layout, "index_data_type": index_data_type, "index_location": index_location,
+                          "index_codecs": index_codecs, "data_codecs": data_codecs, "compressors": compressors}
     if isinstance(ds, xr.DataTree):
         base = (group or "").strip("/")
         nodes = [("/".join(p for p in (base, node.path.strip("/")) if p) or None, node.to_dataset(inherit=False))
@@ -614,6 +615,7 @@ def to_zarr_v3(
     display = shown(target)
     if local is not None:
         from zarr.storage import ZipStore
+
         from ..zarr_compat import sync
 
         path, is_zip = local
@@ -756,7 +758,7 @@ def _prepare(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, _Text]]:
     return prepared, texts
 
 
-def _string_fill(var: xr.Variable, kind: str) -> Any:
+def _string_fill(var: xr.Variable, kind: Kind) -> Any:
     """The string ``_FillValue`` (encoding or attribute) missing values of a dask-backed text
     variable are written as, or None (then a block holding one is refused)."""
     fill = string_fill(var)
@@ -776,9 +778,9 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
     meta_store = _MetadataLast(zs.store, hidden=frozenset({root_key}) if not into_group else frozenset(),
                                passthrough=_transactional(zs))
     layout = kw["layout"]
-    lkw = dict(index_data_type=kw["index_data_type"], index_location=kw["index_location"],
-               index_codecs=kw["index_codecs"], data_codecs=kw["data_codecs"],
-               compressors=kw["compressors"] or ())
+    lkw = {"index_data_type": kw["index_data_type"], "index_location": kw["index_location"],
+           "index_codecs": kw["index_codecs"], "data_codecs": kw["data_codecs"],
+           "compressors": kw["compressors"] or ()}
     pending: list[_Pending] = []
     with ThreadPoolExecutor(_THREADS) as pool:
         out = _Writes(zs, pool, clear_old=into_group)

@@ -68,7 +68,7 @@ class _WrappedCodec(ArrayBytesCodec):
             raise ValueError(f"{cls.__name__} reads codecs named {cls.names}, got {name!r}")
         cfg = data.get("configuration") or {}
         if not isinstance(cfg, dict):
-            raise ValueError(f"codec {name!r}: configuration must be an object, got {cfg!r}")
+            raise ValueError(f"codec {name!r}: configuration must be an object, got {cfg!r}")  # noqa: TRY004 - zarr-python's own from_dict raises ValueError
         cls.check(name, cfg)
         return cls(name=name, config=_freeze(cfg))
 
@@ -160,7 +160,7 @@ class ZarrsOptionalCodec(_WrappedCodec):
     @staticmethod
     def data_type(zdtype: Any) -> tuple[Any, np.dtype]:
         if not isinstance(zdtype, ZarrsOptional):
-            raise ValueError(f"the zarrs.optional codec is read for zarrs' optional data type, not {zdtype}")
+            raise ValueError(f"the zarrs.optional codec is read for zarrs' optional data type, not {zdtype}")  # noqa: TRY004 - as zarr-python's codecs refuse a data type
         return zdtype.inner, np.dtype(object)
 
 

@@ -24,8 +24,9 @@ byte's code point, in v3; ``optional``: ``null`` or a one-element list).
 from __future__ import annotations
 
 import base64
+import math
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import numpy as np
 import zarr.errors
@@ -33,11 +34,11 @@ from zarr.dtype import ZDType
 
 from ..formats.zarr3 import NC_CHAR_DATA_TYPE, OPTIONAL_DATA_TYPES
 
-__all__ = ["MISSING", "NCChar", "ZarrsOptional", "DataTypeValidationError", "is_missing"]
+__all__ = ["MISSING", "DataTypeValidationError", "NCChar", "ZarrsOptional", "is_missing"]
 
 # public in both supported lines: zarr.dtype (3.1) and zarr.errors (3.2 and later)
-DataTypeValidationError: type[Exception] = getattr(zarr.errors, "DataTypeValidationError", None) or \
-    zarr.dtype.DataTypeValidationError  # type: ignore[attr-defined]
+DataTypeValidationError: type[Exception] = cast(
+    "type[Exception]", getattr(zarr.errors, "DataTypeValidationError", None) or zarr.dtype.DataTypeValidationError)
 
 _NC_CHAR_V2 = ">S1"
 
@@ -47,7 +48,7 @@ MISSING = float("nan")
 
 def is_missing(v: Any) -> bool:
     """None or NaN: a missing element of zarrs' optional type."""
-    return v is None or (isinstance(v, float) and v != v)
+    return v is None or (isinstance(v, float) and math.isnan(v))
 
 
 def _v2_name(data: Any) -> Any:
@@ -65,7 +66,7 @@ def _v3_name(data: Any) -> tuple[Any, dict]:
 
 
 @dataclass(frozen=True, kw_only=True)
-class NCChar(ZDType[np.dtypes.BytesDType, np.bytes_]):  # type: ignore[type-var]
+class NCChar(ZDType[np.dtypes.BytesDType, np.bytes_]):
     """netcdf-c's NC_CHAR: ``">S1"`` (Zarr v2), ``xr_zstrings.nc_char`` (Zarr v3); ``S1`` elements."""
 
     dtype_cls = np.dtypes.BytesDType
@@ -79,7 +80,7 @@ class NCChar(ZDType[np.dtypes.BytesDType, np.bytes_]):  # type: ignore[type-var]
             "explicitly to write netcdf-c's NC_CHAR")
 
     def to_native_dtype(self) -> np.dtypes.BytesDType:
-        return np.dtype("S1")  # type: ignore[return-value]
+        return np.dtype("S1")  # type: ignore[return-value]  # a BytesDType; numpy's stubs say dtype[bytes_]
 
     @classmethod
     def _from_json_v2(cls, data: Any) -> NCChar:
@@ -96,7 +97,7 @@ class NCChar(ZDType[np.dtypes.BytesDType, np.bytes_]):  # type: ignore[type-var]
         raise DataTypeValidationError(f"Invalid JSON representation of {cls.__name__}. Got {data!r}, "
                                       f"expected {cls._zarr_v3_name!r}")
 
-    def to_json(self, zarr_format: int) -> Any:  # type: ignore[override]
+    def to_json(self, zarr_format: int) -> Any:
         if zarr_format == 2:
             return {"name": _NC_CHAR_V2, "object_codec_id": None}
         return self._zarr_v3_name
@@ -139,7 +140,7 @@ _INNER = {"string": "str", "large_string": "str", "bytes": "bytes", "variable_le
 
 
 @dataclass(frozen=True, kw_only=True)
-class ZarrsOptional(ZDType[np.dtypes.ObjectDType, Any]):  # type: ignore[type-var]
+class ZarrsOptional(ZDType[np.dtypes.ObjectDType, Any]):
     """zarrs' nullable ``optional`` type over ``string``/``bytes``: objects, ``None`` when missing.
 
     ``name`` is the spelling read (``optional`` or ``zarrs.optional``), written back unchanged;
@@ -167,7 +168,7 @@ class ZarrsOptional(ZDType[np.dtypes.ObjectDType, Any]):  # type: ignore[type-va
         raise DataTypeValidationError(f"{cls.__name__} is never inferred from a numpy dtype (got {dtype})")
 
     def to_native_dtype(self) -> np.dtypes.ObjectDType:
-        return np.dtype(object)  # type: ignore[return-value]
+        return np.dtype(object)  # type: ignore[return-value]  # an ObjectDType; numpy's stubs say dtype[object_]
 
     @classmethod
     def _from_json_v2(cls, data: Any) -> ZarrsOptional:
@@ -185,7 +186,7 @@ class ZarrsOptional(ZDType[np.dtypes.ObjectDType, Any]):  # type: ignore[type-va
         raise DataTypeValidationError(f"Invalid JSON representation of {cls.__name__}. Got {data!r}, "
                                       f"expected one of {OPTIONAL_DATA_TYPES}")
 
-    def to_json(self, zarr_format: int) -> Any:  # type: ignore[override]
+    def to_json(self, zarr_format: int) -> Any:
         if zarr_format == 2:
             raise ValueError("zarrs' optional data type exists in Zarr v3 only")
         return {"name": self.name, "configuration": {"name": self.inner, "configuration": {}}}

@@ -47,20 +47,20 @@ def enc_packbits_first_vlenbytes(mask, present):
 
 STORES = {
     # 1-D strings, packbits mask, vlen-utf8 data, fill null; chunk 3 never written
-    "string_packbits_vlenutf8": dict(
-        data_type={"name": "zarrs.optional", "configuration": {"name": "string", "configuration": {}}},
-        codecs=[{"name": "zarrs.optional", "configuration": {
+    "string_packbits_vlenutf8": {
+        "data_type": {"name": "zarrs.optional", "configuration": {"name": "string", "configuration": {}}},
+        "codecs": [{"name": "zarrs.optional", "configuration": {
             "mask_codecs": [{"name": "packbits", "configuration": {}}],
             "data_codecs": [{"name": "vlen-utf8", "configuration": {}}]}}],
-        fill_value=None, shape=[12], chunks=[3],
-        values=["a", None, "é€", None, None, None, "", "x", None, None, None, None],
-        unwritten=[(3,)], encode=enc_packbits_vlenutf8),
+        "fill_value": None, "shape": [12], "chunks": [3],
+        "values": ["a", None, "é€", None, None, None, "", "x", None, None, None, None],
+        "unwritten": [(3,)], "encode": enc_packbits_vlenutf8},
     # 2-D strings (C-order mask), a bytes (one byte per element) mask with gzip, zarrs.vlen data with
     # gzip, an outer gzip too; the draft's name "optional" for the data type and the codec;
     # fill ["N/A"] (a present value) for the never-written chunk (1, 1)
-    "string2d_bytesmask_zarrsvlen_gzip": dict(
-        data_type={"name": "optional", "configuration": {"name": "string"}},
-        codecs=[{"name": "optional", "configuration": {
+    "string2d_bytesmask_zarrsvlen_gzip": {
+        "data_type": {"name": "optional", "configuration": {"name": "string"}},
+        "codecs": [{"name": "optional", "configuration": {
             "mask_codecs": [{"name": "bytes"}, {"name": "gzip", "configuration": {"level": 5}}],
             "data_codecs": [{"name": "zarrs.vlen", "configuration": {
                 "index_data_type": "uint32", "index_location": "start",
@@ -68,44 +68,44 @@ STORES = {
                 "data_codecs": [{"name": "bytes"}]}},
                 {"name": "gzip", "configuration": {"level": 5}}]}},
             {"name": "gzip", "configuration": {"level": 1}}],
-        fill_value=["N/A"], shape=[4, 4], chunks=[2, 2],
-        values=[["a", None, "b", "c"],
+        "fill_value": ["N/A"], "shape": [4, 4], "chunks": [2, 2],
+        "values": [["a", None, "b", "c"],
                 [None, "dé", None, None],
                 [None, None, "N/A", "N/A"],
                 [None, None, "N/A", "N/A"]],
-        unwritten=[(1, 1)], encode=enc_bytesmask_zarrsvlen_gzip, outer_gzip=True),
+        "unwritten": [(1, 1)], "encode": enc_bytesmask_zarrsvlen_gzip, "outer_gzip": True},
     # bytes, packbits with a first_byte padding count, vlen-bytes data; chunk 1 all missing
     # (no data bytes at all), fill null
-    "bytes_packbits_vlenbytes": dict(
-        data_type={"name": "zarrs.optional", "configuration": {"name": "bytes", "configuration": {}}},
-        codecs=[{"name": "zarrs.optional", "configuration": {
+    "bytes_packbits_vlenbytes": {
+        "data_type": {"name": "zarrs.optional", "configuration": {"name": "bytes", "configuration": {}}},
+        "codecs": [{"name": "zarrs.optional", "configuration": {
             "mask_codecs": [{"name": "packbits", "configuration": {"padding_encoding": "first_byte"}}],
             "data_codecs": [{"name": "vlen-bytes", "configuration": {}}]}}],
-        fill_value=None, shape=[10], chunks=[5],
-        values=[b"\x00\xff", None, b"", b"abc", None, None, None, None, None, None],
-        unwritten=[], encode=enc_packbits_first_vlenbytes),
+        "fill_value": None, "shape": [10], "chunks": [5],
+        "values": [b"\x00\xff", None, b"", b"abc", None, None, None, None, None, None],
+        "unwritten": [], "encode": enc_packbits_first_vlenbytes},
     # sharded (zarrs' sharding_indexed around zarrs.optional, index bytes + crc32c at the end as
     # zarrs writes it): shards of 6, inner chunks of 2; inner chunk 1 is left out of shard 0 (index
     # entry 2**64-1: never written), inner chunk 2 is all missing (written, no data part), shard 2
     # never written; fill null, so the left-out inner chunk and the missing shard are missing
-    "string_sharded_packbits_vlenutf8": dict(
-        data_type={"name": "zarrs.optional", "configuration": {"name": "string", "configuration": {}}},
-        codecs=[{"name": "zarrs.optional", "configuration": {
+    "string_sharded_packbits_vlenutf8": {
+        "data_type": {"name": "zarrs.optional", "configuration": {"name": "string", "configuration": {}}},
+        "codecs": [{"name": "zarrs.optional", "configuration": {
             "mask_codecs": [{"name": "packbits", "configuration": {}}],
             "data_codecs": [{"name": "vlen-utf8", "configuration": {}}]}}],
-        fill_value=None, shape=[18], chunks=[2], shard=[6],
-        values=["a", None, None, None, None, None, "é", "", "x", None, "q", "r",
+        "fill_value": None, "shape": [18], "chunks": [2], "shard": [6],
+        "values": ["a", None, None, None, None, None, "é", "", "x", None, "q", "r",
                 None, None, None, None, None, None],
-        unwritten=[(1,), (6,), (7,), (8,)], encode=enc_packbits_vlenutf8),
+        "unwritten": [(1,), (6,), (7,), (8,)], "encode": enc_packbits_vlenutf8},
     # the same with a present fill value: the left-out inner chunk 4 reads as "N/A" (zarrs' fill)
-    "string_sharded_fill": dict(
-        data_type={"name": "zarrs.optional", "configuration": {"name": "string", "configuration": {}}},
-        codecs=[{"name": "zarrs.optional", "configuration": {
+    "string_sharded_fill": {
+        "data_type": {"name": "zarrs.optional", "configuration": {"name": "string", "configuration": {}}},
+        "codecs": [{"name": "zarrs.optional", "configuration": {
             "mask_codecs": [{"name": "packbits", "configuration": {}}],
             "data_codecs": [{"name": "vlen-utf8", "configuration": {}}]}}],
-        fill_value=["N/A"], shape=[12], chunks=[2], shard=[6],
-        values=["a", None, "b", "c", None, "d", "e", "f", "N/A", "N/A", None, "g"],
-        unwritten=[(4,)], encode=enc_packbits_vlenutf8),
+        "fill_value": ["N/A"], "shape": [12], "chunks": [2], "shard": [6],
+        "values": ["a", None, "b", "c", None, "d", "e", "f", "N/A", "N/A", None, "g"],
+        "unwritten": [(4,)], "encode": enc_packbits_vlenutf8},
 }
 
 _U64_MAX = 2**64 - 1

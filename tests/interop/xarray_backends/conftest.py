@@ -29,7 +29,6 @@ from typing import Any
 import pytest
 from _pytest.outcomes import Skipped, XFailed
 
-
 # The two fixtures of xarray's tests/conftest.py the classes use, as it defines them. Not imported
 # from there: importing xarray.tests uses its marks before this conftest has registered them (when
 # the whole suite is collected, --strict-markers is already in force then).
@@ -112,14 +111,14 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
         _call(fn, args)
     except (Skipped, XFailed):
         raise
-    except BaseException as ours:  # noqa: BLE001 - judged against the peer below
+    except BaseException as ours:  # judged against the peer below
         pyfuncitem.user_properties.append(("zstrings_opens", inst.zstrings_opens))
         if deliberate is not None:
             _judge_deliberate(inst, fn, args, deliberate, ours)
         inst.read_engine = peer
         try:
             _call(fn, _fresh(args, "peer"))
-        except BaseException as theirs:  # noqa: BLE001
+        except BaseException as theirs:
             pytest.xfail(f"peer fails too: engine={peer!r} {_short(theirs)} (ours: {_short(ours)})")
         raise AssertionError(
             f"regression: engine={peer!r} passes this xarray test, engine='zstrings' fails it: {_short(ours)}"
@@ -142,7 +141,7 @@ def _judge_deliberate(inst: Any, fn: Any, args: dict[str, Any], deliberate: tupl
         inst.extra_open_kwargs = dict(alt)
         try:
             _call(fn, _fresh(args, "alt"))
-        except BaseException as e:  # noqa: BLE001
+        except BaseException as e:
             raise AssertionError(
                 f"listed as a deliberate difference ({reason}) that open_dataset(..., {alt}) undoes, but "
                 f"with {alt} it fails too: {_short(e)}"

@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 import xarray as xr
@@ -53,8 +53,8 @@ class _Judged:
 
     read_engine = "zstrings"
     peer_engine: str
-    deliberate: dict[str, tuple[str, dict[str, Any] | None]] = {}
-    deselected: dict[str, str] = {}
+    deliberate: ClassVar[dict[str, tuple[str, dict[str, Any] | None]]] = {}
+    deselected: ClassVar[dict[str, str]] = {}
 
     @pytest.fixture(autouse=True)
     def _count_zstrings_opens(self, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
@@ -91,19 +91,19 @@ def _nczarr_tmp_file(suffix: str = ".nc", allow_cleanup_failure: bool = False) -
 
 class TestNetCDF4DataNCZarrZStrings(_Judged, xb.TestNetCDF4Data):
     peer_engine = "netcdf4"
-    deliberate = {
+    deliberate: ClassVar[dict[str, tuple[str, dict[str, Any] | None]]] = {
         "test_zero_dimensional_variable": (_STR_FOR_CHARS, None),
         "test_encoding_kwarg_fixed_width_string": (_STR_FOR_CHARS, None),
         "test_default_to_char_arrays": (_STR_FOR_CHARS, {"string_dtype": "bytes"}),
         "test_roundtrip_object_dtype": (_STR_FOR_CHARS, None),
         "test_roundtrip_character_array": (_STR_FOR_CHARS, {"string_dtype": "bytes"}),
         "test_roundtrip_bytes_with_fill_value": (_STR_FOR_CHARS, {"string_dtype": "bytes"}),
-        "test_byte_attrs": ("a text attribute that is not UTF-8 comes back as its bytes, with a warning "
-                            "(netCDF4 replaces the undecodable bytes with U+FFFD)", None),
-        "test_encoding_kwarg_vlen_string": ("strings come back as numpy StringDType (string_dtype='T', "
-                                            "the default), not fixed-width '<U'", None),
+        "test_byte_attrs": (("a text attribute that is not UTF-8 comes back as its bytes, with a warning "
+                             "(netCDF4 replaces the undecodable bytes with U+FFFD)"), None),
+        "test_encoding_kwarg_vlen_string": (("strings come back as numpy StringDType (string_dtype='T', "
+                                             "the default), not fixed-width '<U'"), None),
     }
-    deselected = {
+    deselected: ClassVar[dict[str, str]] = {
         "test_write_store": ("netcdf-c 4.10.1 (netCDF4 1.7.5) ends the process with a segmentation fault "
                              "when xarray's NetCDF4DataStore writes create_test_data() into an NCZarr store; "
                              "no reader is involved"),
@@ -138,15 +138,15 @@ class TestNetCDF4DataNCZarrZStrings(_Judged, xb.TestNetCDF4Data):
 
 class TestZarrDirectoryStoreZStrings(_Judged, xb.TestZarrDirectoryStore):
     peer_engine = "zarr"
-    deliberate = {
-        "test_shard_encoding[3]": ("a sharded array's encoding holds no 'shards' and its chunks are the shards, "
-                                   "so that ds.to_zarr writes both Zarr formats (v2 has no shards); "
-                                   "encoding['zstrings_shards'] keeps them for ds.zstrings.to_zarr(zarr_format=3)",
+    deliberate: ClassVar[dict[str, tuple[str, dict[str, Any] | None]]] = {
+        "test_shard_encoding[3]": (("a sharded array's encoding holds no 'shards' and its chunks are the shards, "
+                                    "so that ds.to_zarr writes both Zarr formats (v2 has no shards); "
+                                    "encoding['zstrings_shards'] keeps them for ds.zstrings.to_zarr(zarr_format=3)"),
                                    None),
         **{f"test_zarr_fill_value_setting[2-{t}]": (
-            "use_zarr_fill_value_as_mask=False is honoured for Zarr v2 (no _FillValue from the Zarr fill_value); "
-            "engine='zarr''s open_dataset ignores the keyword (xarray 2026.9 passes None to its store), so the "
-            "test expects the v2 default", {"use_zarr_fill_value_as_mask": None}) for t in ("int", "float")},
+            ("use_zarr_fill_value_as_mask=False is honoured for Zarr v2 (no _FillValue from the Zarr fill_value); "
+             "engine='zarr''s open_dataset ignores the keyword (xarray 2026.9 passes None to its store), so the "
+             "test expects the v2 default"), {"use_zarr_fill_value_as_mask": None}) for t in ("int", "float")},
     }
 
     @contextlib.contextmanager
