@@ -609,7 +609,7 @@ def main() -> None:
                                 clear(f"{rep_base(rep - 1)}/bare", so)
                             if rep:
                                 target = f"{rbase}/nczarr.zarr"
-                                write = lambda target=target: ours(target)  # noqa: E731
+                                write = lambda target=target: ours(target)
                             wall, peak, before, _ = run(write)
                             emit({"n": n, "place": place, "op": "write", "who": name, "s": wall, "rep": rep,
                                   "peak_mb": peak, "base_mb": before, **server_rss(so)})

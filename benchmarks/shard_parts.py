@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parent.parent / "tests"))
-from _s3 import KEY, REGION, SECRET, start_server, stop  # noqa: E402
+from _s3 import KEY, REGION, SECRET, start_server, stop
 
 BUCKET = "zstrings-shards"
 PREFIX = "sharded.zarr"

@@ -69,7 +69,7 @@ class RangeRead(NamedTuple):
     size: int | None
 
 
-class ObjectChanged(Exception):  # noqa: N818 - a signal to the caller, never shown to users
+class ObjectChanged(Exception):
     """A ranged read found the object replaced since the version the caller asked for (``key``):
     what the caller derived from the older version (a shard's index) is stale; read it again."""
 
@@ -263,7 +263,7 @@ class ZStore:
 
             get_async = obstore.get_async
 
-            async def fetch(key: str) -> bytes | None:
+            async def fetch(key: str) -> Any:  # bytes, obstore's Bytes (a buffer), or None
                 try:
                     resp = await get_async(obj, key)
                     start, end = resp.range
@@ -417,7 +417,7 @@ class ZStore:
     def _range_fetcher(self) -> Any:
         """The coroutine function reading one range (see ``_fetcher``): obstore directly, with the
         version as ``If-Match``, else the zarr-python store's ``ByteRequest`` ranges."""
-        obj = getattr(self.store, "store", None)
+        obj: Any = getattr(self.store, "store", None)
         if type(self.store) is _ObjectStore and type(obj).__module__.startswith("obstore"):
             import obstore
             from obstore.exceptions import GenericError, PreconditionError
@@ -425,7 +425,7 @@ class ZStore:
             get_async = obstore.get_async
 
             async def fetch(path: str, a: int, b: int | None, version: Any) -> RangeRead | None:
-                opts: dict[str, Any] = {"range": {"suffix": -a} if a < 0 else (a, b)}
+                opts: Any = {"range": {"suffix": -a} if a < 0 else (a, b)}  # obstore's GetOptions
                 if version is not None:
                     opts["if_match"] = version
                 try:
@@ -451,7 +451,8 @@ class ZStore:
         store, prototype = self.store, default_buffer_prototype()
 
         async def fetch_store(path: str, a: int, b: int | None, version: Any) -> RangeRead | None:
-            req = SuffixByteRequest(-a) if a < 0 else RangeByteRequest(a, b)
+            assert a < 0 or b is not None  # ByteRange: a stop unless the start is a suffix
+            req = SuffixByteRequest(-a) if a < 0 else RangeByteRequest(a, cast(int, b))
             buf = await store.get(path, prototype=prototype, byte_range=req)
             return None if buf is None else RangeRead(buf.to_bytes(), None, None)
 
@@ -461,7 +462,7 @@ class ZStore:
                           scratch: bool) -> list[RangeRead | None]:
         """``get_ranges`` on a local directory: ``os.pread`` of each part (one open per run of the
         same key), the file's (inode, mtime, size) as its version."""
-        root = self.store.root
+        root = cast(LocalStore, self.store).root
         out: list[RangeRead | None] = []
         used = 0  # scratch bytes handed out so far
         open_key, fd, version, size = None, -1, None, 0
@@ -487,7 +488,12 @@ class ZStore:
                     continue
                 if want is not None and want != version:
                     raise ObjectChanged(k)
-                lo, hi = (max(0, size + a), size) if a < 0 else (min(a, size), max(min(a, size), min(b, size)))
+                if a < 0:
+                    lo, hi = max(0, size + a), size
+                else:
+                    assert b is not None  # ByteRange: a stop unless the start is a suffix
+                    lo = min(a, size)
+                    hi = max(lo, min(b, size))
                 buf = _CHUNK_SCRATCH.get(used + hi - lo) if scratch and hi > lo else None
                 if buf is None:
                     data: Any = os.pread(fd, hi - lo, lo)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 import numpy as np
 
@@ -53,7 +53,7 @@ class InnerKey(str):
 
     inner: tuple[int, ...]
 
-    def __new__(cls, key: str, inner: tuple[int, ...]) -> InnerKey:
+    def __new__(cls, key: str, inner: tuple[int, ...]) -> Self:
         obj = super().__new__(cls, key)
         obj.inner = inner
         return obj
@@ -314,9 +314,9 @@ class ChunkedArrayV3(ChunkedArray):
                         entries = self.shard.parse_index(np.frombuffer(got.data, np.uint8), ctx, got.size)
                 except ZStringsError as e:
                     raise type(e)(f"Chunk {self.store.where(k)}: {e}") from None
-                out[k] = _Index(entries, got.version)
+                out[k] = index = _Index(entries, got.version)
                 if got.version is not None:  # (a store that cannot tell a replaced shard: read per selection)
-                    self._indexes.put(k, out[k])
+                    self._indexes.put(k, index)
         return out
 
     def _fetch(self, group: Any) -> Iterator[tuple[str, Any, tuple, tuple]]:
