@@ -337,6 +337,27 @@ def test_a_writer_stalled_past_its_lease_writes_no_chunk_after_the_takeover(
         assert peer["value"][:].tolist() == want["value"].values.tolist()
 
 
+def test_a_running_writer_of_a_localstore_object_keeps_its_claim(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zarr-python LocalStore object has no writer lock: its claim is renewed like any store's, so a
+    second writer is refused while the first one runs longer than the lease, instead of taking a
+    live writer's store over. (Before: the claim was never renewed there; after the lease the second
+    writer took over.)"""
+    from stall_writer import OLD, stall_dataset
+
+    monkeypatch.setenv("XR_ZSTRINGS_LOCK_TIMEOUT", "2")
+    path = tmp_path / "s.zarr"
+    to_nczarr(stall_dataset("old", 0, OLD), zarr.storage.LocalStore(path, read_only=False), unlimited_dims=["t"])
+    zs = open_store(zarr.storage.LocalStore(path, read_only=False), mode="a")
+    with Transaction.begin(zs, "append", undo=undo) as held:
+        time.sleep(3)  # longer than the lease (not a timing assertion: the claim is renewed meanwhile)
+        with pytest.raises(ConcurrentWriteError, match="another writer"):
+            to_nczarr(stall_dataset("b"), zarr.storage.LocalStore(path, read_only=False), mode="a", append_dim="t")
+        held.abort()
+    assert xr.open_dataset(path, engine="zstrings")["name"].values.tolist() == \
+        stall_dataset("old", 0, OLD)["name"].values.tolist()
+
+
 def test_the_fence_costs_an_append_that_does_not_stall_no_request(s3: S3Server,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """An append of many chunk batches checks the claim before each batch and pays no request for
