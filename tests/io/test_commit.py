@@ -20,6 +20,7 @@ import numpy as np
 import obstore
 import pytest
 import xarray as xr
+import zarr
 from peers import nc_url
 from s3_server import S3Server
 
@@ -296,11 +297,11 @@ def test_a_writer_stalled_past_its_lease_writes_no_chunk_after_the_takeover(
 
     if writer == "append":
         to_nczarr(stall_dataset("old", 0, OLD), target(), unlimited_dims=["t"], storage_options=so)
-        write_b = lambda: to_nczarr(stall_dataset("b"), target(), mode="a", append_dim="t", storage_options=so)  # noqa: E731
+        write_b = lambda: to_nczarr(stall_dataset("b"), target(), mode="a", append_dim="t", storage_options=so)
         want = xr.concat([stall_dataset("old", 0, OLD), stall_dataset("b")], dim="t")
     else:
         to_zarr_v3(stall_dataset("old", 0, OLD), target(), storage_options=so)
-        write_b = lambda: to_zarr_v3(stall_dataset("b", 0, OLD + NEW), target(), mode="w", storage_options=so)  # noqa: E731
+        write_b = lambda: to_zarr_v3(stall_dataset("b", 0, OLD + NEW), target(), mode="w", storage_options=so)
         want = stall_dataset("b", 0, OLD + NEW)
     child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("stall_writer.py")), writer,
                               url if kind == "s3" else f"local:{path}", json.dumps(so)],
