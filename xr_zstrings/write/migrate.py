@@ -335,7 +335,7 @@ def _copy_server_side(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) ->
     store = cast(Any, src.store).store  # (an ObjectStore: its obstore store)
     done = 0
 
-    async def run() -> None:
+    async def run(batch: list[tuple[str, str]]) -> None:
         sem = asyncio.Semaphore(_TRANSFER_CONCURRENCY)
 
         async def one(s: str, d: str) -> None:
@@ -347,9 +347,11 @@ def _copy_server_side(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) ->
                     return
                 done += 1
 
-        await asyncio.gather(*(one(s, d) for s, d in pairs))
+        await asyncio.gather(*(one(s, d) for s, d in batch))
 
-    sync(run())
+    for i in range(0, len(pairs), 1024):  # batches, each after the write's claim is checked (set_many's fence)
+        dst.check_fence()
+        sync(run(pairs[i:i + 1024]))
     return done
 
 

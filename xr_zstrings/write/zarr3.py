@@ -786,6 +786,7 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
         out = _Writes(zs, pool, clear_old=into_group)
         for i, (group, ds, texts) in enumerate(prepared):
             where = "/".join(p for p in (zs.prefix, (group or "").strip("/")) if p) or None
+            zs.check_fence()  # xarray writes the group's number chunks straight to the store
             ds.to_zarr(meta_store, mode=("w" if not into_group else "a") if i == 0 else "a", zarr_format=3,
                        consolidated=False, group=where)
             prefix = (group or "").strip("/")
