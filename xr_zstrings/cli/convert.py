@@ -11,6 +11,7 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from ..formats.netcdf_c import CURRENT, DEFAULT_NETCDF_C, examples_text
 from ..io.redact import redact
 from .common import _NETCDF_SUFFIXES, _TARGET_HELP, OK, UsageError, _is_netcdf_file
 
@@ -328,8 +329,8 @@ def add_parser(sub: Any) -> None:
                    help="compressor for every variable of an nczarr/zarr2 target (default: the source's "
                         "own, codecs netcdf-c cannot read replaced by zlib)")
     p.add_argument("--netcdf-c", dest="netcdf_c", metavar="VERSION", default=None,
-                   help="the oldest netcdf-c that must read DST (e.g. 4.9.0 for Debian 12, 4.9.2 for Ubuntu "
-                        "24.04, 4.10); default: the layout every netcdf-c from 4.9.1 to 4.10 reads")
+                   help=f"the oldest netcdf-c that must read DST (e.g. {examples_text()}); default: the layout "
+                        f"every netcdf-c from {DEFAULT_NETCDF_C} to {CURRENT.example} reads")
     p.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
     p.set_defaults(func=_cmd_convert)

@@ -24,7 +24,7 @@ from xarray import conventions
 from ..codecs.v2 import build_pipeline
 from ..errors import DimensionError, ZStringsError
 from ..formats.nczarr_json import attrs_json
-from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZarrLayout, layout_named, layout_of_generation, reader_of
+from ..formats.netcdf_c import DEFAULT_LAYOUT, NETCDF_C, NCZarrLayout, layout_named, layout_of_generation, reader_of
 from ..io.zstore import ZStore
 from ..text import fixed as strings
 from .chunks import _write_numpy, attach_pipelines, write_arrays
@@ -201,7 +201,7 @@ def _refuse_unwritable(zstore: ZStore, tree: Any, action: str) -> None:
     if tree.root.is_nczarr and (layout is None or not layout.writable):
         raise ZStringsError(
             f"Cannot {action} {zstore.display}: it is {tree.root.generation}; only NCZarr 2 stores "
-            "(netcdf-c 4.9.0+, as to_nczarr writes) can be extended. "
+            f"(netcdf-c {NETCDF_C[0].first}+, as to_nczarr writes) can be extended. "
             "Convert it first: xr_zstrings.convert or zstrings convert."
         )
 

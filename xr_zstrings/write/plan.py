@@ -24,7 +24,7 @@ from ..errors import DimensionError, UnsupportedError, ZStringsError
 from ..formats import netcdf_c as netcdf_c_table
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
 from ..formats.nczarr_json import attrs_json, json_value
-from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
+from ..formats.netcdf_c import CURRENT, DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
 from ..io.redact import shown
 from ..text import fixed as strings
 
@@ -42,7 +42,7 @@ def netcdf_c_layout(netcdf_c: str) -> NCZarrLayout:
     return netcdf_c_for(netcdf_c).writes
 
 
-#: Compressor/filter ids that netcdf-c 4.10 (as shipped in the netCDF4 wheel) decodes in NCZarr.
+#: Compressor/filter ids that the current netcdf-c (4.10, as shipped in the netCDF4 wheel) decodes in NCZarr.
 #: Checked one by one against the real library: ``gzip`` and ``lz4`` fail ("undefined filter"),
 #: ``blosc`` (every cname, every shuffle mode) reads even though netcdf-c cannot *write* it there.
 NETCDF_C_CODECS = frozenset({"zlib", "zstd", "bz2", "blosc"})
@@ -251,7 +251,7 @@ def _codecs_from_encoding(
         bad += [f.get("id") for f in filters if f.get("id") not in _NETCDF_C_FILTERS]
         if bad:
             raise UnsupportedError(
-                f"Cannot write {where} with codec {bad[0]!r}: netcdf-c 4.10 cannot read it (it reads the "
+                f"Cannot write {where} with codec {bad[0]!r}: netcdf-c {CURRENT.example} cannot read it (it reads the "
                 f"compressors {sorted(NETCDF_C_CODECS)} and the 'shuffle' filter). Use e.g. "
                 "encoding={'compressor': {'id': 'zstd', 'level': 3}}, or pass netcdf_c_codecs_only=False "
                 "to write it anyway for other Zarr readers."
