@@ -40,6 +40,7 @@ import xarray as xr
 from zarr.storage import WrapperStore
 
 from ..codecs.encoding import format_encoding
+from ..codecs.layouts import LAYOUT_NAMES, layout_named
 from ..codecs.v3 import V3Pipeline
 from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
 from ..io.atomic import CloneStore, local_commit, not_replaceable
@@ -55,8 +56,8 @@ from .plan import _is_dask, _missing, check_names, string_fill, text_kind
 
 __all__ = ["LAYOUTS", "to_zarr_v3"]
 
-Layout = Literal["vlen-utf8", "zarrs.vlen", "arrow", "arrow-large"]
-LAYOUTS: tuple[str, ...] = ("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large")
+#: the layouts' names (codecs.layouts: one row each), the default first
+LAYOUTS: tuple[str, ...] = LAYOUT_NAMES
 _THREADS = max(2, min(8, os.cpu_count() or 1))
 
 # encodings of non-string variables that mean the same in Zarr v3 (xarray's own keys)
@@ -83,33 +84,12 @@ def _check_objects(values: np.ndarray, kind: Kind, name: Hashable) -> None:
 
 
 def _layout_metadata(
-    layout: str, kind: Kind, *, index_data_type: str, index_location: str,
-    index_codecs: Sequence[Mapping[str, Any]] | None, data_codecs: Sequence[Mapping[str, Any]] | None,
-    compressors: Sequence[Mapping[str, Any]],
+    layout: str, kind: Kind, *, compressors: Sequence[Mapping[str, Any]], **options: Any
 ) -> tuple[Any, list[dict[str, Any]]]:
-    """The ``data_type`` and ``codecs`` a layout writes into zarr.json."""
-    if layout == "vlen-utf8":
-        name = "vlen-utf8" if kind == "str" else "vlen-bytes"
-        return ("string" if kind == "str" else "variable_length_bytes"), [
-            {"name": name, "configuration": {}}, *map(dict, compressors)
-        ]
-    if layout == "zarrs.vlen":
-        config = {
-            "data_codecs": [dict(c) for c in (data_codecs or [{"name": "bytes"}])],
-            "index_codecs": [dict(c) for c in (index_codecs or
-                                                [{"name": "bytes", "configuration": {"endian": "little"}}])],
-            "index_data_type": index_data_type,
-            "index_location": index_location,
-        }
-        return ("string" if kind == "str" else "bytes"), [
-            {"name": "zarrs.vlen", "configuration": config}, *map(dict, compressors)
-        ]
-    if layout in ("arrow", "arrow-large"):
-        base = "string" if kind == "str" else "binary"
-        name = base if layout == "arrow" else f"large_{base}"
-        # the v3 spec wants one array->bytes codec: a plain "bytes" codec marks the Arrow layout
-        return {"name": name}, [{"name": "bytes"}, *map(dict, compressors)]
-    raise ZStringsError(f"Unknown layout {layout!r}: expected one of {LAYOUTS}.")
+    """The ``data_type`` and ``codecs`` a layout (codecs.layouts) writes into zarr.json: its own
+    array->bytes codec, then the compressors."""
+    data_type, codecs = layout_named(layout).metadata(kind, options)
+    return data_type, [*codecs, *map(dict, compressors)]
 
 
 def _delete_chunks(zs: ZStore, path: str) -> None:
@@ -564,7 +544,7 @@ def to_zarr_v3(
     ds: xr.Dataset,
     target: str | os.PathLike[str] | Any,
     *,
-    layout: Layout = "vlen-utf8",
+    layout: str = LAYOUT_NAMES[0],
     index_data_type: Literal["uint32", "uint64"] = "uint32",
     index_location: Literal["start", "end"] = "end",
     index_codecs: Sequence[Mapping[str, Any]] | None = None,
@@ -590,8 +570,7 @@ def to_zarr_v3(
     Long because it is the public entry point: argument checks before anything is written, the
     stand-in variables for xarray's own writer, then the chunk writes and the commit.
     """
-    if layout not in LAYOUTS:
-        raise ZStringsError(f"Unknown layout {layout!r}: expected one of {LAYOUTS}.")
+    layout_named(layout)  # (an unknown one is refused before anything is written)
     if mode not in ("w-", "w"):
         raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite) or 'w' (overwrite).")
     if isinstance(ds, xr.DataTree | xr.Dataset):
@@ -790,7 +769,7 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
                        consolidated=False, group=where)
             prefix = (group or "").strip("/")
             for name, text in texts.items():
-                keep = layout == "vlen-utf8" and kw["compressors"] is None and text.kind == "str"
+                keep = layout_named(layout).zarr_python and kw["compressors"] is None and text.kind == "str"
                 p = _write_text_array(zs, meta_store, f"{prefix}/{name}".strip("/"), name, text, layout, keep,
                                       out, **lkw)
                 if p is not None:
