@@ -557,6 +557,8 @@ def to_zarr_v3(
 ) -> None:
     """Write ``ds`` to a Zarr v3 store, string and bytes variables in ``layout``.
 
+    ``layout`` is one of ``codecs.layouts.LAYOUT_NAMES`` (``"vlen-utf8"``, ``"zarrs.vlen"``, ``"arrow"``,
+    ``"arrow-large"``: the module docstring describes each).
     ``compressors`` are v3 bytes->bytes codecs (e.g. ``[{"name": "zstd", "configuration":
     {"level": 3}}]``) applied after the layout; ``None`` gives ``vlen-utf8`` text zarr-python's
     default (zstd) as zarr-python itself would write it and leaves the other layouts
@@ -567,65 +569,83 @@ def to_zarr_v3(
     and the root ``zarr.json`` last; a local directory or zip is written beside the target and
     swapped in whole (``mode="w"`` keeps the old store until then): see docs/reliability.md.
 
-    Long because it is the public entry point: argument checks before anything is written, the
-    stand-in variables for xarray's own writer, then the chunk writes and the commit.
+    The argument checks and every value's packing come before anything is written; then the
+    local (``_write_local``: beside the target, swapped in) or object-storage commit
+    (``_write_into``: a transaction on the store).
     """
     layout_named(layout)  # (an unknown one is refused before anything is written)
     if mode not in ("w-", "w"):
         raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite) or 'w' (overwrite).")
-    if isinstance(ds, xr.DataTree | xr.Dataset):
-        base = "/" + (group or "").strip("/")
-        named = ({base: ds} if isinstance(ds, xr.Dataset) else
-                 {f"{base.rstrip('/')}/{n.path.strip('/')}": n.to_dataset(inherit=False) for n in ds.subtree})
-        check_names(named, netcdf_c=None, target=shown(target))
+    nodes = _nodes(ds, group, target)
     kw: dict[str, Any] = {"layout": layout, "index_data_type": index_data_type, "index_location": index_location,
                           "index_codecs": index_codecs, "data_codecs": data_codecs, "compressors": compressors}
-    if isinstance(ds, xr.DataTree):
-        base = (group or "").strip("/")
-        nodes = [("/".join(p for p in (base, node.path.strip("/")) if p) or None, node.to_dataset(inherit=False))
-                 for node in ds.subtree]
-    elif isinstance(ds, xr.Dataset):
-        nodes = [(group, ds)]
-    else:
-        raise ZStringsError(f"Cannot write {type(ds).__name__}: expected an xarray Dataset or DataTree.")
     # every value is checked and packed before the target is touched
     prepared = [(g, *_prepare(d)) for g, d in nodes]
     local = local_target(target)
-    display = shown(target)
     if local is not None:
-        from zarr.storage import ZipStore
-
-        from ..zarr_compat import sync
-
-        path, is_zip = local
-        into = group is not None and path.exists()  # a group written into the store that is there
-        found = not_replaceable(path, "zip" if is_zip else "zarr") if into else None
-        if found is not None:  # (else it would make a folder of other files a store's root)
-            raise TargetExistsError(f"Cannot write group {group!r} into {display}: it is {found}. Write the "
-                                    "group into a store, or choose another target.")
-        with local_commit(path, mode="a" if into else mode, display=display,
-                          zip_file=is_zip) as tmp:
-            if tmp is None:  # no hard links here: write into the target itself, metadata last
-                zs = open_store(os.fspath(target), mode="a")
-            elif is_zip:
-                zs = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display)
-            else:
-                zs = ZStore(CloneStore(tmp, read_only=False), display=display)
-            if group is not None and mode == "w-" and zs.list_dir(group.strip("/")):
-                raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
-                                    "overwrites. Pass mode='w' to replace it.")
-            try:
-                with local_scheduler(zs):
-                    _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
-            finally:
-                if is_zip and tmp is not None:
-                    zs.store.close()
+        _write_local(target, *local, prepared, group=group, mode=mode, consolidated=consolidated, kw=kw)
         return
     if isinstance(target, str | os.PathLike):
         zs = open_store(os.fspath(target), mode="w",
                         storage_options=dict(storage_options) if storage_options else None)
     else:
         zs = open_store(target, mode="w")
+    _write_into(zs, prepared, group=group, mode=mode, consolidated=consolidated, kw=kw)
+
+
+def _nodes(ds: Any, group: str | None, target: Any) -> list[tuple[str | None, xr.Dataset]]:
+    """(the group each node is written as, its variables): a Dataset at ``group``, a DataTree's nodes
+    under it; names checked for every reader."""
+    if not isinstance(ds, xr.DataTree | xr.Dataset):
+        raise ZStringsError(f"Cannot write {type(ds).__name__}: expected an xarray Dataset or DataTree.")
+    base = "/" + (group or "").strip("/")
+    named = ({base: ds} if isinstance(ds, xr.Dataset) else
+             {f"{base.rstrip('/')}/{n.path.strip('/')}": n.to_dataset(inherit=False) for n in ds.subtree})
+    check_names(named, netcdf_c=None, target=shown(target))
+    if isinstance(ds, xr.Dataset):
+        return [(group, ds)]
+    root = (group or "").strip("/")
+    return [("/".join(p for p in (root, node.path.strip("/")) if p) or None, node.to_dataset(inherit=False))
+            for node in ds.subtree]
+
+
+def _write_local(target: Any, path: Any, is_zip: bool, prepared: list[Any], *, group: str | None, mode: str,
+                 consolidated: bool, kw: Mapping[str, Any]) -> None:
+    """A local directory or zip: written beside the target and swapped in whole (a group written
+    into the store that is there: into a copy of it)."""
+    from zarr.storage import ZipStore
+
+    from ..zarr_compat import sync
+
+    display = shown(target)
+    into = group is not None and path.exists()  # a group written into the store that is there
+    found = not_replaceable(path, "zip" if is_zip else "zarr") if into else None
+    if found is not None:  # (else it would make a folder of other files a store's root)
+        raise TargetExistsError(f"Cannot write group {group!r} into {display}: it is {found}. Write the "
+                                "group into a store, or choose another target.")
+    with local_commit(path, mode="a" if into else mode, display=display,
+                      zip_file=is_zip) as tmp:
+        if tmp is None:  # no hard links here: write into the target itself, metadata last
+            zs = open_store(os.fspath(target), mode="a")
+        elif is_zip:
+            zs = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display)
+        else:
+            zs = ZStore(CloneStore(tmp, read_only=False), display=display)
+        if group is not None and mode == "w-" and zs.list_dir(group.strip("/")):
+            raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
+                                "overwrites. Pass mode='w' to replace it.")
+        try:
+            with local_scheduler(zs):
+                _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
+        finally:
+            if is_zip and tmp is not None:
+                zs.store.close()
+
+
+def _write_into(zs: ZStore, prepared: list[Any], *, group: str | None, mode: str, consolidated: bool,
+                kw: Mapping[str, Any]) -> None:
+    """A store on object storage (or a zarr-python Store): a group written into it as it is; a
+    transactional store's own commit; else a claimed write transaction."""
     if group is not None:
         _write_nodes(zs, prepared, mode, True, consolidated, kw)
         return
