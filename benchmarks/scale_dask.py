@@ -67,6 +67,11 @@ allows that the row reaches; ``--repeat N`` measures those rows and their ceilin
 beside its bare one, and gives medians with their range, and the fraction per pair), and, with
 ``--out``, the rows as JSON lines (with the load average when each row ended); ``--table rows.json``
 prints the table of rows saved so (several runs' rows count as repeats).
+
+Each row also records the CPU seconds (user + system) the operation cost each side: both workers,
+this process (client and scheduler) and the S3 server. "xr_zstrings / bare in CPU seconds" compares
+those totals per pair: on a machine shared with other people's jobs, wall time moves with their
+load, CPU seconds far less.
 """
 
 from __future__ import annotations
@@ -82,7 +87,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -236,31 +241,78 @@ def _read_peak(dask_worker: Any = None) -> float:
     return w.zs_peak[0] / 2**20
 
 
-def run_op(client: Any, fn: Callable[[], Any]) -> tuple[float, float, float, Any]:
-    """On the cluster: (seconds, peak RSS MB of the worker that grew most, its RSS before, result).
+class Op(NamedTuple):
+    """One timed operation: wall seconds, the peak RSS (MB) of the worker that grew most and its
+    RSS before, the result, and the CPU seconds (user + system) it cost each side."""
+
+    s: float
+    peak_mb: float
+    base_mb: float
+    result: Any
+    cpu: dict[str, float]
+
+
+SERVERS: list[Any] = []  # processes (the S3 server) whose CPU every operation also counts
+
+
+def _cpu_s(pid: int | None = None, children: bool = False) -> float:
+    """User + system CPU seconds of a process (this one when ``pid`` is None), with its children's
+    when ``children`` (not for this process: the cluster's workers and the S3 server are its
+    children)."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        return sum(sum(q.cpu_times()[:2]) for q in [p, *(p.children(recursive=True) if children else [])])
+    except psutil.Error:
+        return float("nan")
+
+
+def _cpu_now(client: Any = None) -> dict[str, float]:
+    """CPU seconds so far: the workers' (summed), this process's (client and scheduler) and the
+    servers'. On a shared machine these move far less with other people's load than wall time
+    does: the fraction of bare in CPU says what our code costs beyond the bare work."""
+    out = {"workers_cpu_s": sum(client.run(_cpu_s).values()) if client is not None else 0.0,
+           "client_cpu_s": _cpu_s()}
+    if SERVERS:
+        out["server_cpu_s"] = sum(_cpu_s(p.pid, children=True) for p in SERVERS)
+    return out
+
+
+def _cpu_since(before: dict[str, float], client: Any = None) -> dict[str, float]:
+    now = _cpu_now(client)
+    return {k: now[k] - before[k] for k in now}
+
+
+def run_op(client: Any, fn: Callable[[], Any]) -> Op:
+    """On the cluster: the wall time, the peak RSS of the worker that grew most, its RSS before,
+    the result and the CPU seconds of the workers, this process and the S3 server.
     Every operation starts with no dirty pages (``os.sync``): the last write's backlog would
     otherwise throttle whichever operation comes next."""
     os.sync()
     before = client.run(_reset_peak)
+    cpu = _cpu_now(client)
     t = time.perf_counter()
     result = fn()
     wall = time.perf_counter() - t
+    cpu = _cpu_since(cpu, client)
     peaks = client.run(_read_peak)
     busiest = max(peaks, key=lambda w: peaks[w] - before[w])
-    return wall, peaks[busiest], before[busiest], result
+    return Op(wall, peaks[busiest], before[busiest], result, cpu)
 
 
-def run_here(fn: Callable[[], Any]) -> tuple[float, float, float, Any]:
+def run_here(fn: Callable[[], Any]) -> Op:
     """The same in this process, on dask's synchronous scheduler (one thread, no cluster)."""
     import dask
 
     os.sync()
     before = _reset_peak()
+    cpu = _cpu_now()
     with dask.config.set(scheduler="sync"):
         t = time.perf_counter()
         result = fn()
         wall = time.perf_counter() - t
-    return wall, _read_peak(), before, result
+    return Op(wall, _read_peak(), before, result, _cpu_since(cpu))
 
 
 def _rss_mb(proc: Any) -> float | None:
@@ -409,7 +461,7 @@ def on_workers(client: Any, fn: Callable[..., Any], base: str, so: dict[str, Any
 
 
 def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: int, source: Any,
-              drop_store: Callable[[], None]) -> dict[str, tuple]:
+              drop_store: Callable[[], None]) -> dict[str, Op]:
     """run_op results of the bare ceilings on the cluster's workers: "bare write"/"bare read" (each
     worker a plain loop over every other chunk) and the same work one dask task a chunk ("... in
     dask": what dask's scheduling of one task per chunk costs, which any reader or writer inside
@@ -495,6 +547,7 @@ def main() -> None:
     server, endpoint, server_name = None, None, None
     if any(n <= args.s3_max for n in sizes):
         server, endpoint, server_name = start_server(args.s3_server, work / "s3", "scale")
+        SERVERS.append(server)
     s3_place = f"S3 ({server_name})"
     opts = {"endpoint_url": endpoint, "key": KEY, "secret": SECRET, "region": REGION}
 
@@ -512,6 +565,10 @@ def main() -> None:
         config["distributed.nanny.pre-spawn-environ"] = {
             k: v for k, v in dask.config.get("distributed.nanny.pre-spawn-environ").items()
             if k != "MALLOC_TRIM_THRESHOLD_"}
+
+    def measured(op: Op) -> dict[str, Any]:
+        """A row's measurements: seconds, memory and CPU seconds per side."""
+        return {"s": op.s, "peak_mb": op.peak_mb, "base_mb": op.base_mb, **op.cpu}
 
     def server_rss(so: dict[str, Any] | None) -> dict[str, Any]:
         """The S3 server's RSS after an operation on it (a server holding objects in memory grows)."""
@@ -552,10 +609,9 @@ def main() -> None:
                 ds = make_dataset(n, chunk)
                 expect = expected_summary(n, chunk)
                 head_expect = int(np.strings.str_len(block_values(0, min(n, 10_000))).sum())  # spot check
-                wall, peak, before, got = run_op(client, lambda ds=ds: count(ds["s"].data))
-                assert got == n, (got, n)
-                emit({"n": n, "place": "-", "op": "generate", "who": "source alone", "s": wall, "peak_mb": peak,
-                      "base_mb": before})
+                op = run_op(client, lambda ds=ds: count(ds["s"].data))
+                assert op.result == n, (op.result, n)
+                emit({"n": n, "place": "-", "op": "generate", "who": "source alone", **measured(op)})
                 where = {"local": (str(work / f"{n}"), None)}
                 if n <= args.s3_max:
                     where[s3_place] = (f"s3://scale/{n}", opts)
@@ -610,23 +666,23 @@ def main() -> None:
                             if rep:
                                 target = f"{rbase}/nczarr.zarr"
                                 write = lambda target=target: ours(target)
-                            wall, peak, before, _ = run(write)
-                            emit({"n": n, "place": place, "op": "write", "who": name, "s": wall, "rep": rep,
-                                  "peak_mb": peak, "base_mb": before, **server_rss(so)})
-                            wall, peak, before, got = run(lambda target=target: read(target))
-                            assert got == expect, (name, got, expect)
-                            emit({"n": n, "place": place, "op": "read", "who": name, "s": wall, "rep": rep,
-                                  "peak_mb": peak, "base_mb": before, "summary": got, **server_rss(so)})
+                            op = run(write)
+                            emit({"n": n, "place": place, "op": "write", "who": name, "rep": rep, **measured(op),
+                                  **server_rss(so)})
+                            op = run(lambda target=target: read(target))
+                            assert op.result == expect, (name, op.result, expect)
+                            emit({"n": n, "place": place, "op": "read", "who": name, "rep": rep, **measured(op),
+                                  "summary": op.result, **server_rss(so)})
                             head = xr.open_dataset(target, **kw)
                             assert int(np.strings.str_len(head["s"][: min(n, 10_000)].values.astype(T)).sum()) == head_expect
                             if with_bare:  # its chunks are the bare reads' files
                                 bare_ops = bare_rows(client, rbase, so, n, chunk, ds["s"].data,
                                                      lambda target=target: clear(str(target), so))
-                                assert bare_ops["read"][3] == n and bare_ops["read in dask"][3] == n, bare_ops
-                                for what, (b_s, b_peak, b_before, _) in bare_ops.items():
-                                    op, _, how = what.partition(" ")
-                                    emit({"n": n, "place": place, "op": op, "who": "bare" + (f", {how}" if how else ""),
-                                          "s": b_s, "rep": rep, "peak_mb": b_peak, "base_mb": b_before})
+                                assert bare_ops["read"].result == n and bare_ops["read in dask"].result == n, bare_ops
+                                for what, b in bare_ops.items():
+                                    kind, _, how = what.partition(" ")
+                                    emit({"n": n, "place": place, "op": kind, "who": "bare" + (f", {how}" if how else ""),
+                                          "rep": rep, **measured(b)})
                         if with_bare:  # the last bare write's files
                             clear(f"{rep_base(args.repeat - 1)}/bare", so)
                     if place == "local":
@@ -664,11 +720,25 @@ def table(rows: list[dict[str, Any]]) -> str:
         if len(hits) <= 1:
             return hits[0] if hits else None
         grown = max(hits, key=lambda r: -1 if r["peak_mb"] is None else r["peak_mb"] - r["base_mb"])
-        return {**grown, "s": statistics.median(r["s"] for r in hits), "all_s": [r["s"] for r in hits]}
+        return {**grown, "s": statistics.median(r["s"] for r in hits), "all_s": [r["s"] for r in hits],
+                "all_cpu": [cpu(r) for r in hits]}
 
-    def fraction(ours: dict[str, Any], b: dict[str, Any]) -> str:
-        """ours as a share of bare's rate: per pair of runs (median and range) when repeated."""
-        pairs = list(zip(b.get("all_s", [b["s"]]), ours.get("all_s", [ours["s"]]), strict=False))
+    def cpu(r: dict[str, Any]) -> float | None:
+        """CPU seconds of an operation, every side counted (workers, client and scheduler, S3
+        server); None for rows saved before they were measured."""
+        if "workers_cpu_s" not in r:
+            return None
+        return r["workers_cpu_s"] + r["client_cpu_s"] + r.get("server_cpu_s", 0.0)
+
+    def fraction(ours: dict[str, Any], b: dict[str, Any], key: str = "s") -> str:
+        """ours as a share of bare's rate (``key="cpu"``: of bare's CPU seconds per value): per
+        pair of runs (median and range) when repeated."""
+        def values(r: dict[str, Any]) -> list[Any]:
+            return r.get("all_s", [r["s"]]) if key == "s" else r.get("all_cpu", [cpu(r)])
+
+        pairs = [(bs, os_) for bs, os_ in zip(values(b), values(ours), strict=False) if bs and os_]
+        if not pairs:
+            return ""
         shares = sorted(100 * bs / os_ for bs, os_ in pairs)
         if len(shares) == 1:
             return f"{shares[0]:.0f}%"
@@ -678,8 +748,8 @@ def table(rows: list[dict[str, Any]]) -> str:
             "| xr_zstrings one process M strings/s | 2 workers / one process "
             "| xr_zstrings peak RSS / worker, MB | engine=\"zarr\" peak RSS / worker, MB "
             "| one process peak RSS, MB | the source alone M/s | bare M strings/s (ratio to engine=\"zarr\") "
-            "| xr_zstrings / bare | bare, one dask task a chunk M/s |"),
-           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            "| xr_zstrings / bare | xr_zstrings / bare in CPU seconds | bare, one dask task a chunk M/s |"),
+           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     places = list(dict.fromkeys(r["place"] for r in rows if r["place"] != "-"))
     for n in sorted({r["n"] for r in rows}):
         gen = find(n, "-", "generate", "source")
@@ -695,14 +765,18 @@ def table(rows: list[dict[str, Any]]) -> str:
                 b = find(n, place, op, "bare", exact=True)
                 ceiling = "" if b is None else f"{rate(b)}" + ("" if zarr is None else f" ({zarr['s'] / b['s']:.1f}x)")
                 of_bare = "" if b is None else fraction(ours, b)
+                of_bare_cpu = "" if b is None else fraction(ours, b, "cpu")
                 bd = find(n, place, op, "bare, in dask", exact=True)
-                in_dask = "" if bd is None or b is None else f"{rate(bd)}: {fraction(bd, b)} of bare; ours {fraction(ours, bd)} of it"
+                in_dask = "" if bd is None or b is None else (
+                    f"{rate(bd)}: {fraction(bd, b)} of bare; ours {fraction(ours, bd)} of it"
+                    + (f" (in CPU: {fraction(bd, b, 'cpu')} of bare; ours {fraction(ours, bd, 'cpu')} of it)"
+                       if cpu(bd) is not None else ""))
                 out.append(f"| {n:,} | {place} | {op} | {rate(ours)} | {rate(zarr)} | {ratio} | {rate(one)} | "
                            f"{speedup} | {mem(ours)} | {mem(zarr)} | {mem(one)} | "
-                           f"{rate(gen) if op == 'write' else ''} | {ceiling} | {of_bare} | {in_dask} |")
+                           f"{rate(gen) if op == 'write' else ''} | {ceiling} | {of_bare} | {of_bare_cpu} | {in_dask} |")
         v3 = [r for r in rows if r["n"] == n and r["who"].endswith("to_zarr_v3")]
         for r in v3:
-            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | | | |")
+            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | | | | |")
     return "\n".join(out)
 
 
