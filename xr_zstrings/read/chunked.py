@@ -18,7 +18,10 @@ import numpy as np
 from ..errors import ZStringsError
 from ..formats.array import ArrayMeta
 from ..io.zstore import ZStore
-from ..text import fixed as strings
+from ..text.fixed import decode_fixed_utf8
+from ..text.kernels import kernels
+from ..text.nc_char import decode_char_array
+from ..text.policy import in_chunk, in_this_context, position_label
 from .paths import node_key
 from .threads import decode_threads, executor
 
@@ -164,20 +167,18 @@ class ChunkedArray:
         thread's fetch overlaps another's decoding (the kernels release the GIL), and at most
         one group per thread is in memory at a time.
         """
-        changes = strings.active_changes()  # the read's policy report, shared with the workers
-
         def task(group: Any) -> None:
-            with strings.reporting(changes):
-                # fn consumes each chunk's bytes before this thread fetches again (see _fetch)
-                for k, raw, src, dst in self._fetch(group):
-                    fn(k, raw, src, dst)
-                    del raw
+            # fn consumes each chunk's bytes before this thread fetches again (see _fetch)
+            for k, raw, src, dst in self._fetch(group):
+                fn(k, raw, src, dst)
+                del raw
 
         threads = decode_threads(self.threads)
         try:
             groups = self._groups(plan)
             if parallel and len(groups) > 1 and threads > 1:
-                list(executor(threads).map(task, groups))
+                # the workers run in the caller's context: the read's policy report (policy_scope)
+                list(executor(threads).map(in_this_context(task), groups))
             else:
                 for g in groups:
                     task(g)
@@ -206,7 +207,7 @@ class ChunkedArray:
             if raw is None:
                 out[dst] = self.stored_fill()  # a chunk never written reads as the fill value
             else:
-                with strings.in_chunk(self.store.where(key)):
+                with in_chunk(self.store.where(key)):
                     out[dst] = self.decode_chunk(raw, key, chunks, region=src)[src]
 
         # (a shard read by parts is many units: parallel however few shards)
@@ -215,7 +216,7 @@ class ChunkedArray:
 
     def can_read_into(self, decode: str, text_encoding: str, null_chunks: bool = False) -> bool:
         """Whether ``read_into`` can decode this array's chunks straight into a StringDType result."""
-        return strings.kernels() is not None and self._can_read_into(decode, text_encoding, null_chunks)
+        return kernels() is not None and self._can_read_into(decode, text_encoding, null_chunks)
 
     @staticmethod
     def sel(src: tuple, chunk_shape: tuple[int, ...], order: str) -> np.ndarray | None:
@@ -268,7 +269,7 @@ class ChunkedArray:
             def index(k: int) -> str:
                 loc = np.unravel_index(k, shape) if shape else ()
                 flat = int(np.ravel_multi_index(tuple(a + b for a, b in zip(loc, starts, strict=True)), out_shape)) if out_shape else 0
-                return strings.position_label(flat, out_shape)
+                return position_label(flat, out_shape)
 
             return index
 
@@ -278,7 +279,7 @@ class ChunkedArray:
                 unwritten.append(dst)
                 return
             if raw is None:  # (not view[...] = fill: this runs on threads, see _kernels.pack_at)
-                strings.kernels().pack_at(view, None, [fill_value.encode("utf-8")])
+                kernels().pack_at(view, None, [fill_value.encode("utf-8")])
                 return
             sel = self.sel(src, lead_chunks, self.meta.order)
             self._decode_into(raw, key, view, sel, src, decode, policy, what, index_of(dst))
@@ -295,8 +296,8 @@ class ChunkedArray:
         if decode == "char":
             b = fv if isinstance(fv, bytes) else np.asarray(fv).astype("S1").tobytes()
             row = np.frombuffer(b[:1] * self.shape[-1], np.uint8).reshape(1, -1)
-            return strings.decode_char_array(row, utf8_errors=cast(Any, policy), what=what)[0]
-        return strings.decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=cast(Any, policy),
+            return decode_char_array(row, utf8_errors=cast(Any, policy), what=what)[0]
+        return decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=cast(Any, policy),
                                          what=what)[()]
 
 

@@ -30,8 +30,9 @@ from ..codecs.v3 import V3Pipeline, classify_data_type
 from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from ..formats.zarr3 import ArrayMetaV3
 from ..io.zstore import ObjectChanged, ZStore
-from ..text import fixed as strings
 from ..text import vlen
+from ..text.kernels import kernels
+from ..text.policy import in_chunk
 from .chunked import ChunkedArray, Plan
 from .paths import node_key
 
@@ -214,7 +215,7 @@ class ChunkedArrayV3(ChunkedArray):
 
     def _decode_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
                      src: tuple[slice, ...], decode: str, policy: str, what: str, index: Any) -> None:
-        with strings.in_chunk(self.store.where(key)):
+        with in_chunk(self.store.where(key)):
             self._text_into(raw, key, view, sel, src)
 
     def _text_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
@@ -240,7 +241,7 @@ class ChunkedArrayV3(ChunkedArray):
                     sub = view[where + (Ellipsis,)]
                     o, nb = int(idx[j, 0]), int(idx[j, 1])
                     if o == MISSING and nb == MISSING:  # an inner chunk never written: the fill value
-                        strings.kernels().pack_at(sub, None, [str(self.stored_fill()).encode("utf-8")])
+                        kernels().pack_at(sub, None, [str(self.stored_fill()).encode("utf-8")])
                         continue
                     inner_p = shard.inner
                     ictx = f"{ctx}, inner chunk {shard.coords(j)}"

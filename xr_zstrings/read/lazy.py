@@ -12,7 +12,18 @@ from typing import Any
 
 import numpy as np
 
-from ..text import fixed as strings
+from ..text.dtypes import (
+    NA_T,
+    convert_string_dtype,
+    decode_objects,
+    decode_utf32,
+    missing_string_dtype,
+    resolve_string_dtype,
+)
+from ..text.fixed import decode_fixed_utf8
+from ..text.kernels import kernels
+from ..text.nc_char import char_bytes, decode_char_array, norm_encoding
+from ..text.policy import policy_scope
 from .chunked import ChunkedArray
 from .options import ReadOptions
 
@@ -57,7 +68,7 @@ class LazyArray:
             shape = shape[:-1]
         self.shape: tuple[int, ...] = tuple(shape)
         if decode in ("fixed", "text-S", "char", "char-sep", "unicode", "vlen", "text"):
-            self.dtype = strings.resolve_string_dtype(options.string_dtype)
+            self.dtype = resolve_string_dtype(options.string_dtype)
             if self.dtype.kind == "U":
                 # fixed width: the stored width bounds the characters (vlen: only known after reading)
                 meta = raw.meta
@@ -67,7 +78,7 @@ class LazyArray:
                 self.dtype = np.dtype(f"U{max(width or 1, 1)}")
                 self._fixed_u = width is not None
             if missing is not None or null_chunks:
-                self.dtype = strings.missing_string_dtype(options.string_dtype)
+                self.dtype = missing_string_dtype(options.string_dtype)
                 self._fixed_u = False
         elif decode in ("vlen-bytes", "bytes-obj", "bytes-unicode"):
             self.dtype = np.dtype(object)
@@ -94,7 +105,7 @@ class LazyArray:
         a few chunks, not the span between them.
         """
         # every value a utf8_errors policy changes in this read is counted: one warning at the end
-        with strings.policy_scope(self.what, stacklevel=5):
+        with policy_scope(self.what, stacklevel=5):
             return self._getitem(key)
 
     def _getitem(self, key: tuple[Any, ...]) -> np.ndarray:
@@ -171,7 +182,7 @@ class LazyArray:
         return runs
 
     def _read_region(self, region: tuple[slice, ...]) -> np.ndarray:
-        if self._direct and strings.kernels() is not None:
+        if self._direct and kernels() is not None:
             t = self.raw.read_into(region, self.decode, self.options.utf8_errors, self.what,
                                    dtype=self._na_T() if self._masked else None, null_chunks=self.null_chunks)
             if self._masked:
@@ -180,7 +191,7 @@ class LazyArray:
                 return t
             if self._fixed_u:
                 return t.astype(self.dtype)  # never truncates: the stored width bounds the characters
-            return strings.convert_string_dtype(t, self.dtype.kind, self.what)
+            return convert_string_dtype(t, self.dtype.kind, self.what)
         raw = self.raw.read(region)
         nulls = None
         if self.null_chunks and raw.dtype.kind == "O":
@@ -218,7 +229,7 @@ class LazyArray:
 
     def _na_T(self) -> np.dtype:
         """The StringDType (with an NA object) a masked variable is decoded into."""
-        return self.dtype if self.dtype.kind == "T" else strings.NA_T
+        return self.dtype if self.dtype.kind == "T" else NA_T
 
     def _convert(self, raw: np.ndarray) -> np.ndarray:
         out = self._decode(raw)
@@ -230,12 +241,12 @@ class LazyArray:
         o = self.options
         if self.decode in ("fixed", "text-S"):
             trailing = self.decode == "text-S"
-            if strings.norm_encoding(self.text_encoding) != "utf-8":  # _Encoding: as an NC_CHAR row
+            if norm_encoding(self.text_encoding) != "utf-8":  # _Encoding: as an NC_CHAR row
                 n = max(raw.dtype.itemsize, 1)
                 u8: np.ndarray = np.ascontiguousarray(raw.astype(f"S{n}")).view(np.uint8).reshape(raw.shape + (n,))
-                return strings.decode_char_array(u8, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
+                return decode_char_array(u8, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
                                                  string_dtype=o.string_dtype, what=self.what)
-            return strings.decode_fixed_utf8(
+            return decode_fixed_utf8(
                 raw, utf8_errors=o.utf8_errors, string_dtype=o.string_dtype, what=self.what, trailing=trailing
             )
         if self.decode == "bytes":  # the stored |Sn values, as engine="zarr" returns them
@@ -243,7 +254,7 @@ class LazyArray:
         if self.decode == "bytes-obj":
             return raw.astype(object)
         if self.decode == "bytes-char":  # the characters joined, as xarray's concat_characters joins them
-            u8 = strings.char_bytes(raw, self.what)
+            u8 = char_bytes(raw, self.what)
             n = u8.shape[-1]
             if n == 0:
                 return np.full(u8.shape[:-1], b"", dtype=object)
@@ -254,23 +265,23 @@ class LazyArray:
             flat = raw.reshape(-1).tolist()
             return np.array([s.encode("utf-8", "surrogatepass") for s in flat] or [], dtype=object).reshape(raw.shape)
         if self.decode == "char":
-            return strings.decode_char_array(
+            return decode_char_array(
                 raw, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
                 string_dtype=o.string_dtype, what=self.what,
             )
         if self.decode == "char-sep":  # each character its own value
-            return strings.decode_char_array(
+            return decode_char_array(
                 self._char_raw(raw)[..., None], encoding=self.text_encoding, utf8_errors=o.utf8_errors,
                 string_dtype=o.string_dtype, what=self.what,
             )
         if self.decode == "char-raw":
             return self._char_raw(raw)
         if self.decode == "unicode":
-            return strings.decode_utf32(raw, string_dtype=o.string_dtype)
+            return decode_utf32(raw, string_dtype=o.string_dtype)
         if self.decode == "vlen":
-            return strings.decode_objects(raw, string_dtype=o.string_dtype, what=self.what)
+            return decode_objects(raw, string_dtype=o.string_dtype, what=self.what)
         if self.decode == "text":
-            return strings.convert_string_dtype(raw, o.string_dtype, self.what)
+            return convert_string_dtype(raw, o.string_dtype, self.what)
         if self.decode == "vlen-bytes":
             return raw
         return raw.astype(self.dtype, copy=False)

@@ -20,7 +20,7 @@ from ..codecs.encoding import netcdf4_keys
 from ..errors import ChunkError, DimensionError, GroupNotFoundError, UnknownCodecError, ZStringsError
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension
-from ..text import fixed as strings
+from ..text import dtypes as strings
 from .chunked import open_chunked
 from .lazy import LazyArray
 from .options import DEFAULT_OPTIONS, ReadOptions
