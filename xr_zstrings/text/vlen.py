@@ -42,11 +42,8 @@ __all__ = [
     "decode_vlen_utf8_chunk",
     "decode_vlen_utf8_into",
     "decode_vlen_utf8_to_numpy",
-    "decode_zarrs_vlen",
     "encode_arrow_chunk",
-    "encode_offsets_index",
     "encode_vlen_utf8_chunk",
-    "encode_zarrs_vlen",
     "join_zarrs_vlen",
     "split_zarrs_vlen",
     "validate_offsets",
@@ -553,43 +550,6 @@ def decode_offsets_index(
     if data_len is not None:
         validate_offsets(offsets, data_len, n=n, exact_end=True, what=what, layout="zarrs.vlen")
     return offsets
-
-
-def encode_offsets_index(offsets: Any, index_data_type: IndexDataType, *, what: str = "") -> bytes:
-    """n+1 offsets -> little-endian uint32/uint64 index bytes (before the index codec chain)."""
-    dt = _index_dtype(index_data_type)
-    off = np.asarray(offsets)
-    if off.size and (int(off.min()) < 0 or int(off.max()) > np.iinfo(dt).max):
-        raise ZStringsError(
-            f"{what_prefix(what)}offsets up to {int(off.max())} do not fit index_data_type="
-            f"{index_data_type!r}; use 'uint64'"
-        )
-    return off.astype(dt).tobytes()
-
-
-def decode_zarrs_vlen(
-    index_bytes: Any, data_bytes: Any, n: int, index_data_type: IndexDataType, *, what: str = ""
-) -> VlenChunk:
-    """Already codec-decoded zarrs.vlen index + data -> validated :class:`VlenChunk`."""
-    data = _as_u8(data_bytes, what)
-    offsets = decode_offsets_index(index_bytes, n, index_data_type, data_len=int(data.size), what=what)
-    return VlenChunk(offsets, data)
-
-
-def encode_zarrs_vlen(
-    values: Any,
-    *,
-    index_data_type: IndexDataType = "uint64",
-    index_location: IndexLocation = "end",
-    kind: Kind = "str",
-    what: str = "",
-) -> bytes:
-    """Encode values as a zarrs.vlen chunk whose index and data chains are plain ``bytes`` codecs."""
-    chunk = values_to_vlen(values, kind=kind, what=what)
-    off = _offsets_int64(chunk.offsets)
-    base = int(off[0])
-    index = encode_offsets_index(off - base, index_data_type, what=what)
-    return join_zarrs_vlen(index, chunk.data[base : int(off[-1])], index_location)
 
 
 # --------------------------------------------------------------------------------------------
