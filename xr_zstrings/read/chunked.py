@@ -22,6 +22,7 @@ from ..text.fixed import decode_fixed_utf8
 from ..text.kernels import kernels
 from ..text.nc_char import decode_char_array
 from ..text.policy import in_chunk, in_this_context, position_label
+from .decode import Decode
 from .paths import node_key
 from .threads import decode_threads, executor
 
@@ -35,9 +36,9 @@ class ChunkedArray:
     """Reads rectangular regions of one stored array in its storage dtype (no string decoding),
     or, for string arrays the kernels decode, straight into a StringDType result (``read_into``)."""
 
-    #: how ``LazyArray`` decodes this version's variable-length text: "vlen" (v2: objects) or
-    #: "text" (v3: chunks decode straight to StringDType)
-    vlen_decode = "vlen"
+    #: how ``LazyArray`` decodes this version's variable-length text: Decode.VLEN (v2: objects) or
+    #: Decode.TEXT (v3: chunks decode straight to StringDType)
+    vlen_decode = Decode.VLEN
 
     def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...],
                  threads: int | None = None, null_fill: bool = False, raw_bytes: bool = False) -> None:
@@ -85,11 +86,11 @@ class ChunkedArray:
         """One stored chunk's bytes as a storage-dtype array of shape ``chunks``."""
         raise NotImplementedError
 
-    def _can_read_into(self, decode: str, text_encoding: str, null_chunks: bool) -> bool:
+    def _can_read_into(self, decode: Decode, text_encoding: str, null_chunks: bool) -> bool:
         return False
 
     def _decode_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
-                     src: tuple[slice, ...], decode: str, policy: str, what: str, index: Any) -> None:
+                     src: tuple[slice, ...], decode: Decode, policy: str, what: str, index: Any) -> None:
         """One chunk decoded into its part of a StringDType result (``view``); ``sel``: the
         chunk's elements in the box (None: all), ``index(k)``: the label of the box's k-th value."""
         raise NotImplementedError
@@ -214,7 +215,7 @@ class ChunkedArray:
         self._run(plan, place, self.parallel and (len(plan) > 2 or self.unit_shape != self.chunk_shape))
         return out
 
-    def can_read_into(self, decode: str, text_encoding: str, null_chunks: bool = False) -> bool:
+    def can_read_into(self, decode: Decode, text_encoding: str, null_chunks: bool = False) -> bool:
         """Whether ``read_into`` can decode this array's chunks straight into a StringDType result."""
         return kernels() is not None and self._can_read_into(decode, text_encoding, null_chunks)
 
@@ -234,7 +235,7 @@ class ChunkedArray:
             idx = np.add.outer(idx, np.arange(s.start, s.stop, dtype=np.int64) * st)
         return np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
 
-    def read_into(self, region: tuple[slice, ...], decode: str, policy: str, what: str,
+    def read_into(self, region: tuple[slice, ...], decode: Decode, policy: str, what: str,
                   dtype: np.dtype | None = None, null_chunks: bool = False) -> np.ndarray:
         """``region`` decoded straight into a StringDType array, one chunk at a time on the pool.
 
@@ -245,7 +246,7 @@ class ChunkedArray:
         """
         T = np.dtypes.StringDType() if dtype is None else dtype
         null_chunks = null_chunks and self.stored_fill() is None
-        char = decode == "char"
+        char = decode.joins_chars
         lead = region[:-1] if char else region
         out_shape = tuple(s.stop - s.start for s in lead)
         out = np.empty(out_shape, dtype=T)
@@ -289,11 +290,11 @@ class ChunkedArray:
             out[dst + (Ellipsis,)] = cast(np.dtypes.StringDType, T).na_object
         return out
 
-    def _fill_T(self, decode: str, policy: str, what: str) -> Any:
+    def _fill_T(self, decode: Decode, policy: str, what: str) -> Any:
         fv = self.stored_fill()
-        if decode in ("text", "vlen"):
+        if decode.variable_length:
             return fv
-        if decode == "char":
+        if decode.joins_chars:
             b = fv if isinstance(fv, bytes) else np.asarray(fv).astype("S1").tobytes()
             row = np.frombuffer(b[:1] * self.shape[-1], np.uint8).reshape(1, -1)
             return decode_char_array(row, utf8_errors=cast(Any, policy), what=what)[0]

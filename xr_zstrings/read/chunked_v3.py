@@ -34,6 +34,7 @@ from ..text import vlen
 from ..text.kernels import kernels
 from ..text.policy import in_chunk
 from .chunked import ChunkedArray, Plan
+from .decode import Decode
 from .paths import node_key
 
 __all__ = ["ChunkedArrayV3", "InnerKey"]
@@ -132,7 +133,7 @@ class ChunkedArrayV3(ChunkedArray):
     """A Zarr v3 array's chunks through its codec chain."""
 
     meta: ArrayMetaV3
-    vlen_decode = "text"
+    vlen_decode = Decode.TEXT
 
     def __init__(self, zstore: ZStore, meta: ArrayMetaV3, logical_shape: tuple[int, ...],
                  utf8_errors: str = "strict", threads: int | None = None, null_fill: bool = False,
@@ -203,8 +204,8 @@ class ChunkedArrayV3(ChunkedArray):
 
     # ------------------------------------------------------------------ straight into StringDType
 
-    def _can_read_into(self, decode: str, text_encoding: str, null_chunks: bool) -> bool:
-        if decode != "text":
+    def _can_read_into(self, decode: Decode, text_encoding: str, null_chunks: bool) -> bool:
+        if decode is not Decode.TEXT:
             return False
         p: Any = self.unit
         if p.sharded:  # a shard decoded whole: inner chunks in a plain layout, no nested shards
@@ -214,7 +215,7 @@ class ChunkedArrayV3(ChunkedArray):
                 and isinstance(self.stored_fill(), str))
 
     def _decode_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
-                     src: tuple[slice, ...], decode: str, policy: str, what: str, index: Any) -> None:
+                     src: tuple[slice, ...], decode: Decode, policy: str, what: str, index: Any) -> None:
         with in_chunk(self.store.where(key)):
             self._text_into(raw, key, view, sel, src)
 
