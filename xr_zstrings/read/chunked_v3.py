@@ -188,7 +188,7 @@ class ChunkedArrayV3(ChunkedArray):
                 arr = self.pipeline.decode(raw, self.meta.chunks, region=region if self.meta.shape else None)
             else:  # an inner chunk of a shard read by parts
                 ctx = f"{self.pipeline.context(None)}, inner chunk {inner}"
-                arr = self.unit.decode(raw, self.unit_shape, region=region, _ctx=ctx)
+                arr = self.unit.decode(raw, self.unit_shape, region=region, context=ctx, writeable=False)
         except ZStringsError as e:
             raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
         except Exception as e:  # noqa: BLE001 - any codec failure is a ChunkError naming the chunk
