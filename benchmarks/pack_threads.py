@@ -71,9 +71,9 @@ def main() -> None:
     import xarray as xr
 
     from xr_zstrings import to_nczarr
-    from xr_zstrings.text import fixed as strings
+    from xr_zstrings.text.kernels import kernels
 
-    K = strings.kernels()
+    K = kernels()
     if K is None:
         raise SystemExit("the compiled kernels are not built (or XR_ZSTRINGS_NO_EXT is set)")
     n, width = args.n, 48

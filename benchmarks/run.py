@@ -186,7 +186,7 @@ def _chunk_buffers(store: Path) -> tuple[str, list[Any], int, list[bytes], Any]:
 def _reference_rows(store: Path, width: int, repeat: int, ours_t: float, n_total: int) -> list[tuple]:
     from _cref import load
 
-    from xr_zstrings.text.fixed import kernels
+    from xr_zstrings.text.kernels import kernels
 
     cref = load()
     K = kernels()
@@ -446,9 +446,9 @@ def main(argv: list[str] | None = None) -> int:
             t_e, _ = _time(lambda: S.encode_fixed_utf8(obj, None), args.repeat)
             add("write (raw)", "  of which encode_fixed_utf8", N / t_e / 1e6, None, f"{t_e * 1e3:.0f} ms")
 
-    from xr_zstrings.text import fixed as S
+    from xr_zstrings.text.kernels import kernels
 
-    ext = "compiled kernels" if S.kernels() is not None else "pure-Python fallback"
+    ext = "compiled kernels" if kernels() is not None else "pure-Python fallback"
     print(f"\n{N:,} strings (4-40 chars, 20% multibyte), median of {args.repeat} runs, {ext}, "
           f"{os.cpu_count()} CPUs\n")
     print(f"{'layout':26} {'reader':34} {'M strings/s':>11} {'zstrings is':>11}  notes")

@@ -14,6 +14,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(__file__))
 from _data import make_raw
 
+from xr_zstrings.text import dtypes as D
 from xr_zstrings.text import fixed as S
 
 T = np.dtypes.StringDType()
@@ -73,7 +74,7 @@ def main():
     assert out.tolist() == strs
     print("-- conversions from T")
     bench("T -> object", lambda: out.astype(object), N, rep=3)
-    bench("T -> U (width from str_len)", lambda: S.convert_string_dtype(out, "U"), N, rep=3)
+    bench("T -> U (width from str_len)", lambda: D.convert_string_dtype(out, "U"), N, rep=3)
     print("-- encode")
     bench("encode_fixed_utf8(T values, 48)", lambda: S.encode_fixed_utf8(out, 48), N, rep=3)
     print("-- memory of 1e6 decoded strings (RSS growth)")

@@ -15,6 +15,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from xr_zstrings.codecs.v3 import V3Pipeline
 from xr_zstrings.text import vlen as V
 
 T = np.dtypes.StringDType()
@@ -52,12 +53,17 @@ def main(n=1_000_000):
         ref = obj.astype(T)
         nc_chunk = bytes(nc.encode(obj))
         arrow = V.encode_arrow_chunk(obj)
-        zarrs = V.encode_zarrs_vlen(obj, index_data_type="uint32", index_location="end")
+        # zarrs.vlen through the codec pipeline the readers and writers use
+        zarrs_pipe = V3Pipeline.from_metadata(
+            [{"name": "zarrs.vlen", "configuration": {
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}],
+                "data_codecs": [{"name": "bytes"}], "index_data_type": "uint32", "index_location": "end"}}],
+            data_type="string", dtype=T, chunk_shape=(n,))
+        zarrs = zarrs_pipe.encode(ref)
         assert V.encode_vlen_utf8_chunk(obj) == nc_chunk
 
         def zarrs_T():
-            i, d = V.split_zarrs_vlen(zarrs, "end")
-            return V.vlen_to_numpy(V.decode_zarrs_vlen(i, d, n, "uint32"))
+            return zarrs_pipe.decode(zarrs)
 
         cases = {
             "numcodecs.VLenUTF8.decode -> object": lambda: nc.decode(nc_chunk),

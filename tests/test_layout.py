@@ -109,3 +109,29 @@ def test_long_functions_say_why(path: Path) -> None:
         and "Long because" not in " ".join((ast.get_docstring(node) or "").split())
     ]
     assert unexplained == [], f"{path.name}: split these or say why they are long: {unexplained}"
+
+
+def private_parameters(source: str) -> list[str]:
+    """Public functions and methods (and dunders such as ``__init__``) taking ``_private`` parameters."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not _private(node.name):
+            a = node.args
+            params = [*a.posonlyargs, *a.args, *a.kwonlyargs, *[p for p in (a.vararg, a.kwarg) if p]]
+            found += [f"{node.name}({p.arg})" for p in params if p.arg.startswith("_") and p.arg != "_"]
+    return found
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_no_private_parameters_on_public_functions(path: Path) -> None:
+    """A public function's keywords are public API: an internal switch gets a public name (and a
+    docstring line) or moves to a private helper (issue 28)."""
+    found = private_parameters(path.read_text(encoding="utf-8"))
+    assert found == [], f"{path.name}: give these parameters a public name or a private function: {found}"
+
+
+def test_the_parameter_check_sees_one() -> None:
+    source = ("def decode(raw, *, _ctx=None): ...\n"
+              "def _helper(_ok): ...\n"
+              "class A:\n    def __init__(self, _x): ...\n    def _private(self, _fine): ...\n")
+    assert private_parameters(source) == ["decode(_ctx)", "__init__(_x)"]

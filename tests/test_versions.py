@@ -22,7 +22,7 @@ import xarray as xr
 import zarr
 
 import xr_zstrings
-from xr_zstrings.text import fixed as strings
+from xr_zstrings.text import kernels as loading
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -43,7 +43,7 @@ def test_show_versions_names_the_stack_and_the_kernels():
     assert f"xr_zstrings: {xr_zstrings.__version__}" in lines
     assert lines[0].startswith(f"python: {sys.version.split()[0]} ")
     kernels = next(line for line in lines if line.startswith("kernels: "))
-    assert kernels.startswith("kernels: yes" if strings.kernels() is not None else "kernels: no")
+    assert kernels.startswith("kernels: yes" if loading.kernels() is not None else "kernels: no")
     assert "zarr private names used: all present" in lines
 
 
@@ -52,7 +52,7 @@ def test_cli_version_prints_the_same():
                          text=True, env=_env(), check=True).stdout
     buf = io.StringIO()
     xr_zstrings.show_versions(file=buf)
-    assert out.splitlines()[1:] == buf.getvalue().splitlines()[1:] or strings.kernels() is None
+    assert out.splitlines()[1:] == buf.getvalue().splitlines()[1:] or loading.kernels() is None
     assert "kernels: yes - compiled kernels in use" in out
     forced = subprocess.run([sys.executable, "-m", "xr_zstrings", "--version"], capture_output=True,
                             text=True, env=_env(XR_ZSTRINGS_NO_EXT="1"), check=True).stdout
@@ -74,14 +74,14 @@ def test_failed_build_warns_at_install_and_on_first_use(tmp_path):
     )
     assert r.returncode == 0, r.stderr  # the install goes on without the kernels ...
     assert "WARNING: xr_zstrings.text._kernels not built" in r.stderr  # ... and says so
-    marker = build / "xr_zstrings" / "text" / strings.BUILD_ERROR_FILE
+    marker = build / "xr_zstrings" / "text" / loading.BUILD_ERROR_FILE
     assert "CompileError" in marker.read_text(encoding="utf-8")
     assert not list(build.glob("xr_zstrings/text/_kernels*.so"))
 
     # the package as that build installs it: the Python files plus what the build recorded
     site = tmp_path / "site"
     shutil.copytree(REPO / "xr_zstrings", site / "xr_zstrings",
-                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", strings.BUILD_ERROR_FILE))
+                    ignore=shutil.ignore_patterns("*.so", "*.pyd", "__pycache__", loading.BUILD_ERROR_FILE))
     shutil.copy(marker, site / "xr_zstrings" / "text")
     code = (
         "import warnings, numpy as np\n"

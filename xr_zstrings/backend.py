@@ -32,6 +32,7 @@ from .io.redact import shown
 from .io.store import open_store
 from .io.targets import looks_like_zstrings_target
 from .io.zstore import ZStore
+from .read.decode import Decode
 from .read.lazy import LazyArray
 from .read.options import ReadOptions
 from .read.tree import TreeMeta, open_tree
@@ -124,7 +125,7 @@ def _to_dataset(
         # the reader decided which NC_CHAR variables are joined (as engine="netcdf4" decides it
         # over all variables, dropped ones included); xarray must not join the rest again now
         # that drop_variables has removed some users of their character dimension
-        keep = {n: False for n, v in contents.variables.items() if v.data.decode in ("char-raw", "char-sep")}
+        keep = {n: False for n, v in contents.variables.items() if Decode(v.data.decode).keeps_chars}
         if keep:
             decoders = {**decoders, "concat_characters": keep}
     ds = StoreBackendEntrypoint().open_dataset(store, drop_variables=None, **decoders)

@@ -21,12 +21,12 @@ STACK = ("numpy", "zarr", "numcodecs", "xarray", "pyarrow", "obstore", "tqdm",
 
 def kernels_status() -> tuple[bool, str]:
     """(in use, explanation): the compiled kernels, or why the pure-Python fallback runs."""
-    from .text import fixed as strings
+    from .text import kernels as loading
 
-    mod = strings.kernels()
+    mod = loading.kernels()
     if mod is not None:
         return True, f"compiled kernels in use ({mod.__file__})"
-    return False, f"pure-Python fallback: {strings.kernels_unavailable_reason}"
+    return False, f"pure-Python fallback: {loading.kernels_unavailable_reason}"
 
 
 def versions() -> dict[str, str | None]:

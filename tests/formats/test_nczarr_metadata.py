@@ -12,7 +12,7 @@ from xr_zstrings import DimensionError, MetadataError
 from xr_zstrings.formats.nczarr import NodeObjects, check_name, parse_array, parse_group, parse_json, unparse_json
 
 
-@pytest.mark.parametrize("module", ["formats.nczarr", "text.fixed", "text.vlen", "errors"])
+@pytest.mark.parametrize("module", ["formats.nczarr", "text.fixed", "text.nc_char", "text.policy", "text.vlen", "errors"])
 def test_pure_core_imports_neither_xarray_nor_zarr(module):
     code = (f"import sys, xr_zstrings.{module}; "
             "bad = [m for m in ('xarray', 'zarr') if m in sys.modules]; assert not bad, bad")

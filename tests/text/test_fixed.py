@@ -1,4 +1,5 @@
-"""Tests for xr_zstrings.text.fixed: fixed-width UTF-8, NC_CHAR, UTF-32 and object conversions."""
+"""Tests for xr_zstrings.text.fixed: fixed-width UTF-8 (NC_STRING |Sn); NC_CHAR in test_nc_char.py,
+string kinds in test_dtypes.py."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import subprocess
 import sys
 import warnings
 
-import netCDF4
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -20,6 +20,7 @@ from xr_zstrings.errors import (
     ZStringsError,
 )
 from xr_zstrings.text import fixed as S
+from xr_zstrings.text import kernels as KL
 
 T = np.dtypes.StringDType()
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -44,60 +45,6 @@ def ref_decode(b: bytes, policy: str) -> str:
 def S_(*vals: bytes, n: int | None = None) -> np.ndarray:
     width = n or max([len(v) for v in vals] + [1])
     return np.array(list(vals), dtype=f"S{width}")
-
-
-# ----------------------------------------------------------------------------- dtype handling
-
-
-@pytest.mark.parametrize(
-    "kind, expected",
-    [
-        ("T", "T"),
-        (None, "T"),
-        (T, "T"),
-        (np.dtypes.StringDType, "T"),
-        ("O", "O"),
-        (object, "O"),
-        (np.dtype(object), "O"),
-        ("U", "U"),
-        (str, "U"),
-        (np.str_, "U"),
-        (np.dtype("U"), "U"),
-    ],
-)
-def test_resolve_string_dtype(kind, expected):
-    assert S.resolve_string_dtype(kind).kind == expected
-
-
-def test_resolve_string_dtype_keeps_custom_stringdtype():
-    dt = np.dtypes.StringDType(na_object=None)
-    assert S.resolve_string_dtype(dt) is dt
-
-
-@pytest.mark.parametrize("bad", ["X", "U10", np.dtype("U10"), np.dtype("S4"), int, 3])
-def test_resolve_string_dtype_rejects(bad):
-    with pytest.raises(ZStringsError, match="string_dtype"):
-        S.resolve_string_dtype(bad)
-
-
-def test_convert_string_dtype_all_kinds():
-    src = np.array([["a", "bé"], ["😀", ""]], dtype=T)
-    for kind, dtk in [("T", "T"), ("O", "O"), ("U", "U")]:
-        out = S.convert_string_dtype(src, kind)
-        assert out.dtype.kind == dtk and out.shape == (2, 2)
-        assert out.tolist() == src.tolist()
-    assert S.convert_string_dtype(src, "U").dtype == np.dtype("<U2")
-    assert S.convert_string_dtype(np.array(["a", "b"], object), "T").dtype == T
-    big = np.array(["ab", "c"], ">U2")
-    assert S.convert_string_dtype(big, "T").tolist() == ["ab", "c"]
-    assert S.convert_string_dtype(np.array([], T), "U").dtype == np.dtype("<U1")
-
-
-def test_convert_string_dtype_rejects_bytes_and_non_str():
-    with pytest.raises(ZStringsError, match="decode bytes first"):
-        S.convert_string_dtype(np.array([b"a"]), "T")
-    with pytest.raises(ZStringsError, match="not str"):
-        S.convert_string_dtype(np.array(["a", None], object), "T")
 
 
 # ----------------------------------------------------------------------------- decode_fixed_utf8
@@ -368,198 +315,12 @@ def test_truncate_is_prefix_at_char_boundary(values, width):
             assert len(v[: len(o) + 1].encode()) > width
 
 
-# ----------------------------------------------------------------------------- UTF-32, objects
-
-
-@pytest.mark.parametrize("order", ["<", ">"])
-@pytest.mark.parametrize("kind", ["T", "O", "U"])
-def test_decode_utf32(order, kind):
-    raw = np.array([["ab", "é"], ["😀", ""]], dtype=f"{order}U2")
-    out = S.decode_utf32(raw, string_dtype=kind)
-    assert out.dtype.kind == kind and out.tolist() == [["ab", "é"], ["😀", ""]]
-
-
-def test_decode_utf32_invalid_code_point():
-    raw = np.array([0x41, 0x110000], "<u4").view("<U1")
-    with pytest.raises(StringDecodeError, match="110000"):
-        S.decode_utf32(raw)
-    with pytest.raises(ZStringsError):
-        S.decode_utf32(np.array([b"a"]))
-
-
-def test_decode_utf32_zero_size():
-    assert S.decode_utf32(np.zeros((0, 2), "<U3")).shape == (0, 2)
-
-
-@pytest.mark.parametrize("kind", ["T", "O", "U"])
-def test_decode_objects(kind):
-    raw = np.array([["a", "bé"], ["", "😀"]], dtype=object)
-    out = S.decode_objects(raw, string_dtype=kind)
-    assert out.dtype.kind == kind and out.tolist() == raw.tolist()
-
-
-def test_decode_objects_rejects_non_str():
-    with pytest.raises(ZStringsError, match="None"):
-        S.decode_objects(np.array(["a", None], object), what="v")
-    with pytest.raises(ZStringsError, match="bytes"):
-        S.decode_objects(np.array(["a", b"b"], object), string_dtype="O")
-    assert S.decode_objects(np.array([], object)).shape == (0,)
-
-
-# ----------------------------------------------------------------------------- NC_CHAR
-
-
-def chars(rows: list[bytes], n: int) -> np.ndarray:
-    return np.array([[r[i : i + 1] for i in range(n)] for r in rows], dtype="S1").reshape(
-        len(rows), n
-    )
-
-
-def test_decode_char_array_basic():
-    raw = chars([b"ab\x00", b"\xc3\xa9\x00", b"xyz", b"\x00\x00\x00"], 3)
-    assert S.decode_char_array(raw).tolist() == ["ab", "é", "xyz", ""]
-
-
-def test_decode_char_array_split_char_and_embedded_nul():
-    raw = chars([b"a\xc3\xa9\xc3", b"a\x00bc"], 4)
-    assert S.decode_char_array(raw).tolist() == ["aé", "a\x00bc"]
-    assert S.decode_char_array(raw, utf8_errors="replace").tolist() == ["aé\ufffd", "a\x00bc"]
-    with pytest.raises(StringDecodeError):
-        S.decode_char_array(raw, utf8_errors="strict")
-
-
-def test_decode_char_array_multidim_and_empty():
-    raw = np.array([[[b"a", b"b"], [b"c", b""]]], dtype=">S1")  # (1, 2, 2)
-    out = S.decode_char_array(raw)
-    assert out.shape == (1, 2) and out.tolist() == [["ab", "c"]]
-    z = S.decode_char_array(np.zeros((3, 0), "S1"))
-    assert z.shape == (3,) and (z == "").all()
-    assert S.decode_char_array(np.zeros((0, 4), "S1"), string_dtype="U").shape == (0,)
-    assert S.decode_char_array(np.array([b"h", b"i"], "S1")).shape == ()
-    with pytest.raises(ZStringsError, match="last"):
-        S.decode_char_array(np.array(b"a", "S1"))
-
-
-def test_decode_char_array_old_nczarr_u1():
-    raw = np.array([["a", "\xc3", "\xa9"], ["x", "\x00", "\x00"]], dtype="<U1")
-    assert S.decode_char_array(raw).tolist() == ["aé", "x"]
-    assert S.decode_char_array(raw.astype(">U1")).tolist() == ["aé", "x"]
-    with pytest.raises(StringDecodeError, match="U\\+20AC"):
-        S.decode_char_array(np.array([["€"]], "<U1"))
-
-
-@pytest.mark.parametrize("encoding", ["latin-1", "latin1", "ISO-8859-1"])
-def test_decode_char_array_latin1(encoding):
-    raw = chars([b"caf\xe9", b"\xff\x00\xe9x", b"\xe9\x00\x00\x00"], 4)
-    assert S.decode_char_array(raw, encoding=encoding).tolist() == ["café", "ÿ\x00éx", "é"]
-
-
-def test_decode_char_array_ascii_and_other_codecs():
-    assert S.decode_char_array(chars([b"ab"], 2), encoding="ascii").tolist() == ["ab"]
-    with pytest.raises(StringDecodeError, match="_Encoding"):
-        S.decode_char_array(chars([b"a\xe9"], 2), encoding="ascii")
-    assert S.decode_char_array(
-        chars([b"a\xe9"], 2), encoding="ascii", utf8_errors="replace"
-    ).tolist() == ["a\ufffd"]
-    assert S.decode_char_array(chars([b"\x80x\x00y"], 4), encoding="cp1252").tolist() == ["€x\x00y"]
-    with pytest.raises(ZStringsError, match="codec"):
-        S.decode_char_array(chars([b"a"], 1), encoding="no-such-codec")
-
-
-def test_encode_char_array():
-    out = S.encode_char_array(["ab", "é"], 3)
-    assert out.dtype == np.dtype("S1") and out.shape == (2, 3)
-    assert out.tolist() == [[b"a", b"b", b""], [b"\xc3", b"\xa9", b""]]
-    assert S.encode_char_array(["ab", "é"], None).shape == (2, 2)
-    assert S.encode_char_array([["a"], ["b"]], 2).shape == (2, 1, 2)
-    assert S.encode_char_array(["", ""], 0).shape == (2, 0)
-    with pytest.raises(StringOverflowError):
-        S.encode_char_array(["é"], 1, what="v")
-    with pytest.warns(StringTruncationWarning):
-        assert S.encode_char_array(["aé"], 2, on_overflow="truncate").tolist() == [[b"a", b""]]
-    with pytest.raises(ZStringsError, match="NUL"):
-        S.encode_char_array(["a\x00"], 3)
-
-
-def test_encode_char_array_latin1_and_errors():
-    out = S.encode_char_array(["café"], None, encoding="latin-1")
-    assert out.tolist() == [[b"c", b"a", b"f", b"\xe9"]]
-    with pytest.raises(ZStringsError, match="cannot be encoded"):
-        S.encode_char_array(["€"], 2, encoding="latin-1")
-    with pytest.warns(StringTruncationWarning):
-        out = S.encode_char_array(["café"], 3, encoding="latin-1", on_overflow="truncate")
-    assert out.tolist() == [[b"c", b"a", b"f"]]
-    with pytest.raises(ZStringsError, match="NUL"):
-        S.encode_char_array(["ab"], 8, encoding="utf-16")
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(text, max_size=10), st.sampled_from(["T", "O", "U"]))
-def test_roundtrip_char(values, kind):
-    enc = S.encode_char_array(values, None)
-    assert S.decode_char_array(enc, string_dtype=kind).tolist() == values
-
-
-# ----------------------------------------------------------------------------- peer: netCDF4
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.text(alphabet=st.characters(min_codepoint=1, max_codepoint=0x10FFFF,
-                                       blacklist_categories=("Cs",)), max_size=6),
-        min_size=1, max_size=8,
-    ),
-    st.integers(0, 4),
-)
-def test_char_matches_netcdf4_chartostring(values, extra):
-    # whole characters only: chartostring decodes each row's bytes with Python
-    n = max(len(v.encode()) for v in values) + extra
-    if n == 0:
-        return
-    raw = S.encode_char_array(values, n)
-    peer = netCDF4.chartostring(raw, encoding="utf-8")
-    assert S.decode_char_array(raw).tolist() == peer.tolist() == values
-
-
-@settings(max_examples=150, deadline=None)
-@given(st.lists(text, min_size=1, max_size=8), st.integers(0, 4))
-def test_encode_char_matches_netcdf4_stringtochar(values, extra):
-    n = max(max(len(v.encode()) for v in values) + extra, 1)
-    peer = netCDF4.stringtochar(np.array(values, dtype="U"), encoding="utf-8", n_strlen=n)
-    ours = S.encode_char_array(values, n)
-    assert ours.dtype == peer.dtype and ours.shape == peer.shape
-    assert ours.tolist() == peer.tolist()
-
-
-def test_char_latin1_matches_netcdf4():
-    raw = chars([b"caf\xe9", b"\xff\xfe\x00\x00"], 4)
-    peer = netCDF4.chartostring(raw, encoding="latin-1")
-    assert S.decode_char_array(raw, encoding="latin-1").tolist() == peer.tolist()
-    ascii_vals = np.array([b"ab", b"xyz"], "S3")
-    peer_chars = netCDF4.stringtochar(ascii_vals)  # S input: ascii
-    assert S.encode_char_array(["ab", "xyz"], 3).tolist() == peer_chars.tolist()
-
-
-@pytest.mark.parametrize("encoding", ["utf-8", "ascii", "latin-1", "cp1252"])
-@pytest.mark.parametrize("kernels", [True, False], ids=["kernels", "numpy"])
-def test_char_embedded_nul_as_netcdf4_chartostring(encoding, kernels, monkeypatch):
-    # NC_CHAR: only trailing NULs end a value (netCDF4.chartostring, xarray's concat_characters);
-    # embedded NULs are data, unlike NC_STRING which ends at its first NUL
-    if not kernels:
-        monkeypatch.setenv("XR_ZSTRINGS_NO_EXT", "1")
-    raw = chars([b"a\x00b\x00", b"\x00\x00ab", b"abc\x00", b"\x00\x00\x00\x00", b"a\x00\x00z"], 4)
-    peer = netCDF4.chartostring(raw, encoding=encoding).tolist()
-    assert S.decode_char_array(raw, encoding=encoding).tolist() == peer
-    assert peer[0] == "a\x00b"  # the peer's behaviour this pins
-
-
 # ----------------------------------------------------------------------------- purity
 
 
 def test_module_does_not_import_xarray_or_zarr():
     code = (
-        "import xr_zstrings.text.fixed, sys; "
+        "import xr_zstrings.text.fixed, xr_zstrings.text.nc_char, sys; "
         "assert 'xarray' not in sys.modules and 'zarr' not in sys.modules, "
         "sorted(m for m in sys.modules if m.split('.')[0] in ('xarray', 'zarr'))"
     )
@@ -585,10 +346,10 @@ def test_module_string_dtypes_keep_no_array_alive():
     import gc
     import tracemalloc
 
-    from xr_zstrings.text import fixed, vlen
+    from xr_zstrings.text import dtypes, vlen
 
     values = np.array([f"a value longer than fifteen bytes {i}" for i in range(20_000)], dtype=np.dtypes.StringDType())
-    for t in (fixed._T, fixed._T_STRICT, fixed.NA_T, vlen._T):
+    for t in (dtypes._T, dtypes._T_STRICT, dtypes.NA_T, vlen._T):
         assert np.empty(1, dtype=t).dtype is not t
         gc.collect()
         tracemalloc.start()
@@ -602,7 +363,7 @@ def test_module_string_dtypes_keep_no_array_alive():
             tracemalloc.stop()
 
 
-@pytest.mark.skipif(S.kernels() is None, reason="the compiled kernels are not built (fallback job)")
+@pytest.mark.skipif(KL.kernels() is None, reason="the compiled kernels are not built (fallback job)")
 def test_reused_output_encodes_into_one_buffer_per_thread():
     """Inside ``reused_output`` a thread's fixed-width encodings share one buffer (the writer's
     dask blocks: no fresh pages per chunk), each right until the next; outside, and in another

@@ -21,7 +21,10 @@ import xarray as xr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from xr_zstrings.text import dtypes as D
 from xr_zstrings.text import fixed as S
+from xr_zstrings.text import kernels as KL
+from xr_zstrings.text import nc_char as C
 from xr_zstrings.text import vlen as V
 
 T = np.dtypes.StringDType()
@@ -82,10 +85,10 @@ def outcome(fn: Callable[[], Any]) -> tuple[str, Any, list[str]]:
 
 def same(fn: Callable[[], Any]) -> tuple[str, Any, list[str]]:
     """Run fn with the kernels and with the fallback; assert identical outcomes."""
-    assert S.kernels() is not None
+    assert KL.kernels() is not None
     fast = outcome(fn)
     with fallback():
-        assert S.kernels() is None
+        assert KL.kernels() is None
         slow = outcome(fn)
     assert fast == slow
     return fast
@@ -99,21 +102,19 @@ def same(fn: Callable[[], Any]) -> tuple[str, Any, list[str]]:
 def test_extension_is_built():
     """`pip install .` builds xr_zstrings.text._kernels (gcc is available wherever the tests run; the
     other tests here need it too: without a compiler they fail, and this one names the cause)."""
-    from xr_zstrings.text import fixed as strings
-
-    assert strings.kernels() is not None, strings.kernels_unavailable_reason
-    assert hasattr(strings.kernels(), "fixed_to_T")
+    assert KL.kernels() is not None, KL.kernels_unavailable_reason
+    assert hasattr(KL.kernels(), "fixed_to_T")
 
 
 def test_env_var_forces_fallback():
     with fallback():
-        assert S.kernels() is None
+        assert KL.kernels() is None
 
 
 def test_missing_extension_means_fallback(monkeypatch):
     """An install without a C compiler (the extension failed to build) runs the fallback."""
-    monkeypatch.setattr(S, "_kernels_mod", False)  # as if `from . import _kernels` had failed
-    assert S.kernels() is None
+    monkeypatch.setattr(KL, "_kernels_mod", False)  # as if `from . import _kernels` had failed
+    assert KL.kernels() is None
     raw = np.array([b"ok\xc3\xa9", b"a\xc3\xa9\xc3", b"x\x00\xff"], dtype="S5")
     assert S.decode_fixed_utf8(raw).tolist() == ["oké", "aé", "x"]
     assert V.decode_vlen_utf8_to_numpy(_vlen_bytes([b"a", "é".encode()])).tolist() == ["a", "é"]
@@ -148,7 +149,7 @@ def test_decode_char_same_as_fallback(values, nchar, policy):
     w = max(nchar, 1)
     raw = np.array([v[:nchar] for v in values], dtype=f"S{w}")
     chars = raw.view("S1").reshape(len(values), w)[:, :nchar]
-    same(lambda: S.decode_char_array(chars, utf8_errors=policy))
+    same(lambda: C.decode_char_array(chars, utf8_errors=policy))
 
 
 def test_decode_fixed_large_and_far_errors():
@@ -210,7 +211,7 @@ def test_vlen_long_strings_and_nuls():
 
 
 def test_into_strided_views_and_sel():
-    K = S.kernels()
+    K = KL.kernels()
     raw = np.array([b"a", b"bb", "é".encode(), b"d" * 20], dtype="S20")
     out = np.empty((2, 4), T)
     view = out[:, ::-2]  # 2 x 2, negative strides
@@ -252,7 +253,7 @@ def test_encode_fixed_same_as_fallback(values, width, on_overflow, container):
     else:
         vals = np.array(values, dtype=object)
     same(lambda: S.encode_fixed_utf8(vals, width, on_overflow=on_overflow, what="v"))
-    same(lambda: S.encode_char_array(vals, width, on_overflow=on_overflow, what="v"))
+    same(lambda: C.encode_char_array(vals, width, on_overflow=on_overflow, what="v"))
 
 
 def test_encode_long_and_2d():
@@ -317,13 +318,13 @@ def test_vlen_utf8_from_packed_same_as_numcodecs(values, base):
 def test_T_to_objects_same_as_numpy(values):
     """The object-output conversion (ASCII fast path) equals numpy's astype(object)."""
     t = np.array(values, dtype=T)
-    got = S.kernels().T_to_objects(t)
+    got = KL.kernels().T_to_objects(t)
     assert got.dtype == object and got.tolist() == t.astype(object).tolist() == values
     assert all(type(v) is str for v in got.tolist())
     two = t[: len(values) // 2 * 2].reshape(-1, 2) if len(values) >= 2 else t.reshape(-1, 1)
-    assert S.kernels().T_to_objects(np.ascontiguousarray(two)).shape == two.shape
+    assert KL.kernels().T_to_objects(np.ascontiguousarray(two)).shape == two.shape
     with pytest.raises(ValueError, match="NA"):
-        S.kernels().T_to_objects(np.array(["x", None], dtype=np.dtypes.StringDType(na_object=None)))
+        KL.kernels().T_to_objects(np.array(["x", None], dtype=np.dtypes.StringDType(na_object=None)))
 
 
 @settings(max_examples=150, deadline=None)
@@ -336,7 +337,7 @@ def test_utf8_lengths_same_as_fallback(values, container):
 
 def test_utf8_pack_stringdtype_statuses():
     """utf8_pack on StringDType: NUL reported unless allowed, NA left to the Python path."""
-    K = S.kernels()
+    K = KL.kernels()
     t = np.array(["a", "b\x00c", ""], dtype=T)
     status, _, off, data = K.utf8_pack(t, True)
     assert (status, off.tolist(), data) == (0, [0, 1, 4, 4], b"ab\x00c")
@@ -349,7 +350,7 @@ def test_utf8_pack_stringdtype_statuses():
 def test_fill_fixed_bounded_zeroed_and_counts(container):
     """zeroed=True (the padding is not written) gives the same rows as zeroed=False; values over
     the width are cut at a character boundary and counted, with the longest length."""
-    K = S.kernels()
+    K = KL.kernels()
     vals = np.array(["", "abc", "é😀", "x" * 9, "aé"], dtype=object)
     vals = vals if container == "O" else vals.astype(T)
     rows = []
@@ -570,7 +571,7 @@ def test_reader_v3_sharded_same_as_fallback(tmp_path, compressors):
 
 def test_fixed_kernel_rejects_bad_widths_and_buffers():
     """N * width wrapping to the buffer's size (or a width <= 0) must not write past the buffer."""
-    K = S.kernels()
+    K = KL.kernels()
     vals = np.array(["x"] * 4, dtype=object)
     huge = 1 << 62  # 4 * 2**62 wraps to 0
     for width, buf in ((huge, bytearray(0)), (0, bytearray(0)), (-1, bytearray(4)), (2, bytearray(7))):
@@ -579,7 +580,7 @@ def test_fixed_kernel_rejects_bad_widths_and_buffers():
 
 
 def test_vlen_from_offsets_rejects_bad_offsets():
-    K = S.kernels()
+    K = KL.kernels()
     for off in ([0, 5], [2, 1], [-1, 0], [0, 1, 0]):
         with pytest.raises(ValueError):
             K.vlen_utf8_from_offsets(b"abc", np.array(off, np.int64))
@@ -588,7 +589,7 @@ def test_vlen_from_offsets_rejects_bad_offsets():
 
 
 def test_kernels_reject_unaligned_index_arrays():
-    K = S.kernels()
+    K = KL.kernels()
     raw = np.zeros(8 * 3 + 1, np.uint8)
     off = raw[1:].view(np.int64)  # misaligned int64 offsets
     assert not off.flags.aligned
@@ -614,7 +615,7 @@ def test_vlen_into_unaligned_offsets_same_as_aligned():
 
 
 def test_pack_at_snapshots_its_values():
-    K = S.kernels()
+    K = KL.kernels()
     out = np.empty((2, 3), dtype=np.dtypes.StringDType())[:, ::2]
     K.pack_at(out, np.array([0, 3], np.intp), [b"a", b"b"])
     assert out.tolist() == [["a", ""], ["", "b"]]
@@ -640,7 +641,7 @@ def test_pack_at_snapshots_its_values():
 def test_kernels_fuzz_malformed_inputs(data, offs, odt, width, n_expected, policy, sel, strided):
     """Random bytes, offsets, counts and selections: a clear exception or a result, never a crash
     (run under ASan/UBSan to catch out-of-bounds reads and writes)."""
-    K = S.kernels()
+    K = KL.kernels()
     T = np.dtypes.StringDType()
     m = len(sel) if sel is not None else max(len(offs) - 1, 0)
     out = np.empty(2 * m, dtype=T)[::2] if strided else np.empty(m, dtype=T)
@@ -796,8 +797,8 @@ def test_bytes_and_u_same_as_fallback(tmp_path, layout):
 
 def test_u_refuses_trailing_nuls_same_as_fallback():
     values = np.array(["a", "b\x00", "c\x00d", "", "\x00"], dtype=T)
-    kind, err, _ = same(lambda: S.convert_string_dtype(values, "U", "v"))
+    kind, err, _ = same(lambda: D.convert_string_dtype(values, "U", "v"))
     assert kind == "error" and err[0] == "ZStringsError"
     assert "v: 2 value(s) end with NUL characters, e.g. value [1] = 'b\\x00'" in err[1]
-    kind, got, _ = same(lambda: S.convert_string_dtype(values[[0, 2, 3]], "U"))
+    kind, got, _ = same(lambda: D.convert_string_dtype(values[[0, 2, 3]], "U"))
     assert kind == "ok" and got[2] == ["a", "c\x00d", ""]

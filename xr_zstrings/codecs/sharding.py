@@ -142,7 +142,7 @@ class ShardingCodec(CodecStep):
                 f"{ctx}: shard of {size if size is not None else int(ib.size)} bytes is shorter than its "
                 f"{self.index_size}-byte index ({self.n_inner} inner chunks); the shard is truncated"
             )
-        idx = self.index.decode(ib, key=ctx, _ctx=f"{ctx} (shard index)").reshape(self.n_inner, 2)
+        idx = self.index.decode(ib, key=ctx, context=f"{ctx} (shard index)", writeable=False).reshape(self.n_inner, 2)
         off, nb = idx[:, 0], idx[:, 1]
         full = ~((off == MISSING) & (nb == MISSING))
         if full.any():
@@ -206,7 +206,7 @@ class ShardingCodec(CodecStep):
             if (o == MISSING and n == MISSING) or untouched:
                 out[sl] = self.fill_value
             else:
-                out[sl] = self.inner.decode(u8[o:o + n], _ctx=f"{ctx}, inner chunk {self.coords(j)}")
+                out[sl] = self.inner.decode(u8[o:o + n], context=f"{ctx}, inner chunk {self.coords(j)}", writeable=False)
         return out
 
     def encode(self, arr: np.ndarray, ctx: str, write_empty_chunks: bool = False) -> np.ndarray:

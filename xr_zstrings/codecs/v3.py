@@ -139,13 +139,15 @@ class V3Pipeline:
         where: str = "",
         fill_value: Any = None,
         utf8_errors: str = "strict",
-        _default_bytes: bool = False,
+        default_bytes: bool = False,
     ) -> V3Pipeline:
         """Build the chain for one array from its zarr.json ``codecs`` (see the module docstring).
 
         ``fill_value`` (already parsed to a Python/numpy scalar) fills empty inner chunks of a
         shard; None means the data type's default ("" / b"" / 0).  ``utf8_errors`` ("strict",
-        "replace", "drop") applies to invalid UTF-8 in variable-length strings.
+        "replace", "drop") applies to invalid UTF-8 in variable-length strings.  ``default_bytes``: a
+        chain without an array->bytes codec gets ``bytes`` (the index and data chains nested in zarrs'
+        codecs, whose spec says so).
 
         Each codec's class comes from the registry; this checks the order the spec requires
         (array->array, one array->bytes, bytes->bytes), the classes check their own configuration.
@@ -166,7 +168,7 @@ class V3Pipeline:
         names = [n for n, _ in entries]
         spec = ChunkSpec(data_type=data_type, dtype=dtype, shape=shape, kind=kind, large=large,
                          fill_value=fill_value, utf8_errors=utf8_errors, where=where,
-                         default_bytes=_default_bytes)
+                         default_bytes=default_bytes)
         aa: list = []
         ab: Any = None
         bb: list = []
@@ -257,14 +259,18 @@ class V3Pipeline:
         return u8
 
     def decode(self, raw: Any, chunk_shape: tuple[int, ...] | None = None, *, key: Any = None,
-               _ctx: str | None = None, region: tuple[slice, ...] | None = None) -> np.ndarray:
+               region: tuple[slice, ...] | None = None, context: str | None = None,
+               writeable: bool = True) -> np.ndarray:
         """Stored chunk bytes -> the full chunk (C order, ``chunk_shape``, dtype ``self.dtype``).
 
         ``key`` (e.g. the store key "c/0/1") only enriches error messages.  ``region``: the part
         of the chunk that will be used; a shard then decodes only the inner chunks it touches.
+        ``context``: what errors call the chunk, in place of the array and ``key`` (a nested chain:
+        "... (zarrs.vlen index)").  ``writeable=False``: the result may be a read-only view of the
+        chunk's bytes (a caller that only copies out of it), else read-only results are copied.
         """
         shape = self.chunk_shape if chunk_shape is None else tuple(int(s) for s in chunk_shape)
-        ctx = _ctx or self.context(key)
+        ctx = context or self.context(key)
         with self.decode_errors(ctx):
             shapes = self._shapes(shape)
             u8 = self.bytes_decode(raw, ctx)
@@ -278,7 +284,7 @@ class V3Pipeline:
                 arr = to_dtype(arr, self.dtype)
             if not arr.flags.c_contiguous:
                 arr = np.ascontiguousarray(arr)
-            if _ctx is None and not arr.flags.writeable:  # nested chains skip the copy
+            if writeable and not arr.flags.writeable:
                 arr = arr.copy()
             return arr
 
@@ -322,11 +328,12 @@ class V3Pipeline:
     # ---------------------------------------------------------------------------- encoding
 
     def encode(self, arr: Any, *, key: Any = None, write_empty_chunks: bool = False,
-               _shape_check: bool = True) -> bytes:
+               check_shape: bool = True) -> bytes:
         """A full chunk (``chunk_shape``; pad edge chunks with the fill value) -> stored bytes.
 
         ``write_empty_chunks=False`` (zarr-python's default) leaves inner chunks of a shard that
-        hold only the fill value out of the shard (index entry 2**64-1).
+        hold only the fill value out of the shard (index entry 2**64-1).  ``check_shape=False``: ``arr``
+        may have any shape (the 1-D index and data of the chains nested in zarrs' codecs).
         """
         ctx = self.context(key)
         if isinstance(arr, VlenChunk):  # already packed values (the writer's fast path)
@@ -341,7 +348,7 @@ class V3Pipeline:
                 u8 = step.encode(u8, ctx)
             return u8.tobytes()
         a = np.asarray(arr) if not isinstance(arr, np.ndarray) else arr
-        if _shape_check and a.shape != self.chunk_shape:
+        if check_shape and a.shape != self.chunk_shape:
             if a.size == math.prod(self.chunk_shape) and a.ndim <= 1 and len(self.chunk_shape) <= 1:
                 a = a.reshape(self.chunk_shape)
             else:

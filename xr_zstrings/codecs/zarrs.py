@@ -75,20 +75,20 @@ class ZarrsVlenCodec(CodecStep):
         self.index_data_type, self.index_location = idt, loc
         self.index = _pipeline().from_metadata(
             cfg["index_codecs"], data_type=idt, dtype=np.dtype(idt), chunk_shape=(n + 1,),
-            where=f"{label(where)} zarrs.vlen index_codecs", _default_bytes=True,
+            where=f"{label(where)} zarrs.vlen index_codecs", default_bytes=True,
         )
         self.data = _pipeline().from_metadata(
             cfg["data_codecs"], data_type="uint8", dtype=np.dtype("uint8"), chunk_shape=(-1,),
-            where=f"{label(where)} zarrs.vlen data_codecs", _default_bytes=True,
+            where=f"{label(where)} zarrs.vlen data_codecs", default_bytes=True,
         )
 
     def to_vlen(self, u8: np.ndarray, n: int, ctx: str) -> VlenChunk:
         ib, db = split_zarrs_vlen(u8, self.index_location, what=ctx)
-        offsets = self.index.decode(ib, (n + 1,), key=ctx, _ctx=f"{ctx} (zarrs.vlen index)")
+        offsets = self.index.decode(ib, (n + 1,), key=ctx, context=f"{ctx} (zarrs.vlen index)", writeable=False)
         if len(db) == 0:
             data = np.zeros(0, np.uint8)  # zarrs skips the data codecs for empty data
         else:
-            data = self.data.decode(db, (-1,), key=ctx, _ctx=f"{ctx} (zarrs.vlen data)")
+            data = self.data.decode(db, (-1,), key=ctx, context=f"{ctx} (zarrs.vlen data)", writeable=False)
         offsets = decode_offsets_index(offsets, n, self.index_data_type, data_len=int(data.size), what=ctx)
         return VlenChunk(offsets, data)
 
@@ -104,9 +104,9 @@ class ZarrsVlenCodec(CodecStep):
         off = off - base
         if end - base > np.iinfo(self.index_data_type).max:
             raise ZStringsError(f"{ctx}: {end - base} bytes of data do not fit index_data_type='uint32'; use 'uint64'")
-        ib = self.index.encode(off.astype(self.index_data_type), _shape_check=False)
+        ib = self.index.encode(off.astype(self.index_data_type), check_shape=False)
         data = np.ascontiguousarray(chunk.data[base:end])
-        db = self.data.encode(data, _shape_check=False) if data.size else b""
+        db = self.data.encode(data, check_shape=False) if data.size else b""
         return as_u8(join_zarrs_vlen(ib, db, self.index_location))
 
 
@@ -206,7 +206,7 @@ class ZarrsOptionalCodec(CodecStep):
         self.kind, self.dtype, self.shape = kind, dtype, shape
         self.mask = _pipeline().from_metadata(
             cfg["mask_codecs"], data_type="bool", dtype=np.dtype(bool), chunk_shape=shape,
-            where=f"{label(where)} zarrs.optional mask_codecs", _default_bytes=True)
+            where=f"{label(where)} zarrs.optional mask_codecs", default_bytes=True)
         n = math.prod(shape) if all(x >= 0 for x in shape) else 0
         self.data = _pipeline().from_metadata(
             cfg["data_codecs"], data_type=data_type, dtype=np.dtype(object), chunk_shape=(n,),
@@ -223,12 +223,12 @@ class ZarrsOptionalCodec(CodecStep):
                 f"{ctx}: zarrs.optional header says {mask_len} mask + {data_len} data bytes after the "
                 f"16-byte header, but the chunk is {u8.size} bytes"
             )
-        mask = self.mask.decode(u8[16 : 16 + mask_len], shape, _ctx=f"{ctx} (zarrs.optional mask)")
+        mask = self.mask.decode(u8[16 : 16 + mask_len], shape, context=f"{ctx} (zarrs.optional mask)", writeable=False)
         mask = np.asarray(mask, dtype=bool)
         out = np.full(shape, None, dtype=object)
         n_valid = int(mask.sum())
         if n_valid:
-            values = self.data.decode(u8[16 + mask_len :], (n_valid,), _ctx=f"{ctx} (zarrs.optional data)")
+            values = self.data.decode(u8[16 + mask_len :], (n_valid,), context=f"{ctx} (zarrs.optional data)", writeable=False)
             out[mask] = values.reshape(-1)
         elif data_len:
             raise ChunkError(f"{ctx}: zarrs.optional mask has no present value but {data_len} data bytes follow")
@@ -237,9 +237,9 @@ class ZarrsOptionalCodec(CodecStep):
     def encode(self, arr: np.ndarray, ctx: str) -> np.ndarray:
         a = np.asarray(arr, dtype=object)
         valid = ~np.asarray(_isnull(a), dtype=bool)
-        mb = np.frombuffer(self.mask.encode(valid, _shape_check=False), np.uint8)
+        mb = np.frombuffer(self.mask.encode(valid, check_shape=False), np.uint8)
         present = a[valid].reshape(-1)
-        db = np.frombuffer(self.data.encode(present, _shape_check=False), np.uint8) if present.size else \
+        db = np.frombuffer(self.data.encode(present, check_shape=False), np.uint8) if present.size else \
             np.zeros(0, np.uint8)
         head = np.array([mb.size, db.size], "<u8").view(np.uint8)
         return np.concatenate([head, mb, db])

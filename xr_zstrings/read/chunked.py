@@ -18,7 +18,11 @@ import numpy as np
 from ..errors import ZStringsError
 from ..formats.array import ArrayMeta
 from ..io.zstore import ZStore
-from ..text import fixed as strings
+from ..text.fixed import decode_fixed_utf8
+from ..text.kernels import kernels
+from ..text.nc_char import decode_char_array
+from ..text.policy import in_chunk, in_this_context, position_label
+from .decode import Decode
 from .paths import node_key
 from .threads import decode_threads, executor
 
@@ -32,9 +36,9 @@ class ChunkedArray:
     """Reads rectangular regions of one stored array in its storage dtype (no string decoding),
     or, for string arrays the kernels decode, straight into a StringDType result (``read_into``)."""
 
-    #: how ``LazyArray`` decodes this version's variable-length text: "vlen" (v2: objects) or
-    #: "text" (v3: chunks decode straight to StringDType)
-    vlen_decode = "vlen"
+    #: how ``LazyArray`` decodes this version's variable-length text: Decode.VLEN (v2: objects) or
+    #: Decode.TEXT (v3: chunks decode straight to StringDType)
+    vlen_decode = Decode.VLEN
 
     def __init__(self, zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...],
                  threads: int | None = None, null_fill: bool = False, raw_bytes: bool = False) -> None:
@@ -82,11 +86,11 @@ class ChunkedArray:
         """One stored chunk's bytes as a storage-dtype array of shape ``chunks``."""
         raise NotImplementedError
 
-    def _can_read_into(self, decode: str, text_encoding: str, null_chunks: bool) -> bool:
+    def _can_read_into(self, decode: Decode, text_encoding: str, null_chunks: bool) -> bool:
         return False
 
     def _decode_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
-                     src: tuple[slice, ...], decode: str, policy: str, what: str, index: Any) -> None:
+                     src: tuple[slice, ...], decode: Decode, policy: str, what: str, index: Any) -> None:
         """One chunk decoded into its part of a StringDType result (``view``); ``sel``: the
         chunk's elements in the box (None: all), ``index(k)``: the label of the box's k-th value."""
         raise NotImplementedError
@@ -164,20 +168,18 @@ class ChunkedArray:
         thread's fetch overlaps another's decoding (the kernels release the GIL), and at most
         one group per thread is in memory at a time.
         """
-        changes = strings.active_changes()  # the read's policy report, shared with the workers
-
         def task(group: Any) -> None:
-            with strings.reporting(changes):
-                # fn consumes each chunk's bytes before this thread fetches again (see _fetch)
-                for k, raw, src, dst in self._fetch(group):
-                    fn(k, raw, src, dst)
-                    del raw
+            # fn consumes each chunk's bytes before this thread fetches again (see _fetch)
+            for k, raw, src, dst in self._fetch(group):
+                fn(k, raw, src, dst)
+                del raw
 
         threads = decode_threads(self.threads)
         try:
             groups = self._groups(plan)
             if parallel and len(groups) > 1 and threads > 1:
-                list(executor(threads).map(task, groups))
+                # the workers run in the caller's context: the read's policy report (policy_scope)
+                list(executor(threads).map(in_this_context(task), groups))
             else:
                 for g in groups:
                     task(g)
@@ -206,16 +208,16 @@ class ChunkedArray:
             if raw is None:
                 out[dst] = self.stored_fill()  # a chunk never written reads as the fill value
             else:
-                with strings.in_chunk(self.store.where(key)):
+                with in_chunk(self.store.where(key)):
                     out[dst] = self.decode_chunk(raw, key, chunks, region=src)[src]
 
         # (a shard read by parts is many units: parallel however few shards)
         self._run(plan, place, self.parallel and (len(plan) > 2 or self.unit_shape != self.chunk_shape))
         return out
 
-    def can_read_into(self, decode: str, text_encoding: str, null_chunks: bool = False) -> bool:
+    def can_read_into(self, decode: Decode, text_encoding: str, null_chunks: bool = False) -> bool:
         """Whether ``read_into`` can decode this array's chunks straight into a StringDType result."""
-        return strings.kernels() is not None and self._can_read_into(decode, text_encoding, null_chunks)
+        return kernels() is not None and self._can_read_into(decode, text_encoding, null_chunks)
 
     @staticmethod
     def sel(src: tuple, chunk_shape: tuple[int, ...], order: str) -> np.ndarray | None:
@@ -233,7 +235,7 @@ class ChunkedArray:
             idx = np.add.outer(idx, np.arange(s.start, s.stop, dtype=np.int64) * st)
         return np.ascontiguousarray(idx, dtype=np.int64).reshape(-1)
 
-    def read_into(self, region: tuple[slice, ...], decode: str, policy: str, what: str,
+    def read_into(self, region: tuple[slice, ...], decode: Decode, policy: str, what: str,
                   dtype: np.dtype | None = None, null_chunks: bool = False) -> np.ndarray:
         """``region`` decoded straight into a StringDType array, one chunk at a time on the pool.
 
@@ -244,7 +246,7 @@ class ChunkedArray:
         """
         T = np.dtypes.StringDType() if dtype is None else dtype
         null_chunks = null_chunks and self.stored_fill() is None
-        char = decode == "char"
+        char = decode.joins_chars
         lead = region[:-1] if char else region
         out_shape = tuple(s.stop - s.start for s in lead)
         out = np.empty(out_shape, dtype=T)
@@ -268,7 +270,7 @@ class ChunkedArray:
             def index(k: int) -> str:
                 loc = np.unravel_index(k, shape) if shape else ()
                 flat = int(np.ravel_multi_index(tuple(a + b for a, b in zip(loc, starts, strict=True)), out_shape)) if out_shape else 0
-                return strings.position_label(flat, out_shape)
+                return position_label(flat, out_shape)
 
             return index
 
@@ -278,7 +280,7 @@ class ChunkedArray:
                 unwritten.append(dst)
                 return
             if raw is None:  # (not view[...] = fill: this runs on threads, see _kernels.pack_at)
-                strings.kernels().pack_at(view, None, [fill_value.encode("utf-8")])
+                kernels().pack_at(view, None, [fill_value.encode("utf-8")])
                 return
             sel = self.sel(src, lead_chunks, self.meta.order)
             self._decode_into(raw, key, view, sel, src, decode, policy, what, index_of(dst))
@@ -288,15 +290,15 @@ class ChunkedArray:
             out[dst + (Ellipsis,)] = cast(np.dtypes.StringDType, T).na_object
         return out
 
-    def _fill_T(self, decode: str, policy: str, what: str) -> Any:
+    def _fill_T(self, decode: Decode, policy: str, what: str) -> Any:
         fv = self.stored_fill()
-        if decode in ("text", "vlen"):
+        if decode.variable_length:
             return fv
-        if decode == "char":
+        if decode.joins_chars:
             b = fv if isinstance(fv, bytes) else np.asarray(fv).astype("S1").tobytes()
             row = np.frombuffer(b[:1] * self.shape[-1], np.uint8).reshape(1, -1)
-            return strings.decode_char_array(row, utf8_errors=cast(Any, policy), what=what)[0]
-        return strings.decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=cast(Any, policy),
+            return decode_char_array(row, utf8_errors=cast(Any, policy), what=what)[0]
+        return decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=cast(Any, policy),
                                          what=what)[()]
 
 

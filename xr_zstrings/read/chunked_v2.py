@@ -18,9 +18,12 @@ from ..codecs.v2 import ChunkPipeline, SafeVLen, bounded_decode, build_pipeline
 from ..errors import ChunkError
 from ..formats.nczarr import ArrayMetaV2
 from ..io.zstore import ZStore
-from ..text import fixed as strings
 from ..text import vlen
+from ..text.fixed import decode_fixed_into
+from ..text.nc_char import norm_encoding
+from ..text.policy import in_chunk
 from .chunked import ChunkedArray
+from .decode import Decode
 from .paths import node_key
 
 __all__ = ["ChunkedArrayV2"]
@@ -97,16 +100,16 @@ class ChunkedArrayV2(ChunkedArray):
 
     # ------------------------------------------------------------------ straight into StringDType
 
-    def _can_read_into(self, decode: str, text_encoding: str, null_chunks: bool) -> bool:
+    def _can_read_into(self, decode: Decode, text_encoding: str, null_chunks: bool) -> bool:
         meta = self.meta
-        if decode in ("fixed", "text-S"):
+        if decode.fixed_width:
             return (meta.dtype.kind == "S" and meta.dtype.itemsize > 0
-                    and strings.norm_encoding(text_encoding) == "utf-8")
-        if decode == "char":
-            return (meta.order == "C" and strings.norm_encoding(text_encoding) == "utf-8"
+                    and norm_encoding(text_encoding) == "utf-8")
+        if decode is Decode.CHAR:
+            return (meta.order == "C" and norm_encoding(text_encoding) == "utf-8"
                     and meta.dtype.itemsize == 1 and meta.dtype.kind in "SUu" and len(self.shape) >= 1
                     and self.chunk_shape[-1] == self.stored_shape[-1] == self.shape[-1] > 0)
-        if decode == "vlen":  # |O + vlen-utf8 (what xarray and zarr-python write for str)
+        if decode is Decode.VLEN:  # |O + vlen-utf8 (what xarray and zarr-python write for str)
             p = self.pipeline
             fill = self.stored_fill()
             return (meta.dtype.kind == "O" and len(p.filters) == 1
@@ -115,17 +118,15 @@ class ChunkedArrayV2(ChunkedArray):
         return False
 
     def _decode_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
-                     src: tuple[slice, ...], decode: str, policy: str, what: str, index: Any) -> None:
-        if decode == "vlen":
-            with strings.in_chunk(self.store.where(key)):
+                     src: tuple[slice, ...], decode: Decode, policy: str, what: str, index: Any) -> None:
+        if decode is Decode.VLEN:
+            with in_chunk(self.store.where(key)):
                 self._vlen_into(raw, key, view, sel)
             return
         buf = self._chunk_bytes(raw, key)
-        char = decode == "char"
-        width = self.chunk_shape[-1] if char else self.meta.dtype.itemsize
+        width = self.chunk_shape[-1] if decode.joins_chars else self.meta.dtype.itemsize
         # NC_CHAR keeps embedded NULs (only trailing ones end it); NC_STRING ends at the first
-        strings.decode_fixed_into(buf, width, view, sel, policy, what, index,
-                                  trailing=char or decode == "text-S")
+        decode_fixed_into(buf, width, view, sel, policy, what, index, trailing=decode.trailing_nuls_only)
 
     def _chunk_bytes(self, raw: bytes, key: str) -> Any:
         """A fixed-width chunk's decompressed bytes, size checked (as ``decode_chunk``)."""

@@ -31,8 +31,10 @@ from ..codecs.v3 import V3Pipeline, classify_data_type
 from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from ..formats.zarr3 import ArrayMetaV3
 from ..io.zstore import ObjectChanged, ZStore
-from ..text import fixed as strings
+from ..text.kernels import kernels
+from ..text.policy import in_chunk
 from .chunked import ChunkedArray, Plan
+from .decode import Decode
 from .paths import node_key
 
 __all__ = ["ChunkedArrayV3", "InnerKey"]
@@ -131,7 +133,7 @@ class ChunkedArrayV3(ChunkedArray):
     """A Zarr v3 array's chunks through its codec chain."""
 
     meta: ArrayMetaV3
-    vlen_decode = "text"
+    vlen_decode = Decode.TEXT
 
     def __init__(self, zstore: ZStore, meta: ArrayMetaV3, logical_shape: tuple[int, ...],
                  utf8_errors: str = "strict", threads: int | None = None, null_fill: bool = False,
@@ -186,7 +188,7 @@ class ChunkedArrayV3(ChunkedArray):
                 arr = self.pipeline.decode(raw, self.meta.chunks, region=region if self.meta.shape else None)
             else:  # an inner chunk of a shard read by parts
                 ctx = f"{self.pipeline.context(None)}, inner chunk {inner}"
-                arr = self.unit.decode(raw, self.unit_shape, region=region, _ctx=ctx)
+                arr = self.unit.decode(raw, self.unit_shape, region=region, context=ctx, writeable=False)
         except ZStringsError as e:
             raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
         except Exception as e:  # noqa: BLE001 - any codec failure is a ChunkError naming the chunk
@@ -202,8 +204,8 @@ class ChunkedArrayV3(ChunkedArray):
 
     # ------------------------------------------------------------------ straight into StringDType
 
-    def _can_read_into(self, decode: str, text_encoding: str, null_chunks: bool) -> bool:
-        if decode != "text":
+    def _can_read_into(self, decode: Decode, text_encoding: str, null_chunks: bool) -> bool:
+        if decode is not Decode.TEXT:
             return False
         p: Any = self.unit
         if p.sharded:  # a shard decoded whole: inner chunks in a plain layout, no nested shards
@@ -213,8 +215,8 @@ class ChunkedArrayV3(ChunkedArray):
                 and isinstance(self.stored_fill(), str))
 
     def _decode_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
-                     src: tuple[slice, ...], decode: str, policy: str, what: str, index: Any) -> None:
-        with strings.in_chunk(self.store.where(key)):
+                     src: tuple[slice, ...], decode: Decode, policy: str, what: str, index: Any) -> None:
+        with in_chunk(self.store.where(key)):
             self._text_into(raw, key, view, sel, src)
 
     def _text_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
@@ -240,7 +242,7 @@ class ChunkedArrayV3(ChunkedArray):
                     sub = view[where + (Ellipsis,)]
                     o, nb = int(idx[j, 0]), int(idx[j, 1])
                     if o == MISSING and nb == MISSING:  # an inner chunk never written: the fill value
-                        strings.kernels().pack_at(sub, None, [str(self.stored_fill()).encode("utf-8")])
+                        kernels().pack_at(sub, None, [str(self.stored_fill()).encode("utf-8")])
                         continue
                     inner_p = shard.inner
                     ictx = f"{ctx}, inner chunk {shard.coords(j)}"

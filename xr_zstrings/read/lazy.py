@@ -8,12 +8,25 @@ straight into StringDType with the compiled kernels where the chunk reader can.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
-from ..text import fixed as strings
+from ..text.dtypes import (
+    NA_T,
+    convert_string_dtype,
+    decode_objects,
+    decode_utf32,
+    missing_string_dtype,
+    resolve_string_dtype,
+)
+from ..text.fixed import decode_fixed_utf8
+from ..text.kernels import kernels
+from ..text.nc_char import char_bytes, decode_char_array, norm_encoding
+from ..text.policy import policy_scope
 from .chunked import ChunkedArray
+from .decode import Decode
 from .options import ReadOptions
 
 __all__ = ["LazyArray"]
@@ -30,7 +43,7 @@ class LazyArray:
         self,
         raw: ChunkedArray,
         *,
-        decode: str,
+        decode: Decode | str,
         options: ReadOptions,
         encoding: str = "utf-8",
         what: str = "",
@@ -45,7 +58,7 @@ class LazyArray:
         self.raw = raw
         self.marker = marker
         self._marker_warned = False
-        self.decode = decode  # "numeric", "fixed", "char", "char-sep", "char-raw", "unicode", "vlen", ...
+        self.decode = decode = Decode(decode)  # how the stored values become the result
         self.options = options
         self.text_encoding = encoding
         self.what = what
@@ -53,25 +66,22 @@ class LazyArray:
         self.null_chunks = null_chunks
         self._fixed_u = False  # a U result whose width the stored width bounds (never truncates)
         shape = raw.shape if not raw.meta.scalar else ()
-        if decode in ("char", "bytes-char") and shape:
+        if decode.joins_chars and shape:
             shape = shape[:-1]
         self.shape: tuple[int, ...] = tuple(shape)
-        if decode in ("fixed", "text-S", "char", "char-sep", "unicode", "vlen", "text"):
-            self.dtype = strings.resolve_string_dtype(options.string_dtype)
+        if decode.text:
+            self.dtype = resolve_string_dtype(options.string_dtype)
             if self.dtype.kind == "U":
                 # fixed width: the stored width bounds the characters (vlen: only known after reading)
-                meta = raw.meta
-                width = {"fixed": meta.dtype.itemsize, "text-S": meta.dtype.itemsize,
-                         "unicode": meta.dtype.itemsize // 4, "char-sep": 1,
-                         "char": raw.shape[-1] if raw.shape else 1}.get(decode)
+                width = decode.stored_width(raw.meta, raw.shape)
                 self.dtype = np.dtype(f"U{max(width or 1, 1)}")
                 self._fixed_u = width is not None
             if missing is not None or null_chunks:
-                self.dtype = strings.missing_string_dtype(options.string_dtype)
+                self.dtype = missing_string_dtype(options.string_dtype)
                 self._fixed_u = False
-        elif decode in ("vlen-bytes", "bytes-obj", "bytes-unicode"):
+        elif decode.objects:
             self.dtype = np.dtype(object)
-        elif decode == "bytes-char":  # joined characters; one character stays an object (see _decode)
+        elif decode is Decode.BYTES_CHAR:  # joined characters; one character stays an object (_bytes_char)
             n = raw.shape[-1] if raw.shape else 1
             self.dtype = np.dtype(f"S{n}") if n > 1 else np.dtype(object)
         else:
@@ -94,7 +104,7 @@ class LazyArray:
         a few chunks, not the span between them.
         """
         # every value a utf8_errors policy changes in this read is counted: one warning at the end
-        with strings.policy_scope(self.what, stacklevel=5):
+        with policy_scope(self.what, stacklevel=5):
             return self._getitem(key)
 
     def _getitem(self, key: tuple[Any, ...]) -> np.ndarray:
@@ -103,7 +113,7 @@ class LazyArray:
         key = key + (slice(None),) * (self.ndim - len(key))
         if self.raw.meta.scalar:
             raw = self.raw.read((slice(0, 1),))
-            if self.decode in ("char", "bytes-char"):
+            if self.decode.joins_chars:
                 raw = raw.reshape(1, 1)
             return self._mask(self._convert(raw)).reshape(())
         chunks = self.raw.unit_shape  # (a sharded array's inner chunks when read by parts)
@@ -132,7 +142,7 @@ class LazyArray:
         pieces = []
         for combo in itertools.product(*axes):
             region = [c[0] for c in combo]
-            if self.decode in ("char", "bytes-char"):
+            if self.decode.joins_chars:
                 region.append(slice(0, self.raw.shape[-1]))
             data = self._read_region(tuple(region))
             take = tuple(c[1] for c in combo)
@@ -171,7 +181,7 @@ class LazyArray:
         return runs
 
     def _read_region(self, region: tuple[slice, ...]) -> np.ndarray:
-        if self._direct and strings.kernels() is not None:
+        if self._direct and kernels() is not None:
             t = self.raw.read_into(region, self.decode, self.options.utf8_errors, self.what,
                                    dtype=self._na_T() if self._masked else None, null_chunks=self.null_chunks)
             if self._masked:
@@ -180,7 +190,7 @@ class LazyArray:
                 return t
             if self._fixed_u:
                 return t.astype(self.dtype)  # never truncates: the stored width bounds the characters
-            return strings.convert_string_dtype(t, self.dtype.kind, self.what)
+            return convert_string_dtype(t, self.dtype.kind, self.what)
         raw = self.raw.read(region)
         nulls = None
         if self.null_chunks and raw.dtype.kind == "O":
@@ -218,7 +228,7 @@ class LazyArray:
 
     def _na_T(self) -> np.dtype:
         """The StringDType (with an NA object) a masked variable is decoded into."""
-        return self.dtype if self.dtype.kind == "T" else strings.NA_T
+        return self.dtype if self.dtype.kind == "T" else NA_T
 
     def _convert(self, raw: np.ndarray) -> np.ndarray:
         out = self._decode(raw)
@@ -227,52 +237,59 @@ class LazyArray:
         return out
 
     def _decode(self, raw: np.ndarray) -> np.ndarray:
+        return _DECODERS.get(self.decode, LazyArray._as_dtype)(self, raw)
+
+    def _fixed(self, raw: np.ndarray) -> np.ndarray:
         o = self.options
-        if self.decode in ("fixed", "text-S"):
-            trailing = self.decode == "text-S"
-            if strings.norm_encoding(self.text_encoding) != "utf-8":  # _Encoding: as an NC_CHAR row
-                n = max(raw.dtype.itemsize, 1)
-                u8: np.ndarray = np.ascontiguousarray(raw.astype(f"S{n}")).view(np.uint8).reshape(raw.shape + (n,))
-                return strings.decode_char_array(u8, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
-                                                 string_dtype=o.string_dtype, what=self.what)
-            return strings.decode_fixed_utf8(
-                raw, utf8_errors=o.utf8_errors, string_dtype=o.string_dtype, what=self.what, trailing=trailing
-            )
-        if self.decode == "bytes":  # the stored |Sn values, as engine="zarr" returns them
-            return raw
-        if self.decode == "bytes-obj":
-            return raw.astype(object)
-        if self.decode == "bytes-char":  # the characters joined, as xarray's concat_characters joins them
-            u8 = strings.char_bytes(raw, self.what)
-            n = u8.shape[-1]
-            if n == 0:
-                return np.full(u8.shape[:-1], b"", dtype=object)
-            joined = np.ascontiguousarray(u8).view(f"S{n}").reshape(u8.shape[:-1])
-            # (one character: |S1 would be joined again by xarray's CharacterArrayCoder)
-            return joined if n > 1 else joined.astype(object)
-        if self.decode == "bytes-unicode":  # code points: their UTF-8 bytes
-            flat = raw.reshape(-1).tolist()
-            return np.array([s.encode("utf-8", "surrogatepass") for s in flat] or [], dtype=object).reshape(raw.shape)
-        if self.decode == "char":
-            return strings.decode_char_array(
-                raw, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
-                string_dtype=o.string_dtype, what=self.what,
-            )
-        if self.decode == "char-sep":  # each character its own value
-            return strings.decode_char_array(
-                self._char_raw(raw)[..., None], encoding=self.text_encoding, utf8_errors=o.utf8_errors,
-                string_dtype=o.string_dtype, what=self.what,
-            )
-        if self.decode == "char-raw":
-            return self._char_raw(raw)
-        if self.decode == "unicode":
-            return strings.decode_utf32(raw, string_dtype=o.string_dtype)
-        if self.decode == "vlen":
-            return strings.decode_objects(raw, string_dtype=o.string_dtype, what=self.what)
-        if self.decode == "text":
-            return strings.convert_string_dtype(raw, o.string_dtype, self.what)
-        if self.decode == "vlen-bytes":
-            return raw
+        if norm_encoding(self.text_encoding) != "utf-8":  # _Encoding: as an NC_CHAR row
+            n = max(raw.dtype.itemsize, 1)
+            u8: np.ndarray = np.ascontiguousarray(raw.astype(f"S{n}")).view(np.uint8).reshape(raw.shape + (n,))
+            return decode_char_array(u8, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
+                                     string_dtype=o.string_dtype, what=self.what)
+        return decode_fixed_utf8(raw, utf8_errors=o.utf8_errors, string_dtype=o.string_dtype, what=self.what,
+                                 trailing=self.decode.trailing_nuls_only)
+
+    def _bytes_char(self, raw: np.ndarray) -> np.ndarray:
+        """The characters joined, as xarray's concat_characters joins them."""
+        u8 = char_bytes(raw, self.what)
+        n = u8.shape[-1]
+        if n == 0:
+            return np.full(u8.shape[:-1], b"", dtype=object)
+        joined = np.ascontiguousarray(u8).view(f"S{n}").reshape(u8.shape[:-1])
+        # (one character: |S1 would be joined again by xarray's CharacterArrayCoder)
+        return joined if n > 1 else joined.astype(object)
+
+    def _bytes_unicode(self, raw: np.ndarray) -> np.ndarray:
+        """Code points: their UTF-8 bytes."""
+        flat = raw.reshape(-1).tolist()
+        return np.array([s.encode("utf-8", "surrogatepass") for s in flat] or [], dtype=object).reshape(raw.shape)
+
+    def _char(self, raw: np.ndarray) -> np.ndarray:
+        o = self.options
+        return decode_char_array(raw, encoding=self.text_encoding, utf8_errors=o.utf8_errors,
+                                 string_dtype=o.string_dtype, what=self.what)
+
+    def _char_sep(self, raw: np.ndarray) -> np.ndarray:
+        """Each character its own value."""
+        return self._char(self._char_raw(raw)[..., None])
+
+    def _unicode(self, raw: np.ndarray) -> np.ndarray:
+        return decode_utf32(raw, string_dtype=self.options.string_dtype)
+
+    def _vlen(self, raw: np.ndarray) -> np.ndarray:
+        return decode_objects(raw, string_dtype=self.options.string_dtype, what=self.what)
+
+    def _text(self, raw: np.ndarray) -> np.ndarray:
+        return convert_string_dtype(raw, self.options.string_dtype, self.what)
+
+    def _as_stored(self, raw: np.ndarray) -> np.ndarray:
+        """The stored values (|Sn as engine="zarr" returns them; variable-length bytes)."""
+        return raw
+
+    def _as_objects(self, raw: np.ndarray) -> np.ndarray:
+        return raw.astype(object)
+
+    def _as_dtype(self, raw: np.ndarray) -> np.ndarray:
         return raw.astype(self.dtype, copy=False)
 
     @staticmethod
@@ -280,3 +297,21 @@ class LazyArray:
         if raw.dtype.kind == "U":  # old NCZarr NC_CHAR: one byte per <U1 element
             return np.char.encode(raw, "latin-1").astype("S1")
         return raw.astype("S1")
+
+
+# how each mode decodes the stored values it reads (the rest: the stored values as self.dtype)
+_DECODERS: dict[Decode, Callable[[LazyArray, np.ndarray], np.ndarray]] = {
+    Decode.FIXED: LazyArray._fixed,
+    Decode.TEXT_S: LazyArray._fixed,
+    Decode.BYTES: LazyArray._as_stored,
+    Decode.BYTES_OBJ: LazyArray._as_objects,
+    Decode.BYTES_CHAR: LazyArray._bytes_char,
+    Decode.BYTES_UNICODE: LazyArray._bytes_unicode,
+    Decode.CHAR: LazyArray._char,
+    Decode.CHAR_SEP: LazyArray._char_sep,
+    Decode.CHAR_RAW: lambda self, raw: LazyArray._char_raw(raw),
+    Decode.UNICODE: LazyArray._unicode,
+    Decode.VLEN: LazyArray._vlen,
+    Decode.TEXT: LazyArray._text,
+    Decode.VLEN_BYTES: LazyArray._as_stored,
+}

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..text import fixed as strings
+from ..text.dtypes import resolve_string_dtype
+from ..text.policy import Utf8Errors, check_utf8_errors
 from .threads import check_decode_threads
 
 __all__ = ["DEFAULT_OPTIONS", "ReadOptions"]
@@ -17,7 +18,7 @@ class ReadOptions:
     ``_FillValue`` (xarray's ``mask_and_scale``)."""
 
     string_dtype: Any = "T"
-    utf8_errors: strings.Utf8Errors = "drop"
+    utf8_errors: Utf8Errors = "drop"
     concat_characters: bool = True
     decode_threads: int | None = None  # None: $XR_ZSTRINGS_DECODE_THREADS or min(8, CPUs); 1: no pool
     mask_and_scale: bool = True
@@ -27,8 +28,8 @@ class ReadOptions:
 
     def __post_init__(self) -> None:
         # reject bad options when the store is opened, not when data are first read
-        strings.resolve_string_dtype(self.string_dtype)
-        strings.check_utf8_errors(self.utf8_errors)
+        resolve_string_dtype(self.string_dtype)
+        check_utf8_errors(self.utf8_errors)
         object.__setattr__(self, "decode_threads", check_decode_threads(self.decode_threads))
 
 

@@ -21,8 +21,9 @@ from ..errors import ChunkError, DimensionError, GroupNotFoundError, UnknownCode
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension
 from ..formats.netcdf_c import is_nczarr
-from ..text import fixed as strings
+from ..text import dtypes as strings
 from .chunked import open_chunked
+from .decode import Decode
 from .lazy import LazyArray
 from .options import DEFAULT_OPTIONS, ReadOptions
 from .paths import join_path as _join
@@ -236,7 +237,7 @@ class ZarrPythonArray:
         self.what = what
         self.shape: tuple[int, ...] = tuple(arr.shape)
         self.dtype = np.dtype(arr.dtype)
-        self.decode = "zarr-python"
+        self.decode = Decode.ZARR_PYTHON
 
     @property
     def ndim(self) -> int:
@@ -437,10 +438,10 @@ def _drop_char_dim(encoding: dict[str, Any], char_dim: str) -> None:
 
 
 #: decoders whose result is bytes (as stored): xarray's own CF decoding masks a bytes fill in them
-_BYTES_DECODES = ("bytes", "bytes-obj", "bytes-char", "bytes-unicode", "char-raw", "vlen-bytes")
+_BYTES_DECODES = frozenset(d for d in Decode if d.as_bytes)
 
 
-def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], decode: str,
+def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], decode: Decode | str,
                    options: ReadOptions, *, netcdf_c: bool, encoded_text: bool) -> str | None:
     """Where a variable's fill values go, and the string read as missing (or None).
 
@@ -452,7 +453,7 @@ def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, A
     ``fill_value`` not used as a mask is kept in ``encoding["fill_value"]``, as engine="zarr" keeps it.
     """
     kind = meta.string_kind
-    as_bytes = decode in _BYTES_DECODES
+    as_bytes = Decode(decode).as_bytes
     pure = not is_nczarr(meta.generation) and not netcdf_c
     zarr_mask = options.use_zarr_fill_value_as_mask
     zarr_mask = (meta.zarr_format == 2) if zarr_mask is None else bool(zarr_mask)

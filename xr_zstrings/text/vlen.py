@@ -28,7 +28,9 @@ import pyarrow as pa
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import ChunkError, StringDecodeError, UnsupportedError, ZStringsError
-from .fixed import claim_string_dtypes, current_chunk, policy_scope, report_change
+from .dtypes import claim_string_dtypes, convert_string_dtype
+from .kernels import POLICY_CODE, kernels
+from .policy import check_utf8_errors, current_chunk, policy_scope, report_change, what_prefix
 
 __all__ = [
     "IndexDataType",
@@ -40,11 +42,8 @@ __all__ = [
     "decode_vlen_utf8_chunk",
     "decode_vlen_utf8_into",
     "decode_vlen_utf8_to_numpy",
-    "decode_zarrs_vlen",
     "encode_arrow_chunk",
-    "encode_offsets_index",
     "encode_vlen_utf8_chunk",
-    "encode_zarrs_vlen",
     "join_zarrs_vlen",
     "split_zarrs_vlen",
     "validate_offsets",
@@ -65,7 +64,6 @@ _U32 = struct.Struct("<I")
 _U64 = struct.Struct("<Q")
 _INDEX_DTYPES: dict[str, np.dtype] = {"uint32": np.dtype("<u4"), "uint64": np.dtype("<u8")}
 _INT32_MAX = 2**31 - 1
-_UTF8_ERRORS = ("strict", "replace", "drop")
 # Strings longer than this are converted one by one (their bytes dominate, not Python overhead).
 _MAX_MATRIX_WIDTH = 1024
 # Bytes of padded matrix built per block when converting to StringDType (cache friendly).
@@ -90,10 +88,6 @@ class VlenChunk(NamedTuple):
 # --------------------------------------------------------------------------------------------
 
 
-def _ctx(what: str) -> str:
-    return f"{what}: " if what else ""
-
-
 def _as_u8(buf: Any, what: str = "") -> np.ndarray:
     """Any bytes-like (bytes, bytearray, memoryview, ndarray, zarr-like Buffer) -> 1-D uint8, no copy."""
     if isinstance(buf, np.ndarray):
@@ -106,7 +100,7 @@ def _as_u8(buf: Any, what: str = "") -> np.ndarray:
         mv = memoryview(buf)
     except TypeError:
         raise ZStringsError(
-            f"{_ctx(what)}expected a bytes-like chunk (bytes, bytearray, memoryview or uint8 "
+            f"{what_prefix(what)}expected a bytes-like chunk (bytes, bytearray, memoryview or uint8 "
             f"ndarray), got {type(buf).__name__}"
         ) from None
     if not mv.c_contiguous:
@@ -118,12 +112,6 @@ def _check_kind(kind: str) -> str:
     if kind not in ("str", "bytes"):
         raise ZStringsError(f"kind={kind!r}; expected 'str' (UTF-8 text) or 'bytes' (raw bytes)")
     return kind
-
-
-def _check_policy(utf8_errors: str) -> str:
-    if utf8_errors not in _UTF8_ERRORS:
-        raise ZStringsError(f"utf8_errors={utf8_errors!r}; expected one of {_UTF8_ERRORS}")
-    return utf8_errors
 
 
 def _index_dtype(index_data_type: str) -> np.dtype:
@@ -147,22 +135,6 @@ def _check_location(index_location: str) -> str:
 
 def _round_up(x: int, base: int = _ARROW_ALIGN) -> int:
     return -(-x // base) * base
-
-
-def _convert_str(arr: np.ndarray, string_dtype: Any) -> np.ndarray:
-    """StringDType array -> requested kind (strings.convert_string_dtype)."""
-    from .fixed import convert_string_dtype
-
-    return convert_string_dtype(arr, string_dtype)
-
-
-def _kernels() -> Any:
-    from .fixed import kernels
-
-    return kernels()
-
-
-_POLICY_CODE = {"strict": 0, "drop": 1, "replace": 2}
 
 
 def _where(i: int, what: str) -> str:
@@ -190,7 +162,7 @@ def _after_kernel(stats: np.ndarray, bad: np.ndarray, out: np.ndarray, sel: np.n
         vals = [_decode_one(*span(int(sel[k]) if sel is not None else k), policy, what, 0, report=False).encode("utf-8")
                 for k in bad.tolist()]
         # (not out[...] = ...: chunks decode on threads, see _kernels.pack_at)
-        _kernels().pack_at(out, np.ascontiguousarray(bad, dtype=np.intp), vals)
+        kernels().pack_at(out, np.ascontiguousarray(bad, dtype=np.intp), vals)
     if n_bad:  # (replace)
         a, s, ln = span(first_bad)
         b = bytes(a[s : s + ln])
@@ -209,10 +181,10 @@ def vlen_into(
     ``out``'s k-th element in C order gets element ``sel[k]`` (k when None).  Returns False when
     the compiled kernels are not available (the caller uses :func:`vlen_to_numpy`).
     """
-    K = _kernels()
+    K = kernels()
     if K is None:
         return False
-    _check_policy(utf8_errors)
+    check_utf8_errors(utf8_errors)
     off = chunk.offsets
     if not (off.dtype.isnative and off.flags.c_contiguous and off.dtype.kind in "iu" and off.dtype.itemsize in (4, 8)):
         off = np.ascontiguousarray(off, dtype=np.int64)
@@ -220,7 +192,7 @@ def vlen_into(
         off = np.array(off, dtype=np.int64, order="C")
     data = chunk.data if chunk.data.flags.c_contiguous else np.ascontiguousarray(chunk.data)
     stats = np.zeros(6, np.int64)
-    bad = K.offsets_to_T(data, off, out, sel, _POLICY_CODE[utf8_errors], stats)
+    bad = K.offsets_to_T(data, off, out, sel, POLICY_CODE[utf8_errors], stats)
     if bad.size or stats[2] or stats[4]:
         with policy_scope(what):
             _after_kernel(stats, bad, out, sel, lambda i: (data, int(off[i]), int(off[i + 1]) - int(off[i])),
@@ -244,17 +216,17 @@ def decode_vlen_utf8_into(
     the compiled kernels are not available.  Malformed chunks raise the same ChunkError as
     :func:`decode_vlen_utf8_chunk`.
     """
-    K = _kernels()
+    K = kernels()
     if K is None:
         return False
-    _check_policy(utf8_errors)
+    check_utf8_errors(utf8_errors)
     a = _as_u8(buf, what)
     stats = np.zeros(6, np.int64)
     bad = K.vlen_utf8_to_T(a, -1 if n_expected is None else int(n_expected), bool(allow_trailing), out, sel,
-                           _POLICY_CODE[utf8_errors], stats)
+                           POLICY_CODE[utf8_errors], stats)
     if bad is None:  # malformed: the Python walk names the problem
         _walk_vlen_headers(a, what, n_expected, allow_trailing)
-        raise ChunkError(f"{_ctx(what)}malformed vlen-utf8 chunk")  # pragma: no cover
+        raise ChunkError(f"{what_prefix(what)}malformed vlen-utf8 chunk")  # pragma: no cover
     if bad.size or stats[2] or stats[4]:
         _, _, pos = _walk_vlen_headers(a, what, n_expected, allow_trailing)
         with policy_scope(what):
@@ -283,7 +255,7 @@ def validate_offsets(
     Raises :class:`ChunkError` naming the first bad offset; ``exact_end`` also requires the last
     offset to equal ``data_len`` (zarrs.vlen does), ``first_zero`` requires offsets[0] == 0.
     """
-    c = _ctx(what)
+    c = what_prefix(what)
     if offsets.ndim != 1 or offsets.shape[0] < 1:
         raise ChunkError(f"{c}{layout} offsets must be a 1-D array of n+1 >= 1 integers, got shape {offsets.shape}")
     if n is not None and offsets.shape[0] != n + 1:
@@ -333,7 +305,7 @@ def _walk_vlen_headers(buf: Any, what: str, n_expected: int | None, allow_traili
     """Walk the u32 length headers: returns (u8 view, item count, header positions with end appended)."""
     a = _as_u8(buf, what)
     B = int(a.size)
-    c = _ctx(what)
+    c = what_prefix(what)
     if B < 4:
         raise ChunkError(
             f"{c}vlen-utf8/vlen-bytes chunk of {B} bytes is shorter than its 4-byte item-count "
@@ -401,7 +373,7 @@ def decode_vlen_utf8_chunk(
 
 
 def _scoped(fn: Any) -> Any:
-    """Warn once per call about the values a utf8_errors policy changed (see strings.policy_scope)."""
+    """Warn once per call about the values a utf8_errors policy changed (see policy.policy_scope)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -425,8 +397,8 @@ def decode_vlen_utf8_to_numpy(
 ) -> np.ndarray:
     """One-shot ``vlen-utf8``/``vlen-bytes`` chunk -> numpy, reading strings in place (fastest path)."""
     _check_kind(kind)
-    _check_policy(utf8_errors)
-    if kind == "str" and _wants_T(string_dtype) and _kernels() is not None:
+    check_utf8_errors(utf8_errors)
+    if kind == "str" and _wants_T(string_dtype) and kernels() is not None:
         a = _as_u8(buf, what)
         n = int(a[:4].view("<u4")[0]) if a.size >= 4 else 0
         if n_expected is not None and n != n_expected:
@@ -467,18 +439,18 @@ def encode_vlen_utf8_chunk(values: Any, *, kind: Kind = "str", what: str = "") -
 
     Byte-identical to ``numcodecs.VLenUTF8().encode`` / ``VLenBytes().encode`` (None -> empty).
     """
-    K = _kernels()
+    K = kernels()
     chunk = values_to_vlen(values, kind=kind, what=what)  # compiled packing for str arrays
     off = _offsets_int64(chunk.offsets)
     n = off.shape[0] - 1
     if K is not None and n <= 0xFFFFFFFF and (n == 0 or int((off[1:] - off[:-1]).max()) <= 0xFFFFFFFF):
         return K.vlen_utf8_from_offsets(chunk.data, np.ascontiguousarray(off, dtype=np.int64))
     if n > 0xFFFFFFFF:
-        raise ZStringsError(f"{_ctx(what)}{n} items do not fit a vlen chunk's uint32 item count")
+        raise ZStringsError(f"{what_prefix(what)}{n} items do not fit a vlen chunk's uint32 item count")
     base, end = int(off[0]), int(off[-1])
     lens = np.diff(off)
     if n and int(lens.max()) > 0xFFFFFFFF:
-        raise ZStringsError(f"{_ctx(what)}an item of {int(lens.max())} bytes exceeds vlen's uint32 length")
+        raise ZStringsError(f"{what_prefix(what)}an item of {int(lens.max())} bytes exceeds vlen's uint32 length")
     total = 4 + 4 * n + (end - base)
     out = np.empty(total, np.uint8)
     out[:4] = np.frombuffer(_U32.pack(n), np.uint8)
@@ -507,7 +479,7 @@ def split_zarrs_vlen(chunk: Any, index_location: IndexLocation, *, what: str = "
     _check_location(index_location)
     a = _as_u8(chunk, what)
     B = int(a.size)
-    c = _ctx(what)
+    c = what_prefix(what)
     if B < 8:
         raise ChunkError(
             f"{c}zarrs.vlen chunk of {B} bytes is shorter than its 8-byte index length; the chunk "
@@ -554,7 +526,7 @@ def decode_offsets_index(
     If ``data_len`` is given the offsets are validated against it (zarrs requires last == data_len).
     """
     dt = _index_dtype(index_data_type)
-    c = _ctx(what)
+    c = what_prefix(what)
     if isinstance(index_bytes, np.ndarray) and index_bytes.dtype.kind in "iu" and index_bytes.dtype.itemsize > 1:
         offsets = index_bytes.reshape(-1)
         if offsets.dtype.itemsize != dt.itemsize:
@@ -580,43 +552,6 @@ def decode_offsets_index(
     return offsets
 
 
-def encode_offsets_index(offsets: Any, index_data_type: IndexDataType, *, what: str = "") -> bytes:
-    """n+1 offsets -> little-endian uint32/uint64 index bytes (before the index codec chain)."""
-    dt = _index_dtype(index_data_type)
-    off = np.asarray(offsets)
-    if off.size and (int(off.min()) < 0 or int(off.max()) > np.iinfo(dt).max):
-        raise ZStringsError(
-            f"{_ctx(what)}offsets up to {int(off.max())} do not fit index_data_type="
-            f"{index_data_type!r}; use 'uint64'"
-        )
-    return off.astype(dt).tobytes()
-
-
-def decode_zarrs_vlen(
-    index_bytes: Any, data_bytes: Any, n: int, index_data_type: IndexDataType, *, what: str = ""
-) -> VlenChunk:
-    """Already codec-decoded zarrs.vlen index + data -> validated :class:`VlenChunk`."""
-    data = _as_u8(data_bytes, what)
-    offsets = decode_offsets_index(index_bytes, n, index_data_type, data_len=int(data.size), what=what)
-    return VlenChunk(offsets, data)
-
-
-def encode_zarrs_vlen(
-    values: Any,
-    *,
-    index_data_type: IndexDataType = "uint64",
-    index_location: IndexLocation = "end",
-    kind: Kind = "str",
-    what: str = "",
-) -> bytes:
-    """Encode values as a zarrs.vlen chunk whose index and data chains are plain ``bytes`` codecs."""
-    chunk = values_to_vlen(values, kind=kind, what=what)
-    off = _offsets_int64(chunk.offsets)
-    base = int(off[0])
-    index = encode_offsets_index(off - base, index_data_type, what=what)
-    return join_zarrs_vlen(index, chunk.data[base : int(off[-1])], index_location)
-
-
 # --------------------------------------------------------------------------------------------
 # draft Arrow layout
 # --------------------------------------------------------------------------------------------
@@ -627,7 +562,7 @@ def decode_arrow_chunk(buf: Any, n: int, *, large: bool = False, what: str = "")
     a = _as_u8(buf, what)
     isz = 8 if large else 4
     off_end = (n + 1) * isz
-    c = _ctx(what)
+    c = what_prefix(what)
     if n < 0 or a.size < off_end:
         raise ChunkError(
             f"{c}Arrow-layout chunk of {a.size} bytes is too short for its {n + 1} "
@@ -649,7 +584,7 @@ def encode_arrow_chunk(
     base, end = int(off[0]), int(off[-1])
     if not large and end - base > _INT32_MAX:
         raise ZStringsError(
-            f"{_ctx(what)}{end - base} bytes of data do not fit int32 offsets; use large=True"
+            f"{what_prefix(what)}{end - base} bytes of data do not fit int32 offsets; use large=True"
         )
     off_b = (off - base).astype("<i8" if large else "<i4").tobytes()
     start = _round_up(len(off_b))
@@ -696,7 +631,7 @@ def _utf8_valid(u8: np.ndarray) -> bool:
 
 
 def _decode_one(a: np.ndarray, s: int, ln: int, policy: str, what: str, i: int, report: bool = True) -> str:
-    """One value under ``policy``; a change the policy makes is reported (see strings.report_change)."""
+    """One value under ``policy``; a change the policy makes is reported (see policy.report_change)."""
     b = a[s : s + ln].tobytes()
     try:
         return b.decode("utf-8")
@@ -716,7 +651,7 @@ def _decode_one(a: np.ndarray, s: int, ln: int, policy: str, what: str, i: int, 
                 e = e2
         excerpt = b[max(0, e.start - 8) : e.start + 8]
         raise StringDecodeError(
-            f"{_ctx(what)}element {i} of the chunk ({ln} bytes) is not valid UTF-8: {e.reason} at "
+            f"{what_prefix(what)}element {i} of the chunk ({ln} bytes) is not valid UTF-8: {e.reason} at "
             f"byte {e.start} (near {excerpt!r}) under utf8_errors={policy!r}; the data may be binary "
             "or in another encoding: read it as bytes, or pass utf8_errors='replace'"
         ) from None
@@ -788,7 +723,7 @@ def _spans_to_T(
         try:
             out[fix] = vals
         except UnicodeEncodeError:  # surrogateescape-like output cannot live in StringDType
-            raise StringDecodeError(f"{_ctx(what)}decoded strings hold lone surrogates") from None
+            raise StringDecodeError(f"{what_prefix(what)}decoded strings hold lone surrogates") from None
     return out
 
 
@@ -812,7 +747,7 @@ def vlen_to_arrow(chunk: VlenChunk, *, kind: Kind = "str", large: bool = False, 
         last = int(off[-1]) if off.size else 0
         if not large and last > _INT32_MAX:
             raise ZStringsError(
-                f"{_ctx(what)}offsets up to {last} do not fit Arrow int32 offsets; pass large=True"
+                f"{what_prefix(what)}offsets up to {last} do not fit Arrow int32 offsets; pass large=True"
             )
         off = off.astype(want)
     data = chunk.data if chunk.data.size else np.zeros(1, np.uint8)
@@ -833,7 +768,7 @@ def vlen_to_arrow(chunk: VlenChunk, *, kind: Kind = "str", large: bool = False, 
                 a = chunk.data
                 s, ln = int(chunk.offsets[i]), int(chunk.offsets[i + 1]) - int(chunk.offsets[i])
                 _decode_one(a, s, ln, "strict", what, i)  # raises StringDecodeError with details
-        raise ChunkError(f"{_ctx(what)}invalid variable-length chunk: {e}") from None
+        raise ChunkError(f"{what_prefix(what)}invalid variable-length chunk: {e}") from None
     return arr
 
 
@@ -849,7 +784,7 @@ def vlen_to_numpy(
 ) -> np.ndarray:
     """VlenChunk -> numpy: str as StringDType ("T", fast, no Python objects), object or U; bytes as object."""
     _check_kind(kind)
-    _check_policy(utf8_errors)
+    check_utf8_errors(utf8_errors)
     if kind == "bytes":
         arr = vlen_to_arrow(chunk, kind="bytes", large=True, what=what)
         out = arr.to_numpy(zero_copy_only=False)
@@ -875,7 +810,7 @@ def vlen_to_numpy(
         if not vlen_into(chunk, t, None, utf8_errors=utf8_errors, what=what):
             off = _offsets_int64(chunk.offsets)
             t = _spans_to_T(chunk.data, off[:-1], np.diff(off), utf8_errors, what)
-        out = _convert_str(t, string_dtype)
+        out = convert_string_dtype(t, string_dtype)
     return out.reshape(shape) if shape is not None else out
 
 
@@ -885,7 +820,7 @@ def vlen_to_numpy(
 
 
 def _first_bad_value(flat: np.ndarray, kind: str, what: str) -> ZStringsError:
-    c = _ctx(what)
+    c = what_prefix(what)
     for i, v in enumerate(flat.tolist()):
         if v is None:
             continue
@@ -919,14 +854,14 @@ def values_to_vlen(values: Any, *, kind: Kind = "str", what: str = "") -> VlenCh
     arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
     flat = arr.reshape(-1)
     k = flat.dtype.kind
-    c = _ctx(what)
+    c = what_prefix(what)
     if kind == "str" and k == "S":
         raise ZStringsError(f"{c}expected str values for kind='str', got a bytes array ({flat.dtype}); decode it first or use kind='bytes'")
     if kind == "bytes" and k in "UT":
         raise ZStringsError(f"{c}expected bytes values for kind='bytes', got a str array ({flat.dtype}); encode it first or use kind='str'")
     if k not in "OUTS":
         raise ZStringsError(f"{c}expected an array of {kind}, got dtype {flat.dtype}")
-    K = _kernels()
+    K = kernels()
     if K is not None and kind == "str" and k in "OT" and getattr(flat.dtype, "na_object", None) is None:
         # compiled: one pass over the values; anything it cannot take (None, bytes, lone
         # surrogates) goes the pyarrow way below, which reports or converts it

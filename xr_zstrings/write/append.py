@@ -27,7 +27,7 @@ from ..errors import DimensionError, ZStringsError
 from ..formats.nczarr_json import attrs_json
 from ..formats.netcdf_c import DEFAULT_LAYOUT, NETCDF_C, NCZarrLayout, layout_named, layout_of_generation, reader_of
 from ..io.zstore import ZStore
-from ..text import fixed as strings
+from ..text import policy as strings
 from .chunks import _write_numpy, attach_pipelines, write_arrays
 from .dimensions import _resolve_dimensions
 from .plan import (

@@ -19,6 +19,7 @@ import numpy as np
 from ..formats.netcdf_c import NCZarrLayout
 from ..io.zstore import ZStore
 from ..text.fixed import reused_output
+from ..text.policy import at_offset
 from .plan import _Array
 
 _THREADS = max(2, min(8, os.cpu_count() or 1))
@@ -119,8 +120,6 @@ class _BlockWriter:
 
         Where the store is done with the bytes once written (files, object storage), the block is
         encoded into the thread's reused buffer (``reused_output``): no fresh pages per chunk."""
-        from ..text.fixed import at_offset
-
         a = self.a
         assert a.encode_block is not None
         reuse = reused_output() if self.zstore.writes_copy else contextlib.nullcontext()

@@ -44,7 +44,7 @@ from ..io.redact import shown
 from ..io.store import open_store
 from ..io.targets import local_target, parse_nczarr_url
 from ..io.zstore import ZStore
-from ..text import fixed as strings
+from ..text import policy as strings
 from ..zarr_compat import sync
 from .append import _add_variables, _append
 from .chunks import attach_pipelines, local_scheduler, write_arrays

@@ -27,6 +27,8 @@ from ..formats.nczarr_json import attrs_json, json_value
 from ..formats.netcdf_c import CURRENT, DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
 from ..io.redact import shown
 from ..text import fixed as strings
+from ..text.nc_char import encode_char_array
+from ..text.policy import OnOverflow, overflow_error, position_label
 
 if TYPE_CHECKING:
     from ..text.vlen import Kind
@@ -327,7 +329,7 @@ def _over_count(block: np.ndarray, width: int, fill: str | None, what: str) -> i
 @dataclass
 class _Options:
     fmt: Format
-    on_overflow: strings.OnOverflow
+    on_overflow: OnOverflow
     maxstrlen: Mapping[str, int] | int | None
     default_maxstrlen: int | None
     compressor: Any
@@ -459,7 +461,7 @@ def _text_encoder(text: _Text) -> Callable[[np.ndarray, int | None, str], np.nda
         return _bytes_encoder(what, chars=text.char)
     if text.char:
         def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
-            return strings.encode_char_array(values, w, encoding=encoding, on_overflow=policy,  # type: ignore[arg-type]  # _Options checked it
+            return encode_char_array(values, w, encoding=encoding, on_overflow=policy,  # type: ignore[arg-type]  # _Options checked it
                                              what=what)
     else:
         def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
@@ -624,7 +626,7 @@ def _missing_as(values: Any, fill: str | None, what: str) -> np.ndarray:
         i = int(np.flatnonzero(missing.reshape(-1))[0])
         raise ZStringsError(
             f"{what}: {int(missing.sum())} missing value(s) (None/NaN), e.g. element "
-            f"{strings.position_label(i, arr.shape)}. A netCDF string has no missing value but the fill "
+            f"{position_label(i, arr.shape)}. A netCDF string has no missing value but the fill "
             "value: set encoding['_FillValue'] to a string (e.g. '' or 'N/A') to write them as "
             "that string (engine='netcdf4' masks it back to NaN), or fill them first."
         )
@@ -697,7 +699,7 @@ def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, in
             lengths: np.ndarray = np.strings.str_len(arr).reshape(-1) if arr.size else np.zeros(1, np.int64)
             longest = int(lengths.max())
             if longest > w and policy == "error":
-                raise strings.overflow_error(what, lengths, w, "", arr, arr.shape)
+                raise overflow_error(what, lengths, w, "", arr, arr.shape)
             n = w if policy == "truncate" else max(longest, w)
         elif w is not None:
             n = w

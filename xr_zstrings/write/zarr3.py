@@ -49,7 +49,7 @@ from ..io.redact import shown
 from ..io.store import open_store
 from ..io.targets import local_target
 from ..io.zstore import ZStore
-from ..text.fixed import kernels
+from ..text.kernels import kernels
 from ..text.vlen import Kind, VlenChunk, values_to_vlen
 from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
 from .plan import _is_dask, _missing, check_names, string_fill, text_kind

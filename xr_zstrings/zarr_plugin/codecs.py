@@ -119,7 +119,7 @@ class _WrappedCodec(ArrayBytesCodec):
     async def _encode_single(self, chunk_array: Any, chunk_spec: Any) -> Any:
         return self._encode_sync(chunk_array, chunk_spec)
 
-    def compute_encoded_size(self, input_byte_length: int, _chunk_spec: Any) -> int:
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: Any) -> int:
         raise NotImplementedError(f"{self.name}: the encoded size of variable-length data is not known ahead")
 
 
