@@ -117,11 +117,6 @@ class ShardingCodec(CodecStep):
         inner = self.inner_shape
         return (tuple(slice(c * i, (c + 1) * i) for c, i in zip(coords, inner, strict=True)) for coords in np.ndindex(*self.cps))
 
-    def _empty(self, shape: tuple[int, ...]) -> np.ndarray:
-        out = np.empty(shape, self.dtype)
-        out[...] = self.fill_value
-        return out
-
     def index_range(self) -> tuple[int, int | None]:
         """Where the index lies in a shard object, as ``ZStore.get_ranges``' ``(start, stop)``: its
         last ``index_size`` bytes (index_location "end", a suffix request) or its first."""
