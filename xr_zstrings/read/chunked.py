@@ -19,8 +19,8 @@ from ..errors import ZStringsError
 from ..formats.array import ArrayMeta
 from ..io.zstore import ZStore
 from ..text import fixed as strings
+from ..threads import run_all
 from .paths import node_key
-from .threads import decode_threads, executor
 
 __all__ = ["ChunkedArray", "open_chunked"]
 
@@ -173,14 +173,9 @@ class ChunkedArray:
                     fn(k, raw, src, dst)
                     del raw
 
-        threads = decode_threads(self.threads)
         try:
             groups = self._groups(plan)
-            if parallel and len(groups) > 1 and threads > 1:
-                list(executor(threads).map(task, groups))
-            else:
-                for g in groups:
-                    task(g)
+            run_all(task, groups, self.threads if parallel else 1)
         except (ZStringsError, OSError):
             self.store.check_version()  # a swapped-in version's chunks fail: say that instead
             raise

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..text import fixed as strings
-from .threads import check_decode_threads
+from ..threads import check_decode_threads
 
 __all__ = ["DEFAULT_OPTIONS", "ReadOptions"]
 
