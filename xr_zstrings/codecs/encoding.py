@@ -43,6 +43,7 @@ import numcodecs
 import numpy as np
 
 from ..errors import CodecDroppedWarning
+from ..text.kind import text_kind
 from .v2 import shuffle_elementsize
 from .zarrs import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
 
@@ -717,7 +718,7 @@ def for_zarr(obj: Any, zarr_format: int) -> Any:
         return obj.map_over_datasets(lambda d: for_zarr(d, zarr_format))
     out = obj.copy()
     for name, var in obj.variables.items():
-        text = var.dtype.kind in "OSTU"
+        text = text_kind(var) is not None  # the writers' rule (text/kind.py)
         out[name].encoding = format_encoding(dict(var.encoding), zarr_format, dtype=var.dtype, text=text,
                                              where=f"variable {name!r}")
     return out

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -27,9 +27,8 @@ from ..formats.nczarr_json import attrs_json, json_value
 from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
 from ..io.redact import shown
 from ..text import fixed as strings
-
-if TYPE_CHECKING:
-    from ..text.vlen import Kind
+from ..text.kind import is_dask as _is_dask
+from ..text.kind import text_kind
 
 Format = Literal["nczarr", "zarr2"]
 
@@ -129,53 +128,6 @@ def check_names(groups: Mapping[str, xr.Dataset], *, netcdf_c: str | None, targe
             f"Cannot write to {shown(target)}: {listed}. Nothing was written. Rename them first, e.g. "
             "ds.rename({old: new}) (dimensions too), or DataTree nodes with tree.rename(...)."
         )
-
-
-def _is_dask(data: Any) -> bool:
-    return type(data).__module__.startswith("dask.")
-
-
-def _is_missing(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
-
-
-def _first_present(data: Any) -> Any:
-    """The first value of an object array that is not missing (None/NaN/pd.NA), or ``_NOTHING``
-    when every value is missing (or there is none). A dask array is looked at block by block, in
-    order, until one holds a value (usually the first)."""
-    if _is_dask(data):
-        import dask
-
-        blocks = data.to_delayed().reshape(-1)
-        for block in blocks:
-            found = _first_present(np.asarray(dask.compute(block)[0]))
-            if found is not _NOTHING:
-                return found
-        return _NOTHING
-    return next((v for v in np.asarray(data).reshape(-1).tolist() if not _is_missing(v)), _NOTHING)
-
-
-_NOTHING = object()
-
-
-def text_kind(var: xr.Variable) -> Kind | None:
-    """"str", "bytes" or None (not text): the one rule every writer asks (to_nczarr, appends,
-    convert, to_zarr_v3). ``U``/``T`` are text, ``S`` bytes; an object array is what its first value
-    that is not missing is (a str: text, bytes: bytes, anything else: not text), and an object array
-    of only missing values is text (strings are the only thing it can be written as)."""
-    k = var.dtype.kind
-    if k in "TU":
-        return "str"
-    if k == "S":
-        return "bytes"
-    if k != "O":
-        return None
-    first = _first_present(var.data)
-    if first is _NOTHING or isinstance(first, str | np.str_):
-        return "str"
-    if isinstance(first, bytes | np.bytes_):
-        return "bytes"
-    return None
 
 
 def string_fill(var: xr.Variable) -> Any:
