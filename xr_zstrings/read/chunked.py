@@ -19,7 +19,7 @@ from ..errors import ZStringsError
 from ..formats.array import ArrayMeta
 from ..io.zstore import ZStore
 from ..text import fixed as strings
-from ..threads import run_all
+from ..threads import decode_threads, run_all
 from .paths import node_key
 
 __all__ = ["ChunkedArray", "open_chunked"]
@@ -173,9 +173,10 @@ class ChunkedArray:
                     fn(k, raw, src, dst)
                     del raw
 
+        threads = decode_threads(self.threads)  # (a bad XR_ZSTRINGS_DECODE_THREADS fails every read)
         try:
             groups = self._groups(plan)
-            run_all(task, groups, self.threads if parallel else 1)
+            run_all(task, groups, threads if parallel else 1)
         except (ZStringsError, OSError):
             self.store.check_version()  # a swapped-in version's chunks fail: say that instead
             raise
