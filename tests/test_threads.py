@@ -23,8 +23,9 @@ def _dataset() -> xr.Dataset:
     return ds
 
 
-def _workers() -> set[str]:
-    return {t.name for t in threading.enumerate() if t.name.startswith("zstrings-decode")}
+def _workers() -> set[int | None]:
+    """The pool threads alive (by ident: pools of the same size name their threads alike)."""
+    return {t.ident for t in threading.enumerate() if t.name.startswith("zstrings-decode")}
 
 
 @pytest.mark.parametrize("write", [to_zarr_v3, to_nczarr], ids=["to_zarr_v3", "to_nczarr"])
