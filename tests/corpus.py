@@ -16,6 +16,8 @@ import numpy as np
 import xarray as xr
 import zarr
 
+from xr_zstrings.codecs.layouts import V3_LAYOUTS
+
 __all__ = ["GOLDEN", "LIVE", "NAMES", "PEERS", "SOURCES", "golden_sources", "make_golden_module", "source", "url"]
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -101,15 +103,16 @@ def write_peer(kind: str, path: Path) -> None:
             g = zarr.open_group(path, mode="w", zarr_format=3)
             a = g.create_array("code", shape=(4,), dtype="S3", chunks=(3,), dimension_names=["x"])
             a[:] = np.array([b"ab", b"xyz", b"", b"q"])
-        elif kind.startswith("zarr3-") and kind[6:] in ("zarrs.vlen", "arrow", "arrow-large"):
+        elif kind.startswith("zarr3-") and kind[6:] in OUR_V3_LAYOUTS:
             to_zarr_v3(ds, path, layout=kind[6:])
         else:
             raise AssertionError(kind)
 
 
+#: the Zarr v3 string layouts only to_zarr_v3 writes (zarr-python writes the rest itself, above)
+OUR_V3_LAYOUTS = tuple(r.name for r in V3_LAYOUTS if not r.zarr_python)
 PEERS = ("zarr2-xarray", "zarr2-compressors", "zarr3-vlen-utf8", "zarr3-compressed", "zarr3-sharded",
-         "zarr3-fixed_length_utf32", "zarr3-null_terminated_bytes", "zarr3-zarrs.vlen", "zarr3-arrow",
-         "zarr3-arrow-large")
+         "zarr3-fixed_length_utf32", "zarr3-null_terminated_bytes", *(f"zarr3-{n}" for n in OUR_V3_LAYOUTS))
 SOURCES = [*golden_sources(), *(f"nc4101-{n}" for n in LIVE), *PEERS]
 #: sources with missing strings, each kind engine="zstrings" returns: a CF string _FillValue
 #: (netcdf-c's NC_STRING; a Zarr v2 fill_value xarray wrote, masked as engine="zarr" masks it) and

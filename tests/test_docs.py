@@ -134,3 +134,20 @@ def test_the_harness_refuses_what_it_cannot_run_and_compares_outputs(tmp_path: P
     page.write_text("```python\nx = 1\n```\n```python\n1 / (x - 1)\n```\n")
     with pytest.raises(doc_examples.DocExampleError, match="p.md:4: this python block raised ZeroDivisionError"):
         doc_examples.run(doc_examples.parse(page), tmp_path)
+
+
+def test_the_docs_name_every_zarr_v3_string_layout() -> None:
+    """codecs/layouts.py is the one list of Zarr v3 string layouts (issue 28): the CLI's choices, the
+    CLI page's --layout line and format-notes' line on who reads which all say the same."""
+    from xr_zstrings.codecs.layouts import LAYOUT_NAMES, V3_LAYOUTS
+
+    cli = (DOCS / "cli.md").read_text(encoding="utf-8")
+    m = re.search(r"--layout ([\w.|-]+)`", cli)
+    assert m is not None and tuple(m[1].split("|")) == LAYOUT_NAMES, m
+    notes = (DOCS / "format-notes.md").read_text(encoding="utf-8")
+    m = re.search(r'to_zarr_v3\(layout=("[^)]+)\)`\s+holding text are readable with\s+`engine="zstrings"`', notes)
+    assert m is not None
+    assert [s.strip().strip('"') for s in m[1].split("|")] == [r.name for r in V3_LAYOUTS if not r.zarr_python]
+    out = subprocess.run([sys.executable, "-m", "xr_zstrings.cli", "convert", "-h"], capture_output=True,
+                         text=True, check=True).stdout
+    assert "{" + ",".join(LAYOUT_NAMES) + "}" in out.replace("\n", "").replace(" ", "")

@@ -94,3 +94,54 @@ def test_the_writers_internal_default_is_the_public_default():
                          compressor=None, strict_codecs=True).layout is t.DEFAULT_LAYOUT
     for fn in (plan._zarray, plan._array_zattrs, plan._group_objects, chunks.write_arrays):
         assert inspect.signature(fn).parameters["layout"].default is inspect.Parameter.empty, fn
+
+
+def _code_strings(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of a module's string literals that are code, not docstrings or comments."""
+    import ast
+    import io
+    import tokenize
+
+    src = path.read_text(encoding="utf-8")
+    docs: set[int] = set()
+    for n in ast.walk(ast.parse(src)):
+        if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and n.body:
+            b = n.body[0]
+            if isinstance(b, ast.Expr) and isinstance(b.value, ast.Constant) and isinstance(b.value.value, str):
+                docs.update(range(b.lineno, b.end_lineno + 1))
+    return [(tok.start[0], tok.string) for tok in tokenize.generate_tokens(io.StringIO(src).readline)
+            if tok.type == tokenize.STRING and tok.start[0] not in docs]
+
+
+def test_no_netcdf_c_version_or_generation_label_outside_the_table():
+    """Issue 28: a new netcdf-c target is one row of formats/netcdf_c.py. Every other module asks the
+    table (rows, ``CURRENT``, ``examples_text``, ``is_nczarr``, ``ZARR_V2``/``ZARR_V3``) instead of
+    spelling a netcdf-c version or comparing a generation label (the old main had 102 code lines of
+    version literals in 9 files and 29 comparisons against generation labels)."""
+    import re
+
+    version = re.compile(r"(?<![\w.])4\.(8|9|10)(\.\d)?(?!\d)")
+    label = re.compile(r"""^["'](zarr-v[23]|nczarr-|nczarr["']$)""")
+    found = []
+    files = [*sorted((ROOT / "xr_zstrings").rglob("*.py")), ROOT / "tests" / "peer_venvs.py",
+             ROOT / "tests" / "netcdf_c_matrix.py", ROOT / "scripts" / "netcdf_c_matrix.py"]
+    for path in files:
+        if path.name == "netcdf_c.py" and path.parent.name == "formats":
+            continue
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for n, text in _code_strings(path):
+            code = lines[n - 1].split("#")[0]
+            if version.search(text) or (label.match(text) and re.search(r"==|!=|startswith|\bin\b", code)
+                                        and "generation" in code):
+                found.append(f"{path.relative_to(ROOT)}:{n}: {lines[n - 1].strip()}")
+    # read/variables.py's _variable is being split (issue 28 item 4): its one comparison goes then
+    assert [f for f in found if "read/variables.py" not in f] == []
+    assert len(found) <= 1, found
+
+
+def test_help_examples_and_depth_limit_come_from_the_rows():
+    assert t.examples_text() == "4.9.0 (Debian 12), 4.9.2 (Ubuntu 24.04) or 4.10"
+    assert t.CURRENT is t.NETCDF_C[-1] and t.CURRENT.example == "4.10"
+    assert [r.max_depth for r in t.NETCDF_C if r.max_depth] == [("4.10.1", 30, "4.9.1-4.9.4")]
+    assert t.is_nczarr(t.DEFAULT_LAYOUT.generation) and not t.is_nczarr(t.ZARR_V2) and not t.is_nczarr(t.ZARR_V3)
+    assert all(t.is_nczarr(layout.generation) for layout in t.LAYOUTS)

@@ -20,6 +20,7 @@ import numpy as np
 import obstore
 import pytest
 import xarray as xr
+import zarr
 from peers import nc_url
 from s3_server import S3Server
 
@@ -265,6 +266,125 @@ def test_a_writer_whose_claim_was_taken_over_does_not_commit(s3: S3Server) -> No
     txn._stop.set()
     obstore.delete(s3.obstore(BUCKET), url.split("/", 3)[3] + "/" + JOURNAL)
     assert xr.open_dataset(url, engine="zstrings", storage_options=so).attrs["title"] == "written a"
+
+
+@pytest.mark.parametrize(("writer", "kind"), [("append", "local"), ("append", "s3"), ("v3-replace", "s3")])
+def test_a_writer_stalled_past_its_lease_writes_no_chunk_after_the_takeover(
+        writer: str, kind: str, tmp_path: Path, s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writer A (a child process, stall_writer.py) stops itself with SIGSTOP between two batches of
+    its chunk writes, renewal thread and all; B takes the store over once A's lease ran out, undoes
+    A's write, writes the same chunk keys (an append at the same length; a replacement) and
+    commits; then A continues. A raises ConcurrentWriteError before its next chunk batch (the fence
+    before every batch), so B's values read back exactly, by us and by a peer (netcdf-c; zarr-python
+    for Zarr v3). (Before: A wrote its remaining chunks over B's committed ones and failed at its
+    commit, or with Zarr v3 did not fail at all: B's write was torn.) Stores: a zarr-python
+    LocalStore object, which has no writer lock, and the moto S3 server."""
+    import os
+    import signal
+    import subprocess
+
+    from stall_writer import NEW, OLD, stall_dataset
+
+    from xr_zstrings import to_zarr_v3
+
+    monkeypatch.setenv("XR_ZSTRINGS_LOCK_TIMEOUT", "2")
+    path, prefix = tmp_path / "s.zarr", f"stalled-{uuid.uuid4().hex}.zarr"
+    so: dict[str, Any] | None = s3.options() if kind == "s3" else None
+    url = f"s3://{s3.bucket(BUCKET)}/{prefix}"
+
+    def target() -> Any:  # a fresh LocalStore object for each write, as separate runs would have
+        return url if kind == "s3" else zarr.storage.LocalStore(path, read_only=False)
+
+    if writer == "append":
+        to_nczarr(stall_dataset("old", 0, OLD), target(), unlimited_dims=["t"], storage_options=so)
+        write_b = lambda: to_nczarr(stall_dataset("b"), target(), mode="a", append_dim="t", storage_options=so)
+        want = xr.concat([stall_dataset("old", 0, OLD), stall_dataset("b")], dim="t")
+    else:
+        to_zarr_v3(stall_dataset("old", 0, OLD), target(), storage_options=so)
+        write_b = lambda: to_zarr_v3(stall_dataset("b", 0, OLD + NEW), target(), mode="w", storage_options=so)
+        want = stall_dataset("b", 0, OLD + NEW)
+    child = subprocess.Popen([sys.executable, str(Path(__file__).with_name("stall_writer.py")), writer,
+                              url if kind == "s3" else f"local:{path}", json.dumps(so)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, status = os.waitpid(child.pid, os.WUNTRACED)  # A stopped itself after its first chunk batch
+        assert os.WIFSTOPPED(status), child.stderr.read() if child.stderr else status
+        deadline = time.monotonic() + 60
+        while True:  # B: refused while A's claim holds, then takes it over (A's pid lives: only the lease)
+            try:
+                write_b()
+                break
+            except ConcurrentWriteError as e:
+                if "another writer" not in str(e) or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.25)
+    finally:
+        os.kill(child.pid, signal.SIGCONT)
+        out, err = child.communicate(timeout=120)
+    ended = json.loads(out.strip().splitlines()[-1]) if out.strip() else {"outcome": err}
+    assert ended["outcome"].startswith("ConcurrentWriteError") and "taken over" in ended["outcome"], ended
+    assert ended["batches_after_stall"] == 0  # not one chunk batch of A's after it resumed
+    back = xr.open_dataset(target(), engine="zstrings", storage_options=so)
+    assert back["name"].values.tolist() == want["name"].values.tolist()
+    assert back["value"].values.tolist() == want["value"].values.tolist()
+    local = path if kind == "local" else s3.download(BUCKET, prefix, tmp_path / "copy.zarr")
+    if writer == "append":
+        with netCDF4.Dataset(nc_url(local)) as nc:  # netcdf-c reads the same: B's batch, whole
+            assert nc["name"][:].tolist() == want["name"].values.tolist()
+            assert nc["value"][:].tolist() == want["value"].values.tolist()
+    else:
+        peer = zarr.open_group(local, mode="r")
+        assert peer["name"][:].tolist() == want["name"].values.tolist()
+        assert peer["value"][:].tolist() == want["value"].values.tolist()
+
+
+def test_a_running_writer_of_a_localstore_object_keeps_its_claim(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zarr-python LocalStore object has no writer lock: its claim is renewed like any store's, so a
+    second writer is refused while the first one runs longer than the lease, instead of taking a
+    live writer's store over. (Before: the claim was never renewed there; after the lease the second
+    writer took over.)"""
+    from stall_writer import OLD, stall_dataset
+
+    monkeypatch.setenv("XR_ZSTRINGS_LOCK_TIMEOUT", "2")
+    path = tmp_path / "s.zarr"
+    to_nczarr(stall_dataset("old", 0, OLD), zarr.storage.LocalStore(path, read_only=False), unlimited_dims=["t"])
+    zs = open_store(zarr.storage.LocalStore(path, read_only=False), mode="a")
+    with Transaction.begin(zs, "append", undo=undo) as held:
+        time.sleep(3)  # longer than the lease (not a timing assertion: the claim is renewed meanwhile)
+        with pytest.raises(ConcurrentWriteError, match="another writer"):
+            to_nczarr(stall_dataset("b"), zarr.storage.LocalStore(path, read_only=False), mode="a", append_dim="t")
+        held.abort()
+    assert xr.open_dataset(path, engine="zstrings")["name"].values.tolist() == \
+        stall_dataset("old", 0, OLD)["name"].values.tolist()
+
+
+def test_the_fence_costs_an_append_that_does_not_stall_no_request(s3: S3Server,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An append of many chunk batches checks the claim before each batch and pays no request for
+    it: the claim, written at the start and renewed by its thread, is never older than half the
+    lease (the default, 600 s) when a batch starts."""
+    from stall_writer import OLD, stall_dataset
+
+    from xr_zstrings.write import chunks
+
+    url, so = f"s3://{s3.bucket(BUCKET)}/fence-cost-{uuid.uuid4().hex}.zarr", s3.options()
+    to_nczarr(stall_dataset("old", 0, OLD), url, unlimited_dims=["t"], storage_options=so)
+    calls = {"_fence": 0, "_confirm": 0}
+    for name in calls:
+        method = getattr(Transaction, name)
+
+        def counted(self: Transaction, _m: Any = method, _n: str = name) -> None:
+            calls[_n] += 1
+            _m(self)
+
+        monkeypatch.setattr(Transaction, name, counted)
+    monkeypatch.setattr(chunks, "_BATCH_BYTES", 1)  # one chunk a batch
+    to_nczarr(stall_dataset("b"), url, mode="a", append_dim="t", storage_options=so)
+    assert calls["_fence"] >= 2 * 3  # every batch: 3 new chunks of each of 2 variables (and the metadata)
+    assert calls["_confirm"] == 0
+    assert xr.open_dataset(url, engine="zstrings", storage_options=so)["name"].values.tolist()[OLD:] == \
+        stall_dataset("b")["name"].values.tolist()
 
 
 def test_an_expired_claim_of_a_writer_elsewhere_is_taken_over(s3: S3Server, monkeypatch: pytest.MonkeyPatch) -> None:

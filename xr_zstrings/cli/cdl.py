@@ -44,7 +44,7 @@ def _v3_layout(tree: Any, meta: Any) -> str | None:
 def _type_and_note(tree: Any, meta: Any) -> tuple[str, str]:
     """(CDL type name, storage note) of one array."""
     kind = meta.string_kind
-    v3 = meta.generation == "zarr-v3"
+    v3 = meta.zarr_format == 3
     if v3:
         if kind in ("vlen", "vlen-bytes"):
             layout = _v3_layout(tree, meta) or "unknown layout"
@@ -73,7 +73,7 @@ def _type_and_note(tree: Any, meta: Any) -> tuple[str, str]:
 
 
 def _codec_note(meta: Any) -> str:
-    if meta.generation == "zarr-v3":
+    if meta.zarr_format == 3:
         names = [c.get("name") for c in meta.codecs]
         return "codecs " + "+".join(str(n) for n in names)
     parts = []
@@ -203,7 +203,7 @@ def _array_attrs(tree: Any, meta: Any) -> dict[str, Any]:
     if "_FillValue" not in attrs:
         return attrs
     fill = attrs["_FillValue"]
-    if meta.generation == "zarr-v3":
+    if meta.zarr_format == 3:
         from ..formats.zarr3 import decode_xarray_fill_attr
 
         try:  # xarray stores a v3 array's _FillValue attribute encoded (base64 of the value)

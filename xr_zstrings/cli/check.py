@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..formats.netcdf_c import (
+    CURRENT,
     DEFAULT_LAYOUT,
     NETCDF_C,
     NCZarrLayout,
     NetcdfC,
+    examples_text,
     layout_named,
     layout_of_generation,
     netcdf_c_for,
@@ -32,8 +34,8 @@ from .common import (
     _store_name,
 )
 
-#: the rows in words: "4.9.0, 4.9.1-4.9.3 and >= 4.9.4"
-_ROW_NAMES = ", ".join(r.label for r in NETCDF_C[:-1]) + f" and {NETCDF_C[-1].label}"
+#: the rows in words ("4.9.0, 4.9.1-4.9.3 and >= 4.9.4")
+_ROW_NAMES = ", ".join(r.label for r in NETCDF_C[:-1]) + f" and {CURRENT.label}"
 
 
 @dataclass
@@ -166,7 +168,7 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
     where = meta.path
     out: list[Finding] = []
     convert = f"zstrings convert {target} {_suggest_dst(target)}"
-    v3 = meta.generation == "zarr-v3"
+    v3 = meta.zarr_format == 3
     kind = meta.string_kind
     if not v3:
         if kind == "unicode":
@@ -242,24 +244,23 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
     return out
 
 
-#: the deepest group nesting netcdf-c 4.10.1 opens: from 31 levels on it aborts the process
-#: (malloc(): corrupted top size) where 4.9.1-4.9.4 read the store (tests/interop/test_netcdf_c_versions.py)
-NETCDF_C_4_10_MAX_DEPTH = 30
-
-
 def _depth_findings(tree: Any) -> list[Finding]:
-    """Groups nested deeper than netcdf-c 4.10.1 opens (NCZarr stores; the only version measured to fail)."""
-    if not str(tree.root.generation).startswith("nczarr"):
+    """Groups nested deeper than a netcdf-c release opens (NCZarr stores; the table's ``max_depth``:
+    the only release measured to fail)."""
+    if not tree.root.is_nczarr:
         return []
     deepest = max(tree.groups, key=lambda p: p.count("/") if p != "/" else 0)
     depth = deepest.count("/") if deepest != "/" else 0
-    if depth <= NETCDF_C_4_10_MAX_DEPTH:
-        return []
-    shown = deepest if len(deepest) <= 80 else deepest[:60] + "..." + deepest[-16:]
-    return [Finding(shown, f"groups nested {depth} deep: netcdf-c 4.10.1 aborts the process opening the store "
-                    f"(it opens at most {NETCDF_C_4_10_MAX_DEPTH} levels; netcdf-c 4.9.1-4.9.4 read it)",
-                    f"move the deepest groups up to at most {NETCDF_C_4_10_MAX_DEPTH} levels and rewrite, "
-                    "or read it with netcdf-c 4.9.x")]
+    out = []
+    for release, max_depth, others in (r.max_depth for r in NETCDF_C if r.max_depth is not None):
+        if depth <= max_depth:
+            continue
+        shown = deepest if len(deepest) <= 80 else deepest[:60] + "..." + deepest[-16:]
+        out.append(Finding(shown, f"groups nested {depth} deep: netcdf-c {release} aborts the process opening the "
+                           f"store (it opens at most {max_depth} levels; netcdf-c {others} read it)",
+                           f"move the deepest groups up to at most {max_depth} levels and rewrite, "
+                           f"or read it with netcdf-c {others}"))
+    return out
 
 
 def _name_findings(tree: Any) -> list[Finding]:
@@ -268,7 +269,7 @@ def _name_findings(tree: Any) -> list[Finding]:
 
     from ..formats.nczarr import netcdf_c_name_problem
 
-    mode = "zarr" if tree.root.generation == "zarr-v2" else "nczarr"
+    mode = "nczarr" if tree.root.is_nczarr else "zarr"
     out: list[Finding] = []
     seen: set[tuple[str, str, str]] = set()
     names: list[tuple[str, str, str]] = []  # (group, what, name)
@@ -318,8 +319,8 @@ def netcdf_c_verdicts(tree: Any, target: str, whole_store: str = "") -> list[tup
                    nc_string=any(a.string_kind == "string" for a in arrays),
                    text=any(a.string_kind in ("string", "unicode", "vlen") for a in arrays))
     fixes = {r.label: _fix(r, target, store) for r in NETCDF_C}
-    if root.generation == "zarr-v3" or whole_store:
-        why = "Zarr v3: 'NetCDF: Unknown file format'" if root.generation == "zarr-v3" else whole_store
+    if root.zarr_format == 3 or whole_store:
+        why = "Zarr v3: 'NetCDF: Unknown file format'" if root.zarr_format == 3 else whole_store
         return [(r.label, False, why, fixes[r.label]) for r in NETCDF_C]
     if not root.is_nczarr:
         pure = "with #mode=zarr (no NCZarr groups or shared dimensions)"
@@ -327,7 +328,7 @@ def netcdf_c_verdicts(tree: Any, target: str, whole_store: str = "") -> list[tup
                 if store.nc_string and not r.nc_string else (r.label, True, pure, "") for r in NETCDF_C]
     layout = layout_of_generation(root.generation)
     assert layout is not None, root.generation
-    return [_verdict(r, layout, store, fixes[r.label], _fix(NETCDF_C[-1], target, store)) for r in NETCDF_C]
+    return [_verdict(r, layout, store, fixes[r.label], _fix(CURRENT, target, store)) for r in NETCDF_C]
 
 
 @dataclass
@@ -441,7 +442,7 @@ def _print_migration(tree: Any) -> None:
     from ..errors import ZStringsError
     from ..write.migrate import plan_migration
 
-    if tree.root.generation == "zarr-v3":
+    if tree.root.zarr_format == 3:
         return
     if tree.unreadable:
         print(f"Zarr v3 migration: not possible while {', '.join(sorted(tree.unreadable))} cannot be read (above)")
@@ -473,9 +474,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if tree is None:
         return PROBLEMS
     findings: list[Finding] = []
-    if tree.root.generation == "zarr-v3":
-        findings.append(Finding("/", "Zarr v3 store: netcdf-c 4.10 does not open it ('NetCDF: Unknown file "
-                                "format')", f"zstrings convert {target} {_suggest_dst(target)}"))
+    if tree.root.zarr_format == 3:
+        findings.append(Finding("/", f"Zarr v3 store: netcdf-c {CURRENT.example} does not open it ('NetCDF: "
+                                "Unknown file format')", f"zstrings convert {target} {_suggest_dst(target)}"))
     else:
         findings += _name_findings(tree) + _depth_findings(tree)
     _print_state(f"check {tree.store.display}: {_describe_layout(tree)}", state)
@@ -526,8 +527,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     if findings:
         print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.{sample_note}")
         return PROBLEMS
-    if failing == [NETCDF_C[-1].label]:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
-        print(f"{n} variable(s) read, no problems in the data, but netcdf-c 4.10 does not read this store's "
+    if failing == [CURRENT.label]:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
+        print(f"{n} variable(s) read, no problems in the data, but netcdf-c {CURRENT.example} does not read this store's "
               f"layout (which versions do, and the fix: above).{sample_note}")
         return PROBLEMS
     if failing:  # an older netcdf-c that --netcdf-c says must read it
@@ -538,7 +539,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         print(f"{n} variable(s) read, no problems in what was read: netcdf-c reads this store as far as "
               f"checked.{sample_note}")
         return OK
-    print(f"{n} variable(s) read, no problems: netcdf-c 4.10 reads this store as it is (older "
+    print(f"{n} variable(s) read, no problems: netcdf-c {CURRENT.example} reads this store as it is (older "
           "versions: above).")
     return OK
 
@@ -547,13 +548,12 @@ def _required_rows(netcdf_c: str | None) -> set[str]:
     """The verdict rows that must read the store for exit code 0: netcdf-c ``netcdf_c`` and every
     newer one (default: the current netcdf-c only, the last row)."""
     if netcdf_c is None:
-        return {NETCDF_C[-1].label}
+        return {CURRENT.label}
     try:
         oldest = netcdf_c_for(netcdf_c)
     except ValueError:  # (ZStringsError) before 4.9.0, or not a version
         raise UsageError(f"--netcdf-c {netcdf_c}: expected a netcdf-c version from {NETCDF_C[0].first} on "
-                         "(check knows the layouts those read), such as 4.9.0 (Debian 12), 4.9.2 (Ubuntu "
-                         "24.04) or 4.10.") from None
+                         f"(check knows the layouts those read), such as {examples_text()}.") from None
     return {r.label for r in NETCDF_C[NETCDF_C.index(oldest):]}
 
 
@@ -572,7 +572,7 @@ def add_parser(sub: Any) -> None:
                    help=f"read every chunk (default: at most {CHECK_SAMPLE_CHUNKS:,} chunks of a variable, "
                         "evenly spread, and say so)")
     p.add_argument("--netcdf-c", dest="netcdf_c", metavar="VERSION", default=None,
-                   help="the oldest netcdf-c that must read the store, for the exit code (e.g. 4.9.0 for Debian "
-                        f"12, 4.9.2 for Ubuntu 24.04); default: the current netcdf-c ({NETCDF_C[-1].label}) only. Every "
+                   help=f"the oldest netcdf-c that must read the store, for the exit code (e.g. {examples_text()}); "
+                        f"default: the current netcdf-c ({CURRENT.label}) only. Every "
                         "version's verdict is printed either way")
     p.set_defaults(func=_cmd_check)

@@ -70,9 +70,9 @@ def _describe_layout(tree: Any) -> str:
     """The store's layout in words: NCZarr generation, pure Zarr v2 or v3, and its writer."""
     root = tree.root
     gen = root.generation
-    if gen == "zarr-v3":
+    if root.zarr_format == 3:
         return "pure Zarr v3"
-    if gen.startswith("nczarr"):
+    if root.is_nczarr:
         version = f" {root.nczarr_version}" if root.nczarr_version else ""
         text = f"NCZarr{version}, generation {gen}"
     else:

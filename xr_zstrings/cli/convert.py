@@ -11,6 +11,8 @@ from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any, Literal, cast
 
+from ..codecs.layouts import LAYOUT_NAMES
+from ..formats.netcdf_c import CURRENT, DEFAULT_NETCDF_C, examples_text
 from ..io.redact import redact
 from .common import _NETCDF_SUFFIXES, _TARGET_HELP, OK, UsageError, _is_netcdf_file
 
@@ -173,7 +175,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
                 writer.to_nczarr(counted, dst, mode=mode, format=cast(Any, fmt), maxstrlen=args.maxstrlen,
                                  on_overflow=args.on_overflow, netcdf_c=args.netcdf_c)
             else:
-                _write_zarr3(counted, dst, mode=mode, layout=args.layout or "vlen-utf8")
+                _write_zarr3(counted, dst, mode=mode, layout=args.layout or LAYOUT_NAMES[0])
         finally:
             bar.close()
     except TargetExistsError:  # object storage, or created meanwhile: the same words as above
@@ -299,7 +301,7 @@ def _write_zarr3(groups: dict[str, Any], dst: str, *, mode: str, layout: str) ->
         for var in ds.variables.values():
             var.encoding = {k: v for k, v in var.encoding.items() if k in ("chunks", "dtype", "units",
                                                                            "calendar")}
-        to_zarr_v3(ds, dst, layout=layout,  # type: ignore[arg-type]  # argparse's choices are the layouts
+        to_zarr_v3(ds, dst, layout=layout,
                    mode=mode if i == 0 else "w-",  # type: ignore[arg-type]  # "w" or "w-"
                    group=None if path == "/" else path.strip("/"), consolidated=i == len(paths) - 1)
 
@@ -322,14 +324,15 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--on-overflow", choices=("error", "truncate", "widen"), default="error",
                    help="strings longer than the width: fail (default), cut at a character boundary, "
                         "or widen")
-    p.add_argument("--layout", choices=("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large"), default=None,
-                   help="Zarr v3 string layout for --format zarr3 (default vlen-utf8, which zarr-python reads)")
+    p.add_argument("--layout", choices=LAYOUT_NAMES, default=None,
+                   help=f"Zarr v3 string layout for --format zarr3 (default {LAYOUT_NAMES[0]}, which zarr-python "
+                        "reads)")
     p.add_argument("--compressor", choices=tuple(_COMPRESSORS), default=None,
                    help="compressor for every variable of an nczarr/zarr2 target (default: the source's "
                         "own, codecs netcdf-c cannot read replaced by zlib)")
     p.add_argument("--netcdf-c", dest="netcdf_c", metavar="VERSION", default=None,
-                   help="the oldest netcdf-c that must read DST (e.g. 4.9.0 for Debian 12, 4.9.2 for Ubuntu "
-                        "24.04, 4.10); default: the layout every netcdf-c from 4.9.1 to 4.10 reads")
+                   help=f"the oldest netcdf-c that must read DST (e.g. {examples_text()}); default: the layout "
+                        f"every netcdf-c from {DEFAULT_NETCDF_C} to {CURRENT.example} reads")
     p.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar and no summary line")
     p.set_defaults(func=_cmd_convert)

@@ -84,6 +84,7 @@ from . import registry
 from .array_bytes import BytesCodec
 from .bounded import MAX_CHUNK_BYTES_ENV, max_chunk_bytes
 from .chunk import ChunkSpec, as_u8, classify_data_type, codec_name_cfg, default_fill, label, to_dtype
+from .layouts import VARIABLE_LENGTH
 from .zarrs import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
 
 __all__ = ["ZARRS_OPTIONAL_NAMES", "ZARRS_VLEN_NAMES", "V3Pipeline", "classify_data_type", "nullable_chain"]
@@ -119,8 +120,7 @@ class V3Pipeline:
         self.sharded = ab.sharded  # sharding_indexed
         self.layout = ab.layout
         # whether encode() takes a VlenChunk (packed values) in place of a chunk array
-        self.accepts_vlen = not aa and not self.sharded and self.layout in (
-            "vlen-utf8", "vlen-bytes", "zarrs.vlen", "arrow", "arrow-large")
+        self.accepts_vlen = not aa and not self.sharded and self.layout in VARIABLE_LENGTH
 
     def __repr__(self) -> str:
         return (f"V3Pipeline(layout={self.layout!r}, sharded={self.sharded}, dtype={self.dtype}, "

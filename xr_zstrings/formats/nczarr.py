@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import DimensionError, MetadataError, UnsupportedError
 from .array import int_tuple
-from .netcdf_c import LAYOUTS, layout_at, layout_of_generation, places
+from .netcdf_c import LAYOUTS, ZARR_V2, NCZarrLayout, is_nczarr, layout_at, places
 
 __all__ = [
     "ATTRIBUTE_OBJECTS",
@@ -124,7 +124,7 @@ class GroupMeta:
 
     @property
     def is_nczarr(self) -> bool:
-        return self.generation.startswith("nczarr")
+        return is_nczarr(self.generation)
 
 
 @dataclass(frozen=True)
@@ -152,7 +152,7 @@ class ArrayMetaV2:
     string_kind: str | None  # "string" (NC_STRING / |Sn), "char" (NC_CHAR), "unicode", "vlen", None
     maxstrlen: int | None
     storage: str | None = None
-    generation: str = "zarr-v2"
+    generation: str = ZARR_V2
     raw_zarray: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     #: a ``_nczarr_maxstrlen`` attribute declares a pure-Zarr ``|Sn`` array NC_STRING text
     #: (``prepare_for_zarr`` and netcdf-c write it); without it ``|Sn`` is bytes, as in engine="zarr"
@@ -178,11 +178,11 @@ class ArrayMetaV2:
     @property
     def null_fill(self) -> bool:
         # zarr-python 2 reads a never-written chunk of a |O array with fill_value null as None
-        return self.generation == "zarr-v2" and self.dtype.kind == "O" and self.fill_value is None
+        return not is_nczarr(self.generation) and self.dtype.kind == "O" and self.fill_value is None
 
     @property
     def declares_text(self) -> bool:
-        return self.generation != "zarr-v2" or self.maxstrlen_attr
+        return is_nczarr(self.generation) or self.maxstrlen_attr
 
     def chunk_key(self, idx: tuple[int, ...]) -> str:
         """The key of chunk ``idx`` relative to the array (``0.1``, ``0/1``; a scalar's is ``0``)."""
@@ -379,7 +379,7 @@ def netcdf_c_name_problem(name: str, *, mode: str, role: str) -> str | None:
 # ---------------------------------------------------------------------------------------
 
 # where each generation keeps its keys: one table (formats.netcdf_c.LAYOUTS), newest first
-_SUPERBLOCK_PLACES = tuple((o, k, layout.generation) for layout in LAYOUTS for o, k in layout.superblock)
+_SUPERBLOCK_PLACES = tuple((o, k, layout) for layout in LAYOUTS for o, k in layout.superblock)
 # NCZarr 1.0 superblock keys: the document says "version"; netcdf-c 4.8.0 wrote "nczarr_version"
 _VERSION_KEYS = ("version", "nczarr_version")
 _GROUP_PLACES = places("group")
@@ -451,14 +451,14 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
                 "(Zarr v3 groups are described by zarr.json)."
             )
 
-    generation = "zarr-v2"
+    layout: NCZarrLayout | None = None  # (None: pure Zarr v2)
     nczarr_version = None
     found = _lookup(node, tuple((o, k) for o, k, _ in _SUPERBLOCK_PLACES))
     if found is not None:
         sb, place = found
-        for o, k, label in _SUPERBLOCK_PLACES:
+        for o, k, of in _SUPERBLOCK_PLACES:
             if place == (o if k is None else f"{o}:{k}"):
-                generation = label
+                layout = of
         if isinstance(sb, Mapping):
             nczarr_version = _first(sb, *_VERSION_KEYS)
     raw_attrs = node.get(".zattrs")
@@ -471,8 +471,7 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
     arrays = groups = None
     if group_info is not None:
         info, place = group_info
-        if generation == "zarr-v2":
-            generation = _generation_from_place(place)
+        layout = layout or layout_at(place)
         info = _expect_mapping(info, where=f"{where}/{place}", what="_nczarr_group")
         raw_dims = _first(info, *_DIMS_KEYS, default={}) or {}
         raw_dims = _expect_mapping(raw_dims, where=f"{where}/{place}", what="dimensions")
@@ -502,11 +501,11 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
             what="_nczarr_default_maxstrlen",
             minimum=1,
         )
-    attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2" or bool(attr_types))
+    attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=layout is not None or bool(attr_types))
     return GroupMeta(
         path=node.path,
         zarr_format=2,
-        generation=generation,
+        generation=layout.generation if layout else ZARR_V2,
         dimensions=dims,
         arrays=arrays,
         groups=groups,
@@ -516,10 +515,6 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
         nczarr_version=nczarr_version,
         nc_properties=raw_attrs.get("_NCProperties") if isinstance(raw_attrs.get("_NCProperties"), str) else None,
     )
-
-
-def _generation_from_place(place: str) -> str:
-    return layout_at(place).generation
 
 
 def _as_list(value: Any, *, where: str) -> list[Any]:
@@ -649,17 +644,70 @@ def parse_array(
     ``netcdf_c`` says the root carries netcdf-c's ``_NCProperties``: then a ``<U1`` array is NC_CHAR
     even in pure-Zarr mode, as netcdf-c <= 4.9.0 wrote it (one byte per element).
 
-    Long because it is one linear list of checks in .zarray field order (shape, chunks, dtype, fill,
-    codecs, then each NCZarr generation's dimension and type objects), each raising its own
-    MetadataError naming the key; split, the same ``where`` and partial results would travel between
-    the pieces.
+    Four steps, each raising its own MetadataError naming the key: the .zarray's storage fields,
+    the NCZarr layout's array information, the dimensions (and the scalar marks), the text.
     """
     where = f"{store}{node.path}"
     zarray = node.get(".zarray")
     if zarray is None:
         raise MetadataError(f"No array at {where}: .zarray is missing. Expected a Zarr v2 array.")
     zw = f"{where}/.zarray"
-    zarray = _expect_mapping(zarray, where=zw, what=".zarray")
+    z = _parse_zarray(_expect_mapping(zarray, where=zw, what=".zarray"), where=zw)
+    raw_attrs = node.get(".zattrs")
+    raw_attrs = {} if raw_attrs is None else raw_attrs
+    raw_attrs = _expect_mapping(raw_attrs, where=f"{where}/.zattrs", what=".zattrs")
+    attr_types = _attr_types(node, where=where)
+    layout, dimrefs, storage, scalar = _array_info(node, where=where)
+    array_dims, scalar = _dimensions(raw_attrs, z.shape, dimrefs, scalar, where=where)
+    dtype, string_kind, maxstrlen = _text(z, layout, raw_attrs, where=where, netcdf_c=netcdf_c,
+                                          default_maxstrlen=default_maxstrlen)
+    fill_value = _parse_fill(
+        _scalar(zarray.get("fill_value")), dtype, string_kind, where=zw,
+        plain_text=netcdf_c or layout is not None,
+    )
+    typed = layout is not None or bool(attr_types)
+    return ArrayMetaV2(
+        path=node.path,
+        shape=z.shape,
+        chunks=z.chunks,
+        dtype=dtype,
+        dtype_str=z.dtype_str,
+        fill_value=fill_value,
+        order=z.order,
+        compressor=z.compressor,
+        filters=z.filters,
+        dimension_separator=z.separator,
+        dimension_references=dimrefs,
+        array_dimensions=array_dims,
+        scalar=scalar,
+        attrs=decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=typed),
+        attr_types=attr_types,
+        string_kind=string_kind,
+        maxstrlen=maxstrlen,
+        storage=storage,
+        generation=layout.generation if layout else ZARR_V2,
+        raw_zarray=dict(zarray),
+        maxstrlen_attr="_nczarr_maxstrlen" in raw_attrs,
+    )
+
+
+@dataclass(frozen=True)
+class _ZArray:
+    """A .zarray's storage fields, checked."""
+
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype_str: str
+    dtype: np.dtype
+    order: Literal["C", "F"]
+    separator: str
+    compressor: Mapping[str, Any] | None
+    filters: tuple[Mapping[str, Any], ...]
+
+
+def _parse_zarray(zarray: Mapping[str, Any], *, where: str) -> _ZArray:
+    """The .zarray's fields in their order (shape, chunks, dtype, order, separator, codecs)."""
+    zw = where
     if zarray.get("zarr_format", 2) != 2:
         raise UnsupportedError(f"Unsupported zarr_format {zarray.get('zarr_format')!r} at {zw}: expected 2.")
     for key in ("shape", "chunks", "dtype"):
@@ -693,33 +741,39 @@ def parse_array(
     for f in filters:
         if "id" not in f:
             raise MetadataError(f"Invalid filter {f!r} at {zw}: expected an object with an 'id'.")
+    return _ZArray(shape, chunks, dtype_str, dtype, order, sep, compressor, filters)
 
-    raw_attrs = node.get(".zattrs")
-    raw_attrs = {} if raw_attrs is None else raw_attrs
-    raw_attrs = _expect_mapping(raw_attrs, where=f"{where}/.zattrs", what=".zattrs")
-    attr_types = _attr_types(node, where=where)
 
-    dimrefs = None
-    storage = None
-    scalar = False
-    generation = "zarr-v2"
+def _array_info(
+    node: NodeObjects, *, where: str
+) -> tuple[NCZarrLayout | None, tuple[str, ...] | None, str | None, bool]:
+    """The NCZarr array information, wherever the node's layout keeps it: (the layout, None for pure
+    Zarr v2; the dimension references; the storage; whether it marks a scalar)."""
     found = _lookup(node, _ARRAY_PLACES)
-    if found is not None:
-        info, place = found
-        generation = _generation_from_place(place)
-        info = _expect_mapping(info, where=f"{where}/{place}", what="_nczarr_array")
-        refs = _first(info, *_DIMREFS_KEYS, default=None)
-        if refs is not None:
-            refs = _as_list(refs, where=f"{where}/{place}")
-            for r in refs:
-                if not isinstance(r, str) or not r:
-                    raise DimensionError(
-                        f"Invalid dimension reference {r!r} at {where}/{place}: expected a fully "
-                        "qualified name such as '/x' or '/group/y'."
-                    )
-            dimrefs = tuple(refs)
-        storage = info.get("storage")
-        scalar = bool(info.get("scalar", 0)) or storage == "scalar"
+    if found is None:
+        return None, None, None, False
+    info, place = found
+    info = _expect_mapping(info, where=f"{where}/{place}", what="_nczarr_array")
+    dimrefs = None
+    refs = _first(info, *_DIMREFS_KEYS, default=None)
+    if refs is not None:
+        refs = _as_list(refs, where=f"{where}/{place}")
+        for r in refs:
+            if not isinstance(r, str) or not r:
+                raise DimensionError(
+                    f"Invalid dimension reference {r!r} at {where}/{place}: expected a fully "
+                    "qualified name such as '/x' or '/group/y'."
+                )
+        dimrefs = tuple(refs)
+    storage = info.get("storage")
+    return layout_at(place), dimrefs, storage, bool(info.get("scalar", 0)) or storage == "scalar"
+
+
+def _dimensions(
+    raw_attrs: Mapping[str, Any], shape: tuple[int, ...], dimrefs: tuple[str, ...] | None, scalar: bool,
+    *, where: str,
+) -> tuple[tuple[str, ...] | None, bool]:
+    """``_ARRAY_DIMENSIONS`` and whether the array is a scalar, checked against the shape."""
     array_dims = raw_attrs.get("_ARRAY_DIMENSIONS")
     if array_dims is not None:
         if not isinstance(array_dims, list) or not all(isinstance(d, str) and d for d in array_dims):
@@ -733,7 +787,7 @@ def parse_array(
     scalar = scalar or shape == ()
     if scalar and shape not in ((1,), ()):
         raise MetadataError(
-            f"Invalid scalar at {zw}: marked scalar but shape is {list(shape)}; expected [1]."
+            f"Invalid scalar at {where}/.zarray: marked scalar but shape is {list(shape)}; expected [1]."
         )
     if not scalar:
         if dimrefs is not None and len(dimrefs) != len(shape):
@@ -746,9 +800,17 @@ def parse_array(
                 f"_ARRAY_DIMENSIONS {list(array_dims)} at {where}/.zattrs names {len(array_dims)} "
                 f"dimensions but the shape {list(shape)} has {len(shape)}."
             )
+    return array_dims, scalar
 
-    string_kind, maxstrlen = _string_kind(dtype, dtype_str, filters, generation, where=zw)
-    if netcdf_c and dtype_str in ("<U1", ">U1", "|U1"):
+
+def _text(
+    z: _ZArray, layout: NCZarrLayout | None, raw_attrs: Mapping[str, Any], *, where: str, netcdf_c: bool,
+    default_maxstrlen: int | None,
+) -> tuple[np.dtype, str | None, int | None]:
+    """What text the array holds: (the storage dtype, the string kind, the width in bytes or characters)."""
+    dtype = z.dtype
+    string_kind, maxstrlen = _string_kind(dtype, z.dtype_str, z.filters, layout, where=f"{where}/.zarray")
+    if netcdf_c and z.dtype_str in ("<U1", ">U1", "|U1"):
         string_kind, maxstrlen = "char", None
     if string_kind == "char" and dtype.kind == "U":
         dtype = np.dtype("S1")  # "<U1" in name only: the chunks hold one byte per element
@@ -762,36 +824,9 @@ def parse_array(
         if string_kind == "string" and maxstrlen != dtype.itemsize:
             # the dtype is what is stored; the attribute only documents the width.
             maxstrlen = dtype.itemsize
-    elif string_kind == "string" and generation != "zarr-v2" and default_maxstrlen is not None:
+    elif string_kind == "string" and layout is not None and default_maxstrlen is not None:
         maxstrlen = dtype.itemsize
-    fill_value = _parse_fill(
-        _scalar(zarray.get("fill_value")), dtype, string_kind, where=zw,
-        plain_text=netcdf_c or generation != "zarr-v2",
-    )
-    attrs = decode_attributes(raw_attrs, attr_types, where=f"{where}/.zattrs", typed=generation != "zarr-v2" or bool(attr_types))
-    return ArrayMetaV2(
-        path=node.path,
-        shape=shape,
-        chunks=chunks,
-        dtype=dtype,
-        dtype_str=dtype_str,
-        fill_value=fill_value,
-        order=order,
-        compressor=compressor,
-        filters=filters,
-        dimension_separator=sep,
-        dimension_references=dimrefs,
-        array_dimensions=array_dims,
-        scalar=scalar,
-        attrs=attrs,
-        attr_types=attr_types,
-        string_kind=string_kind,
-        maxstrlen=maxstrlen,
-        storage=storage,
-        generation=generation,
-        raw_zarray=dict(zarray),
-        maxstrlen_attr="_nczarr_maxstrlen" in raw_attrs,
-    )
+    return dtype, string_kind, maxstrlen
 
 
 #: numpy's limit: an array (or chunk) may hold at most this many bytes and elements.
@@ -835,16 +870,15 @@ def _parse_dtype(dtype_str: Any, *, where: str) -> np.dtype:
 
 
 def _string_kind(
-    dtype: np.dtype, dtype_str: str, filters: tuple[Mapping[str, Any], ...], generation: str, where: str = ""
+    dtype: np.dtype, dtype_str: str, filters: tuple[Mapping[str, Any], ...], layout: NCZarrLayout | None,
+    where: str = "",
 ) -> tuple[str | None, int | None]:
-    nczarr = generation != "zarr-v2"
     if dtype.kind == "S":
         if dtype_str == ">S1":
             # netcdf-c's NC_CHAR signature, in nczarr and pure-zarr mode alike (zarr-python writes |S1)
             return "char", None
         return "string", dtype.itemsize
     if dtype.kind == "U":
-        layout = layout_of_generation(generation) if nczarr else None
         if layout is not None and dtype.itemsize == 4 and layout.char_dtype == "<U1":
             # NCZarr 1.0 and netcdf-c <= 4.9.0 wrote NC_CHAR as "<U1" holding one byte per element.
             return "char", None

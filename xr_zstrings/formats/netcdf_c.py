@@ -30,15 +30,20 @@ from typing import Any
 from ..errors import UnsupportedError, ZStringsError
 
 __all__ = [
+    "CURRENT",
     "DEFAULT_LAYOUT",
     "DEFAULT_NETCDF_C",
     "LAYOUTS",
     "NCZARR_VERSION",
     "NETCDF_C",
     "SCALAR_DIM",
+    "ZARR_V2",
+    "ZARR_V3",
     "NCZarrLayout",
     "NetcdfC",
     "Place",
+    "examples_text",
+    "is_nczarr",
     "layout_named",
     "layout_of_generation",
     "netcdf_c_for",
@@ -52,6 +57,10 @@ Place = tuple[str, "str | None"]
 
 #: the NCZarr version the 2.x layouts write in their superblock
 NCZARR_VERSION = "2.0.0"
+#: the generation labels of stores with no NCZarr metadata (``GroupMeta.generation``); the NCZarr
+#: layouts' labels are their rows' ``generation``
+ZARR_V2 = "zarr-v2"
+ZARR_V3 = "zarr-v3"
 #: the dimension a scalar is put on (a one-element array) for a netcdf-c that cannot read scalars
 SCALAR_DIM = "scalar1"
 
@@ -176,6 +185,11 @@ def layout_of_generation(generation: str) -> NCZarrLayout | None:
     return None
 
 
+def is_nczarr(generation: str) -> bool:
+    """Whether a parsed store's generation is one of the NCZarr layouts (not pure Zarr v2 or v3)."""
+    return layout_of_generation(generation) is not None
+
+
 def layout_at(place: str) -> NCZarrLayout:
     """The layout whose group or array information is at ``place`` (``".zarray:_nczarr_array"``,
     ``".nczgroup"``): a node's generation when the store has no superblock there."""
@@ -219,6 +233,11 @@ class NetcdfC:
     cannot_hold: str = ""
     #: a version of the row users have (Debian 12's, Ubuntu 24.04's, the wheel's): the tests' target
     example: str = ""
+    #: who ships ``example`` (help texts: "4.9.0 for Debian 12")
+    shipped_by: str = ""
+    #: (a release of the row, the deepest group nesting it opens, the releases that read deeper):
+    #: measured in tests/interop/test_netcdf_c_versions.py
+    max_depth: tuple[str, int, str] | None = None
     peers: tuple[tuple[str, str], ...] = field(default=())
 
     @property
@@ -235,20 +254,25 @@ NETCDF_C: tuple[NetcdfC, ...] = (
     NetcdfC("4.9.0", "4.9.0", writes=UPPER, reads=(UPPER, V1), unlimited=False, nc_string=False,
             scalar_marker=None, string_lists=False, refuses="the process aborts", crashes="the process aborts",
             cannot_hold="scalars, unlimited dimensions or NC_STRING: the process aborts",
-            example="4.9.0", peers=(("1.6.2", "4.9.0"), ("ncdump", "4.9.0"))),
+            example="4.9.0", shipped_by="Debian 12", peers=(("1.6.2", "4.9.0"), ("ncdump", "4.9.0"))),
     NetcdfC("4.9.1-4.9.3", "4.9.1", writes=ZGROUP, reads=(ZGROUP,), unlimited=False, nc_string=True,
             scalar_marker=("storage", "scalar"), string_lists=True, refuses="'NetCDF: NCZarr error'",
             crashes="segmentation fault",
             cannot_hold="unlimited dimensions {unlimited}: segmentation fault (4.9.3's last development "
                         "snapshots read them)",
-            example="4.9.2",
+            example="4.9.2", shipped_by="Ubuntu 24.04",
             peers=(("1.6.3", "4.9.1"), ("1.6.5", "4.9.3-development"),
                    ("1.7.1.post1", "4.9.3-development (later snapshot)"))),
     NetcdfC(">= 4.9.4", "4.9.4", writes=ZATTRS, reads=(ZGROUP, ZATTRS), unlimited=True, nc_string=True,
             scalar_marker=("scalar", 1), string_lists=True, refuses="'NetCDF: NCZarr error'",
-            crashes="segmentation fault", example="4.10",
+            crashes="segmentation fault", example="4.10", shipped_by="the netCDF4 wheel",
+            # from 31 levels on 4.10.1 aborts the process (malloc(): corrupted top size)
+            max_depth=("4.10.1", 30, "4.9.1-4.9.4"),
             peers=(("1.7.2", "4.9.4-development"), ("current", "4.10.1"))),
 )
+
+#: the current netcdf-c (the netCDF4 wheel's): the row messages name when they say "netcdf-c reads"
+CURRENT = NETCDF_C[-1]
 
 #: ``to_nczarr``'s default target: the layout every netcdf-c from 4.9.1 through 4.10 reads
 DEFAULT_NETCDF_C = "4.9.1"
@@ -292,3 +316,9 @@ def scalar_marker_text(reader: NetcdfC) -> str:
     assert reader.scalar_marker is not None
     key, value = reader.scalar_marker
     return f"{json.dumps(key)}: {json.dumps(value)}"
+
+
+def examples_text(last: str = " or ") -> str:
+    """The rows' examples as help texts give them: "4.9.0 (Debian 12), 4.9.2 (Ubuntu 24.04) or 4.10"."""
+    named = [f"{r.example} ({r.shipped_by})" if r is not CURRENT else r.example for r in NETCDF_C]
+    return ", ".join(named[:-1]) + last + named[-1]

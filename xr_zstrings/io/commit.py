@@ -9,8 +9,12 @@ that readers must never see half done, and that a killed writer must never leave
    ``ConcurrentWriteError`` before it writes anything. A journal left by a writer that is gone (the
    same machine and its process has ended, or its claim was not renewed for
    ``XR_ZSTRINGS_LOCK_TIMEOUT`` seconds) is taken over: the taker recovers the store first (below).
-   Local directories are also serialised by the writer lock (``atomic.target_lock``), so there a
-   journal always belongs to a writer that is gone.
+   A thread renews the claim every quarter lease, and every batch of writes through the store
+   checks it first (``Transaction._fence``): a writer stalled past its lease and taken over stops
+   before its next batch, so of its writes only the batch in flight when it stalled can land after
+   the taker's. Local directory paths are also serialised by the writer lock
+   (``atomic.target_lock``), so there a journal always belongs to a writer that is gone; a
+   zarr-python ``LocalStore`` object has no such lock and relies on the claim.
 2. **Chunks.** Before writing any chunk the journal records what the write may leave (the ranges
    an append writes, the arrays a write adds). An append's new chunks lie outside the old shape,
    and its rewritten partial last chunk keeps the old values, so readers of the old metadata never
@@ -437,7 +441,7 @@ class _StoreOps(_Ops):
             if got != data:
                 raise CommitConflict(key)
             return tag
-        zs.set_many([(key, data)])
+        zs.set_many([(key, data)], fenced=False)  # (the journal itself: see Transaction._fence)
         return self.get(key)[1]
 
     def delete(self, keys: Sequence[str]) -> None:
@@ -864,7 +868,8 @@ class Transaction:
     them with the version record, ``.zmetadata`` (Zarr v2) and the root last. A Zarr v3 writer,
     whose root ``zarr.json`` is its own commit point, writes everything itself and calls
     ``finish()``. On an exception (``with``) ``abort()`` undoes the write. While the write lasts a
-    thread renews the claim (object storage); ``txn.record`` is the version the write makes.
+    thread renews the claim, and the store's every batch of writes checks it (``ZStore.fence``);
+    ``txn.record`` is the version the write makes.
     """
 
     def __init__(self, zstore: ZStore, kind: str, fmt: str, *, inplace: bool, undo: Undo | None) -> None:
@@ -886,6 +891,10 @@ class Transaction:
         self._renewer: threading.Thread | None = None
         self._lock = threading.Lock()
         self._done = False
+        #: when (time.monotonic, before the request) the claim was last written: claimed or renewed
+        self._renewed_at = -float("inf")
+        self._fence_after = lock_timeout() / 2
+        self._confirm_lock = threading.Lock()
 
     # --- claim -------------------------------------------------------------------------------
     @classmethod
@@ -903,8 +912,8 @@ class Transaction:
         except BaseException:
             txn._release()
             raise
-        if not isinstance(txn.ops, _LocalOps):
-            txn._start_renewal()
+        txn._start_renewal()
+        zstore.fence = txn._fence  # every later batch of writes through zstore checks the claim first
         return txn
 
     def _claim(self, mode: str) -> None:
@@ -917,6 +926,7 @@ class Transaction:
         journal = Journal(new_id(), self.kind, self.fmt, this_writer(), "", "", 0)
         state: StoreState | None = None
         for _ in range(3):
+            sent = time.monotonic()
             try:
                 self.etag = ops.put(JOURNAL, journal.to_bytes(), create=True)
             except CommitConflict:
@@ -924,6 +934,7 @@ class Transaction:
                 if other.journal is None:
                     continue  # it ended between our write and our look: try again
                 self._refuse_unless_gone(other, mode)
+                sent = time.monotonic()
                 try:
                     self.etag = ops.put(JOURNAL, journal.to_bytes(), match=other.journal_etag)  # one taker wins
                 except CommitConflict:
@@ -931,6 +942,7 @@ class Transaction:
                 self.journal = journal
                 self.recovered = recover(zs, other, self.undo, _KeepJournal(ops))
             self.journal = journal
+            self._renewed_at = sent
             sys.audit("xr_zstrings.commit", "claimed")  # (tests stop a writer at each step)
             state = inspect_store(zs, ops)
             break
@@ -1128,15 +1140,42 @@ class Transaction:
         if self._lost.is_set():
             self._lose("its claim was taken over while it was stalled")
 
+    def _fence(self) -> None:
+        """Before every batch of writes through the store (``ZStore.fence``): refuse to go on when
+        the claim was taken over (the renewal thread found it), and renew the claim first when it
+        was last written more than half the lease ago (the writer stalled, or its renewal thread
+        did). A taker needs the claim unrenewed for the whole lease, so a batch that starts here
+        has at least half the lease before anyone may take the store over. The renewal thread
+        writes the claim every quarter lease, so a write that does not stall pays no request here.
+
+        A renewal rather than a read of the journal: it confirms the claim (``If-Match`` its ETag)
+        at the same cost and also extends the lease, where a read would leave a writer whose
+        renewal thread is starved on a lease that keeps running out."""
+        if self._lost.is_set():
+            self._lose("its claim was taken over while it was stalled")
+        if time.monotonic() - self._renewed_at > self._fence_after:
+            self._confirm()
+
+    def _confirm(self) -> None:
+        """Renew the claim now (one conditional write), unless another thread just did."""
+        with self._confirm_lock:
+            if time.monotonic() - self._renewed_at > self._fence_after:
+                self._put_journal()
+        if self._lost.is_set():
+            self._lose("its claim was taken over while it was stalled")
+
     def _put_journal(self) -> None:
         ops = self.ops
         assert ops is not None and self.journal is not None
         with self._lock:
             self.journal.writer["renewed"] = time.time()
+            sent = time.monotonic()
             try:
                 self.etag = ops.put(JOURNAL, self.journal.to_bytes(), match=self.etag)
             except CommitConflict:
                 self._lost.set()
+            else:
+                self._renewed_at = sent
         if self._lost.is_set():
             self._lose("its claim was taken over while it was stalled")
 
@@ -1155,16 +1194,22 @@ class Transaction:
         self._renewer = threading.Thread(target=run, name="zstrings-claim", daemon=True)
         self._renewer.start()
 
+    def _unfence(self) -> None:
+        if self.zstore.fence == self._fence:
+            self.zstore.fence = None
+
     def finish(self) -> None:
         """End the write: the claim is released (the v3 writer, whose root zarr.json is its commit
         point, calls it after writing that)."""
         self._stop.set()
+        self._unfence()
         if self.ops is not None and self.journal is not None:
             self.ops.delete([JOURNAL])
         self._done = True
 
     def _release(self) -> None:
         self._stop.set()
+        self._unfence()
         if self.ops is not None and self.journal is not None:
             with contextlib.suppress(Exception):
                 self.ops.delete([JOURNAL])
@@ -1188,6 +1233,7 @@ class Transaction:
             with contextlib.suppress(Exception):
                 self.abort()
         self._stop.set()
+        self._unfence()
 
 
 class _KeepJournal(_Ops):

@@ -16,7 +16,7 @@ import contextlib
 import os
 import stat
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, cast
 
@@ -116,6 +116,9 @@ class ZStore:
         #: when a dict: every metadata object get_json_many returns is recorded here by key (a
         #: writer's record of the version it read, see commit.Transaction.set_base)
         self.recorded: dict[str, Any] | None = None
+        #: called before every batch of writes (``set_many``, ``check_fence``): an in-place write's
+        #: transaction installs its ownership check here (``commit.Transaction``); not pickled
+        self.fence: Callable[[], None] | None = None
 
     def __repr__(self) -> str:
         return f"ZStore({self.display!r})"
@@ -124,6 +127,7 @@ class ZStore:
         state = self.__dict__.copy()
         state.pop("_lock", None)
         state["requests"] = 0  # a copy (e.g. on a dask worker) counts its own requests
+        state["fence"] = None  # a transaction's threads stay in its process (docs/reliability.md)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -544,9 +548,18 @@ class ZStore:
         storage write them out; a memory store keeps them): the caller may then reuse its buffer."""
         return type(self.store) in (LocalStore, _ObjectStore)
 
-    def set_many(self, items: Iterable[tuple[str, bytes]]) -> None:
-        """Write several objects concurrently."""
+    def check_fence(self) -> None:
+        """Before a batch of writes that does not go through ``set_many``: raise if the write in
+        progress may no longer write to this store (see ``fence``)."""
+        if self.fence is not None:
+            self.fence()
 
+    def set_many(self, items: Iterable[tuple[str, bytes]], *, fenced: bool = True) -> None:
+        """Write several objects concurrently, after the ``fence`` check (``fenced=False``: the
+        commit protocol's own objects, which it writes conditionally)."""
+
+        if fenced:
+            self.check_fence()
         items = list(items)
         if isinstance(self.store, LocalStore):
             self._confine([k for k, _ in items])

@@ -25,13 +25,13 @@ from typing import Any, NamedTuple, Self
 import numpy as np
 
 from ..codecs.encoding import v3_codecs_encoding
+from ..codecs.layouts import VARIABLE_LENGTH, of_chunks
 from ..codecs.sharding import MISSING, ShardingCodec, coalesce
 from ..codecs.v3 import V3Pipeline, classify_data_type
 from ..errors import ChunkError, MetadataError, UnsupportedError, ZStringsError
 from ..formats.zarr3 import ArrayMetaV3
 from ..io.zstore import ObjectChanged, ZStore
 from ..text import fixed as strings
-from ..text import vlen
 from .chunked import ChunkedArray, Plan
 from .paths import node_key
 
@@ -209,7 +209,7 @@ class ChunkedArrayV3(ChunkedArray):
         if p.sharded:  # a shard decoded whole: inner chunks in a plain layout, no nested shards
             p = p.ab.inner if not p.aa and not p.ab.inner.sharded else None
         return (p is not None and p.kind == "str" and not p.aa
-                and p.layout in ("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large")
+                and p.layout in VARIABLE_LENGTH
                 and isinstance(self.stored_fill(), str))
 
     def _decode_into(self, raw: bytes, key: str, view: np.ndarray, sel: np.ndarray | None,
@@ -251,11 +251,9 @@ class ChunkedArrayV3(ChunkedArray):
 
     @staticmethod
     def _inner_into(p: Any, u8: np.ndarray, view: np.ndarray, sel: np.ndarray | None, n: int, ctx: str) -> None:
-        """Decoded bytes of one plain (unsharded) variable-length chunk of ``n`` values into view."""
-        if p.layout == "vlen-utf8":
-            vlen.decode_vlen_utf8_into(u8, view, sel, n, utf8_errors=p.ab.utf8_errors, what=ctx)
-        else:
-            vlen.vlen_into(p.ab.to_vlen(u8, n, ctx), view, sel, utf8_errors=p.ab.utf8_errors, what=ctx)
+        """Decoded bytes of one plain (unsharded) variable-length chunk of ``n`` values into view
+        (the layout's read kernel)."""
+        of_chunks(p.layout).read_into(p.ab, u8, view, sel, n, ctx)
 
     # ------------------------------------------------------------------ shards read by parts
 

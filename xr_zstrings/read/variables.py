@@ -20,6 +20,7 @@ from ..codecs.encoding import netcdf4_keys
 from ..errors import ChunkError, DimensionError, GroupNotFoundError, UnknownCodecError, ZStringsError
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension
+from ..formats.netcdf_c import is_nczarr
 from ..text import fixed as strings
 from .chunked import open_chunked
 from .lazy import LazyArray
@@ -483,7 +484,7 @@ def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, A
     """
     kind = meta.string_kind
     as_bytes = decode in _BYTES_DECODES
-    pure = meta.generation in ("zarr-v2", "zarr-v3") and not netcdf_c
+    pure = not is_nczarr(meta.generation) and not netcdf_c
     zarr_mask = options.use_zarr_fill_value_as_mask
     zarr_mask = (meta.zarr_format == 2) if zarr_mask is None else bool(zarr_mask)
     if pure and meta.zarr_format == 3 and not zarr_mask and not meta.null_fill:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
@@ -24,7 +25,7 @@ from xarray import conventions
 from ..codecs.v2 import build_pipeline
 from ..errors import DimensionError, ZStringsError
 from ..formats.nczarr_json import attrs_json
-from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZarrLayout, layout_named, layout_of_generation, reader_of
+from ..formats.netcdf_c import DEFAULT_LAYOUT, NETCDF_C, NCZarrLayout, layout_named, layout_of_generation, reader_of
 from ..io.zstore import ZStore
 from ..text import fixed as strings
 from .chunks import _write_numpy, attach_pipelines, write_arrays
@@ -72,6 +73,25 @@ def _start_writes(zstore: ZStore, txn: Transaction, tree: Any, base: dict[str, A
     txn.record_writes(appends=appends, new_arrays=list(new_arrays))
 
 
+@dataclass(frozen=True)
+class _AppendJob:
+    """One variable to append: the stored array, the new values encoded as the stored ones, where
+    they start along the axis, and the group declaring the dimension (whose size grows)."""
+
+    gpath: str
+    name: str
+    meta: Any
+    var: xr.Variable
+    axis: int
+    offset: int
+    decl: str
+    opts: _Options
+
+    @property
+    def path(self) -> str:
+        return f"{self.gpath.rstrip('/')}/{self.name}"
+
+
 def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, opts: _Options,
             txn: Transaction) -> dict[str, Any]:
     """Append each variable that has ``append_dim`` to the existing arrays; returns the metadata
@@ -82,96 +102,122 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
     ``append_dim`` are left as stored. Strings keep the stored width: ``on_overflow="widen"`` cannot
     apply.
 
-    Long because its order is the crash-safety contract (plan and check every variable, record the
-    ranges, write the chunks, then the metadata); kept in one function so that order reads top to
-    bottom.
+    The order is the crash-safety contract, read top to bottom: plan and check every variable,
+    record the ranges, write the chunks, then return the metadata.
     """
     tree, base = _base_tree(zstore)
-    nczarr = tree.root.is_nczarr
     _refuse_unwritable(zstore, tree, "append to")
+    jobs = [_append_job(zstore, tree, gpath, str(name), var, append_dim, opts)
+            for gpath, ds in _appended_groups(zstore, tree, groups)
+            for name, var in conventions.encode_dataset_coordinates(ds)[0].items() if append_dim in var.dims]
+    _start_writes(zstore, txn, tree, base, appends={
+        j.path: {"axis": j.axis, "old": j.offset, "new": j.offset + j.var.shape[j.axis]} for j in jobs})
     updates: dict[str, Any] = {}
     dim_growth: dict[str, int] = {}  # declaring group -> new size of append_dim there
-    jobs: list[tuple[str, str, Any, xr.Variable, int, int, str | None, _Options]] = []
+    for j in jobs:
+        new_len = _write_appended(zstore, j, append_dim)
+        zarray = dict(j.meta.raw_zarray)
+        zarray["shape"] = [new_len if i == j.axis else n for i, n in enumerate(j.meta.shape)]
+        updates[f"{j.path.strip('/')}/.zarray"] = zarray
+        dim_growth[j.decl] = max(dim_growth.get(j.decl, 0), new_len)
+    layout = _store_layout(tree)
+    if layout is not None:
+        updates.update(_grown_alongside(tree, dim_growth, append_dim, touched={k.rsplit("/", 1)[0] for k in updates}))
+        updates.update(_grown_dimensions(layout, base, updates, dim_growth, append_dim))
+    return updates
+
+
+def _appended_groups(zstore: ZStore, tree: Any, groups: Mapping[str, xr.Dataset]) -> Iterator[tuple[str, xr.Dataset]]:
     for gpath, ds in groups.items():
         if gpath not in tree.groups:
             raise ZStringsError(f"Cannot append group {gpath!r}: {zstore.display} has no such group. Groups: "
                                 f"{sorted(tree.groups)}.")
-        variables, _ = conventions.encode_dataset_coordinates(ds)
-        for name, var in variables.items():
-            name = str(name)
-            if append_dim not in var.dims:
-                continue
-            apath = f"{gpath.rstrip('/')}/{name}"
-            meta = tree.arrays.get(apath)
-            what = _what(gpath, name)
-            if meta is None:
-                raise ZStringsError(f"Cannot append {what}: it is not in {zstore.display}. Appending adds values "
-                                    "to existing variables only; write new variables with mode='w'.")
-            axis = list(var.dims).index(append_dim)
-            offset = meta.shape[axis]
-            if nczarr:
-                ref = (meta.dimension_references or ())[axis] if meta.dimension_references else None
-                dim = tree.dimension(ref, where=zstore.where(apath)) if ref else None
-                if dim is None or not dim.unlimited:
-                    raise ZStringsError(
-                        f"Cannot append {what} along {append_dim!r}: the dimension is not unlimited in "
-                        f"{zstore.display}. Write the store with unlimited_dims=[{append_dim!r}] first.")
-                offset = dim.size
-                decl = (ref or "").rpartition("/")[0] or "/"
-            else:
-                decl = gpath
-            # encode the new values as the stored ones were (CF attributes, string width, char width)
-            var = var.copy(deep=False)
-            enc = dict(var.encoding)
-            for k in ("units", "calendar", "scale_factor", "add_offset", "_FillValue"):
-                if k in meta.attrs:
-                    enc[k] = meta.attrs[k]
-            if meta.string_kind == "string":
-                enc.update(maxstrlen=meta.dtype.itemsize, nc_type="NC_STRING")
-            elif meta.string_kind == "char":
-                enc.update(nc_type="NC_CHAR", char_dim_width=meta.shape[-1])
-                enc.setdefault("_Encoding", meta.attrs.get("_Encoding", "utf-8"))
-            else:
-                enc["dtype"] = meta.dtype
-            var.encoding = enc
-            var.attrs = {k: v for k, v in var.attrs.items() if k not in enc}
-            policy = "error" if opts.on_overflow == "widen" else opts.on_overflow
-            one = _Options(fmt=opts.fmt, on_overflow=policy, maxstrlen=None, default_maxstrlen=None,
-                           compressor=None, strict_codecs=False)
-            jobs.append((gpath, name, meta, var, axis, offset, decl, one))
-    _start_writes(zstore, txn, tree, base, appends={f"{gpath.rstrip('/')}/{name}": {"axis": axis, "old": offset, "new": offset + var.shape[axis]}
-                           for gpath, name, meta, var, axis, offset, _, _ in jobs})
-    for gpath, name, meta, var, axis, offset, decl, one in jobs:
-        apath = f"{gpath.rstrip('/')}/{name}"
-        kind = text_kind(var)
-        new_len = offset
-        with strings.stored_width("An append keeps the stored width"):  # (widen acts as error)
-            for piece in _pieces(var, axis, append_dim, offset, meta.chunks[axis]):
-                # errors name a value's position in the values appended, not in the piece
-                start = tuple(new_len - offset if i == axis else 0 for i in range(var.ndim))
-                with strings.at_offset(start, block=None):
-                    new_len = _append_piece(zstore, meta, piece, kind, one, gpath, name, append_dim, new_len)
-        zarray = dict(meta.raw_zarray)
-        zarray["shape"] = [new_len if i == axis else n for i, n in enumerate(meta.shape)]
-        updates[f"{apath.strip('/')}/.zarray"] = zarray
-        key = decl if decl is not None else gpath
-        dim_growth[key] = max(dim_growth.get(key, 0), new_len)
-    if nczarr:
-        # netcdf-c sizes every array on an unlimited dimension to the dimension (else it refuses the
-        # store): grow the arrays this append did not touch too; their new part reads as fill
-        grown = {f"{decl.rstrip('/')}/{append_dim}": size for decl, size in dim_growth.items()}
-        touched = {k.rsplit("/", 1)[0] for k in updates}
-        for apath, meta in tree.arrays.items():
-            refs = meta.dimension_references or ()
-            if apath.strip("/") in touched or not any(r in grown for r in refs):
-                continue
-            zarray = dict(meta.raw_zarray)
-            zarray["shape"] = [max(n, grown.get(r, n)) for r, n in zip(refs, meta.shape, strict=True)]
-            updates[f"{apath.strip('/')}/.zarray"] = zarray
-    layout = _store_layout(tree)
-    for gpath, size in dim_growth.items():
-        if layout is None:
+        yield gpath, ds
+
+
+def _append_job(zstore: ZStore, tree: Any, gpath: str, name: str, var: xr.Variable, append_dim: str,
+                opts: _Options) -> _AppendJob:
+    """Where a variable's new values start (an NCZarr store: at its unlimited dimension's size) and
+    the values encoded as the stored ones were (CF attributes, string width, char width)."""
+    apath = f"{gpath.rstrip('/')}/{name}"
+    meta = tree.arrays.get(apath)
+    what = _what(gpath, name)
+    if meta is None:
+        raise ZStringsError(f"Cannot append {what}: it is not in {zstore.display}. Appending adds values "
+                            "to existing variables only; write new variables with mode='w'.")
+    axis = list(var.dims).index(append_dim)
+    offset = meta.shape[axis]
+    decl = gpath
+    if tree.root.is_nczarr:
+        ref = (meta.dimension_references or ())[axis] if meta.dimension_references else None
+        dim = tree.dimension(ref, where=zstore.where(apath)) if ref else None
+        if dim is None or not dim.unlimited:
+            raise ZStringsError(
+                f"Cannot append {what} along {append_dim!r}: the dimension is not unlimited in "
+                f"{zstore.display}. Write the store with unlimited_dims=[{append_dim!r}] first.")
+        offset = dim.size
+        decl = (ref or "").rpartition("/")[0] or "/"
+    policy = "error" if opts.on_overflow == "widen" else opts.on_overflow
+    one = _Options(fmt=opts.fmt, on_overflow=policy, maxstrlen=None, default_maxstrlen=None,
+                   compressor=None, strict_codecs=False)
+    return _AppendJob(gpath, name, meta, _as_stored(var, meta), axis, offset, decl, one)
+
+
+def _as_stored(var: xr.Variable, meta: Any) -> xr.Variable:
+    """``var`` with the encoding of the stored array (CF attributes, string width, char width, dtype)."""
+    var = var.copy(deep=False)
+    enc = dict(var.encoding)
+    for k in ("units", "calendar", "scale_factor", "add_offset", "_FillValue"):
+        if k in meta.attrs:
+            enc[k] = meta.attrs[k]
+    if meta.string_kind == "string":
+        enc.update(maxstrlen=meta.dtype.itemsize, nc_type="NC_STRING")
+    elif meta.string_kind == "char":
+        enc.update(nc_type="NC_CHAR", char_dim_width=meta.shape[-1])
+        enc.setdefault("_Encoding", meta.attrs.get("_Encoding", "utf-8"))
+    else:
+        enc["dtype"] = meta.dtype
+    var.encoding = enc
+    var.attrs = {k: v for k, v in var.attrs.items() if k not in enc}
+    return var
+
+
+def _write_appended(zstore: ZStore, job: _AppendJob, append_dim: str) -> int:
+    """Write a variable's new values piece by piece (dask: one row of chunks at a time); the new length."""
+    var, axis, offset = job.var, job.axis, job.offset
+    kind = text_kind(var)
+    new_len = offset
+    with strings.stored_width("An append keeps the stored width"):  # (widen acts as error)
+        for piece in _pieces(var, axis, append_dim, offset, job.meta.chunks[axis]):
+            # errors name a value's position in the values appended, not in the piece
+            start = tuple(new_len - offset if i == axis else 0 for i in range(var.ndim))
+            with strings.at_offset(start, block=None):
+                new_len = _append_piece(zstore, job.meta, piece, kind, job.opts, job.gpath, job.name, append_dim,
+                                        new_len)
+    return new_len
+
+
+def _grown_alongside(tree: Any, dim_growth: Mapping[str, int], append_dim: str, touched: set[str]) -> dict[str, Any]:
+    """netcdf-c sizes every array on an unlimited dimension to the dimension (else it refuses the
+    store): the ``.zarray`` of the arrays this append did not touch, grown too (their new part reads
+    as fill)."""
+    grown = {f"{decl.rstrip('/')}/{append_dim}": size for decl, size in dim_growth.items()}
+    updates: dict[str, Any] = {}
+    for apath, meta in tree.arrays.items():
+        refs = meta.dimension_references or ()
+        if apath.strip("/") in touched or not any(r in grown for r in refs):
             continue
+        zarray = dict(meta.raw_zarray)
+        zarray["shape"] = [max(n, grown.get(r, n)) for r, n in zip(refs, meta.shape, strict=True)]
+        updates[f"{apath.strip('/')}/.zarray"] = zarray
+    return updates
+
+
+def _grown_dimensions(layout: NCZarrLayout, base: Mapping[str, Any], updates: Mapping[str, Any],
+                      dim_growth: Mapping[str, int], append_dim: str) -> dict[str, Any]:
+    """The declaring groups' listings (where the store's layout keeps them) with ``append_dim``'s new size."""
+    out: dict[str, Any] = {}
+    for gpath, size in dim_growth.items():
         key = layout.obj("group") if gpath == "/" else f"{gpath.strip('/')}/{layout.obj('group')}"
         za = copy.deepcopy(updates.get(key, base.get(key)) or {})
         info = za.setdefault(layout.key("group"), {})
@@ -183,8 +229,8 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
         else:
             spec = {"size": max(int(spec or 0), size), "unlimited": 1}
         dims[append_dim] = spec
-        updates[key] = za
-    return updates
+        out[key] = za
+    return out
 
 
 def _store_layout(tree: Any) -> NCZarrLayout | None:
@@ -201,7 +247,7 @@ def _refuse_unwritable(zstore: ZStore, tree: Any, action: str) -> None:
     if tree.root.is_nczarr and (layout is None or not layout.writable):
         raise ZStringsError(
             f"Cannot {action} {zstore.display}: it is {tree.root.generation}; only NCZarr 2 stores "
-            "(netcdf-c 4.9.0+, as to_nczarr writes) can be extended. "
+            f"(netcdf-c {NETCDF_C[0].first}+, as to_nczarr writes) can be extended. "
             "Convert it first: xr_zstrings.convert or zstrings convert."
         )
 

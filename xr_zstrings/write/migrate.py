@@ -41,6 +41,7 @@ from ..codecs.encoding import v2_codec_as_v3
 from ..codecs.v3 import V3Pipeline
 from ..errors import UnsupportedError, ZStringsError
 from ..formats.nczarr import ArrayMetaV2
+from ..formats.netcdf_c import is_nczarr
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
 from ..io.atomic import local_commit, recover, target_lock
 from ..io.commit import Transaction
@@ -186,7 +187,7 @@ def _attributes(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, notes: list[str
             attrs.pop("_FillValue")
         else:
             attrs["_FillValue"] = xarray_fill_attr(attrs["_FillValue"], meta.dtype)
-    elif (kind is None and meta.generation == "zarr-v2" and not tree.netcdf_c
+    elif (kind is None and not is_nczarr(meta.generation) and not tree.netcdf_c
           and meta.fill_value is not None):
         # pure Zarr v2: the fill_value is the missing-value marker (xarray's and engine="zstrings"'
         # reading, read/variables.py); Zarr v3 readers mask the _FillValue attribute only
@@ -229,7 +230,7 @@ def _plan_array(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, in_place: bool)
 
 def plan_migration(tree: TreeMeta, *, in_place: bool) -> tuple[dict[str, ArrayPlan], dict[str, JSONObject]]:
     """Every array's :class:`ArrayPlan` and every group's ``zarr.json``, by absolute path."""
-    if tree.root.generation == "zarr-v3":
+    if tree.root.zarr_format == 3:
         raise ZStringsError(f"{tree.store.display} is a Zarr v3 store already: nothing to migrate.")
     if tree.unreadable:
         path, why = next(iter(tree.unreadable.items()))
@@ -335,7 +336,7 @@ def _copy_server_side(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) ->
     store = cast(Any, src.store).store  # (an ObjectStore: its obstore store)
     done = 0
 
-    async def run() -> None:
+    async def run(batch: list[tuple[str, str]]) -> None:
         sem = asyncio.Semaphore(_TRANSFER_CONCURRENCY)
 
         async def one(s: str, d: str) -> None:
@@ -347,9 +348,11 @@ def _copy_server_side(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) ->
                     return
                 done += 1
 
-        await asyncio.gather(*(one(s, d) for s, d in pairs))
+        await asyncio.gather(*(one(s, d) for s, d in batch))
 
-    sync(run())
+    for i in range(0, len(pairs), 1024):  # batches, each after the write's claim is checked (set_many's fence)
+        dst.check_fence()
+        sync(run(pairs[i:i + 1024]))
     return done
 
 

@@ -24,7 +24,7 @@ from ..errors import DimensionError, UnsupportedError, ZStringsError
 from ..formats import netcdf_c as netcdf_c_table
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
 from ..formats.nczarr_json import attrs_json, json_value
-from ..formats.netcdf_c import DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
+from ..formats.netcdf_c import CURRENT, DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
 from ..io.redact import shown
 from ..text import fixed as strings
 from ..text.kind import is_dask as _is_dask
@@ -41,7 +41,7 @@ def netcdf_c_layout(netcdf_c: str) -> NCZarrLayout:
     return netcdf_c_for(netcdf_c).writes
 
 
-#: Compressor/filter ids that netcdf-c 4.10 (as shipped in the netCDF4 wheel) decodes in NCZarr.
+#: Compressor/filter ids that the current netcdf-c (4.10, as shipped in the netCDF4 wheel) decodes in NCZarr.
 #: Checked one by one against the real library: ``gzip`` and ``lz4`` fail ("undefined filter"),
 #: ``blosc`` (every cname, every shuffle mode) reads even though netcdf-c cannot *write* it there.
 NETCDF_C_CODECS = frozenset({"zlib", "zstd", "bz2", "blosc"})
@@ -203,7 +203,7 @@ def _codecs_from_encoding(
         bad += [f.get("id") for f in filters if f.get("id") not in _NETCDF_C_FILTERS]
         if bad:
             raise UnsupportedError(
-                f"Cannot write {where} with codec {bad[0]!r}: netcdf-c 4.10 cannot read it (it reads the "
+                f"Cannot write {where} with codec {bad[0]!r}: netcdf-c {CURRENT.example} cannot read it (it reads the "
                 f"compressors {sorted(NETCDF_C_CODECS)} and the 'shuffle' filter). Use e.g. "
                 "encoding={'compressor': {'id': 'zstd', 'level': 3}}, or pass netcdf_c_codecs_only=False "
                 "to write it anyway for other Zarr readers."
@@ -301,18 +301,57 @@ def _width_for(name: str, path: str, var: xr.Variable, opts: _Options) -> int | 
     return opts.default_maxstrlen
 
 
+@dataclass
+class _Text:
+    """A string variable as asked to be written, before its width is known: NC_CHAR (``>S1`` and a
+    string-length dimension) or NC_STRING (``|Sn``), its values, attributes and string fill value."""
+
+    group: str
+    name: str
+    #: "str"; "bytes" (fixed bytes values); "rawchar" (one-byte chars whose dimensions are kept)
+    kind: str
+    char: bool
+    data: Any
+    dask: bool
+    dims: tuple[str, ...]
+    hints: list[str | None]
+    attrs: dict[str, Any]  # without _Encoding and _FillValue, which the plan writes back
+    had_encoding: bool
+    text_encoding: str
+    fill: str | None
+
+    @property
+    def what(self) -> str:
+        return _what(self.group, self.name)
+
+    @property
+    def path(self) -> str:
+        return f"{self.group.rstrip('/')}/{self.name}"
+
+    @property
+    def block_what(self) -> str:
+        """The values an error counts in: the variable, or (dask) the block being written."""
+        return f"{self.what} (a dask block of it)" if self.dask else self.what
+
+
 def _string_array(
     group: str, name: str, var: xr.Variable, kind: str, opts: _Options, unlimited: set[str]
 ) -> _Array:
-    """Plan an NC_STRING (``|Sn``) or NC_CHAR (``>S1`` + string-length dimension) array.
+    """Plan an NC_STRING (``|Sn``) or NC_CHAR (``>S1`` + string-length dimension) array: what is
+    asked, the values encoded at their width (which a fill value or NC_CHAR's minimum may widen),
+    then the array of that type."""
+    text = _text_asked(group, name, var, kind)
+    if text.kind == "rawchar":
+        return _raw_char_array(text, var, unlimited)
+    stored, width, encode_block = _encode_text(text, var, opts)
+    if text.char:
+        return _char_array(text, var, stored, width, encode_block, unlimited)
+    return _fixed_array(text, var, stored, width, encode_block, unlimited)
 
-    Long because the NC_STRING and NC_CHAR plans share the width, fill-value, overflow and encoding
-    decisions, which depend on each other (a fill wider than the data widens it; NC_CHAR needs its
-    string-length dimension).
-    """
+
+def _text_asked(group: str, name: str, var: xr.Variable, kind: str) -> _Text:
+    """Which netCDF type a string variable asks for (its encoding, its values' type), and its fill."""
     enc = var.encoding
-    what = _what(group, name)
-    path = f"{group.rstrip('/')}/{name}"
     attrs = dict(var.attrs)
     nc_type = enc.get("nc_type")
     enc_dtype = enc.get("dtype")
@@ -323,7 +362,6 @@ def _string_array(
     data = var.data
     dask = _is_dask(data)
     dims = tuple(str(d) for d in var.dims)
-    hints: list[str | None] = list(enc.get("dimension_references") or [])
     if kind == "bytes":
         if not dask:
             data = np.asarray(data)
@@ -343,118 +381,165 @@ def _string_array(
         fill_text = None  # a NaN mask marker is not a string fill value
     if isinstance(fill_text, bytes | np.bytes_):
         fill_text = bytes(fill_text).decode("utf-8")
+    return _Text(group=group, name=name, kind=kind, char=want_char, data=data, dask=dask, dims=dims,
+                 hints=list(enc.get("dimension_references") or []), attrs=attrs, had_encoding=had_encoding,
+                 text_encoding=text_encoding, fill=fill_text)
 
-    if kind == "rawchar":
-        arr = data if dask else np.asarray(data).astype("S1")
-        shape = tuple(arr.shape)
-        chunks = _pick_chunks(var, shape, 1, (), unlimited)
-        out_attrs = dict(attrs)
-        if had_encoding:
-            out_attrs["_Encoding"] = text_encoding
-        return _Array(
-            group=group, name=name, dims=dims, ref_hints=_hints(hints, len(dims)),
-            unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype("S1"),
-            dtype_str=">S1", fill_json="", fill_storage=b"", compressor=None, filters=None,
-            attrs=out_attrs, kind="char", data=arr,
-            encode_block=(lambda b: (np.asarray(b).astype("S1"), 0)) if dask else None,
-        )
 
-    width = _width_for(name, path, var, opts)
+def _raw_char_array(text: _Text, var: xr.Variable, unlimited: set[str]) -> _Array:
+    """One-byte characters written as NC_CHAR with the dimensions they have (no string-length one added)."""
+    arr = text.data if text.dask else np.asarray(text.data).astype("S1")
+    shape = tuple(arr.shape)
+    chunks = _pick_chunks(var, shape, 1, (), unlimited)
+    out_attrs = dict(text.attrs)
+    if text.had_encoding:
+        out_attrs["_Encoding"] = text.text_encoding
+    return _Array(
+        group=text.group, name=text.name, dims=text.dims, ref_hints=_hints(text.hints, len(text.dims)),
+        unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype("S1"),
+        dtype_str=">S1", fill_json="", fill_storage=b"", compressor=None, filters=None,
+        attrs=out_attrs, kind="char", data=arr,
+        encode_block=(lambda b: (np.asarray(b).astype("S1"), 0)) if text.dask else None,
+    )
+
+
+def _text_encoder(text: _Text) -> Callable[[np.ndarray, int | None, str], np.ndarray]:
+    """values, width (None: the longest), overflow policy -> the stored array (missing values as the fill)."""
+    what = text.what
+    encoding = text.text_encoding
+    if text.kind == "bytes":
+        return _bytes_encoder(what, chars=text.char)
+    if text.char:
+        def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+            return strings.encode_char_array(values, w, encoding=encoding, on_overflow=policy,  # type: ignore[arg-type]  # _Options checked it
+                                             what=what)
+    else:
+        def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
+            return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]  # checked
+    return _with_missing(encoder, text.fill, text.block_what)  # missing values: as the fill value, or refused
+
+
+def _encode_text(
+    text: _Text, var: xr.Variable, opts: _Options
+) -> tuple[Any, int, Callable[[np.ndarray], tuple[np.ndarray, int]] | None]:
+    """The stored values (dask: the logical ones and a block encoder) and the width they are written at.
+
+    The width asked (``maxstrlen``, NC_CHAR's ``char_dim_width``), else the longest value; NC_STRING's
+    fill value widens it unless a width was asked (``widen``: always); NC_CHAR keeps at least one
+    character, and at least the string-length chunk of the store it was read from.
+    """
+    asked = _width_for(text.name, text.path, var, opts)
+    width = asked
     min_width = 0
-    if want_char:
+    if text.char:
+        enc = var.encoding
         cw = enc.get("char_dim_width") if width is None else width
         width = None if cw is None else int(cw)
         chunks_enc = enc.get("chunks") or enc.get("chunksizes")
         if width is None and isinstance(chunks_enc, tuple | list) and len(chunks_enc) == var.ndim + 1:
             # read from a store: the string-length dimension was one chunk; keep at least its size
             min_width = int(chunks_enc[-1])
-    on_overflow = opts.on_overflow
-    if kind == "bytes":
-        encoder = _bytes_encoder(what, chars=want_char)
-    elif want_char:
-        def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
-            return strings.encode_char_array(values, w, encoding=text_encoding, on_overflow=policy,  # type: ignore[arg-type]  # _Options checked it
-                                             what=what)
-    else:
-        def encoder(values: np.ndarray, w: int | None, policy: str) -> np.ndarray:
-            return strings.encode_fixed_utf8(values, w, on_overflow=policy, what=what)  # type: ignore[arg-type]  # checked
-
-    fill = None if fill_text is None else str(fill_text)
-    block_what = f"{what} (a dask block of it)" if dask else what  # dask: counted per block
-    if kind != "bytes":  # missing values: as the string fill value, or refused
-        encoder = _with_missing(encoder, fill, block_what)
-    encode_block = None
-    fill_len = 0 if fill_text is None or want_char else len(str(fill_text).encode("utf-8"))
-    if want_char:
         min_width = max(min_width, 1)  # netcdf-c cannot read a zero-length char dimension
-    if not dask:
-        stored = encoder(np.asarray(data), width, on_overflow)
-        if want_char:
-            width = stored.shape[-1]
-            if width < min_width:
-                stored = _pad_chars(stored, min_width)
-                width = min_width
-        else:
-            width = stored.dtype.itemsize
-            if fill_len > width and (_width_for(name, path, var, opts) is None or on_overflow == "widen"):
-                stored = stored.astype(f"S{fill_len}")  # the fill value must fit the width too
-                width = fill_len
+    encoder = _text_encoder(text)
+    fill_len = 0 if text.fill is None or text.char else len(str(text.fill).encode("utf-8"))
+    on_overflow = opts.on_overflow
+    if text.dask:
+        return _encode_lazily(text, encoder, width, fill_len, on_overflow)
+    stored = encoder(np.asarray(text.data), width, on_overflow)
+    if text.char:
+        width = stored.shape[-1]
+        if width < min_width:
+            stored = _pad_chars(stored, min_width)
+            width = min_width
     else:
-        if kind != "bytes" and (width is None or on_overflow == "widen"):
-            longest = int(data.map_blocks(_utf8_longest, fill, block_what, dtype=np.int64,
-                                          chunks=tuple((1,) * len(c) for c in data.chunks) or ((1,),)).max().compute()) \
-                if data.size else 0
-            width = max(longest, width or 0, fill_len, 1)
-        elif kind == "bytes" and width is None:
-            width = data.dtype.itemsize
-        fixed_width = int(width or 0)
-        policy = "truncate" if on_overflow == "truncate" else "error"
+        width = stored.dtype.itemsize
+        if fill_len > width and (asked is None or on_overflow == "widen"):
+            stored = stored.astype(f"S{fill_len}")  # the fill value must fit the width too
+            width = fill_len
+    return stored, width, None
 
-        def encode_block(block: np.ndarray) -> tuple[np.ndarray, int]:
-            cut = _over_count(block, fixed_width, fill, block_what) if policy == "truncate" and kind != "bytes" else 0
-            return encoder(np.asarray(block), fixed_width, policy), cut
 
-        stored = data
-    assert width is not None
+def _encode_lazily(
+    text: _Text, encoder: Callable[[np.ndarray, int | None, str], np.ndarray], width: int | None,
+    fill_len: int, on_overflow: str,
+) -> tuple[Any, int, Callable[[np.ndarray], tuple[np.ndarray, int]]]:
+    """A dask variable: its width (the longest value computed when none is asked) and a block encoder
+    at that width, which counts the values a ``truncate`` policy cuts."""
+    data = text.data
+    kind = text.kind
+    fill = None if text.fill is None else str(text.fill)
+    block_what = text.block_what  # dask: counted per block
+    if kind != "bytes" and (width is None or on_overflow == "widen"):
+        longest = int(data.map_blocks(_utf8_longest, fill, block_what, dtype=np.int64,
+                                      chunks=tuple((1,) * len(c) for c in data.chunks) or ((1,),)).max().compute()) \
+            if data.size else 0
+        width = max(longest, width or 0, fill_len, 1)
+    elif kind == "bytes" and width is None:
+        width = data.dtype.itemsize
+    fixed_width = int(width or 0)
+    policy = "truncate" if on_overflow == "truncate" else "error"
 
-    if want_char:
-        char_dim = str(enc.get("char_dim_name") or f"string{width}")
-        if char_dim in dims:
-            raise DimensionError(
-                f"Cannot write {what} as NC_CHAR: its string-length dimension name {char_dim!r} is "
-                f"already one of its dimensions {dims}. Set encoding['char_dim_name'] to another name."
-            )
-        sdims = dims + (char_dim,)
-        shape = tuple(var.shape) + (width,)
-        chunks = _pick_chunks(var, shape, 1, (max(width, 1),), unlimited)
-        if kind != "bytes" or had_encoding:
-            attrs["_Encoding"] = text_encoding  # tells netCDF4-python (and xarray) how to join the chars
-        fill_json: Any = ""
-        if fill_text is not None and fill_text != "":
-            if len(str(fill_text)) != 1 or ord(str(fill_text)) > 127:
-                # one byte, and ASCII: netcdf-c keeps the fill as JSON text in .zarray
-                raise ZStringsError(
-                    f"Cannot write {what} as NC_CHAR with _FillValue {fill_text!r}: an NC_CHAR fill value is "
-                    "one byte (ASCII here). Use a one-byte character (e.g. ' ') or drop the fill value."
-                )
-            fill_json = str(fill_text)
-            attrs["_FillValue"] = fill_json  # netcdf-c writes it typed '>S1', as here
-        return _Array(
-            group=group, name=name, dims=sdims, ref_hints=_hints(hints, len(sdims)),
-            unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype("S1"),
-            dtype_str=">S1", fill_json=fill_json, fill_storage=fill_json.encode("latin-1"),
-            compressor=None, filters=None, attrs=attrs, kind="char", data=stored,
-            encode_block=encode_block, maxstrlen=None,
+    def encode_block(block: np.ndarray) -> tuple[np.ndarray, int]:
+        cut = _over_count(block, fixed_width, fill, block_what) if policy == "truncate" and kind != "bytes" else 0
+        return encoder(np.asarray(block), fixed_width, policy), cut
+
+    return data, fixed_width, encode_block
+
+
+def _char_array(
+    text: _Text, var: xr.Variable, stored: Any, width: int,
+    encode_block: Callable[[np.ndarray], tuple[np.ndarray, int]] | None, unlimited: set[str],
+) -> _Array:
+    """NC_CHAR: ``>S1`` with a string-length dimension of ``width``; its fill value one ASCII byte."""
+    what = text.what
+    attrs = text.attrs
+    fill_text = text.fill
+    char_dim = str(var.encoding.get("char_dim_name") or f"string{width}")
+    if char_dim in text.dims:
+        raise DimensionError(
+            f"Cannot write {what} as NC_CHAR: its string-length dimension name {char_dim!r} is "
+            f"already one of its dimensions {text.dims}. Set encoding['char_dim_name'] to another name."
         )
+    sdims = text.dims + (char_dim,)
+    shape = tuple(var.shape) + (width,)
+    chunks = _pick_chunks(var, shape, 1, (max(width, 1),), unlimited)
+    if text.kind != "bytes" or text.had_encoding:
+        attrs["_Encoding"] = text.text_encoding  # tells netCDF4-python (and xarray) how to join the chars
+    fill_json: Any = ""
+    if fill_text is not None and fill_text != "":
+        if len(str(fill_text)) != 1 or ord(str(fill_text)) > 127:
+            # one byte, and ASCII: netcdf-c keeps the fill as JSON text in .zarray
+            raise ZStringsError(
+                f"Cannot write {what} as NC_CHAR with _FillValue {fill_text!r}: an NC_CHAR fill value is "
+                "one byte (ASCII here). Use a one-byte character (e.g. ' ') or drop the fill value."
+            )
+        fill_json = str(fill_text)
+        attrs["_FillValue"] = fill_json  # netcdf-c writes it typed '>S1', as here
+    return _Array(
+        group=text.group, name=text.name, dims=sdims, ref_hints=_hints(text.hints, len(sdims)),
+        unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype("S1"),
+        dtype_str=">S1", fill_json=fill_json, fill_storage=fill_json.encode("latin-1"),
+        compressor=None, filters=None, attrs=attrs, kind="char", data=stored,
+        encode_block=encode_block, maxstrlen=None,
+    )
+
+
+def _fixed_array(
+    text: _Text, var: xr.Variable, stored: Any, width: int,
+    encode_block: Callable[[np.ndarray], tuple[np.ndarray, int]] | None, unlimited: set[str],
+) -> _Array:
+    """NC_STRING: ``|Sn`` of ``width`` bytes, its fill value encoded at that width."""
+    attrs = text.attrs
+    fill_text = text.fill
     shape = tuple(var.shape)
     chunks = _pick_chunks(var, shape, width, (), unlimited) if shape else ()
     fill_bytes = b"" if fill_text is None else strings.encode_fixed_utf8(
-        [fill_text], width, on_overflow="error", what=f"{what} _FillValue").tobytes().rstrip(b"\x00")
+        [fill_text], width, on_overflow="error", what=f"{text.what} _FillValue").tobytes().rstrip(b"\x00")
     if fill_text is not None:
         attrs["_FillValue"] = fill_text
     attrs["_nczarr_maxstrlen"] = np.int32(width)  # netcdf-c writes it in both nczarr and zarr mode
     return _Array(
-        group=group, name=name, dims=dims, ref_hints=_hints(hints, len(dims)),
+        group=text.group, name=text.name, dims=text.dims, ref_hints=_hints(text.hints, len(text.dims)),
         unlimited=frozenset(unlimited), shape=shape, chunks=chunks, dtype=np.dtype(f"S{width}"),
         dtype_str=f"|S{width}", fill_json=fill_bytes.decode("utf-8"), fill_storage=fill_bytes,
         compressor=None, filters=None, attrs=attrs, kind="string", data=stored,

@@ -39,6 +39,7 @@ import xarray as xr
 from zarr.storage import WrapperStore
 
 from ..codecs.encoding import format_encoding
+from ..codecs.layouts import LAYOUT_NAMES, layout_named
 from ..codecs.v3 import V3Pipeline
 from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
 from ..io.atomic import CloneStore, local_commit, not_replaceable
@@ -55,8 +56,8 @@ from .plan import _is_dask, _missing, check_names, string_fill, text_kind
 
 __all__ = ["LAYOUTS", "to_zarr_v3"]
 
-Layout = Literal["vlen-utf8", "zarrs.vlen", "arrow", "arrow-large"]
-LAYOUTS: tuple[str, ...] = ("vlen-utf8", "zarrs.vlen", "arrow", "arrow-large")
+#: the layouts' names (codecs.layouts: one row each), the default first
+LAYOUTS: tuple[str, ...] = LAYOUT_NAMES
 
 # encodings of non-string variables that mean the same in Zarr v3 (xarray's own keys)
 _V3_KEEP = frozenset({"chunks", "shards", "compressors", "dtype", "_FillValue", "units",
@@ -82,33 +83,12 @@ def _check_objects(values: np.ndarray, kind: Kind, name: Hashable) -> None:
 
 
 def _layout_metadata(
-    layout: str, kind: Kind, *, index_data_type: str, index_location: str,
-    index_codecs: Sequence[Mapping[str, Any]] | None, data_codecs: Sequence[Mapping[str, Any]] | None,
-    compressors: Sequence[Mapping[str, Any]],
+    layout: str, kind: Kind, *, compressors: Sequence[Mapping[str, Any]], **options: Any
 ) -> tuple[Any, list[dict[str, Any]]]:
-    """The ``data_type`` and ``codecs`` a layout writes into zarr.json."""
-    if layout == "vlen-utf8":
-        name = "vlen-utf8" if kind == "str" else "vlen-bytes"
-        return ("string" if kind == "str" else "variable_length_bytes"), [
-            {"name": name, "configuration": {}}, *map(dict, compressors)
-        ]
-    if layout == "zarrs.vlen":
-        config = {
-            "data_codecs": [dict(c) for c in (data_codecs or [{"name": "bytes"}])],
-            "index_codecs": [dict(c) for c in (index_codecs or
-                                                [{"name": "bytes", "configuration": {"endian": "little"}}])],
-            "index_data_type": index_data_type,
-            "index_location": index_location,
-        }
-        return ("string" if kind == "str" else "bytes"), [
-            {"name": "zarrs.vlen", "configuration": config}, *map(dict, compressors)
-        ]
-    if layout in ("arrow", "arrow-large"):
-        base = "string" if kind == "str" else "binary"
-        name = base if layout == "arrow" else f"large_{base}"
-        # the v3 spec wants one array->bytes codec: a plain "bytes" codec marks the Arrow layout
-        return {"name": name}, [{"name": "bytes"}, *map(dict, compressors)]
-    raise ZStringsError(f"Unknown layout {layout!r}: expected one of {LAYOUTS}.")
+    """The ``data_type`` and ``codecs`` a layout (codecs.layouts) writes into zarr.json: its own
+    array->bytes codec, then the compressors."""
+    data_type, codecs = layout_named(layout).metadata(kind, options)
+    return data_type, [*codecs, *map(dict, compressors)]
 
 
 def _delete_chunks(zs: ZStore, path: str) -> None:
@@ -564,7 +544,7 @@ def to_zarr_v3(
     ds: xr.Dataset,
     target: str | os.PathLike[str] | Any,
     *,
-    layout: Layout = "vlen-utf8",
+    layout: str = LAYOUT_NAMES[0],
     index_data_type: Literal["uint32", "uint64"] = "uint32",
     index_location: Literal["start", "end"] = "end",
     index_codecs: Sequence[Mapping[str, Any]] | None = None,
@@ -577,6 +557,8 @@ def to_zarr_v3(
 ) -> None:
     """Write ``ds`` to a Zarr v3 store, string and bytes variables in ``layout``.
 
+    ``layout`` is one of ``codecs.layouts.LAYOUT_NAMES`` (``"vlen-utf8"``, ``"zarrs.vlen"``, ``"arrow"``,
+    ``"arrow-large"``: the module docstring describes each).
     ``compressors`` are v3 bytes->bytes codecs (e.g. ``[{"name": "zstd", "configuration":
     {"level": 3}}]``) applied after the layout; ``None`` gives ``vlen-utf8`` text zarr-python's
     default (zstd) as zarr-python itself would write it and leaves the other layouts
@@ -587,66 +569,83 @@ def to_zarr_v3(
     and the root ``zarr.json`` last; a local directory or zip is written beside the target and
     swapped in whole (``mode="w"`` keeps the old store until then): see docs/reliability.md.
 
-    Long because it is the public entry point: argument checks before anything is written, the
-    stand-in variables for xarray's own writer, then the chunk writes and the commit.
+    The argument checks and every value's packing come before anything is written; then the
+    local (``_write_local``: beside the target, swapped in) or object-storage commit
+    (``_write_into``: a transaction on the store).
     """
-    if layout not in LAYOUTS:
-        raise ZStringsError(f"Unknown layout {layout!r}: expected one of {LAYOUTS}.")
+    layout_named(layout)  # (an unknown one is refused before anything is written)
     if mode not in ("w-", "w"):
         raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite) or 'w' (overwrite).")
-    if isinstance(ds, xr.DataTree | xr.Dataset):
-        base = "/" + (group or "").strip("/")
-        named = ({base: ds} if isinstance(ds, xr.Dataset) else
-                 {f"{base.rstrip('/')}/{n.path.strip('/')}": n.to_dataset(inherit=False) for n in ds.subtree})
-        check_names(named, netcdf_c=None, target=shown(target))
+    nodes = _nodes(ds, group, target)
     kw: dict[str, Any] = {"layout": layout, "index_data_type": index_data_type, "index_location": index_location,
                           "index_codecs": index_codecs, "data_codecs": data_codecs, "compressors": compressors}
-    if isinstance(ds, xr.DataTree):
-        base = (group or "").strip("/")
-        nodes = [("/".join(p for p in (base, node.path.strip("/")) if p) or None, node.to_dataset(inherit=False))
-                 for node in ds.subtree]
-    elif isinstance(ds, xr.Dataset):
-        nodes = [(group, ds)]
-    else:
-        raise ZStringsError(f"Cannot write {type(ds).__name__}: expected an xarray Dataset or DataTree.")
     # every value is checked and packed before the target is touched
     prepared = [(g, *_prepare(d)) for g, d in nodes]
     local = local_target(target)
-    display = shown(target)
     if local is not None:
-        from zarr.storage import ZipStore
-
-        from ..zarr_compat import sync
-
-        path, is_zip = local
-        into = group is not None and path.exists()  # a group written into the store that is there
-        found = not_replaceable(path, "zip" if is_zip else "zarr") if into else None
-        if found is not None:  # (else it would make a folder of other files a store's root)
-            raise TargetExistsError(f"Cannot write group {group!r} into {display}: it is {found}. Write the "
-                                    "group into a store, or choose another target.")
-        with local_commit(path, mode="a" if into else mode, display=display,
-                          zip_file=is_zip) as tmp:
-            if tmp is None:  # no hard links here: write into the target itself, metadata last
-                zs = open_store(os.fspath(target), mode="a")
-            elif is_zip:
-                zs = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display)
-            else:
-                zs = ZStore(CloneStore(tmp, read_only=False), display=display)
-            if group is not None and mode == "w-" and zs.list_dir(group.strip("/")):
-                raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
-                                    "overwrites. Pass mode='w' to replace it.")
-            try:
-                with local_scheduler(zs):
-                    _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
-            finally:
-                if is_zip and tmp is not None:
-                    zs.store.close()
+        _write_local(target, *local, prepared, group=group, mode=mode, consolidated=consolidated, kw=kw)
         return
     if isinstance(target, str | os.PathLike):
         zs = open_store(os.fspath(target), mode="w",
                         storage_options=dict(storage_options) if storage_options else None)
     else:
         zs = open_store(target, mode="w")
+    _write_into(zs, prepared, group=group, mode=mode, consolidated=consolidated, kw=kw)
+
+
+def _nodes(ds: Any, group: str | None, target: Any) -> list[tuple[str | None, xr.Dataset]]:
+    """(the group each node is written as, its variables): a Dataset at ``group``, a DataTree's nodes
+    under it; names checked for every reader."""
+    if not isinstance(ds, xr.DataTree | xr.Dataset):
+        raise ZStringsError(f"Cannot write {type(ds).__name__}: expected an xarray Dataset or DataTree.")
+    base = "/" + (group or "").strip("/")
+    named = ({base: ds} if isinstance(ds, xr.Dataset) else
+             {f"{base.rstrip('/')}/{n.path.strip('/')}": n.to_dataset(inherit=False) for n in ds.subtree})
+    check_names(named, netcdf_c=None, target=shown(target))
+    if isinstance(ds, xr.Dataset):
+        return [(group, ds)]
+    root = (group or "").strip("/")
+    return [("/".join(p for p in (root, node.path.strip("/")) if p) or None, node.to_dataset(inherit=False))
+            for node in ds.subtree]
+
+
+def _write_local(target: Any, path: Any, is_zip: bool, prepared: list[Any], *, group: str | None, mode: str,
+                 consolidated: bool, kw: Mapping[str, Any]) -> None:
+    """A local directory or zip: written beside the target and swapped in whole (a group written
+    into the store that is there: into a copy of it)."""
+    from zarr.storage import ZipStore
+
+    from ..zarr_compat import sync
+
+    display = shown(target)
+    into = group is not None and path.exists()  # a group written into the store that is there
+    found = not_replaceable(path, "zip" if is_zip else "zarr") if into else None
+    if found is not None:  # (else it would make a folder of other files a store's root)
+        raise TargetExistsError(f"Cannot write group {group!r} into {display}: it is {found}. Write the "
+                                "group into a store, or choose another target.")
+    with local_commit(path, mode="a" if into else mode, display=display,
+                      zip_file=is_zip) as tmp:
+        if tmp is None:  # no hard links here: write into the target itself, metadata last
+            zs = open_store(os.fspath(target), mode="a")
+        elif is_zip:
+            zs = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display)
+        else:
+            zs = ZStore(CloneStore(tmp, read_only=False), display=display)
+        if group is not None and mode == "w-" and zs.list_dir(group.strip("/")):
+            raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
+                                "overwrites. Pass mode='w' to replace it.")
+        try:
+            with local_scheduler(zs):
+                _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
+        finally:
+            if is_zip and tmp is not None:
+                zs.store.close()
+
+
+def _write_into(zs: ZStore, prepared: list[Any], *, group: str | None, mode: str, consolidated: bool,
+                kw: Mapping[str, Any]) -> None:
+    """A store on object storage (or a zarr-python Store): a group written into it as it is; a
+    transactional store's own commit; else a claimed write transaction."""
     if group is not None:
         _write_nodes(zs, prepared, mode, True, consolidated, kw)
         return
@@ -785,11 +784,12 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
     out = _Writes(zs, clear_old=into_group)
     for i, (group, ds, texts) in enumerate(prepared):
         where = "/".join(p for p in (zs.prefix, (group or "").strip("/")) if p) or None
+        zs.check_fence()  # xarray writes the group's number chunks straight to the store
         ds.to_zarr(meta_store, mode=("w" if not into_group else "a") if i == 0 else "a", zarr_format=3,
                    consolidated=False, group=where)
         prefix = (group or "").strip("/")
         for name, text in texts.items():
-            keep = layout == "vlen-utf8" and kw["compressors"] is None and text.kind == "str"
+            keep = layout_named(layout).zarr_python and kw["compressors"] is None and text.kind == "str"
             p = _write_text_array(zs, meta_store, f"{prefix}/{name}".strip("/"), name, text, layout, keep,
                                   out, **lkw)
             if p is not None:
