@@ -24,7 +24,7 @@ from ..errors import DimensionError, UnsupportedError, ZStringsError
 from ..formats import netcdf_c as netcdf_c_table
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
 from ..formats.nczarr_json import attrs_json, json_value
-from ..formats.netcdf_c import CURRENT, DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
+from ..formats.netcdf_c import CURRENT, DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout
 from ..io.redact import shown
 from ..text import fixed as strings
 from ..text.kind import is_dask as _is_dask
@@ -34,11 +34,6 @@ Format = Literal["nczarr", "zarr2"]
 
 #: ``to_nczarr``'s default target (formats.netcdf_c: the layout every netcdf-c from 4.9.1 through 4.10 reads)
 DEFAULT_NETCDF_C = netcdf_c_table.DEFAULT_NETCDF_C
-
-
-def netcdf_c_layout(netcdf_c: str) -> NCZarrLayout:
-    """The layout to write for a reader's netcdf-c version (``"4.9.2"``, ``"4.10"``, ``"4.9.3-development"``)."""
-    return netcdf_c_for(netcdf_c).writes
 
 
 #: Compressor/filter ids that the current netcdf-c (4.10, as shipped in the netCDF4 wheel) decodes in NCZarr.
