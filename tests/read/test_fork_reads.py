@@ -21,8 +21,8 @@ import pytest
 import xarray as xr
 from peers import nc_url
 
+from xr_zstrings import threads as reader
 from xr_zstrings.errors import ZStringsError
-from xr_zstrings.read import threads as reader
 
 N = 200_000
 CHUNK = 5_000  # netcdf-c writes |S128 (its default maxstrlen): ~6 task groups of ~4 MiB a read

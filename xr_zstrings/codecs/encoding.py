@@ -43,6 +43,8 @@ import numcodecs
 import numpy as np
 
 from ..errors import CodecDroppedWarning
+from ..text.kind import text_kind
+from .v2 import shuffle_elementsize
 from .zarrs import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
 
 if TYPE_CHECKING:
@@ -206,15 +208,11 @@ def _v3_numcodecs_class(codec_id: str) -> Any:
         return None
 
 
-def _shuffle_size(config: Mapping[str, Any], dtype: np.dtype) -> int:
-    es = int(config.get("elementsize", 0) or 0)
-    return es if es > 0 else max(1, dtype.itemsize)  # netcdf-c writes 0 and shuffles by the element size
-
-
 def v2_objects(
     compressor: Mapping[str, Any] | None, filters: Sequence[Mapping[str, Any]], *, dtype: np.dtype, text: bool
 ) -> tuple[Any, list[Any]]:
-    """numcodecs objects for a v2 store's ``compressor``/``filters`` (netcdf-c's shuffle at its real size).
+    """numcodecs objects for a v2 store's ``compressor``/``filters`` (netcdf-c's shuffle at the size
+    it really shuffled by: the reader's rule, ``v2.shuffle_elementsize``).
 
     For text variables the filters are left out: xarray writes strings as vlen-utf8, where
     netcdf-c's shuffle of the fixed-width bytes means nothing (and a vlen filter is zarr's own).
@@ -225,7 +223,7 @@ def v2_objects(
         for f in filters:
             cfg = dict(f)
             if cfg.get("id") == "shuffle":
-                out.append(numcodecs.Shuffle(elementsize=_shuffle_size(cfg, dtype)))
+                out.append(numcodecs.Shuffle(elementsize=shuffle_elementsize(cfg, dtype, None)))
             elif cfg.get("id") not in _OBJECT_CODECS:
                 out.append(numcodecs.get_codec(cfg))
     return comp, out
@@ -283,7 +281,6 @@ def v2_codec_as_v3(config: Mapping[str, Any], *, dtype: np.dtype,
     zarr-python has no such codec.
     """
     from ..errors import UnsupportedError
-    from .v2 import shuffle_elementsize
 
     cfg = dict(config)
     if cfg.get("id") == "shuffle":
@@ -721,7 +718,7 @@ def for_zarr(obj: Any, zarr_format: int) -> Any:
         return obj.map_over_datasets(lambda d: for_zarr(d, zarr_format))
     out = obj.copy()
     for name, var in obj.variables.items():
-        text = var.dtype.kind in "OSTU"
+        text = text_kind(var) is not None  # the writers' rule (text/kind.py)
         out[name].encoding = format_encoding(dict(var.encoding), zarr_format, dtype=var.dtype, text=text,
                                              where=f"variable {name!r}")
     return out

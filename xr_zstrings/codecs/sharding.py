@@ -117,11 +117,6 @@ class ShardingCodec(CodecStep):
         inner = self.inner_shape
         return (tuple(slice(c * i, (c + 1) * i) for c, i in zip(coords, inner, strict=True)) for coords in np.ndindex(*self.cps))
 
-    def _empty(self, shape: tuple[int, ...]) -> np.ndarray:
-        out = np.empty(shape, self.dtype)
-        out[...] = self.fill_value
-        return out
-
     def index_range(self) -> tuple[int, int | None]:
         """Where the index lies in a shard object, as ``ZStore.get_ranges``' ``(start, stop)``: its
         last ``index_size`` bytes (index_location "end", a suffix request) or its first."""
@@ -180,6 +175,15 @@ class ShardingCodec(CodecStep):
                 where.append(slice(lo - s.start, hi - s.start))
             yield sum(c * st for c, st in zip(coords, strides, strict=True)), tuple(part), tuple(where)
 
+    def inner_chunks(self, u8: np.ndarray | None, idx: np.ndarray | None, box: tuple[slice, ...]) -> Iterator[
+            tuple[int, tuple[slice, ...], tuple[slice, ...], np.ndarray | None]]:
+        """The shard loop, the one every shard read runs: per inner chunk the box touches (C order),
+        ``touched``'s (entry, part, where) and its stored bytes, a view of ``u8`` by the index
+        ``idx`` (``read_index``), or None for one never written (or no shard: ``idx`` None)."""
+        for j, part, where in self.touched(box):
+            o, n = (MISSING, MISSING) if idx is None else (int(idx[j, 0]), int(idx[j, 1]))
+            yield j, part, where, (None if (o == MISSING and n == MISSING) or u8 is None else u8[o : o + n])
+
     def coords(self, j: int) -> tuple[int, ...]:
         """Inner chunk ``j``'s coordinates in the shard (for messages)."""
         return tuple(int(c) for c in np.unravel_index(j, self.cps))
@@ -199,14 +203,12 @@ class ShardingCodec(CodecStep):
                 "(raise the limit if the data are genuine)"
             )
         out = np.empty(self.shard_shape, self.dtype)
-        for j, sl in enumerate(self.slices):
-            o, n = int(idx[j, 0]), int(idx[j, 1])
-            untouched = region is not None and any(
-                r.start >= b.stop or r.stop <= b.start for r, b in zip(region, sl, strict=True))
-            if (o == MISSING and n == MISSING) or untouched:
-                out[sl] = self.fill_value
-            else:
-                out[sl] = self.inner.decode(u8[o:o + n], context=f"{ctx}, inner chunk {self.coords(j)}", writeable=False)
+        out[...] = self.fill_value  # inner chunks never written, or outside ``region``
+        box = region if region is not None else tuple(slice(0, s) for s in self.shard_shape)
+        for j, _, _, data in self.inner_chunks(u8, idx, box):
+            if data is not None:
+                sl = tuple(slice(c * i, (c + 1) * i) for c, i in zip(self.coords(j), self.inner_shape, strict=True))
+                out[sl] = self.inner.decode(data, context=f"{ctx}, inner chunk {self.coords(j)}", writeable=False)
         return out
 
     def encode(self, arr: np.ndarray, ctx: str, write_empty_chunks: bool = False) -> np.ndarray:

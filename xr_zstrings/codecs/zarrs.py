@@ -211,7 +211,6 @@ class ZarrsOptionalCodec(CodecStep):
         self.data = _pipeline().from_metadata(
             cfg["data_codecs"], data_type=data_type, dtype=np.dtype(object), chunk_shape=(n,),
             where=f"{label(where)} zarrs.optional data_codecs", utf8_errors=utf8_errors)
-        self.inner_layout = self.data.layout
         self.utf8_errors = utf8_errors
 
     def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> np.ndarray:

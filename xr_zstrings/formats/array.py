@@ -14,7 +14,33 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["ArrayMeta"]
+from ..errors import MetadataError
+
+__all__ = ["ArrayMeta", "int_tuple"]
+
+
+def int_tuple(value: Any, *, where: str, what: str, minimum: int, decimal_strings: bool = False,
+              fix: str = "") -> tuple[int, ...]:
+    """A list of integers >= ``minimum`` (a shape, chunks, a chunk shape) as a tuple: the one rule of
+    both versions' metadata. ``decimal_strings``: ``"5"`` counts as 5, as the v2/NCZarr reader takes
+    every integer of its metadata; Zarr v3 asks for JSON integers. Else a ``MetadataError`` (``fix``
+    appended to its message)."""
+    out: list[int] = []
+    for v in value if isinstance(value, list) else [None]:
+        n = None
+        if isinstance(v, int) and not isinstance(v, bool):
+            n = v
+        elif decimal_strings and isinstance(v, str):
+            try:
+                n = int(v)
+            except ValueError:
+                n = None
+        if n is None or n < minimum or not isinstance(value, list):
+            shown = repr(value) if len(repr(value)) <= 120 else repr(value)[:117] + "..."
+            raise MetadataError(f"Invalid {what} at {where}: got {shown}, expected a list of integers >= "
+                                f"{minimum}.{' ' + fix if fix else ''}")
+        out.append(n)
+    return tuple(out)
 
 
 @runtime_checkable

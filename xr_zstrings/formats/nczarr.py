@@ -22,6 +22,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ..errors import DimensionError, MetadataError, UnsupportedError
+from .array import int_tuple
 from .netcdf_c import LAYOUTS, ZARR_V2, NCZarrLayout, is_nczarr, layout_at, places
 
 __all__ = [
@@ -712,8 +713,8 @@ def _parse_zarray(zarray: Mapping[str, Any], *, where: str) -> _ZArray:
     for key in ("shape", "chunks", "dtype"):
         if key not in zarray:
             raise MetadataError(f"Invalid .zarray at {zw}: required key {key!r} is missing.")
-    shape = _int_tuple(zarray["shape"], where=zw, what="shape", minimum=0)
-    chunks = _int_tuple(zarray["chunks"], where=zw, what="chunks", minimum=1)
+    shape = int_tuple(zarray["shape"], where=zw, what="shape", minimum=0, decimal_strings=True)
+    chunks = int_tuple(zarray["chunks"], where=zw, what="chunks", minimum=1, decimal_strings=True)
     if len(chunks) != len(shape):
         raise MetadataError(
             f"Invalid .zarray at {zw}: chunks {list(chunks)} has {len(chunks)} dimensions but shape "
@@ -845,12 +846,6 @@ def check_sizes(shape: tuple[int, ...], chunks: tuple[int, ...], itemsize: int, 
                 f"exceed the {MAX_ARRAY_BYTES}-byte maximum of any array. Expected sizes an array can "
                 "have; the metadata is damaged."
             )
-
-
-def _int_tuple(value: Any, *, where: str, what: str, minimum: int) -> tuple[int, ...]:
-    if not isinstance(value, list):
-        raise MetadataError(f"Invalid {what} {value!r} at {where}: expected a list of integers.")
-    return tuple(_as_int(v, where=where, what=what, minimum=minimum) for v in value)
 
 
 def _parse_dtype(dtype_str: Any, *, where: str) -> np.dtype:

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import DimensionError, MetadataError, UnsupportedError
+from .array import int_tuple
 from .nczarr import check_name, check_sizes, decode_attributes
 
 __all__ = [
@@ -389,7 +390,7 @@ def _parse_array(obj: Mapping[str, Any], *, path: str, where: str) -> ArrayMetaV
                 f"every key of the Zarr v3 array metadata. {_FIX}"
             )
     extra = _extra_fields(obj, _ARRAY_KEYS, where=where, what="array")
-    shape = _int_tuple(obj["shape"], where=where, what="shape", minimum=0)
+    shape = int_tuple(obj["shape"], where=where, what="shape", minimum=0, fix=_FIX)
     chunks = _regular_grid(obj["chunk_grid"], rank=len(shape), shape=shape, where=where)
     dt_json, optional = _unwrap_optional(obj["data_type"], where=where)
     data_type, config = normalize_data_type(dt_json, where=where)
@@ -505,15 +506,6 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
-def _int_tuple(value: Any, *, where: str, what: str, minimum: int) -> tuple[int, ...]:
-    if not isinstance(value, list) or not all(_is_int(v) and v >= minimum for v in value):
-        raise MetadataError(
-            f"Invalid {what} at {where}: got {_short(value)}, expected a list of integers >= "
-            f"{minimum}. {_FIX}"
-        )
-    return tuple(value)
-
-
 def _named(value: Any, *, where: str, what: str) -> tuple[str, Mapping[str, Any]]:
     """``"name"`` or ``{"name": ..., "configuration": {...}}`` -> (name, configuration)."""
     if isinstance(value, str) and value:
@@ -546,7 +538,7 @@ def _regular_grid(value: Any, *, rank: int, shape: tuple[int, ...], where: str) 
             f"Invalid chunk_grid at {where}: got {_short(value)}, expected configuration.chunk_shape. "
             f"{_FIX}"
         )
-    chunks = _int_tuple(cfg["chunk_shape"], where=where, what="chunk_grid chunk_shape", minimum=1)
+    chunks = int_tuple(cfg["chunk_shape"], where=where, what="chunk_grid chunk_shape", minimum=1, fix=_FIX)
     if len(chunks) != rank:
         raise MetadataError(
             f"Invalid chunk_grid at {where}: chunk_shape {list(chunks)} has {len(chunks)} dimensions "
@@ -603,7 +595,7 @@ def _check_sharding(
             f"Invalid sharding_indexed codec at {where}: configuration.chunk_shape is missing, "
             f"expected the inner chunk shape. {_FIX}"
         )
-    inner = _int_tuple(cfg["chunk_shape"], where=where, what="sharding_indexed chunk_shape", minimum=1)
+    inner = int_tuple(cfg["chunk_shape"], where=where, what="sharding_indexed chunk_shape", minimum=1, fix=_FIX)
     if len(inner) != len(shape):
         raise MetadataError(
             f"Invalid sharding_indexed codec at {where}: chunk_shape {list(inner)} has {len(inner)} "

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from zarr.abc.store import Store
-from zarr.storage import LocalStore, MemoryStore
+from zarr.storage import LocalStore
 
 from ..errors import StoreNotFoundError, ZStringsError
 from .redact import shown
@@ -23,7 +23,7 @@ from .targets import parse_nczarr_url
 from .zip import _open_zip
 from .zstore import ZStore
 
-__all__ = ["memory_store", "open_store"]
+__all__ = ["open_store"]
 
 
 def open_store(target: Any, *, mode: str = "r", storage_options: dict[str, Any] | None = None) -> ZStore:
@@ -70,7 +70,3 @@ def open_store(target: Any, *, mode: str = "r", storage_options: dict[str, Any] 
         )
     return ZStore(LocalStore(path, read_only=read_only), display=display, modes=parsed.modes)
 
-
-def memory_store() -> ZStore:
-    """An empty in-memory store (tests, scratch writes)."""
-    return ZStore(MemoryStore(), display="<memory>")

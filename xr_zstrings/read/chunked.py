@@ -21,10 +21,10 @@ from ..io.zstore import ZStore
 from ..text.fixed import decode_fixed_utf8
 from ..text.kernels import kernels
 from ..text.nc_char import decode_char_array
-from ..text.policy import in_chunk, in_this_context, position_label
+from ..text.policy import in_chunk, position_label
+from ..threads import decode_threads, run_all
 from .decode import Decode
 from .paths import node_key
-from .threads import decode_threads, executor
 
 __all__ = ["ChunkedArray", "open_chunked"]
 
@@ -174,15 +174,11 @@ class ChunkedArray:
                 fn(k, raw, src, dst)
                 del raw
 
-        threads = decode_threads(self.threads)
+        threads = decode_threads(self.threads)  # (a bad XR_ZSTRINGS_DECODE_THREADS fails every read)
         try:
             groups = self._groups(plan)
-            if parallel and len(groups) > 1 and threads > 1:
-                # the workers run in the caller's context: the read's policy report (policy_scope)
-                list(executor(threads).map(in_this_context(task), groups))
-            else:
-                for g in groups:
-                    task(g)
+            # run_all's tasks run in the caller's context: the read's policy report (policy_scope)
+            run_all(task, groups, threads if parallel else 1)
         except (ZStringsError, OSError):
             self.store.check_version()  # a swapped-in version's chunks fail: say that instead
             raise

@@ -238,15 +238,14 @@ class ChunkedArrayV3(ChunkedArray):
                     return
                 shard = p.ab
                 idx = shard.read_index(u8, ctx)
-                for j, part, where in shard.touched(src):
+                for j, part, where, data in shard.inner_chunks(u8, idx, src):
                     sub = view[where + (Ellipsis,)]
-                    o, nb = int(idx[j, 0]), int(idx[j, 1])
-                    if o == MISSING and nb == MISSING:  # an inner chunk never written: the fill value
+                    if data is None:  # an inner chunk never written: the fill value
                         kernels().pack_at(sub, None, [str(self.stored_fill()).encode("utf-8")])
                         continue
                     inner_p = shard.inner
                     ictx = f"{ctx}, inner chunk {shard.coords(j)}"
-                    iu8 = inner_p.bytes_decode(u8[o : o + nb], ictx, scratch=True)
+                    iu8 = inner_p.bytes_decode(data, ictx, scratch=True)
                     self._inner_into(inner_p, iu8, sub, self.sel(part, shard.inner_shape, "C"),
                                      math.prod(shard.inner_shape), ictx)
         except ZStringsError as e:
@@ -334,7 +333,7 @@ class ChunkedArrayV3(ChunkedArray):
         raws = self.store.get_many([self.chunk_key(ix) for ix, _, _ in plan], scratch=True)
         for (ix, src, dst), i in zip(plan, range(len(raws)), strict=True):
             key, raw, raws[i] = self.chunk_key(ix), raws[i], None
-            idx = None
+            idx, u8 = None, None
             if raw is not None:
                 u8 = np.frombuffer(raw, np.uint8)
                 ctx = self.pipeline.context(None)
@@ -343,9 +342,7 @@ class ChunkedArrayV3(ChunkedArray):
                         idx = shard.read_index(u8, ctx)
                 except ZStringsError as e:
                     raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
-            for j, part, where in shard.touched(src):
-                o, nb = (MISSING, MISSING) if idx is None else (int(idx[j, 0]), int(idx[j, 1]))
-                data = None if o == MISSING and nb == MISSING else u8[o : o + nb]
+            for j, part, where, data in shard.inner_chunks(u8, idx, src):
                 yield InnerKey(key, shard.coords(j)), data, part, _offset(where, dst)
             del raw
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..text.dtypes import resolve_string_dtype
 from ..text.policy import Utf8Errors, check_utf8_errors
-from .threads import check_decode_threads
+from ..threads import check_decode_threads
 
 __all__ = ["DEFAULT_OPTIONS", "ReadOptions"]
 

@@ -8,6 +8,7 @@ when it is plainly Zarr (with a warning) and refused when it is an interrupted N
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import IncompleteStoreError, MetadataError, StoreNotFoundError, UnsupportedError
@@ -55,15 +56,46 @@ def _has_nczarr_markers(obj: Any) -> bool:
     return isinstance(obj, dict) and any(str(k).lower().startswith("_nczarr") for k in obj)
 
 
+@dataclass(frozen=True)
+class _Walk:
+    """What every level of one store's walk reads by: the store, netcdf-c's ``#mode=zarr``
+    (``pure``, ``noxarray``), the NCZarr generation (``v1``: its extra objects) and the root's
+    defaults for its arrays."""
+
+    store: ZStore
+    pure: bool
+    noxarray: bool
+    v1: bool
+    default_maxstrlen: int | None
+    netcdf_c: bool
+
+
 def walk(tree: TreeMeta, root_objs: dict[str, Any], zmetadata: Any) -> None:
     """Read every group and array below the root (whose objects ``root_objs`` holds) into ``tree``
     (from consolidated metadata when ``tree.open_tree`` chose to serve them; ``zmetadata`` is only
     used for a store without a root ``.zgroup``).
 
-    Long because each level is one batch: list the groups NCZarr does not list, fetch every
-    object of the next level in one ``get_json_many``, probe unlisted children as arrays first,
-    then parse; split, the batch's state would travel between the steps.
+    Each level is one batch: list the groups NCZarr does not list (``_discover``), fetch every
+    object of the next level at once (``_fetch_level``), then parse its arrays and groups.
     """
+    w = _read_root(tree, root_objs, zmetadata)
+    level = ["/"]
+    while level:
+        # (arrays found unreadable below are taken out of their group's listing at the end)
+        listed, candidates = _discover(w, tree, level)
+        objs = _fetch_level(w, listed, candidates)
+        next_level: list[str] = []
+        for gpath in level:
+            arrays_here, groups_here = listed[gpath] if gpath in listed else _found(gpath, candidates, objs)
+            tree.children[gpath] = (arrays_here, groups_here)
+            _parse_arrays(w, tree, gpath, arrays_here, objs)
+            next_level += _parse_groups(w, tree, gpath, groups_here, objs)
+        level = next_level
+    _unlist_unreadable(tree)
+
+
+def _read_root(tree: TreeMeta, root_objs: dict[str, Any], zmetadata: Any) -> _Walk:
+    """The root group parsed into ``tree`` and what the walk below it reads by."""
     zstore = tree.store
     if root_objs[".zgroup"] is None and root_objs[".nczgroup"] is None:
         if zstore.get_bytes(".zarray") is not None:
@@ -81,94 +113,113 @@ def walk(tree: TreeMeta, root_objs: dict[str, Any], zmetadata: Any) -> None:
     default_maxstrlen = root.default_maxstrlen
     if root.is_nczarr and default_maxstrlen is None:
         default_maxstrlen = NC_DEFAULT_MAXSTRLEN
+    return _Walk(zstore, pure, noxarray, v1, default_maxstrlen, netcdf_c=root.nc_properties is not None)
 
-    level = ["/"]
-    while level:
-        # 0. (arrays found unreadable below are taken out of their group's listing at the end)
-        # 1. discover each group's children (listing from NCZarr metadata, else list the store)
-        candidates: list[tuple[str, str]] = []  # (parent, child path)
-        listed: dict[str, tuple[list[str], list[str]]] = {}
-        for gpath in level:
-            g = tree.groups[gpath]
-            if g.arrays is not None and g.groups is not None:
-                listed[gpath] = (list(g.arrays), list(g.groups))
-            else:
-                names = [
-                    check_name(n, where=zstore.where(gpath))
-                    for n in zstore.list_dir(gpath.strip("/"))
-                    if not n.startswith(".") and n != "zarr.json"
-                ]
-                for n in names:
-                    candidates.append((gpath, _join(gpath, n)))
-        # 2. fetch all metadata objects of the next level at once
-        array_objs = _ARRAY_OBJECTS + (_ARRAY_OBJECTS_V1 if v1 else ())
-        group_objs = _GROUP_OBJECTS + (_GROUP_OBJECTS_V1 if v1 else ())
-        wanted: list[tuple[str, str, str]] = []  # (path, kind, object)
-        for gpath, (arrays, groups) in listed.items():
-            for a in arrays:
-                wanted += [(_join(gpath, a), "array", name) for name in array_objs]
-            for c in groups:
-                wanted += [(_join(gpath, c), "group", name) for name in group_objs]
-        # an unlisted child is probed as an array first (.zarray, .zattrs: the usual case, one
-        # request fewer per variable than probing .zgroup too); only the others as groups, below
-        for _, cpath in candidates:
-            wanted += [(cpath, "probe", name) for name in (".zarray", ".zattrs")]
-        values = zstore.get_json_many([_key(p, name) for p, _, name in wanted]) if wanted else []
-        objs: dict[str, dict[str, Any]] = {}
-        for (p, _kind, obj_name), v in zip(wanted, values, strict=True):
-            objs.setdefault(p, {})[obj_name] = v
-        not_arrays = [cpath for _, cpath in candidates if objs[cpath][".zarray"] is None]
-        if not_arrays:
-            zgroups = zstore.get_json_many([_key(p, ".zgroup") for p in not_arrays])
-            for p, v in zip(not_arrays, zgroups, strict=True):
-                objs[p][".zgroup"] = v
-        if pure:
-            objs = {p: _pure_zarr(node, noxarray=noxarray) for p, node in objs.items()}
-        next_level: list[str] = []
-        for gpath in level:
-            arrays_here: list[str] = []
-            groups_here: list[str] = []
-            if gpath in listed:
-                arrays_here, groups_here = listed[gpath]
-            else:
-                for parent, cpath in candidates:
-                    if parent != gpath:
-                        continue
-                    o = objs[cpath]
-                    name = cpath.rsplit("/", 1)[-1]
-                    if o.get(".zarray") is not None:
-                        arrays_here.append(name)
-                    elif o.get(".zgroup") is not None:
-                        groups_here.append(name)
-            tree.children[gpath] = (arrays_here, groups_here)
-            for a in list(arrays_here):
-                apath = _join(gpath, a)
-                o = objs.get(apath, {})
-                if o.get(".zarray") is None:
-                    raise MetadataError(
-                        f"Group {gpath!r} of {zstore.display} lists array {a!r} but key "
-                        f"{_key(apath, '.zarray')!r} is missing. The store is incomplete (an interrupted "
-                        "write?) or the listing is stale; rewrite the store."
-                    )
-                try:
-                    tree.arrays[apath] = parse_array(
-                        NodeObjects(apath, o), store=zstore.display, default_maxstrlen=default_maxstrlen,
-                        netcdf_c=root.nc_properties is not None,
-                    )
-                except UnsupportedError as e:  # one undecodable array does not block its group
-                    tree.unreadable[apath] = str(e)
-            for c in groups_here:
-                cpath = _join(gpath, c)
-                o = objs.get(cpath, {})
-                if o.get(".zgroup") is None and o.get(".nczgroup") is None:
-                    raise MetadataError(
-                        f"Group {gpath!r} of {zstore.display} lists subgroup {c!r} but key "
-                        f"{_key(cpath, '.zgroup')!r} is missing. The store is incomplete; rewrite it."
-                    )
-                tree.groups[cpath] = parse_group(NodeObjects(cpath, o), store=zstore.display)
-                next_level.append(cpath)
-        level = next_level
-    _unlist_unreadable(tree)
+
+def _discover(w: _Walk, tree: TreeMeta, level: list[str]) -> tuple[dict[str, tuple[list[str], list[str]]],
+                                                                  list[tuple[str, str]]]:
+    """Each group's children: ``listed`` (gpath -> (arrays, groups)) from its NCZarr listing, else
+    the store's keys below it as ``candidates`` ((parent, child path)) to probe."""
+    candidates: list[tuple[str, str]] = []
+    listed: dict[str, tuple[list[str], list[str]]] = {}
+    for gpath in level:
+        g = tree.groups[gpath]
+        if g.arrays is not None and g.groups is not None:
+            listed[gpath] = (list(g.arrays), list(g.groups))
+        else:
+            names = [
+                check_name(n, where=w.store.where(gpath))
+                for n in w.store.list_dir(gpath.strip("/"))
+                if not n.startswith(".") and n != "zarr.json"
+            ]
+            for n in names:
+                candidates.append((gpath, _join(gpath, n)))
+    return listed, candidates
+
+
+def _fetch_level(w: _Walk, listed: dict[str, tuple[list[str], list[str]]],
+                 candidates: list[tuple[str, str]]) -> dict[str, dict[str, Any]]:
+    """Every metadata object of the next level, fetched at once: path -> {object name: JSON}.
+
+    An unlisted child is probed as an array first (.zarray, .zattrs: the usual case, one request
+    fewer per variable than probing .zgroup too); only the others as groups, after."""
+    array_objs = _ARRAY_OBJECTS + (_ARRAY_OBJECTS_V1 if w.v1 else ())
+    group_objs = _GROUP_OBJECTS + (_GROUP_OBJECTS_V1 if w.v1 else ())
+    wanted: list[tuple[str, str]] = []  # (path, object)
+    for gpath, (arrays, groups) in listed.items():
+        for a in arrays:
+            wanted += [(_join(gpath, a), name) for name in array_objs]
+        for c in groups:
+            wanted += [(_join(gpath, c), name) for name in group_objs]
+    for _, cpath in candidates:
+        wanted += [(cpath, name) for name in (".zarray", ".zattrs")]
+    values = w.store.get_json_many([_key(p, name) for p, name in wanted]) if wanted else []
+    objs: dict[str, dict[str, Any]] = {}
+    for (p, obj_name), v in zip(wanted, values, strict=True):
+        objs.setdefault(p, {})[obj_name] = v
+    not_arrays = [cpath for _, cpath in candidates if objs[cpath][".zarray"] is None]
+    if not_arrays:
+        zgroups = w.store.get_json_many([_key(p, ".zgroup") for p in not_arrays])
+        for p, v in zip(not_arrays, zgroups, strict=True):
+            objs[p][".zgroup"] = v
+    if w.pure:
+        objs = {p: _pure_zarr(node, noxarray=w.noxarray) for p, node in objs.items()}
+    return objs
+
+
+def _found(gpath: str, candidates: list[tuple[str, str]], objs: dict[str, dict[str, Any]]) -> tuple[list[str],
+                                                                                                    list[str]]:
+    """The arrays and groups among an unlisted group's probed children."""
+    arrays_here: list[str] = []
+    groups_here: list[str] = []
+    for parent, cpath in candidates:
+        if parent != gpath:
+            continue
+        o = objs[cpath]
+        name = cpath.rsplit("/", 1)[-1]
+        if o.get(".zarray") is not None:
+            arrays_here.append(name)
+        elif o.get(".zgroup") is not None:
+            groups_here.append(name)
+    return arrays_here, groups_here
+
+
+def _parse_arrays(w: _Walk, tree: TreeMeta, gpath: str, arrays: list[str], objs: dict[str, dict[str, Any]]) -> None:
+    """A group's arrays parsed into ``tree.arrays`` (an undecodable one into ``tree.unreadable``)."""
+    for a in list(arrays):
+        apath = _join(gpath, a)
+        o = objs.get(apath, {})
+        if o.get(".zarray") is None:
+            raise MetadataError(
+                f"Group {gpath!r} of {w.store.display} lists array {a!r} but key "
+                f"{_key(apath, '.zarray')!r} is missing. The store is incomplete (an interrupted "
+                "write?) or the listing is stale; rewrite the store."
+            )
+        try:
+            tree.arrays[apath] = parse_array(
+                NodeObjects(apath, o), store=w.store.display, default_maxstrlen=w.default_maxstrlen,
+                netcdf_c=w.netcdf_c,
+            )
+        except UnsupportedError as e:  # one undecodable array does not block its group
+            tree.unreadable[apath] = str(e)
+
+
+def _parse_groups(w: _Walk, tree: TreeMeta, gpath: str, groups: list[str],
+                  objs: dict[str, dict[str, Any]]) -> list[str]:
+    """A group's subgroups parsed into ``tree.groups``; their paths (the next level)."""
+    out: list[str] = []
+    for c in groups:
+        cpath = _join(gpath, c)
+        o = objs.get(cpath, {})
+        if o.get(".zgroup") is None and o.get(".nczgroup") is None:
+            raise MetadataError(
+                f"Group {gpath!r} of {w.store.display} lists subgroup {c!r} but key "
+                f"{_key(cpath, '.zgroup')!r} is missing. The store is incomplete; rewrite it."
+            )
+        tree.groups[cpath] = parse_group(NodeObjects(cpath, o), store=w.store.display)
+        out.append(cpath)
+    return out
+
 
 def _unlist_unreadable(tree: TreeMeta) -> None:
     for apath in tree.unreadable:

@@ -319,11 +319,8 @@ def _char_dims_joinable(tree: TreeMeta, path: str, arrays: list[str],
 def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: ReadOptions,
               join_chars: bool = True) -> VariableSpec:
     """One array as a variable: logical shape, fill and missing values, string layout and decoder,
-    encoding and the lazy data.
-
-    Long because these decisions depend on each other (an NC_CHAR's joined string dimension
-    changes the shape, the layout chooses the decoder and the encoding) and on both Zarr versions.
-    """
+    encoding and the lazy data (the decoder and the encoding by ``_decode_mode``, the missing
+    values by ``_fill_and_mask`` and ``_missing_marker``)."""
     logical = tuple(max(d.size, n) if d.unlimited else n for d, n in zip(dims, meta.shape, strict=False))
     if meta.scalar:
         logical = (1,)
@@ -335,6 +332,33 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
                        null_fill=null_fill, raw_bytes=wants_bytes)
     # (Zarr v3: xarray stores the CF _FillValue attribute encoded, base64 bytes of the value)
     attrs = meta.cf_attributes(store=tree.store.display)
+    encoding = _stored_encoding(tree, meta, dims, raw)
+    what = f"variable {meta.path!r} of {tree.store.display}"
+    # text bytes with xarray's/netCDF's _Encoding: xarray decodes them before masking, so a bytes
+    # fill never matches there (engine="netcdf4"/"zarr" mask nothing); neither do we
+    encoded_text = meta.string_kind in ("char", "string") and "_Encoding" in attrs
+    decode, text_encoding, dim_names = _decode_mode(tree, meta, dims, attrs, encoding, raw, options,
+                                                    join_chars=join_chars, wants_bytes=wants_bytes)
+    missing = _fill_and_mask(meta, attrs, encoding, decode, options, netcdf_c=tree.netcdf_c,
+                             encoded_text=encoded_text)
+    marker = _missing_marker(meta, attrs, encoding, decode, null_fill)
+    data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what,
+                     missing=missing, null_chunks=null_fill and decode in ("vlen", "text"), marker=marker)
+    # xarray keeps StringDType only when encoding["dtype"] says so (else it casts to object), and
+    # turns object arrays into fixed-width U when encoding["dtype"] is str: say what we return.
+    if data.dtype.kind == "T":
+        encoding["dtype"] = data.dtype
+    elif data.dtype.kind == "U" and decode != "char":
+        encoding["dtype"] = str
+    # joined NC_CHAR: "S1" (and char_dim_name) make to_netcdf/to_nczarr write NC_CHAR again, as
+    # after engine="netcdf4"
+    after = {"dtype": np.dtype("S1")} if decode in ("char", "bytes-char") else {}
+    return VariableSpec(name=meta.name, dims=dim_names, data=data, attrs=attrs, encoding=encoding,
+                        decoded_encoding=after)
+
+
+def _stored_encoding(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], raw: Any) -> dict[str, Any]:
+    """What the store says of an array's chunks and codecs, as encoding keys."""
     encoding: dict[str, Any] = {
         "chunks": None if meta.scalar else meta.chunks,
         "preferred_chunks": {} if meta.scalar else dict(zip([d.name for d in dims], meta.chunks, strict=True)),
@@ -349,52 +373,24 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         encoding.update(netcdf4_keys(meta.compressor, meta.filters,  # type: ignore[attr-defined]  # Zarr v2's
                                      chunks=None if meta.scalar else meta.chunks,
                                      shape=meta.logical_shape, text=meta.string_kind is not None))
-    dim_names = tuple(d.name for d in dims)
-    what = f"variable {meta.path!r} of {tree.store.display}"
+    return encoding
+
+
+def _decode_mode(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], attrs: dict[str, Any],
+                 encoding: dict[str, Any], raw: Any, options: ReadOptions, *, join_chars: bool,
+                 wants_bytes: bool) -> tuple[str, str, tuple[str, ...]]:
+    """How an array's values are decoded, by its string layout: (decode mode, text encoding, the
+    variable's dimensions: a joined NC_CHAR loses its string-length one). Sets the layout's
+    encoding keys (and moves ``_Encoding`` between ``attrs`` and ``encoding``)."""
+    dim_names: tuple[str, ...] = tuple(d.name for d in dims)
     kind = meta.string_kind
     decode = "numeric"
     text_encoding = "utf-8"
-    netcdf_c = tree.netcdf_c
-    # text bytes with xarray's/netCDF's _Encoding: xarray decodes them before masking, so a bytes
-    # fill never matches there (engine="netcdf4"/"zarr" mask nothing); neither do we
-    encoded_text = kind in ("char", "string") and "_Encoding" in attrs
     if kind == "string":
-        decode, text_encoding = _fixed_bytes_decode(meta, attrs, encoding, netcdf_c=netcdf_c,
+        decode, text_encoding = _fixed_bytes_decode(meta, attrs, encoding, netcdf_c=tree.netcdf_c,
                                                     wants_bytes=wants_bytes)
-    elif kind == "char" and wants_bytes:  # the stored characters, joined where text would be
-        if "_Encoding" in attrs:  # kept as information; xarray must not decode the bytes with it
-            encoding["_Encoding"] = attrs.pop("_Encoding")
-        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"),
-                        char_dim_width=meta.shape[-1] if meta.shape and not meta.scalar else 1)
-        decode = "char-raw"
-        if options.concat_characters and ((dims and join_chars) or meta.scalar):
-            decode = "bytes-char"
-            if dims:
-                encoding["char_dim_name"] = dim_names[-1]
-                dim_names = dim_names[:-1]
-                _drop_char_dim(encoding, dims[-1].name)
     elif kind == "char":
-        stored_encoding = attrs.pop("_Encoding", None)  # decode as UTF-8 when the store says nothing
-        text_encoding = str(stored_encoding or "utf-8")
-        encoding.update(nc_type="NC_CHAR", dtype=np.dtype("S1"),
-                        char_dim_width=meta.shape[-1] if meta.shape and not meta.scalar else 1)
-        if stored_encoding is not None:
-            encoding["_Encoding"] = text_encoding
-        if options.concat_characters and dims and join_chars:
-            decode = "char"
-            encoding["char_dim_name"] = dim_names[-1]
-            dim_names = dim_names[:-1]
-            _drop_char_dim(encoding, dims[-1].name)
-        elif options.concat_characters and meta.scalar:
-            decode = "char"
-        elif options.concat_characters and stored_encoding is not None:
-            # characters not joined (see _char_dims_joinable): engine="netcdf4" decodes each
-            # one with _Encoding; so do we, with the utf8_errors policy
-            decode = "char-sep"
-        else:
-            decode = "char-raw"
-            if stored_encoding is not None:  # as stored: xarray's own CF decoding may use it
-                attrs["_Encoding"] = encoding.pop("_Encoding")
+        return _char_decode(meta, dims, attrs, encoding, options, join_chars=join_chars, wants_bytes=wants_bytes)
     elif kind == "unicode":
         decode = "bytes-unicode" if wants_bytes else "unicode"
     elif kind == "vlen" and wants_bytes:
@@ -403,29 +399,64 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
         decode = raw.vlen_decode  # "vlen" (v2: objects) or "text" (v3: straight to StringDType)
     elif kind == "vlen-bytes":
         decode = "vlen-bytes"
-    missing = _fill_and_mask(meta, attrs, encoding, decode, options, netcdf_c=netcdf_c,
-                             encoded_text=encoded_text)
-    marker: str | bytes | None = None
-    if null_fill and kind is not None and "_FillValue" not in encoding and "_FillValue" not in attrs:
-        # missing values with no fill value of their own (a v2 null fill, zarrs' optional type): a
-        # marker xarray's writers write them as (its CF encoder fills missing values with
-        # _FillValue), so they stay missing in what they write, never the text "nan"
-        marker = MISSING_MARKER if decode not in _BYTES_DECODES else MISSING_MARKER_BYTES
-        encoding["_FillValue"] = marker
-        encoding["zstrings_missing_marker"] = True
-    data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what,
-                     missing=missing, null_chunks=null_fill and decode in ("vlen", "text"), marker=marker)
-    # xarray keeps StringDType only when encoding["dtype"] says so (else it casts to object), and
-    # turns object arrays into fixed-width U when encoding["dtype"] is str: say what we return.
-    if data.dtype.kind == "T":
-        encoding["dtype"] = data.dtype
-    elif data.dtype.kind == "U" and decode != "char":
-        encoding["dtype"] = str
-    # joined NC_CHAR: "S1" (and char_dim_name) make to_netcdf/to_nczarr write NC_CHAR again, as
-    # after engine="netcdf4"
-    after = {"dtype": np.dtype("S1")} if decode in ("char", "bytes-char") else {}
-    return VariableSpec(name=meta.name, dims=dim_names, data=data, attrs=attrs, encoding=encoding,
-                        decoded_encoding=after)
+    return decode, text_encoding, dim_names
+
+
+def _char_decode(meta: ArrayMeta, dims: list[Dimension], attrs: dict[str, Any], encoding: dict[str, Any],
+                 options: ReadOptions, *, join_chars: bool, wants_bytes: bool) -> tuple[str, str,
+                                                                                        tuple[str, ...]]:
+    """``_decode_mode`` of an NC_CHAR array: its characters joined into strings (text, or the
+    stored bytes with ``wants_bytes``) where they can be, else kept one per element."""
+    dim_names: tuple[str, ...] = tuple(d.name for d in dims)
+    char_keys = {"nc_type": "NC_CHAR", "dtype": np.dtype("S1"),
+                 "char_dim_width": meta.shape[-1] if meta.shape and not meta.scalar else 1}
+    if wants_bytes:  # the stored characters, joined where text would be
+        if "_Encoding" in attrs:  # kept as information; xarray must not decode the bytes with it
+            encoding["_Encoding"] = attrs.pop("_Encoding")
+        encoding.update(char_keys)
+        decode = "char-raw"
+        if options.concat_characters and ((dims and join_chars) or meta.scalar):
+            decode = "bytes-char"
+            if dims:
+                encoding["char_dim_name"] = dim_names[-1]
+                dim_names = dim_names[:-1]
+                _drop_char_dim(encoding, dims[-1].name)
+        return decode, "utf-8", dim_names
+    stored_encoding = attrs.pop("_Encoding", None)  # decode as UTF-8 when the store says nothing
+    text_encoding = str(stored_encoding or "utf-8")
+    encoding.update(char_keys)
+    if stored_encoding is not None:
+        encoding["_Encoding"] = text_encoding
+    if options.concat_characters and dims and join_chars:
+        decode = "char"
+        encoding["char_dim_name"] = dim_names[-1]
+        dim_names = dim_names[:-1]
+        _drop_char_dim(encoding, dims[-1].name)
+    elif options.concat_characters and meta.scalar:
+        decode = "char"
+    elif options.concat_characters and stored_encoding is not None:
+        # characters not joined (see _char_dims_joinable): engine="netcdf4" decodes each
+        # one with _Encoding; so do we, with the utf8_errors policy
+        decode = "char-sep"
+    else:
+        decode = "char-raw"
+        if stored_encoding is not None:  # as stored: xarray's own CF decoding may use it
+            attrs["_Encoding"] = encoding.pop("_Encoding")
+    return decode, text_encoding, dim_names
+
+
+def _missing_marker(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], decode: str,
+                    null_fill: bool) -> str | bytes | None:
+    """Missing values with no fill value of their own (a v2 null fill, zarrs' optional type): a
+    marker xarray's writers write them as (its CF encoder fills missing values with
+    _FillValue), so they stay missing in what they write, never the text "nan"; else None."""
+    if not (null_fill and meta.string_kind is not None and "_FillValue" not in encoding
+            and "_FillValue" not in attrs):
+        return None
+    marker = MISSING_MARKER if decode not in _BYTES_DECODES else MISSING_MARKER_BYTES
+    encoding["_FillValue"] = marker
+    encoding["zstrings_missing_marker"] = True
+    return marker
 
 
 def _drop_char_dim(encoding: dict[str, Any], char_dim: str) -> None:

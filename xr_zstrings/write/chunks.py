@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-import os
 import uuid
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -20,9 +18,9 @@ from ..formats.netcdf_c import NCZarrLayout
 from ..io.zstore import ZStore
 from ..text.fixed import reused_output
 from ..text.policy import at_offset
+from ..threads import run_all
 from .plan import _Array
 
-_THREADS = max(2, min(8, os.cpu_count() or 1))
 _BATCH_BYTES = 64 << 20
 
 
@@ -88,14 +86,12 @@ def _write_numpy(zstore: ZStore, a: _Array, storage: np.ndarray, origin: tuple[i
     idxs = list(np.ndindex(*(len(r) for r in grid)))
     per_chunk = max(1, math.prod(chunks) * a.dtype.itemsize)
     batch = max(1, _BATCH_BYTES // per_chunk)
-    with ThreadPoolExecutor(_THREADS) as pool:
-        for start in range(0, len(idxs), batch):
-            part = idxs[start : start + batch]
-            items = list(pool.map(one, part)) if len(part) > 1 else [one(i) for i in part]
-            if batch_to is not None:
-                batch_to.add(items)
-            else:
-                zstore.set_many(items)
+    for start in range(0, len(idxs), batch):
+        items = run_all(one, idxs[start : start + batch])  # the shared pool (threads.decode_threads)
+        if batch_to is not None:
+            batch_to.add(items)
+        else:
+            zstore.set_many(items)
 
 
 class _BlockWriter:

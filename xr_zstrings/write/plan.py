@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -24,24 +24,18 @@ from ..errors import DimensionError, UnsupportedError, ZStringsError
 from ..formats import netcdf_c as netcdf_c_table
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
 from ..formats.nczarr_json import attrs_json, json_value
-from ..formats.netcdf_c import CURRENT, DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout, netcdf_c_for
+from ..formats.netcdf_c import CURRENT, DEFAULT_LAYOUT, NCZARR_VERSION, NCZarrLayout
 from ..io.redact import shown
 from ..text import fixed as strings
+from ..text.kind import is_dask as _is_dask
+from ..text.kind import text_kind
 from ..text.nc_char import encode_char_array
 from ..text.policy import OnOverflow, overflow_error, position_label
-
-if TYPE_CHECKING:
-    from ..text.vlen import Kind
 
 Format = Literal["nczarr", "zarr2"]
 
 #: ``to_nczarr``'s default target (formats.netcdf_c: the layout every netcdf-c from 4.9.1 through 4.10 reads)
 DEFAULT_NETCDF_C = netcdf_c_table.DEFAULT_NETCDF_C
-
-
-def netcdf_c_layout(netcdf_c: str) -> NCZarrLayout:
-    """The layout to write for a reader's netcdf-c version (``"4.9.2"``, ``"4.10"``, ``"4.9.3-development"``)."""
-    return netcdf_c_for(netcdf_c).writes
 
 
 #: Compressor/filter ids that the current netcdf-c (4.10, as shipped in the netCDF4 wheel) decodes in NCZarr.
@@ -131,53 +125,6 @@ def check_names(groups: Mapping[str, xr.Dataset], *, netcdf_c: str | None, targe
             f"Cannot write to {shown(target)}: {listed}. Nothing was written. Rename them first, e.g. "
             "ds.rename({old: new}) (dimensions too), or DataTree nodes with tree.rename(...)."
         )
-
-
-def _is_dask(data: Any) -> bool:
-    return type(data).__module__.startswith("dask.")
-
-
-def _is_missing(v: Any) -> bool:
-    return v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v))
-
-
-def _first_present(data: Any) -> Any:
-    """The first value of an object array that is not missing (None/NaN/pd.NA), or ``_NOTHING``
-    when every value is missing (or there is none). A dask array is looked at block by block, in
-    order, until one holds a value (usually the first)."""
-    if _is_dask(data):
-        import dask
-
-        blocks = data.to_delayed().reshape(-1)
-        for block in blocks:
-            found = _first_present(np.asarray(dask.compute(block)[0]))
-            if found is not _NOTHING:
-                return found
-        return _NOTHING
-    return next((v for v in np.asarray(data).reshape(-1).tolist() if not _is_missing(v)), _NOTHING)
-
-
-_NOTHING = object()
-
-
-def text_kind(var: xr.Variable) -> Kind | None:
-    """"str", "bytes" or None (not text): the one rule every writer asks (to_nczarr, appends,
-    convert, to_zarr_v3). ``U``/``T`` are text, ``S`` bytes; an object array is what its first value
-    that is not missing is (a str: text, bytes: bytes, anything else: not text), and an object array
-    of only missing values is text (strings are the only thing it can be written as)."""
-    k = var.dtype.kind
-    if k in "TU":
-        return "str"
-    if k == "S":
-        return "bytes"
-    if k != "O":
-        return None
-    first = _first_present(var.data)
-    if first is _NOTHING or isinstance(first, str | np.str_):
-        return "str"
-    if isinstance(first, bytes | np.bytes_):
-        return "bytes"
-    return None
 
 
 def string_fill(var: xr.Variable) -> Any:

@@ -30,7 +30,6 @@ import math
 import os
 import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -51,6 +50,7 @@ from ..io.targets import local_target
 from ..io.zstore import ZStore
 from ..text.kernels import kernels
 from ..text.vlen import Kind, VlenChunk, values_to_vlen
+from ..threads import run_all
 from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
 from .plan import _is_dask, _missing, check_names, string_fill, text_kind
 
@@ -58,7 +58,6 @@ __all__ = ["LAYOUTS", "to_zarr_v3"]
 
 #: the layouts' names (codecs.layouts: one row each), the default first
 LAYOUTS: tuple[str, ...] = LAYOUT_NAMES
-_THREADS = max(2, min(8, os.cpu_count() or 1))
 
 # encodings of non-string variables that mean the same in Zarr v3 (xarray's own keys)
 _V3_KEEP = frozenset({"chunks", "shards", "compressors", "dtype", "_FillValue", "units",
@@ -231,12 +230,13 @@ class _Text:
 
 
 class _Writes(ChunkBatch):
-    """The chunk writes of in-memory text variables (batched across variables), the encoding
-    threads, and whether old chunks are deleted first (a group written into an existing store)."""
+    """The chunk writes of in-memory text variables (batched across variables; encoded on the
+    shared pool, ``threads.run_all``), and whether old chunks are deleted first (a group written
+    into an existing store)."""
 
-    def __init__(self, zs: ZStore, pool: ThreadPoolExecutor, clear_old: bool) -> None:
+    def __init__(self, zs: ZStore, clear_old: bool) -> None:
         super().__init__(zs)
-        self.pool, self.clear_old = pool, clear_old
+        self.clear_old = clear_old
 
 
 @dataclass
@@ -300,7 +300,7 @@ def _write_text_array(
     per_chunk = max(1, math.prod(chunks) * 32)
     batch = max(1, _BATCH_BYTES // per_chunk)
     while part := list(itertools.islice(jobs, batch)):
-        out.add(list(out.pool.map(lambda job: job(), part)) if len(part) > 1 else [part[0]()])
+        out.add(run_all(lambda job: job(), part))
     meta_store.meta[zs.full_key(key)] = json.dumps(meta, indent=2).encode()
     return None
 
@@ -781,21 +781,20 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
            "index_codecs": kw["index_codecs"], "data_codecs": kw["data_codecs"],
            "compressors": kw["compressors"] or ()}
     pending: list[_Pending] = []
-    with ThreadPoolExecutor(_THREADS) as pool:
-        out = _Writes(zs, pool, clear_old=into_group)
-        for i, (group, ds, texts) in enumerate(prepared):
-            where = "/".join(p for p in (zs.prefix, (group or "").strip("/")) if p) or None
-            zs.check_fence()  # xarray writes the group's number chunks straight to the store
-            ds.to_zarr(meta_store, mode=("w" if not into_group else "a") if i == 0 else "a", zarr_format=3,
-                       consolidated=False, group=where)
-            prefix = (group or "").strip("/")
-            for name, text in texts.items():
-                keep = layout_named(layout).zarr_python and kw["compressors"] is None and text.kind == "str"
-                p = _write_text_array(zs, meta_store, f"{prefix}/{name}".strip("/"), name, text, layout, keep,
-                                      out, **lkw)
-                if p is not None:
-                    pending.append(p)
-        out.flush()
+    out = _Writes(zs, clear_old=into_group)
+    for i, (group, ds, texts) in enumerate(prepared):
+        where = "/".join(p for p in (zs.prefix, (group or "").strip("/")) if p) or None
+        zs.check_fence()  # xarray writes the group's number chunks straight to the store
+        ds.to_zarr(meta_store, mode=("w" if not into_group else "a") if i == 0 else "a", zarr_format=3,
+                   consolidated=False, group=where)
+        prefix = (group or "").strip("/")
+        for name, text in texts.items():
+            keep = layout_named(layout).zarr_python and kw["compressors"] is None and text.kind == "str"
+            p = _write_text_array(zs, meta_store, f"{prefix}/{name}".strip("/"), name, text, layout, keep,
+                                  out, **lkw)
+            if p is not None:
+                pending.append(p)
+    out.flush()
     if pending:
         counts = compute_sums([p.written for p in pending])
         again: list[_Pending] = []
