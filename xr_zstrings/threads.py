@@ -13,7 +13,6 @@ thread, so nesting cannot deadlock. A pool's threads do not exist in a child mad
 
 from __future__ import annotations
 
-import contextvars
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -21,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from .errors import ZStringsError
+from .text.policy import in_this_context
 
 __all__ = ["DECODE_THREADS_ENV", "check_decode_threads", "decode_threads", "executor", "run_all"]
 
@@ -98,5 +98,4 @@ def run_all(fn: Callable[[T], R], items: Iterable[T], threads: int | None = None
     n = decode_threads(threads)
     if n <= 1 or len(items) <= 1 or getattr(_worker, "busy", False):
         return [fn(x) for x in items]
-    context = contextvars.copy_context()
-    return list(executor(n).map(lambda x: context.copy().run(fn, x), items))
+    return list(executor(n).map(in_this_context(fn), items))

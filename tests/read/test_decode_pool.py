@@ -1,5 +1,5 @@
 """Chunks decoded on the decode pool's threads: the read's context (its utf8_errors report) reaches
-them (text.policy.in_this_context)."""
+them (threads.run_all runs each task through text.policy.in_this_context)."""
 
 from __future__ import annotations
 
