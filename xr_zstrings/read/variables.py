@@ -343,16 +343,16 @@ def _variable(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], options: R
                              encoded_text=encoded_text)
     marker = _missing_marker(meta, attrs, encoding, decode, null_fill)
     data = LazyArray(raw, decode=decode, options=options, encoding=text_encoding, what=what,
-                     missing=missing, null_chunks=null_fill and decode in ("vlen", "text"), marker=marker)
+                     missing=missing, null_chunks=null_fill and decode in (Decode.VLEN, Decode.TEXT), marker=marker)
     # xarray keeps StringDType only when encoding["dtype"] says so (else it casts to object), and
     # turns object arrays into fixed-width U when encoding["dtype"] is str: say what we return.
     if data.dtype.kind == "T":
         encoding["dtype"] = data.dtype
-    elif data.dtype.kind == "U" and decode != "char":
+    elif data.dtype.kind == "U" and decode != Decode.CHAR:
         encoding["dtype"] = str
     # joined NC_CHAR: "S1" (and char_dim_name) make to_netcdf/to_nczarr write NC_CHAR again, as
     # after engine="netcdf4"
-    after = {"dtype": np.dtype("S1")} if decode in ("char", "bytes-char") else {}
+    after = {"dtype": np.dtype("S1")} if decode in (Decode.CHAR, Decode.BYTES_CHAR) else {}
     return VariableSpec(name=meta.name, dims=dim_names, data=data, attrs=attrs, encoding=encoding,
                         decoded_encoding=after)
 
@@ -378,13 +378,13 @@ def _stored_encoding(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], raw
 
 def _decode_mode(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], attrs: dict[str, Any],
                  encoding: dict[str, Any], raw: Any, options: ReadOptions, *, join_chars: bool,
-                 wants_bytes: bool) -> tuple[str, str, tuple[str, ...]]:
+                 wants_bytes: bool) -> tuple[Decode, str, tuple[str, ...]]:
     """How an array's values are decoded, by its string layout: (decode mode, text encoding, the
     variable's dimensions: a joined NC_CHAR loses its string-length one). Sets the layout's
     encoding keys (and moves ``_Encoding`` between ``attrs`` and ``encoding``)."""
     dim_names: tuple[str, ...] = tuple(d.name for d in dims)
     kind = meta.string_kind
-    decode = "numeric"
+    decode = Decode.NUMERIC
     text_encoding = "utf-8"
     if kind == "string":
         decode, text_encoding = _fixed_bytes_decode(meta, attrs, encoding, netcdf_c=tree.netcdf_c,
@@ -392,18 +392,18 @@ def _decode_mode(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], attrs: 
     elif kind == "char":
         return _char_decode(meta, dims, attrs, encoding, options, join_chars=join_chars, wants_bytes=wants_bytes)
     elif kind == "unicode":
-        decode = "bytes-unicode" if wants_bytes else "unicode"
+        decode = Decode.BYTES_UNICODE if wants_bytes else Decode.UNICODE
     elif kind == "vlen" and wants_bytes:
-        decode = "vlen-bytes"  # (the ChunkedArray reads the chunks as their bytes twins)
+        decode = Decode.VLEN_BYTES  # (the ChunkedArray reads the chunks as their bytes twins)
     elif kind == "vlen":
-        decode = raw.vlen_decode  # "vlen" (v2: objects) or "text" (v3: straight to StringDType)
+        decode = raw.vlen_decode  # Decode.VLEN (v2: objects) or Decode.TEXT (v3: straight to StringDType)
     elif kind == "vlen-bytes":
-        decode = "vlen-bytes"
+        decode = Decode.VLEN_BYTES
     return decode, text_encoding, dim_names
 
 
 def _char_decode(meta: ArrayMeta, dims: list[Dimension], attrs: dict[str, Any], encoding: dict[str, Any],
-                 options: ReadOptions, *, join_chars: bool, wants_bytes: bool) -> tuple[str, str,
+                 options: ReadOptions, *, join_chars: bool, wants_bytes: bool) -> tuple[Decode, str,
                                                                                         tuple[str, ...]]:
     """``_decode_mode`` of an NC_CHAR array: its characters joined into strings (text, or the
     stored bytes with ``wants_bytes``) where they can be, else kept one per element."""
@@ -414,9 +414,9 @@ def _char_decode(meta: ArrayMeta, dims: list[Dimension], attrs: dict[str, Any], 
         if "_Encoding" in attrs:  # kept as information; xarray must not decode the bytes with it
             encoding["_Encoding"] = attrs.pop("_Encoding")
         encoding.update(char_keys)
-        decode = "char-raw"
+        decode = Decode.CHAR_RAW
         if options.concat_characters and ((dims and join_chars) or meta.scalar):
-            decode = "bytes-char"
+            decode = Decode.BYTES_CHAR
             if dims:
                 encoding["char_dim_name"] = dim_names[-1]
                 dim_names = dim_names[:-1]
@@ -428,18 +428,18 @@ def _char_decode(meta: ArrayMeta, dims: list[Dimension], attrs: dict[str, Any], 
     if stored_encoding is not None:
         encoding["_Encoding"] = text_encoding
     if options.concat_characters and dims and join_chars:
-        decode = "char"
+        decode = Decode.CHAR
         encoding["char_dim_name"] = dim_names[-1]
         dim_names = dim_names[:-1]
         _drop_char_dim(encoding, dims[-1].name)
     elif options.concat_characters and meta.scalar:
-        decode = "char"
+        decode = Decode.CHAR
     elif options.concat_characters and stored_encoding is not None:
         # characters not joined (see _char_dims_joinable): engine="netcdf4" decodes each
         # one with _Encoding; so do we, with the utf8_errors policy
-        decode = "char-sep"
+        decode = Decode.CHAR_SEP
     else:
-        decode = "char-raw"
+        decode = Decode.CHAR_RAW
         if stored_encoding is not None:  # as stored: xarray's own CF decoding may use it
             attrs["_Encoding"] = encoding.pop("_Encoding")
     return decode, text_encoding, dim_names
@@ -515,7 +515,7 @@ def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, A
 
 
 def _fixed_bytes_decode(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], *, netcdf_c: bool,
-                        wants_bytes: bool) -> tuple[str, str]:
+                        wants_bytes: bool) -> tuple[Decode, str]:
     """(decode, text encoding) of a fixed-width bytes array (``|Sn``, v3 ``null_terminated_bytes``).
 
     It is text when the store says so: NCZarr's NC_STRING, anything netcdf-c wrote (its pure-Zarr
@@ -533,12 +533,12 @@ def _fixed_bytes_decode(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[s
         if enc is not None:  # kept as information; xarray must not decode the bytes with it
             encoding["_Encoding"] = attrs.pop("_Encoding")
         # one byte per value of NC_STRING: an object array, so xarray does not join it as characters
-        return ("bytes-obj" if declared and meta.dtype.itemsize == 1 else "bytes"), "utf-8"
+        return (Decode.BYTES_OBJ if declared and meta.dtype.itemsize == 1 else Decode.BYTES), "utf-8"
     if declared:
-        return "fixed", "utf-8"
+        return Decode.FIXED, "utf-8"
     if meta.dtype.itemsize == 1 and meta.shape and not meta.scalar:
         # |S1 + _Encoding is xarray's char array (encoding dtype "S1"): xarray's own CF decoding
         # joins the characters where it may and decodes them with _Encoding, as for engine="zarr"
-        return "bytes", "utf-8"
+        return Decode.BYTES, "utf-8"
     encoding["_Encoding"] = attrs.pop("_Encoding")
-    return "text-S", str(enc)
+    return Decode.TEXT_S, str(enc)
