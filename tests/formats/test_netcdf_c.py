@@ -134,9 +134,7 @@ def test_no_netcdf_c_version_or_generation_label_outside_the_table():
             if version.search(text) or (label.match(text) and re.search(r"==|!=|startswith|\bin\b", code)
                                         and "generation" in code):
                 found.append(f"{path.relative_to(ROOT)}:{n}: {lines[n - 1].strip()}")
-    # read/variables.py's _variable is being split (issue 28 item 4): its one comparison goes then
-    assert [f for f in found if "read/variables.py" not in f] == []
-    assert len(found) <= 1, found
+    assert found == [], found
 
 
 def test_help_examples_and_depth_limit_come_from_the_rows():

@@ -367,7 +367,7 @@ def _stored_encoding(tree: TreeMeta, meta: ArrayMeta, dims: list[Dimension], raw
     # compressors/filters as the codec objects xarray's to_zarr takes (zarr_encoding explains the
     # vocabulary); the store's own JSON stays under zstrings_* keys, which xarray's writers ignore
     encoding.update(raw.store_encoding(where))
-    if meta.zarr_format == 2 and (meta.generation != "zarr-v2" or tree.netcdf_c):
+    if meta.zarr_format == 2 and (is_nczarr(meta.generation) or tree.netcdf_c):
         # netcdf-c's store: what engine="netcdf4" gives (zlib, shuffle, chunksizes, ...), so
         # to_netcdf writes what netCDF-4 wrote
         encoding.update(netcdf4_keys(meta.compressor, meta.filters,  # type: ignore[attr-defined]  # Zarr v2's
