@@ -23,9 +23,11 @@ def _dataset() -> xr.Dataset:
     return ds
 
 
-def _workers() -> set[int | None]:
-    """The pool threads alive (by ident: pools of the same size name their threads alike)."""
-    return {t.ident for t in threading.enumerate() if t.name.startswith("zstrings-decode")}
+def _workers() -> set[threading.Thread]:
+    """The pool threads alive, as their Thread objects: pools of the same size name their threads
+    alike, and a new thread may get the ident of one that just ended (an earlier test's pool,
+    collected at its teardown), so neither names nor idents tell a new thread from an old one."""
+    return {t for t in threading.enumerate() if t.name.startswith("zstrings-decode")}
 
 
 @pytest.mark.parametrize("write", [to_zarr_v3, to_nczarr], ids=["to_zarr_v3", "to_nczarr"])
