@@ -12,6 +12,7 @@ import xarray as xr
 from xr_zstrings.codecs import layouts
 from xr_zstrings.codecs.v3 import V3Pipeline
 from xr_zstrings.errors import ZStringsError
+from xr_zstrings.text.kernels import kernels
 from xr_zstrings.write import zarr3
 
 VALUES = np.array(["a", "", "héllo", "x" * 70], dtype=object)
@@ -36,11 +37,13 @@ def test_each_row_builds_the_pipeline_of_its_codec_and_reads_with_its_kernel(row
     values = VALUES if kind == "str" else np.array([v.encode() for v in VALUES], dtype=object)
     raw = p.encode(values)
     assert list(p.decode(raw)) == list(values)
-    if kind == "str":  # the read kernel: straight into a StringDType view
+    if kind == "str":  # the read kernel: straight into a StringDType view (compiled kernels only;
+        # without them it says so and the reader decodes through the pipeline, as asserted above)
         view = np.empty(4, dtype=np.dtypes.StringDType())
         u8 = np.frombuffer(raw, np.uint8)
-        row.read_into(p.ab, u8, view, None, 4, "test chunk")
-        assert view.tolist() == list(values)
+        assert row.read_into(p.ab, u8, view, None, 4, "test chunk") is (kernels() is not None)
+        if kernels() is not None:
+            assert view.tolist() == list(values)
 
 
 @pytest.mark.parametrize("name", layouts.LAYOUT_NAMES)

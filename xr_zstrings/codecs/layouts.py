@@ -31,18 +31,19 @@ from .zarrs import ZarrsVlenCodec
 __all__ = ["LAYOUT_NAMES", "V3_LAYOUTS", "VARIABLE_LENGTH", "V3Layout", "layout_named", "of_chunks"]
 
 #: the read kernel: (the array->bytes step, a chunk's decoded bytes, the view, the selection in it or
-#: None for all, the number of values, the context errors name) -> the values written into the view
-ReadInto = Callable[[Any, np.ndarray, np.ndarray, "np.ndarray | None", int, str], None]
+#: None for all, the number of values, the context errors name) -> the values written into the view;
+#: False (nothing written) without the compiled kernels, as the chunk reader knows (``can_read_into``)
+ReadInto = Callable[[Any, np.ndarray, np.ndarray, "np.ndarray | None", int, str], bool]
 
 
-def _numcodecs_into(step: Any, u8: np.ndarray, view: np.ndarray, sel: np.ndarray | None, n: int, ctx: str) -> None:
+def _numcodecs_into(step: Any, u8: np.ndarray, view: np.ndarray, sel: np.ndarray | None, n: int, ctx: str) -> bool:
     """numcodecs' interleaved lengths decoded straight into the view (no offsets array)."""
-    vlen.decode_vlen_utf8_into(u8, view, sel, n, utf8_errors=step.utf8_errors, what=ctx)
+    return vlen.decode_vlen_utf8_into(u8, view, sel, n, utf8_errors=step.utf8_errors, what=ctx)
 
 
-def _offsets_into(step: Any, u8: np.ndarray, view: np.ndarray, sel: np.ndarray | None, n: int, ctx: str) -> None:
+def _offsets_into(step: Any, u8: np.ndarray, view: np.ndarray, sel: np.ndarray | None, n: int, ctx: str) -> bool:
     """Offsets + data (the step's ``to_vlen``: zarrs' index, Arrow's offsets) into the view."""
-    vlen.vlen_into(step.to_vlen(u8, n, ctx), view, sel, utf8_errors=step.utf8_errors, what=ctx)
+    return vlen.vlen_into(step.to_vlen(u8, n, ctx), view, sel, utf8_errors=step.utf8_errors, what=ctx)
 
 
 def _vlen_utf8_metadata(kind: Kind, options: Mapping[str, Any]) -> tuple[Any, list[dict[str, Any]]]:
