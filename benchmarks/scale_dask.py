@@ -47,6 +47,14 @@ worth of strings (StringDType + UTF-8 bytes).
   chunks read and decoded) as one dask task per chunk (blocks of the same source, the same
   consumer): what dask's scheduling of a task per chunk costs, which any reader or writer
   running inside dask pays; "xr_zstrings / it" is then what our code costs beyond it.
+* bare, encoded (writes): the bare write with each chunk's bytes encoded from its values first,
+  with the writer's kernel into a reused buffer, as a plain loop and as one dask task a chunk:
+  the write ceiling of any writer, which starts from StringDType values (as the read ceiling
+  decodes into them).
+
+Before each timed read of ours its store's chunk files are read once (not timed, no decoding),
+as they were before the bare reads that follow it: the first read after a write cost 10-20% more
+CPU than the next ones, whoever made it.
 
 Every operation starts with no dirty pages (``os.sync`` first, not timed): a write's backlog would
 otherwise throttle whichever operation follows it. Each timed write of a to_nczarr row and of its
@@ -396,6 +404,34 @@ def _bare_write(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: 
         put(f"bare/{i}", buf)
 
 
+def _encoded(i: int, chunk: int, n: int) -> Any:
+    """Block ``i`` of the source encoded to ``|S32`` with the writer's kernel into this thread's
+    reused buffer (as ``to_nczarr`` encodes a block): the encoding any writer of these rows pays."""
+    from xr_zstrings.text.fixed import encode_fixed_utf8
+
+    return encode_fixed_utf8(block_values(i * chunk, min(n, (i + 1) * chunk)), WIDTH, what="s")
+
+
+def _bare_write_encoded(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: int, n: int) -> None:
+    """``_bare_write`` with each chunk's bytes encoded from the values first (``_encoded``): the
+    write ceiling of a writer, which starts from StringDType values, as the read ceiling decodes."""
+    from xr_zstrings.text.fixed import reused_output
+
+    put, _ = _bare_io(base, so)
+    with reused_output():
+        for i in chunks:
+            put(f"bare/{i}", _encoded(i, chunk, n))
+
+
+def _warm_read(base: str, so: dict[str, Any] | None, chunks: list[int], chunk: int) -> int:
+    """Read each of ``chunks`` of ``base/nczarr.zarr`` once (not timed, no decoding), so the timed
+    read of a store just written finds its chunks as the bare reads after it do: the first read
+    after a write cost 10-20% more CPU than the next ones, whoever made it."""
+    _, read_into = _bare_io(base, so)
+    raw = bytearray(chunk * WIDTH)
+    return sum(read_into(f"nczarr.zarr/s/{i}", raw) for i in chunks)
+
+
 def _bare_decode(read_into: Callable[[str, Any], int], raw: Any, i: int) -> np.ndarray:
     """``to_nczarr``'s uncompressed ``|S32`` chunk ``i`` read into ``raw`` (a reused buffer) and
     decoded into a fresh StringDType array with the reader's kernel."""
@@ -451,12 +487,25 @@ def _bare_write_block(block: np.ndarray, base: str, so: dict[str, Any] | None, c
     return np.zeros(1, np.int64)
 
 
+def _bare_write_encoded_block(block: np.ndarray, base: str, so: dict[str, Any] | None, chunk: int,
+                              block_info: Any = None) -> np.ndarray:
+    """``_bare_write_encoded``'s work for one chunk as a dask task: the block given (the source's)
+    encoded with the writer's kernel into the thread's reused buffer, then written."""
+    from xr_zstrings.text.fixed import encode_fixed_utf8, reused_output
+
+    (i,) = block_info[0]["chunk-location"]
+    put, _, _ = _bare_task_io(base, so, chunk)
+    with reused_output():
+        put(f"bare/{i}", encode_fixed_utf8(block, WIDTH, what="s"))
+    return np.zeros(1, np.int64)
+
+
 def on_workers(client: Any, fn: Callable[..., Any], base: str, so: dict[str, Any] | None, n: int,
-               chunk: int) -> list[Any]:
-    """``fn(base, so, chunks, chunk)`` on each worker, each taking every other chunk of ``n`` strings."""
+               chunk: int, *extra: Any) -> list[Any]:
+    """``fn(base, so, chunks, chunk, *extra)`` on each worker, each taking every other chunk of ``n`` strings."""
     workers = sorted(client.scheduler_info()["workers"])
     nchunks = -(-n // chunk)
-    return client.gather([client.submit(fn, base, so, list(range(i, nchunks, len(workers))), chunk,
+    return client.gather([client.submit(fn, base, so, list(range(i, nchunks, len(workers))), chunk, *extra,
                                         workers=[w], pure=False) for i, w in enumerate(workers)])
 
 
@@ -487,6 +536,14 @@ def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: 
     writes = source.map_blocks(_module()._bare_write_block, base, so, chunk, dtype=np.int64,
                                chunks=((1,) * nchunks,), meta=np.empty(0, np.int64))
     out["write in dask"] = run_op(client, lambda: int(writes.sum().compute()))
+    for kind, fn in (("write encoded", lambda: on_workers(client, _module()._bare_write_encoded, base, so, n, chunk,
+                                                          n)),
+                     ("write encoded in dask", lambda: int(source.map_blocks(
+                         _module()._bare_write_encoded_block, base, so, chunk, dtype=np.int64,
+                         chunks=((1,) * nchunks,), meta=np.empty(0, np.int64)).sum().compute()))):
+        os.sync()
+        clear(f"{base}/bare", so)
+        out[kind] = run_op(client, fn)
     return out
 
 
@@ -669,6 +726,8 @@ def main() -> None:
                             op = run(write)
                             emit({"n": n, "place": place, "op": "write", "who": name, "rep": rep, **measured(op),
                                   **server_rss(so)})
+                            if with_bare:  # (not timed) the store's chunks read once, as before the bare reads
+                                on_workers(client, _module()._warm_read, rbase, so, n, chunk)
                             op = run(lambda target=target: read(target))
                             assert op.result == expect, (name, op.result, expect)
                             emit({"n": n, "place": place, "op": "read", "who": name, "rep": rep, **measured(op),
@@ -748,8 +807,9 @@ def table(rows: list[dict[str, Any]]) -> str:
             "| xr_zstrings one process M strings/s | 2 workers / one process "
             "| xr_zstrings peak RSS / worker, MB | engine=\"zarr\" peak RSS / worker, MB "
             "| one process peak RSS, MB | the source alone M/s | bare M strings/s (ratio to engine=\"zarr\") "
-            "| xr_zstrings / bare | xr_zstrings / bare in CPU seconds | bare, one dask task a chunk M/s |"),
-           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+            "| xr_zstrings / bare | xr_zstrings / bare in CPU seconds | bare, one dask task a chunk M/s "
+            "| bare, encoded (writes) M/s |"),
+           "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|"]
     places = list(dict.fromkeys(r["place"] for r in rows if r["place"] != "-"))
     for n in sorted({r["n"] for r in rows}):
         gen = find(n, "-", "generate", "source")
@@ -771,12 +831,19 @@ def table(rows: list[dict[str, Any]]) -> str:
                     f"{rate(bd)}: {fraction(bd, b)} of bare; ours {fraction(ours, bd)} of it"
                     + (f" (in CPU: {fraction(bd, b, 'cpu')} of bare; ours {fraction(ours, bd, 'cpu')} of it)"
                        if cpu(bd) is not None else ""))
+                encoded = ""
+                for label, who in (("", "bare, encoded"), ("one dask task a chunk ", "bare, encoded in dask")):
+                    e = find(n, place, op, who, exact=True)
+                    if e is not None:
+                        encoded += (f"{'; ' if encoded else ''}{label}{rate(e)}: ours {fraction(ours, e)} of it"
+                                    + (f" (CPU {fraction(ours, e, 'cpu')})" if cpu(e) is not None else ""))
                 out.append(f"| {n:,} | {place} | {op} | {rate(ours)} | {rate(zarr)} | {ratio} | {rate(one)} | "
                            f"{speedup} | {mem(ours)} | {mem(zarr)} | {mem(one)} | "
-                           f"{rate(gen) if op == 'write' else ''} | {ceiling} | {of_bare} | {of_bare_cpu} | {in_dask} |")
+                           f"{rate(gen) if op == 'write' else ''} | {ceiling} | {of_bare} | {of_bare_cpu} | {in_dask} "
+                           f"| {encoded} |")
         v3 = [r for r in rows if r["n"] == n and r["who"].endswith("to_zarr_v3")]
         for r in v3:
-            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | | | | |")
+            out.append(f"| {n:,} | {r['place']} | {r['op']} (to_zarr_v3) | {rate(r)} | | | | | {mem(r)} | | | | | | | | |")
     return "\n".join(out)
 
 

@@ -116,8 +116,8 @@ def test_local_store_reads_directly_after_zarr_opened_it(tmp_path):
 
 def test_local_scratch_reads_reuse_one_buffer_per_thread(tmp_path, monkeypatch):
     """``get_many(scratch=True)`` (the chunk reader's fetch) gives the same bytes as plain reads,
-    as views of one buffer the thread reuses; files beyond the cap, empty files and missing keys
-    come back as plain reads do."""
+    as views of one buffer the thread reuses; empty files and missing keys come back as plain reads
+    do, and files beyond the cap in fresh numpy memory of their own (``scratch.fresh``: huge pages)."""
     from xr_zstrings.io import zstore
 
     ds = xr.Dataset({"v": ("x", np.array([f"value-{i}" for i in range(4000)], dtype=np.dtypes.StringDType()))})
@@ -137,8 +137,13 @@ def test_local_scratch_reads_reuse_one_buffer_per_thread(tmp_path, monkeypatch):
     assert again[0].obj is views[0].obj  # reused, not a fresh buffer
     assert bytes(again[1]) == plain[0] and bytes(views[0]) == plain[5]  # (the contract: overwritten)
     monkeypatch.setattr(zstore._CHUNK_SCRATCH, "limit", 100)
-    big = zs.get_many(["v/1"], scratch=True)
-    assert type(big[0]) is bytes and big == [plain[1]]
+    big = zs.get_many(["v/1", "v/2"], scratch=True)  # over the cap: fresh memory of each file's size
+    assert [bytes(b) for b in big] == plain[1:4:2]
+    assert all(isinstance(b.obj, np.ndarray) and b.obj.size == len(p) for b, p in zip(big, plain[1:4:2], strict=True))
+    assert big[0].obj is not big[1].obj and big[0].obj is not views[0].obj
+    ranged = zs.get_ranges([("v/1", 0, 150), ("v/1", -20, None), ("v/2", 3, 8)], scratch=True)
+    assert [bytes(r.data) for r in ranged] == [plain[1][:150], plain[1][-20:], plain[3][3:8]]
+    assert isinstance(ranged[0].data.obj, np.ndarray) and ranged[0].data.obj is not ranged[1].data.obj
 
 
 def test_ranged_reads_same_on_every_path(tmp_path):

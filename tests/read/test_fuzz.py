@@ -25,6 +25,7 @@ from pathlib import Path
 import numcodecs
 import numpy as np
 import pytest
+import xarray as xr
 from fuzz_stores import (
     TARGET_ARRAY,
     V2_KINDS,
@@ -624,6 +625,45 @@ def test_scratch_decoding_same_bytes_and_reused(cfg):
     if cfg["id"] != "zlib":  # streamed codecs never use the scratch buffer
         assert np.shares_memory(first, second)
     assert bytes(memoryview(bounded_decode(codec, codec.encode(a), limit=10**6)).cast("B")) == a
+
+
+@pytest.mark.parametrize("scratch", [False, True])
+def test_zstd_chunk_of_several_frames_decodes_whole_and_stays_bounded(scratch):
+    """A zstd chunk may hold several frames (numcodecs decodes them all): every frame is decoded,
+    the first frame's content size is no size for the output, and the bound counts every frame
+    (a small first frame does not let a big second one past the limit). Both failed before:
+    ValueError 'destination buffer too small', and a bound of the first frame only."""
+    from xr_zstrings.codecs.bounded import bounded_decode
+
+    z = numcodecs.Zstd()
+    a, b = (np.random.default_rng(i).integers(0, 5, 50_000).astype("u1").tobytes() for i in (3, 4))
+    two = bytes(z.encode(a)) + bytes(z.encode(b))
+    assert zstd_decoded_bound(two) == len(a) + len(b)
+    out = bounded_decode(z, two, limit=10**6, scratch=scratch)
+    assert bytes(memoryview(out).cast("B")) == a + b
+    with pytest.raises(ChunkError, match=r"header\(s\) say 100000 bytes; refused before decompressing"):
+        bounded_decode(z, two, limit=len(a) + 10, scratch=scratch)
+
+
+def test_zstd_chunk_of_several_frames_through_the_engine(tmp_path):
+    """The same chunk in a pure Zarr v2 ``|S8`` array (``_Encoding``: decoded into text by the
+    reader's direct path), read with engine="zstrings" and checked against zarr-python and
+    engine="zarr" reading the store (failed before: ValueError from the reused buffer's size)."""
+    import zarr
+
+    values = np.array([f"v{i:06d}".encode() for i in range(3000)], dtype="S8")
+    root = zarr.open_group(tmp_path / "s.zarr", mode="w", zarr_format=2)
+    arr = root.create_array("s", shape=values.shape, chunks=values.shape, dtype="S8",
+                            compressors=numcodecs.Zstd(), fill_value=b"", dimension_names=None)
+    arr[:] = values
+    arr.attrs.update({"_ARRAY_DIMENSIONS": ["x"], "_Encoding": "utf-8"})  # decoded by the text kernel
+    raw = values.tobytes()
+    z = numcodecs.Zstd()
+    (tmp_path / "s.zarr" / "s" / "0").write_bytes(bytes(z.encode(raw[:8000])) + bytes(z.encode(raw[8000:])))
+    np.testing.assert_array_equal(zarr.open_group(tmp_path / "s.zarr", mode="r")["s"][:], values)
+    got = xr.open_dataset(tmp_path / "s.zarr", engine="zstrings")["s"].values
+    assert got.tolist() == [v.decode() for v in values.tolist()]
+    assert got.tolist() == xr.open_dataset(tmp_path / "s.zarr", engine="zarr", consolidated=False)["s"].values.tolist()
 
 
 @settings(FUZZ, max_examples=60)

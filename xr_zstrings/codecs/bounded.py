@@ -25,7 +25,7 @@ import numpy as np
 from numcodecs.abc import Codec
 
 from ..errors import ChunkError
-from ..scratch import ThreadScratch
+from ..scratch import ThreadScratch, fresh
 
 __all__ = [
     "DEFAULT_MAX_CHUNK_BYTES",
@@ -106,7 +106,8 @@ _ZSTD_BLOCK_MAX = 1 << 17
 def zstd_decoded_bound(buf: Any) -> int | None:
     """An upper bound of what ``numcodecs.Zstd.decode`` produces (or allocates), from headers only.
 
-    A frame with a content size is decoded into exactly that many bytes; a frame without one is
+    Every frame counts (numcodecs 0.16/0.17 decode all the frames of a chunk, not the first):
+    a frame with a content size is decoded into exactly that many bytes; a frame without one is
     streamed block by block: raw and RLE blocks state their size, compressed blocks hold at most
     ``min(window size, 128 KiB)``. None when ``buf`` does not start with a zstd frame.
     """
@@ -138,32 +139,33 @@ def zstd_decoded_bound(buf: Any) -> int | None:
             window = base + (base >> 3) * (wd & 7)
         p += (0, 1, 2, 4)[fhd & 3]
         fcs_len = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+        fcs = None
         if fcs_len:
             fcs = int.from_bytes(b[p : p + fcs_len], "little") + (256 if fcs_len == 2 else 0)
-            if pos == 0:
-                return fcs  # numcodecs allocates the first frame's content size and no more
             window = window or fcs
             p += fcs_len
         block_max = min(window, _ZSTD_BLOCK_MAX) if window else _ZSTD_BLOCK_MAX
+        frame = 0  # the frame's blocks' bound (its content size instead, when it states one)
         while True:
             if p + 3 > n:
-                return total + block_max  # truncated: the decoder fails at the latest here
+                return total + (fcs if fcs is not None else frame + block_max)  # truncated: the decoder fails here at the latest
             h = int.from_bytes(b[p : p + 3], "little")
             p += 3
             btype, bsize = (h >> 1) & 3, h >> 3
             if btype == 0:
-                total += bsize
+                frame += bsize
                 p += bsize
             elif btype == 1:
-                total += bsize
+                frame += bsize
                 p += 1
             elif btype == 2:
-                total += block_max
+                frame += block_max
                 p += bsize
             else:
-                return total
+                return total + (fcs if fcs is not None else frame)
             if h & 1:
                 break
+        total += fcs if fcs is not None else frame
         p += 4 if (fhd >> 2) & 1 else 0
         pos = p
     return total
@@ -241,7 +243,8 @@ def bounded_decode(codec: Codec, buf: Any, *, limit: int, expected: str = "", sc
         bound = zstd_decoded_bound(buf)
         if bound is not None and bound > limit:
             raise _too_big(limit, f"{expected}; its zstd header(s) say {bound} bytes")
-        exact = _zstd_content_size(buf) if scratch else None
+        first = _zstd_content_size(buf)
+        exact = first if first == bound else None  # one frame (several: numcodecs sizes the output)
     elif cid == "blosc":
         b = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
         if len(b) < 16:
@@ -263,9 +266,9 @@ def bounded_decode(codec: Codec, buf: Any, *, limit: int, expected: str = "", sc
         if nbytes > limit:
             raise _too_big(limit, f"{expected}; its lz4 header says {nbytes} bytes")
         exact = nbytes
-    reuse = _SCRATCH.get(exact) if scratch and exact else None
-    if reuse is not None:
-        out = reuse[:exact]
+    if exact and (scratch or exact > _SCRATCH.limit):  # the size known: decode into memory made for it
+        reuse = _SCRATCH.get(exact) if scratch else None
+        out = reuse[:exact] if reuse is not None else fresh(exact)
         codec.decode(buf, out=out)
         return out
     out = codec.decode(buf)

@@ -27,7 +27,7 @@ from zarr.storage import ObjectStore as _ObjectStore
 
 from ..errors import StoreReplacedError, ZStringsError
 from ..formats.nczarr import ATTRIBUTE_OBJECTS, parse_json
-from ..scratch import ThreadScratch
+from ..scratch import ThreadScratch, fresh
 from ..zarr_compat import sync
 from .redact import redact
 from .store_errors import mapped_errors
@@ -355,18 +355,20 @@ class ZStore:
                 try:
                     with open(root / self.full_key(k), "rb") as f:
                         size = os.fstat(f.fileno()).st_size if scratch else 0
-                        buf = _CHUNK_SCRATCH.get(used + size) if size else None
-                        if buf is None:
+                        if not size:
                             out.append(f.read())
                             continue
-                        view = memoryview(buf)[used : used + size]
+                        buf = _CHUNK_SCRATCH.get(used + size)
+                        start = used if buf is not None else 0
+                        view = memoryview(buf if buf is not None else fresh(size))[start : start + size]
                         got = f.readinto(view)
                         rest = f.read()  # the file changed since fstat: keep what it holds now
                         if got < size or rest:
                             out.append(bytes(view[:got]) + rest)
                             continue
                         out.append(view)
-                        used += size
+                        if buf is not None:
+                            used += size
                 except _MISSING:
                     out.append(None)
         return out
@@ -499,12 +501,15 @@ class ZStore:
                     lo = min(a, size)
                     hi = max(lo, min(b, size))
                 buf = _CHUNK_SCRATCH.get(used + hi - lo) if scratch and hi > lo else None
-                if buf is None:
-                    data: Any = os.pread(fd, hi - lo, lo)
-                else:
+                if buf is not None:
                     view = memoryview(buf)[used : used + hi - lo]
-                    data = view[: os.preadv(fd, [view], lo)]
+                    data: Any = view[: os.preadv(fd, [view], lo)]
                     used += hi - lo
+                elif scratch and hi > lo:
+                    view = memoryview(fresh(hi - lo))
+                    data = view[: os.preadv(fd, [view], lo)]
+                else:
+                    data = os.pread(fd, hi - lo, lo)
                 out.append(RangeRead(data, version, size))
         finally:
             if fd >= 0:
