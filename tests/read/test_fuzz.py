@@ -672,7 +672,7 @@ def test_property_zstd_bound_is_an_upper_bound(data, level, rle, fcs):
     frames = [bytes(numcodecs.Zstd(level=level).encode(data))]
     if rle:
         frames.append(zstd_rle_frame(rle, fcs=(rle << 17) if fcs else None))
-    for frame in frames:
+    for frame in [*frames, b"".join(frames)]:  # each frame, and a chunk of all of them
         bound = zstd_decoded_bound(frame)
         assert bound is not None and bound >= len(numcodecs.Zstd().decode(frame))
 
