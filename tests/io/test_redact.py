@@ -84,8 +84,8 @@ def _free_port() -> int:
 
 
 def _forms(ep: str, tmp: Path) -> dict[str, tuple[str, str]]:
-    """name -> (URL with a secret in it, what happens: "refused", "works" or "fails"); ``ep`` is the
-    S3 server's endpoint."""
+    """name -> (URL with a secret in it, what happens: "refused" (credentials), "query" (refused: a
+    URL query), "works" or "fails"); ``ep`` is the S3 server's endpoint."""
     return {
         "s3 user:password@": (f"s3://{KEY_ID}:{SECRET}@{BUCKET}/x.zarr", "refused"),
         "s3 token@": (f"s3://{TOKEN}@{BUCKET}/x.zarr", "refused"),
@@ -94,11 +94,12 @@ def _forms(ep: str, tmp: Path) -> dict[str, tuple[str, str]]:
         "https without mode fragment": (f"https://user:{SECRET}@example.invalid/x.zarr", "refused"),
         "file user:password@": (f"file://user:{SECRET}@localhost{tmp}/x.zarr", "refused"),
         "unsupported scheme": (f"gs://user:{SECRET}@{BUCKET}/x.zarr", "refused"),
-        "s3 presigned query": (f"s3://{BUCKET}/x.zarr?X-Amz-Signature={SECRET}&X-Amz-Credential={TOKEN}", "works"),
-        "http path style token query": (f"{ep}/{BUCKET}/x.zarr?token={SECRET}#mode=nczarr,s3", "works"),
+        "s3 presigned query": (f"s3://{BUCKET}/x.zarr?X-Amz-Signature={SECRET}&X-Amz-Credential={TOKEN}", "query"),
+        "http path style token query": (f"{ep}/{BUCKET}/x.zarr?token={SECRET}#mode=nczarr,s3", "query"),
         "s3 fragment password": (f"s3://{BUCKET}/x.zarr#mode=nczarr,s3&password={SECRET}", "works"),
-        "missing key, sig query": (f"s3://{BUCKET}/missing.zarr?sig={SECRET}", "fails"),
-        "missing bucket, token query": (f"s3://no-such-bucket-i24/x.zarr?X-Amz-Security-Token={SECRET}", "fails"),
+        "missing key, sig query": (f"s3://{BUCKET}/missing.zarr?sig={SECRET}", "query"),
+        "missing bucket, token query": (f"s3://no-such-bucket-i24/x.zarr?X-Amz-Security-Token={SECRET}", "query"),
+        "missing key": (f"s3://{BUCKET}/missing.zarr#mode=nczarr,s3&sig={SECRET}", "fails"),
     }
 
 
@@ -233,6 +234,9 @@ def test_no_secret_in_any_output(s3: S3Server, stores: None, tmp_path: Path, for
             assert e is not None and "holds credentials" in str(e) and "storage_options" in str(e), (op, e)
         # (a file:// URL's userinfo was taken for a path: the writers made the folder /user:PLANTED+...)
         assert not Path(f"/user:{SECRET.split('/')[0]}").exists()
+    elif expect == "query":  # refused before any request too: a query would be ignored
+        for op, e in outcomes.items():
+            assert e is not None and "has a query" in str(e) and "storage_options" in str(e), (op, e)
     elif expect == "works":
         assert outcomes["open_dataset"] is None and outcomes["to_zarr_v3/read_arrow"] is None
         assert outcomes["zstrings check"] is None and outcomes["zstrings convert from"] is None
@@ -240,6 +244,26 @@ def test_no_secret_in_any_output(s3: S3Server, stores: None, tmp_path: Path, for
     else:
         assert isinstance(outcomes["open_dataset"], ZStringsError)
         assert isinstance(outcomes["zstrings info"], ZStringsError)
+
+
+@pytest.mark.parametrize("url", ["s3://b/x.zarr?versionId=3", "s3://b/x.zarr?versionId=3#mode=nczarr,s3",
+                                 "https://h/b/x.zarr?versionId=3#mode=nczarr,s3", "file:///tmp/x.zarr?versionId=3"])
+def test_url_query_refused_before_any_request(url: str, tmp_path: Path) -> None:
+    """A query would be ignored (an object version read as the newest one): refused, for reads and
+    writes, before any request (the endpoint has no server: a request would fail differently)."""
+    opts = {"endpoint_url": f"http://127.0.0.1:{_free_port()}", "key": KEY_ID, "secret": SECRET, **FAST}
+    for call in (lambda: xr.open_dataset(url, engine="zstrings", storage_options=opts),
+                 lambda: to_nczarr(DS, url, mode="w", storage_options=opts),
+                 lambda: to_zarr_v3(DS, url, mode="w", storage_options=opts)):
+        with pytest.raises(ZStringsError, match=r"has a query .* Remove the query"):
+            call()
+    assert not Path("/tmp/x.zarr?versionId=3").exists() and not Path("/tmp/x.zarr").exists()
+
+
+def test_question_mark_in_a_plain_path_is_a_name(tmp_path: Path) -> None:
+    """Only URLs have queries: a local folder named with a '?' is written and read as named."""
+    to_nczarr(DS, tmp_path / "a?b.zarr")
+    assert xr.open_dataset(str(tmp_path / "a?b.zarr"), engine="zstrings")["s"].values.tolist() == ["a", "bé"]
 
 
 def test_no_secret_from_storage_options_when_the_server_refuses_them(s3: S3Server, stores: None,

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .redact import refuse_credentials
+from ..errors import ZStringsError
+from .redact import redact, refuse_credentials
 
 __all__ = ["ParsedTarget", "local_target", "looks_like_zstrings_target", "parse_nczarr_url"]
 
@@ -34,7 +35,9 @@ def parse_nczarr_url(target: str) -> ParsedTarget:
     """Split ``file:///a/b.zarr#mode=nczarr,file`` (or a plain path) into path and mode flags.
 
     A URL holding credentials (``s3://user:password@bucket/...``) is refused here, before anything
-    is opened or requested (``redact.refuse_credentials``)."""
+    is opened or requested (``redact.refuse_credentials``), and so is a URL with a query
+    (``?versionId=...``, a presigned signature): no store location has one, and ignoring it would
+    silently read another version or with other credentials than the URL says."""
     frag: dict[str, str] = {}
     base = target
     if "#" in target:
@@ -48,6 +51,14 @@ def parse_nczarr_url(target: str) -> ParsedTarget:
     scheme = parsed.scheme.lower() if len(parsed.scheme) > 1 else ""
     if scheme:
         refuse_credentials(target)
+        if parsed.query:
+            raise ZStringsError(
+                f"Cannot use {redact(target)}: the URL has a query ('?...'), which no store location "
+                "takes (netcdf-c's options go in the '#mode=...' fragment) and which would be ignored: "
+                "an object version or a presigned signature in it would silently not apply. Remove the "
+                "query; pass credentials as storage_options={'key': ..., 'secret': ..., 'token': ...} or "
+                "the AWS_* environment variables."
+            )
     if scheme == "file":
         path = urllib.parse.unquote(parsed.path)
         if parsed.netloc and parsed.netloc != "localhost":
