@@ -512,9 +512,9 @@ def on_workers(client: Any, fn: Callable[..., Any], base: str, so: dict[str, Any
 def bare_rows(client: Any, base: str, so: dict[str, Any] | None, n: int, chunk: int, source: Any,
               drop_store: Callable[[], None]) -> dict[str, Op]:
     """run_op results of the bare ceilings on the cluster's workers: "bare write"/"bare read" (each
-    worker a plain loop over every other chunk) and the same work one dask task a chunk ("... in
+    worker a plain loop over every other chunk), the same work one dask task a chunk ("... in
     dask": what dask's scheduling of one task per chunk costs, which any reader or writer inside
-    dask pays). The reads come first (the chunks of ``base/nczarr.zarr``, which ``drop_store()``
+    dask pays), and the write with the writer's encoding, both ways ("write encoded ..."). The reads come first (the chunks of ``base/nczarr.zarr``, which ``drop_store()``
     then removes, not timed), then the writes (their files under ``base/bare``; the last one's
     stay until the caller removes them before the next write): every timed write, ours and bare,
     follows the removal of the store written before it, its pages written out first (``os.sync``),
