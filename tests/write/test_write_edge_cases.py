@@ -149,6 +149,43 @@ def test_overflow_error_names_the_value_its_position_and_length(tmp_path, data, 
     assert not (tmp_path / "o.zarr").exists()
 
 
+def _slow_blocks(n: int, bad: str) -> da.Array:
+    """``n`` one-value blocks: the first is ``bad`` and made at once, every other one is made 0.3 s
+    later (still running on dask's other threads when the first block's write fails)."""
+    import time
+
+    def make(block_info=None):
+        (i,) = block_info[None]["chunk-location"]
+        if i:
+            time.sleep(0.3)
+        return np.array([bad if i == 0 else "ok"], dtype=object)
+
+    return da.map_blocks(make, chunks=((1,) * n,), dtype=object, meta=np.empty(0, object))
+
+
+@pytest.mark.parametrize(("writer", "bad", "match"), [
+    ("to_nczarr", _LONG, "needs 10 bytes of UTF-8"),  # longer than maxstrlen=2
+    ("to_zarr_v3", "\ud800", "surrogate"),  # no UTF-8 for a lone surrogate
+])
+def test_a_failed_block_stops_the_other_blocks_writing(tmp_path, writer, bad, match):
+    """dask's threaded scheduler raises a block's error while the other blocks still run, and
+    goes on running them: they must not write into the target the writer is removing. Before:
+    the removal could fail with IsADirectoryError instead of the block's error (seen in CI), and
+    the other blocks' chunks made the temporary store again after it was removed."""
+    import time
+
+    import dask
+
+    ds = xr.Dataset({"s": ("x", _slow_blocks(8, bad))})
+    with dask.config.set(scheduler="threads", num_workers=4), pytest.raises(ZStringsError, match=match):
+        if writer == "to_nczarr":
+            to_nczarr(ds, tmp_path / "o.zarr", maxstrlen=2)
+        else:
+            to_zarr_v3(ds, tmp_path / "o.zarr")
+    time.sleep(1.5)  # every block dask started has ended by now
+    assert sorted(p.name for p in tmp_path.iterdir()) == [], "the write left something behind"
+
+
 def test_overflow_error_names_bytes_values_too(tmp_path):
     ds = xr.Dataset({"b": ("x", np.array([b"ab", b"abcdef"], dtype="S6"))})
     with pytest.raises(ZStringsError, match=r"variable '/b': 1 value\(s\) do not fit: the longest, value \[1\] = "

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import contextlib
 import math
+import threading
 import uuid
-from collections.abc import Iterable
+import weakref
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
+from ..errors import ZStringsError
 from ..formats.netcdf_c import NCZarrLayout
 from ..io.zstore import ZStore
 from ..text.fixed import reused_output
@@ -94,6 +97,60 @@ def _write_numpy(zstore: ZStore, a: _Array, storage: np.ndarray, origin: tuple[i
             zstore.set_many(items)
 
 
+class _Gate:
+    """Whether one store object still takes block writes, and how many are running."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.running = 0
+        self.closed = False
+
+
+# one gate per store object of this process (a dask worker process unpickles its own store object,
+# whose gate is never closed: the writer there is fenced by the commit check, docs/reliability.md)
+_GATES: weakref.WeakKeyDictionary[ZStore, _Gate] = weakref.WeakKeyDictionary()
+_GATES_LOCK = threading.Lock()
+
+
+def _gate(zstore: ZStore) -> _Gate:
+    with _GATES_LOCK:
+        gate = _GATES.get(zstore)
+        if gate is None:
+            gate = _GATES[zstore] = _Gate()
+        return gate
+
+
+@contextlib.contextmanager
+def block_write(zstore: ZStore) -> Iterator[None]:
+    """One dask task's chunk write through ``zstore``: refused once the write was abandoned
+    (``compute_sums`` failed), counted while it runs."""
+    gate = _gate(zstore)
+    with gate.cond:
+        if gate.closed:
+            raise ZStringsError(f"Not writing to {zstore.display}: the write was abandoned after an error "
+                                "in another block (that error is the one raised).")
+        gate.running += 1
+    try:
+        yield
+    finally:
+        with gate.cond:
+            gate.running -= 1
+            gate.cond.notify_all()
+
+
+def abandon_block_writes(zstore: ZStore) -> None:
+    """No block write through ``zstore`` starts from now on, and those running are waited for.
+
+    dask's local schedulers raise the first failed task's error while the other tasks of the graph
+    are still running, and go on running them: without this, they kept writing chunks into a
+    target the writer was already removing (its temporary sibling came back after the clean-up,
+    or its removal failed with IsADirectoryError instead of the task's error)."""
+    gate = _gate(zstore)
+    with gate.cond:
+        gate.closed = True
+        gate.cond.wait_for(lambda: gate.running == 0)
+
+
 class _BlockWriter:
     """What the per-block write tasks of one array need: the store, the array's chunk layout and
     codecs, and its block encoder (``a`` without its data or attributes).
@@ -120,7 +177,7 @@ class _BlockWriter:
         assert a.encode_block is not None
         reuse = reused_output() if self.zstore.writes_copy else contextlib.nullcontext()
         # at_offset: errors name positions in the variable, not in the block
-        with reuse, at_offset(tuple(i * c for i, c in zip(loc, self.chunk_shape, strict=False))):
+        with block_write(self.zstore), reuse, at_offset(tuple(i * c for i, c in zip(loc, self.chunk_shape, strict=False))):
             stored, cut = a.encode_block(block)
             if a.scalar:
                 stored = np.asarray(stored).reshape(1)
@@ -192,8 +249,9 @@ def local_scheduler(zstore: ZStore) -> Any:
 _COMPUTE_GROUP = 256
 
 
-def compute_sums(graphs: list[Any]) -> list[int]:
-    """Compute dask arrays of per-block counts (each block's task writes its chunk) and sum each.
+def compute_sums(graphs: list[Any], zstore: ZStore) -> list[int]:
+    """Compute dask arrays of per-block counts (each block's task writes its chunk to ``zstore``)
+    and sum each; on an error, no block write goes on after it is raised (``abandon_block_writes``).
 
     In groups of ``_COMPUTE_GROUP`` arrays: dask's graph optimisation culls every layer against
     every output key, so one ``dask.compute`` of n arrays costs n^2 (10,000 variables: minutes);
@@ -201,8 +259,12 @@ def compute_sums(graphs: list[Any]) -> list[int]:
     import dask
 
     out: list[int] = []
-    for i in range(0, len(graphs), _COMPUTE_GROUP):
-        out += [int(np.asarray(x).sum()) for x in dask.compute(*graphs[i : i + _COMPUTE_GROUP])]
+    try:
+        for i in range(0, len(graphs), _COMPUTE_GROUP):
+            out += [int(np.asarray(x).sum()) for x in dask.compute(*graphs[i : i + _COMPUTE_GROUP])]
+    except BaseException:
+        abandon_block_writes(zstore)
+        raise
     return out
 
 
@@ -239,7 +301,7 @@ def write_arrays(zstore: ZStore, arrays: list[_Array], layout: NCZarrLayout | No
     if lazy:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", StringTruncationWarning)
-            counts = compute_sums([x for _, x in lazy])
+            counts = compute_sums([x for _, x in lazy], zstore)
         for (a, _), n in zip(lazy, counts, strict=True):
             if int(n):
                 warnings.warn(StringTruncationWarning(

@@ -51,7 +51,7 @@ from ..io.zstore import ZStore
 from ..text.kernels import kernels
 from ..text.vlen import Kind, VlenChunk, values_to_vlen
 from ..threads import run_all
-from .chunks import ChunkBatch, block_writes, compute_sums, local_scheduler
+from .chunks import ChunkBatch, block_write, block_writes, compute_sums, local_scheduler
 from .plan import _is_dask, _missing, check_names, string_fill, text_kind
 
 __all__ = ["LAYOUTS", "to_zarr_v3"]
@@ -357,9 +357,10 @@ class _BlockWriter:
             values, packed = _pack(values, self.kind, self.name)
         if self._pipe is None:
             self._pipe = V3Pipeline.from_metadata(**self.pipe_kw)
-        for job in _chunk_items(self.path, values, packed, self.kind, self.chunks, self._pipe, pad=pad,
-                                origin=loc):
-            self.zs.set_many([job()])
+        with block_write(self.zs):
+            for job in _chunk_items(self.path, values, packed, self.kind, self.chunks, self._pipe, pad=pad,
+                                    origin=loc):
+                self.zs.set_many([job()])
         return np.full((1,) * values.ndim, n, np.int64)
 
 
@@ -796,7 +797,7 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
                 pending.append(p)
     out.flush()
     if pending:
-        counts = compute_sums([p.written for p in pending])
+        counts = compute_sums([p.written for p in pending], zs)
         again: list[_Pending] = []
         for p, n in zip(pending, counts, strict=True):
             if int(n) and p.text.fill is None:
@@ -814,7 +815,7 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
         for p in again:
             meta_store.meta[p.key] = json.dumps(p.meta, indent=2).encode()
         if again:
-            compute_sums([p.written for p in again])
+            compute_sums([p.written for p in again], zs)
     if into_group and consolidated and root_key not in meta_store.meta:
         raw = zs.get_bytes("zarr.json")
         if raw is not None:
