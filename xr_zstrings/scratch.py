@@ -37,6 +37,15 @@ class ThreadScratch:
             buf = self._tls.buf = np.empty(grown, np.uint8)
         return buf
 
+    def take(self, used: int, n: int) -> tuple[memoryview, int]:
+        """``n`` bytes at offset ``used`` of this thread's buffer and the offset after them, for a
+        caller handing out several regions of one buffer at once; over the limit, ``n`` bytes of
+        fresh memory (:func:`fresh`) and ``used`` unchanged."""
+        buf = self.get(used + n)
+        if buf is None:
+            return memoryview(fresh(n)), used
+        return memoryview(buf)[used : used + n], used + n
+
 
 def fresh(n: int) -> np.ndarray:
     """``n`` bytes of new memory for a buffer over a scratch's limit: ``np.empty``, for which numpy

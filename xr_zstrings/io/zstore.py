@@ -27,7 +27,7 @@ from zarr.storage import ObjectStore as _ObjectStore
 
 from ..errors import StoreReplacedError, ZStringsError
 from ..formats.nczarr import ATTRIBUTE_OBJECTS, parse_json
-from ..scratch import ThreadScratch, fresh
+from ..scratch import ThreadScratch
 from ..zarr_compat import sync
 from .redact import redact
 from .store_errors import mapped_errors
@@ -51,7 +51,7 @@ _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # bytes object each: a fresh 32 MB object costs a page fault per 4 KiB every chunk once dask's
 # workers return freed memory to the system (MALLOC_TRIM_THRESHOLD_=65536): a 1e6-string |S32
 # chunk read and decoded took 78 ms fresh, 66 ms reused (1e8 reads on 2 workers, scale_dask.py:
-# 24.7 -> 25.3-26.9 M/s). Groups larger than 64 MiB get fresh memory (a thread keeps at most that).
+# 24.7 -> 25.3-26.9 M/s). Groups larger than 64 MiB get fresh memory on huge pages (``ThreadScratch.take``; a thread keeps at most 64 MiB).
 _CHUNK_SCRATCH = ThreadScratch(64 << 20)
 
 #: part of one object, as a slice of its bytes: ``(key, start, stop)`` is ``[start:stop]`` (fewer
@@ -358,17 +358,14 @@ class ZStore:
                         if not size:
                             out.append(f.read())
                             continue
-                        buf = _CHUNK_SCRATCH.get(used + size)
-                        start = used if buf is not None else 0
-                        view = memoryview(buf if buf is not None else fresh(size))[start : start + size]
+                        view, after = _CHUNK_SCRATCH.take(used, size)
                         got = f.readinto(view)
                         rest = f.read()  # the file changed since fstat: keep what it holds now
                         if got < size or rest:
                             out.append(bytes(view[:got]) + rest)
                             continue
                         out.append(view)
-                        if buf is not None:
-                            used += size
+                        used = after
                 except _MISSING:
                     out.append(None)
         return out
@@ -500,14 +497,9 @@ class ZStore:
                     assert b is not None  # ByteRange: a stop unless the start is a suffix
                     lo = min(a, size)
                     hi = max(lo, min(b, size))
-                buf = _CHUNK_SCRATCH.get(used + hi - lo) if scratch and hi > lo else None
-                if buf is not None:
-                    view = memoryview(buf)[used : used + hi - lo]
+                if scratch and hi > lo:
+                    view, used = _CHUNK_SCRATCH.take(used, hi - lo)
                     data: Any = view[: os.preadv(fd, [view], lo)]
-                    used += hi - lo
-                elif scratch and hi > lo:
-                    view = memoryview(fresh(hi - lo))
-                    data = view[: os.preadv(fd, [view], lo)]
                 else:
                     data = os.pread(fd, hi - lo, lo)
                 out.append(RangeRead(data, version, size))
