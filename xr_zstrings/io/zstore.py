@@ -51,7 +51,8 @@ _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # bytes object each: a fresh 32 MB object costs a page fault per 4 KiB every chunk once dask's
 # workers return freed memory to the system (MALLOC_TRIM_THRESHOLD_=65536): a 1e6-string |S32
 # chunk read and decoded took 78 ms fresh, 66 ms reused (1e8 reads on 2 workers, scale_dask.py:
-# 24.7 -> 25.3-26.9 M/s). Groups larger than 64 MiB get fresh memory on huge pages (``ThreadScratch.take``; a thread keeps at most 64 MiB).
+# 24.7 -> 25.3-26.9 M/s). Groups larger than 64 MiB get fresh memory on huge pages
+# (``ThreadScratch.take``; a thread keeps at most 64 MiB).
 _CHUNK_SCRATCH = ThreadScratch(64 << 20)
 
 #: part of one object, as a slice of its bytes: ``(key, start, stop)`` is ``[start:stop]`` (fewer
