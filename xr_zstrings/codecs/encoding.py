@@ -297,8 +297,9 @@ def v2_codec_as_v3(config: Mapping[str, Any], *, dtype: np.dtype,
     return role, obj.to_dict()
 
 
-def _v3_to_v2(codec: Any, *, where: str) -> Any:
-    """One v3 codec object (or its JSON dict) as a numcodecs object, or None (dropped, warned)."""
+def _v2_equivalent(codec: Any) -> Any:
+    """One v3 codec object (or its JSON dict) as a numcodecs object, or its JSON when numcodecs has
+    no equivalent (the caller says so)."""
     d = codec.v3 if isinstance(codec, BothFormatsCodec) else codec if isinstance(codec, Mapping) else codec.to_dict()
     name = str(d.get("name"))
     cfg = dict(d.get("configuration") or {})
@@ -312,12 +313,20 @@ def _v3_to_v2(codec: Any, *, where: str) -> Any:
                                blocksize=int(cfg.get("blocksize", 0)))
     if name.startswith("numcodecs."):
         return numcodecs.get_codec({"id": name.split(".", 1)[1], **cfg})
-    warnings.warn(
-        f"{where}: Zarr v3 codec {d!r} has no Zarr v2 (numcodecs) equivalent; it is left out of "
-        "encoding['compressors'/'filters'] for v2.",
-        CodecDroppedWarning, stacklevel=4,
-    )
-    return None
+    return d
+
+
+def _v3_to_v2(codec: Any, *, where: str) -> Any:
+    """One v3 codec object (or its JSON dict) as a numcodecs object, or None (dropped, warned)."""
+    got = _v2_equivalent(codec)
+    if isinstance(got, Mapping):
+        warnings.warn(
+            f"{where}: Zarr v3 codec {got!r} has no Zarr v2 (numcodecs) equivalent; it is left out of "
+            "encoding['compressors'/'filters'] for v2.",
+            CodecDroppedWarning, stacklevel=4,
+        )
+        return None
+    return got
 
 
 def _is_v3(codec: Any) -> bool:
@@ -373,10 +382,10 @@ def _neutral_from_v2_chain(compressor: Mapping[str, Any] | None, filters: Sequen
             continue
         try:
             v2 = numcodecs.get_codec(cfg)
-            got = _v2_to_v3(v2, dtype=dtype, where="")
+            got = _v3_equivalent(v2, dtype=dtype)
         except Exception:  # noqa: BLE001,S112 - no equivalent: the exact chain keeps it (zstrings_* keys)
             continue
-        if got is None:
+        if isinstance(got, str):  # no equivalent: the exact chain keeps it
             continue
         role, v3 = got
         if role == "compressor":
@@ -406,8 +415,8 @@ def _neutral_from_v3_chain(codecs: Sequence[Mapping[str, Any]], *, text: bool
             if name.split(".", 1)[-1] in _NOT_NEUTRAL:
                 continue
             try:
-                v2 = _v3_to_v2(c, where="")
-                if v2 is None:
+                v2 = _v2_equivalent(c)
+                if isinstance(v2, Mapping):  # no equivalent: the exact chain keeps it
                     continue
                 from zarr.registry import get_codec_class
 
@@ -422,15 +431,14 @@ def neutral_codecs(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool) -> di
     """The ``compressors``/``filters`` (no filters for text) both Zarr formats take, computed from
     the store's chain an encoding records (``zstrings_compressor``/``zstrings_filters`` or
     ``codecs``), or None when it records none."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", CodecDroppedWarning)  # the exact chain keeps what is left out
-        if "zstrings_compressor" in enc or "zstrings_filters" in enc:
-            comps, flts = _neutral_from_v2_chain(enc.get("zstrings_compressor"), enc.get("zstrings_filters") or (),
-                                                 dtype=dtype, text=text)
-        elif isinstance(enc.get("codecs"), list | tuple):
-            comps, flts = _neutral_from_v3_chain(enc["codecs"], text=text)
-        else:
-            return None
+    # (no warning for a codec left out: the exact chain keeps it)
+    if "zstrings_compressor" in enc or "zstrings_filters" in enc:
+        comps, flts = _neutral_from_v2_chain(enc.get("zstrings_compressor"), enc.get("zstrings_filters") or (),
+                                             dtype=dtype, text=text)
+    elif isinstance(enc.get("codecs"), list | tuple):
+        comps, flts = _neutral_from_v3_chain(enc["codecs"], text=text)
+    else:
+        return None
     out: dict[str, Any] = {"compressors": tuple(comps) or None}
     if not text:
         out["filters"] = tuple(flts) or None
