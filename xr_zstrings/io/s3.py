@@ -11,7 +11,9 @@ storage goes through obstore (Rust, ``zarr.storage.ObjectStore``); see docs/clou
 from __future__ import annotations
 
 import os
+import threading
 import urllib.parse
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
@@ -205,9 +207,13 @@ def s3_store(loc: S3Location, storage_options: dict[str, Any] | None = None) -> 
                     "base": 2},
     }
     retry.update(opts.get("retry_config") or {})
+    key = _cache_key(loc.bucket, config, client, retry)
+    cached = _cached_store(key)
+    if cached is not None:
+        return cached
     try:
-        return S3Store(loc.bucket, client_options=client, retry_config=retry,  # type: ignore[arg-type]  # user keys
-                       **config)
+        store = S3Store(loc.bucket, client_options=client, retry_config=retry,  # type: ignore[arg-type]  # user keys
+                        **config)
     except Exception as e:  # noqa: BLE001 - obstore's errors for a bad option, turned into one naming the fix
         why = redact(str(e).splitlines()[0] if str(e) else "", secrets=opts.values())
         raise ZStringsError(  # (from None: obstore's own text may quote a value of storage_options)
@@ -215,6 +221,65 @@ def s3_store(loc: S3Location, storage_options: dict[str, Any] | None = None) -> 
             f"{why}. Expected endpoint_url, key, secret, token, anon, region, timeout, connect_timeout, "
             "max_retries or an obstore S3Config key."
         ) from None
+    _keep_store(key, store)
+    return store
+
+
+# One S3Store per configuration, reused by every open and write in a process (as fsspec reuses a
+# filesystem instance): building one costs ~4 ms of CPU (obstore's HTTP client loads the system's
+# root certificates), a twentieth of opening a 1,000-variable store, and a reused one keeps its
+# connections. Keyed by everything the S3Store is built from, the environment it reads included
+# (AWS_*, proxies, certificates: a changed variable gives a new store); emptied in a forked child,
+# whose stores must not share the parent's connections. obstore's stores are thread-safe.
+_STORE_CACHE_SIZE = 16
+_store_cache: OrderedDict[Any, Any] = OrderedDict()
+_store_cache_pid = os.getpid()
+_store_cache_lock = threading.Lock()
+_ENV_READ = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` as a hashable key (dicts as sorted items, lists as tuples); TypeError if it cannot be."""
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(_frozen(v) for v in value)
+    hash(value)
+    return value
+
+
+def _cache_key(bucket: str, *parts: dict[str, Any]) -> Any:
+    """The cache key of an S3Store's configuration, or None when a value is not hashable (not cached)."""
+    env = tuple(sorted((k, v) for k, v in os.environ.items() if k.upper().startswith("AWS_") or k.upper() in _ENV_READ))
+    try:
+        return (bucket, env, *(_frozen(p) for p in parts))
+    except TypeError:
+        return None
+
+
+def _cached_store(key: Any) -> Any:
+    global _store_cache_pid
+    if key is None:
+        return None
+    with _store_cache_lock:
+        if _store_cache_pid != os.getpid():  # a forked child: build its own stores
+            _store_cache.clear()
+            _store_cache_pid = os.getpid()
+        store = _store_cache.get(key)
+        if store is not None:
+            _store_cache.move_to_end(key)
+        return store
+
+
+def _keep_store(key: Any, store: Any) -> None:
+    if key is None:
+        return
+    with _store_cache_lock:
+        if _store_cache_pid != os.getpid():
+            return  # (the next lookup empties the parent's entries first)
+        _store_cache[key] = store
+        while len(_store_cache) > _STORE_CACHE_SIZE:
+            _store_cache.popitem(last=False)
 
 
 def _open_s3(target: str, parsed: ParsedTarget, *, mode: str,
