@@ -12,6 +12,7 @@ __all__ = [
     "ConcurrentWriteError",
     "ConditionalWriteWarning",
     "DimensionError",
+    "ForkedProcessError",
     "GroupNotFoundError",
     "IncompleteStoreError",
     "MetadataError",
@@ -94,6 +95,11 @@ class StorePermissionError(ZStringsError, PermissionError):
 
 class StoreConnectionError(ZStringsError, ConnectionError):
     """The object store could not be reached (endpoint down, DNS, timeout) within the retry budget."""
+
+
+class ForkedProcessError(ZStringsError, RuntimeError):
+    """Object storage reached from a process forked after its parent reached it (obstore's requests
+    would never return there); the message names the fix (the 'spawn' start method)."""
 
 
 class TargetExistsError(ZStringsError, FileExistsError):

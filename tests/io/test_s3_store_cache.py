@@ -1,6 +1,7 @@
 """One obstore S3Store per configuration, reused across opens and writes (io/s3.py's cache): the
 same options share it, anything it is built from (options, the AWS_* environment) gives a new one,
-and a forked child builds its own."""
+and a forked child builds its own
+(a child forked before any request may use object storage: io/forks.py)."""
 
 from __future__ import annotations
 
@@ -53,8 +54,8 @@ def test_the_cache_keeps_a_bounded_number_of_stores(s3: S3Server) -> None:
 
 
 def _child(url: str, options: dict, parent_store_id: int, out: mp.Queue) -> None:
-    try:
-        out.put(id(_obstore_of(url, options)) != parent_store_id)
+    try:  # (s3_store itself: opening the store here is refused, tests/io/test_s3_fork.py)
+        out.put(id(s3_store(parse_s3_url(url), options)) != parent_store_id)
     except BaseException as e:  # (reported to the parent)
         out.put(repr(e))
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnsupportedError, ZStringsError
+from .forks import using_obstore
 from .redact import redact, shown
 from .targets import ParsedTarget, parse_nczarr_url
 from .zip import _open_remote_zip
@@ -293,6 +294,7 @@ def _open_s3(target: str, parsed: ParsedTarget, *, mode: str,
         )
     loc = parse_s3_url(target, storage_options)
     display = shown(target)
+    using_obstore(display)  # (before any request: a forked child's would never return)
     obj = s3_store(loc, storage_options)
     key = loc.key.strip("/")
     if "zip" in parsed.modes or key.lower().endswith(".zip"):

@@ -29,6 +29,7 @@ from ..errors import StoreReplacedError, ZStringsError
 from ..formats.nczarr import ATTRIBUTE_OBJECTS, parse_json
 from ..scratch import ThreadScratch
 from ..zarr_compat import sync
+from .forks import using_obstore
 from .redact import redact
 from .store_errors import mapped_errors
 
@@ -106,6 +107,9 @@ class ZStore:
         self.display = redact(display or repr(store))  # every message names the store by this
         self.modes = modes
         self.remote = remote  # object storage: requests are costly, consolidated metadata is trusted
+        # requests go through obstore (zarr's ObjectStore, or a zip object read in a bucket): it
+        # cannot run in a process forked after it ran (io/forks.py)
+        self.obstore = any(type(getattr(store, a, None)).__module__.startswith("obstore") for a in ("store", "obj"))
         self.requests = 0
         self._lock = threading.Lock()
         self._consolidated: dict[str, Any] | None = None
@@ -134,6 +138,11 @@ class ZStore:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+
+    def _check_fork(self) -> None:
+        """Before requests: refuses object storage in a process forked after it was used (io/forks)."""
+        if self.obstore:
+            using_obstore(self.display)
 
     def _count(self, n: int = 1) -> None:
         with self._lock:
@@ -336,6 +345,7 @@ class ZStore:
             return []
         if self._local_direct:
             return self._get_many_local(keys, scratch)
+        self._check_fork()
         with mapped_errors(f"Could not read from {self.display}", self.probe):
             out = sync(self._get_many(list(keys), limit, copy=not scratch))
         # zarr opened the store on that get (Store._ensure_open): read it directly from now on
@@ -407,6 +417,7 @@ class ZStore:
         if self._local_direct:
             with mapped_errors(f"Could not read from {self.display}"):
                 return self._get_ranges_local(ranges, vers, scratch)
+        self._check_fork()
         fetch = self._range_fetcher()
         calls = [(fetch, (self.full_key(k), a, b, v)) for (k, a, b), v in zip(ranges, vers, strict=True)]
         try:
@@ -517,6 +528,7 @@ class ZStore:
             return sorted({k[len(lead):].split("/", 1)[0] for k in self._consolidated
                            if k.startswith(lead) and "/" in k[len(lead):]})
         prefix = self.full_key(path)
+        self._check_fork()
 
         async def run() -> list[str]:
             self._count()
@@ -558,6 +570,7 @@ class ZStore:
 
         if fenced:
             self.check_fence()
+        self._check_fork()
         items = list(items)
         if isinstance(self.store, LocalStore):
             self._confine([k for k, _ in items])

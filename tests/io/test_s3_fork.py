@@ -1,0 +1,106 @@
+"""Object storage and forked processes (io/forks.py), against a real S3 server (moto).
+
+obstore cannot run in a child forked after its parent made requests: every request there waits
+forever. Such a child gets ``ForkedProcessError`` naming the fix at once; spawned workers read a
+dataset opened in the parent; a child forked before any request reads on its own.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+from s3_server import S3Server
+
+from xr_zstrings.errors import ForkedProcessError
+from xr_zstrings.write.nczarr import to_nczarr
+
+BUCKET = "zstrings-fork"
+NAMES = np.array(["α", "β", "γγ", "", "station-5", "é" * 40], dtype=np.dtypes.StringDType())
+FORK = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="no fork on this platform")
+
+
+@pytest.fixture(scope="module")
+def url(s3: S3Server) -> str:
+    s3.bucket(BUCKET)
+    out = f"s3://{BUCKET}/names.zarr"
+    ds = xr.Dataset({"name": ("n", NAMES)})
+    ds["name"].encoding["chunks"] = (2,)
+    to_nczarr(ds, out, storage_options=s3.options())
+    return out
+
+
+def _in_forked_child(fn: object) -> tuple[str, str]:
+    """``fn()`` in a forked child: ("ok", repr of its result) or (error class name, message);
+    a child still running after 60 s is killed and the test fails (instead of hanging)."""
+    ctx = mp.get_context("fork")
+    out: mp.Queue = ctx.Queue()
+
+    def run() -> None:
+        try:
+            out.put(("ok", repr(fn())))  # type: ignore[operator]  # a callable
+        except BaseException as e:  # (reported to the parent)
+            out.put((type(e).__name__, str(e)))
+
+    proc = ctx.Process(target=run)
+    proc.start()
+    try:
+        return out.get(timeout=60)
+    finally:
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.kill()
+
+
+@FORK
+def test_a_child_forked_after_s3_reads_is_refused_with_the_fix(s3: S3Server, url: str) -> None:
+    ds = xr.open_dataset(url, engine="zstrings", storage_options=s3.options())
+    assert ds["name"][:2].values.tolist() == NAMES[:2].tolist()  # the parent has made requests
+    for what, fn in (
+        ("a dataset opened in the parent", lambda: ds["name"].values.tolist()),
+        ("a new open", lambda: xr.open_dataset(url, engine="zstrings", storage_options=s3.options())),
+        ("a write", lambda: to_nczarr(xr.Dataset({"a": ("n", NAMES)}), f"s3://{BUCKET}/child.zarr",
+                                      storage_options=s3.options())),
+    ):
+        kind, message = _in_forked_child(fn)
+        assert kind == "ForkedProcessError", (what, kind, message)
+        assert "forked from process" in message and "'spawn'" in message and url.split("/")[2] in message, what
+    assert issubclass(ForkedProcessError, RuntimeError)
+    assert ds["name"].values.tolist() == NAMES.tolist()  # the parent reads on
+
+
+def test_spawned_workers_read_a_dataset_opened_in_the_parent(s3: S3Server, url: str) -> None:
+    ds = xr.open_dataset(url, engine="zstrings", storage_options=s3.options())
+    assert ds["name"][:1].values.tolist() == NAMES[:1].tolist()  # the parent has made requests
+    with mp.get_context("spawn").Pool(2) as pool:
+        parts = pool.map(np.asarray, [ds["name"][i:i + 2] for i in range(0, NAMES.size, 2)])
+    assert np.concatenate(parts).tolist() == NAMES.tolist()
+
+
+@FORK
+def test_a_child_forked_before_any_s3_request_reads(s3: S3Server, url: str, tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""
+        import os, sys
+        import xarray as xr
+        import xr_zstrings
+        options = {s3.options()!r}
+        pid = os.fork()
+        if pid == 0:
+            try:
+                ds = xr.open_dataset({url!r}, engine="zstrings", storage_options=options)
+                print("child", ds["name"].values.tolist(), flush=True)
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        ds = xr.open_dataset({url!r}, engine="zstrings", storage_options=options)
+        print("parent", ds["name"].values.tolist(), flush=True)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [f"child {NAMES.tolist()}", f"parent {NAMES.tolist()}"], done.stderr
