@@ -214,7 +214,7 @@ def print_table(results: dict[tuple[str, str], dict[str, Any]], rtt: float) -> N
         w = r["walls"]
         load = "" if r["load"] is None else f"{r['load']:.3f}"
         print(f"| {label} | {name} | {r['requests']} | {w['direct']:.2f} | {w['0']:.2f} | {w['rtt']:.2f} | "
-              f"{(w['rtt'] - w['0']) / rtt:.0f} | {r['depth']:.0f} | {r['cpu']:.2f} | {load} |")
+              f"{(w['rtt'] - w['0']) / rtt:.0f} | {r['depth']:.0f} | {r['cpu']:.3f} | {load} |")
 
 
 def compare_libs(endpoint: str, n: int) -> None:
