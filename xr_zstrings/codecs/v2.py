@@ -124,6 +124,10 @@ class ChunkPipeline:
         return bytes(memoryview(buf).cast("B")) if not isinstance(buf, bytes) else buf
 
 
+#: the pipeline of an array stored without codecs (shared: frozen)
+_NO_CODECS = ChunkPipeline(compressor=None, filters=())
+
+
 def shuffle_elementsize(config: Mapping[str, Any], dtype: np.dtype, string_kind: str | None, where: str = "") -> int:
     """The element size a ``shuffle`` filter shuffled by: its ``elementsize``, or for netcdf-c's ``0``
     the dtype's itemsize (1 for NC_CHAR, 8 for NC_STRING: netcdf-c's ``sizeof(char *)``)."""
@@ -179,6 +183,8 @@ def build_pipeline(
                 "store with zlib/zstd/blosc."
             ) from None
 
+    if compressor is None and not filters:
+        return _NO_CODECS  # (nothing decodes, so there is nothing to bound)
     limit = max_chunk_bytes()
     expected = f"at most {limit} bytes ({MAX_CHUNK_BYTES_ENV})"
     sized = all(dict(f).get("id") == "shuffle" for f in filters)  # filters that keep the size
