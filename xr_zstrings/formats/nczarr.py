@@ -17,7 +17,7 @@ import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
@@ -691,8 +691,7 @@ def parse_array(
     )
 
 
-@dataclass(frozen=True)
-class _ZArray:
+class _ZArray(NamedTuple):
     """A .zarray's storage fields, checked."""
 
     shape: tuple[int, ...]
