@@ -79,7 +79,8 @@ class ZStringsDataStore(AbstractDataStore):
         out = {}
         for name, spec in self.contents.variables.items():
             data = indexing.LazilyIndexedArray(ZStringsBackendArray(spec.data))
-            out[name] = xr.Variable(spec.dims, data, spec.attrs, spec.encoding)
+            # (fastpath: the data is xarray's own lazy array, which as_compatible_data keeps as is)
+            out[name] = xr.Variable(spec.dims, data, spec.attrs, spec.encoding, fastpath=True)
         return FrozenDict(out)
 
     def get_attrs(self) -> Frozen[Hashable, Any]:
