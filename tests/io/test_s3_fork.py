@@ -2,12 +2,14 @@
 
 obstore cannot run in a child forked after its parent made requests: every request there waits
 forever. Such a child gets ``ForkedProcessError`` naming the fix at once; spawned workers read a
-dataset opened in the parent; a child forked before any request reads on its own.
+dataset opened in the parent; a child forked before any request reads on its own, with an S3
+client of its own (io/s3.py's cache is not shared across a fork).
 """
 
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import subprocess
 import sys
 import textwrap
@@ -19,6 +21,8 @@ import xarray as xr
 from s3_server import S3Server
 
 from xr_zstrings.errors import ForkedProcessError
+from xr_zstrings.io import s3 as s3mod
+from xr_zstrings.io.s3 import parse_s3_url, s3_store
 from xr_zstrings.write.nczarr import to_nczarr
 
 BUCKET = "zstrings-fork"
@@ -104,3 +108,13 @@ def test_a_child_forked_before_any_s3_request_reads(s3: S3Server, url: str, tmp_
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == [f"child {NAMES.tolist()}", f"parent {NAMES.tolist()}"], done.stderr
+
+
+@FORK
+def test_a_forked_child_builds_its_own_s3_client(s3: S3Server, url: str) -> None:
+    loc = parse_s3_url(url)
+    parent = s3_store(loc, s3.options())
+    # (s3_store itself, which makes no request: opening the store in the child is refused, above)
+    assert _in_forked_child(lambda: s3_store(loc, s3.options()) is not parent) == ("ok", "True")
+    assert s3mod._store_cache_pid == os.getpid()
+    assert s3_store(loc, s3.options()) is parent  # the parent's cache is untouched

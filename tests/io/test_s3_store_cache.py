@@ -1,12 +1,8 @@
 """One obstore S3Store per configuration, reused across opens and writes (io/s3.py's cache): the
-same options share it, anything it is built from (options, the AWS_* environment) gives a new one,
-and a forked child builds its own
-(a child forked before any request may use object storage: io/forks.py)."""
+same options share it, anything it is built from (options, the AWS_* environment) gives a new one
+(a forked child builds its own: tests/io/test_s3_fork.py)."""
 
 from __future__ import annotations
-
-import multiprocessing as mp
-import os
 
 import pytest
 from s3_server import S3Server
@@ -16,7 +12,6 @@ from xr_zstrings.io.s3 import parse_s3_url, s3_store
 from xr_zstrings.io.store import open_store
 
 BUCKET = "zstrings-cache"
-FORK = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="no fork on this platform")
 
 
 def _obstore_of(url: str, options: dict) -> object:
@@ -51,30 +46,3 @@ def test_the_cache_keeps_a_bounded_number_of_stores(s3: S3Server) -> None:
     assert len(s3mod._store_cache) == s3mod._STORE_CACHE_SIZE
     assert s3_store(loc, s3.options(timeout=100)) is not stores[0]  # the oldest was let go
     assert s3_store(loc, s3.options(timeout=100 + len(stores) - 1)) is stores[-1]
-
-
-def _child(url: str, options: dict, parent_store_id: int, out: mp.Queue) -> None:
-    try:  # (s3_store itself: opening the store here is refused, tests/io/test_s3_fork.py)
-        out.put(id(s3_store(parse_s3_url(url), options)) != parent_store_id)
-    except BaseException as e:  # (reported to the parent)
-        out.put(repr(e))
-
-
-@FORK
-def test_forked_child_builds_its_own_store(s3: S3Server) -> None:
-    s3.bucket(BUCKET)
-    url = f"s3://{BUCKET}/fork.zarr"
-    parent = _obstore_of(url, s3.options())
-    ctx = mp.get_context("fork")
-    out: mp.Queue = ctx.Queue()
-    proc = ctx.Process(target=_child, args=(url, s3.options(), id(parent), out))
-    proc.start()
-    try:
-        got = out.get(timeout=60)
-    finally:
-        proc.join(timeout=30)
-        if proc.is_alive():
-            proc.kill()
-    assert got is True, got
-    assert s3mod._store_cache_pid == os.getpid()
-    assert _obstore_of(url, s3.options()) is parent  # the parent's cache is untouched
