@@ -275,9 +275,7 @@ def _cached_store(key: Any) -> Any:
 def _keep_store(key: Any, store: Any) -> None:
     if key is None:
         return
-    with _store_cache_lock:
-        if _store_cache_pid != os.getpid():
-            return  # (the next lookup empties the parent's entries first)
+    with _store_cache_lock:  # (after _cached_store, which emptied a forked child's copy)
         _store_cache[key] = store
         while len(_store_cache) > _STORE_CACHE_SIZE:
             _store_cache.popitem(last=False)
