@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
+from exit_race import CRASH, run_ending_right_after
 
 # icechunk publishes wheels for Python >= 3.12 only (the test extra installs it there): on 3.11 (CI's
 # py311 and minimum jobs) these tests are a peer limit, said in the skip reason, not a gap
@@ -122,3 +123,26 @@ def test_to_zarr_v3_into_a_session_refuses_or_replaces_as_mode_says():
     session.commit("replaced")
     back = xr.open_dataset(repo.readonly_session("main").store, engine="zstrings")
     assert list(back.variables) == ["s"] and back["s"].values.tolist() == ["only"]
+
+
+@pytest.mark.parametrize("without_hook", [False, True], ids=["as shipped", "control: exit hook removed"])
+def test_a_script_ending_right_after_an_icechunk_read_exits_cleanly(without_hook: bool) -> None:
+    # icechunk's requests complete from its Rust runtime's threads, as obstore's do (tests/exit_race.py)
+    if without_hook and sys.version_info >= (3, 14):
+        pytest.skip("CPython 3.14 parks a thread asking for the GIL during finalization: no crash to show")
+    done = run_ending_right_after("""
+        import warnings
+        import icechunk, numpy as np, xarray as xr
+        repo = icechunk.Repository.create(icechunk.in_memory_storage())
+        session = repo.writable_session("main")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            xr.Dataset({"name": ("n", np.array(["Zürich", "東京"], dtype=np.dtypes.StringDType()))}).to_zarr(
+                session.store, zarr_format=3, consolidated=False)
+        session.commit("written by xarray")
+        ds = xr.open_dataset(repo.readonly_session("main").store, engine="zstrings")
+        print(ds["name"].values.tolist(), flush=True)
+    """, without_hook=without_hook)
+    assert done.stdout.splitlines() == [str(["Zürich", "東京"])], done.stderr
+    # the control shows the script reproduces the crash that the exit hook prevents
+    assert done.returncode == (CRASH["icechunk"] if without_hook else 0), done.stderr

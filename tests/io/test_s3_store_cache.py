@@ -1,6 +1,6 @@
 """One obstore S3Store per configuration, reused across opens and writes (io/s3.py's cache): the
 same options share it, anything it is built from (options, the AWS_* environment) gives a new one
-(a forked child builds its own: tests/io/test_s3_fork.py)."""
+(a forked child builds its own: tests/io/test_obstore_runtime.py)."""
 
 from __future__ import annotations
 

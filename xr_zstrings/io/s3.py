@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import UnsupportedError, ZStringsError
-from .forks import using_obstore
 from .redact import redact, shown
+from .runtime import using_obstore
 from .targets import ParsedTarget, parse_nczarr_url
 from .zip import _open_remote_zip
 from .zstore import ZStore

@@ -29,8 +29,8 @@ from ..errors import StoreReplacedError, ZStringsError
 from ..formats.nczarr import ATTRIBUTE_OBJECTS, parse_json
 from ..scratch import ThreadScratch
 from ..zarr_compat import sync
-from .forks import using_obstore
 from .redact import redact
+from .runtime import using_native_store, using_obstore
 from .store_errors import mapped_errors
 
 __all__ = ["ByteRange", "ObjectChanged", "RangeRead", "ZStore", "make_parents", "refuse_links", "refuse_links_on"]
@@ -108,8 +108,11 @@ class ZStore:
         self.modes = modes
         self.remote = remote  # object storage: requests are costly, consolidated metadata is trusted
         # requests go through obstore (zarr's ObjectStore, or a zip object read in a bucket): it
-        # cannot run in a process forked after it ran (io/forks.py)
+        # cannot run in a process forked after it ran (io/runtime.py)
         self.obstore = any(type(getattr(store, a, None)).__module__.startswith("obstore") for a in ("store", "obj"))
+        # requests may complete from native threads (obstore, icechunk: any store that is neither
+        # zarr-python's nor ours): the exit hook that lets them finish is installed (io/runtime.py)
+        self.native = self.obstore or not type(store).__module__.startswith(("zarr.", "xr_zstrings."))
         self.requests = 0
         self._lock = threading.Lock()
         self._consolidated: dict[str, Any] | None = None
@@ -139,10 +142,13 @@ class ZStore:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
-    def _check_fork(self) -> None:
-        """Before requests: refuses object storage in a process forked after it was used (io/forks)."""
+    def _before_requests(self) -> None:
+        """Object storage is refused in a process forked after it was used; a native store's threads
+        are let finish before the interpreter exits (io/runtime)."""
         if self.obstore:
             using_obstore(self.display)
+        elif self.native:
+            using_native_store()
 
     def _count(self, n: int = 1) -> None:
         with self._lock:
@@ -345,7 +351,7 @@ class ZStore:
             return []
         if self._local_direct:
             return self._get_many_local(keys, scratch)
-        self._check_fork()
+        self._before_requests()
         with mapped_errors(f"Could not read from {self.display}", self.probe):
             out = sync(self._get_many(list(keys), limit, copy=not scratch))
         # zarr opened the store on that get (Store._ensure_open): read it directly from now on
@@ -417,7 +423,7 @@ class ZStore:
         if self._local_direct:
             with mapped_errors(f"Could not read from {self.display}"):
                 return self._get_ranges_local(ranges, vers, scratch)
-        self._check_fork()
+        self._before_requests()
         fetch = self._range_fetcher()
         calls = [(fetch, (self.full_key(k), a, b, v)) for (k, a, b), v in zip(ranges, vers, strict=True)]
         try:
@@ -528,7 +534,7 @@ class ZStore:
             return sorted({k[len(lead):].split("/", 1)[0] for k in self._consolidated
                            if k.startswith(lead) and "/" in k[len(lead):]})
         prefix = self.full_key(path)
-        self._check_fork()
+        self._before_requests()
 
         async def run() -> list[str]:
             self._count()
@@ -570,7 +576,7 @@ class ZStore:
 
         if fenced:
             self.check_fence()
-        self._check_fork()
+        self._before_requests()
         items = list(items)
         if isinstance(self.store, LocalStore):
             self._confine([k for k, _ in items])

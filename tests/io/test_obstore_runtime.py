@@ -1,9 +1,10 @@
-"""Object storage and forked processes (io/forks.py), against a real S3 server (moto).
+"""obstore's runtime and the process (io/runtime.py): forks and exit, against a real S3 server (moto).
 
 obstore cannot run in a child forked after its parent made requests: every request there waits
 forever. Such a child gets ``ForkedProcessError`` naming the fix at once; spawned workers read a
 dataset opened in the parent; a child forked before any request reads on its own, with an S3
-client of its own (io/s3.py's cache is not shared across a fork).
+client of its own (io/s3.py's cache is not shared across a fork). A script that ends right after
+an S3 read exits cleanly, not with SIGABRT from an obstore thread caught by the finalization.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
+from exit_race import CRASH, run_ending_right_after
 from s3_server import S3Server
 
 from xr_zstrings.errors import ForkedProcessError
@@ -104,7 +106,6 @@ def test_a_child_forked_before_any_s3_request_reads(s3: S3Server, url: str, tmp_
         os.waitpid(pid, 0)
         ds = xr.open_dataset({url!r}, engine="zstrings", storage_options=options)
         print("parent", ds["name"].values.tolist(), flush=True)
-        os._exit(0)  # (not interpreter shutdown: CI saw it abort once on py311 after both reads)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -119,3 +120,18 @@ def test_a_forked_child_builds_its_own_s3_client(s3: S3Server, url: str) -> None
     assert _in_forked_child(lambda: s3_store(loc, s3.options()) is not parent) == ("ok", "True")
     assert s3mod._store_cache_pid == os.getpid()
     assert s3_store(loc, s3.options()) is parent  # the parent's cache is untouched
+
+
+@pytest.mark.parametrize("without_hook", [False, True], ids=["as shipped", "control: exit hook removed"])
+def test_a_script_ending_right_after_an_s3_read_exits_cleanly(s3: S3Server, url: str,
+                                                             without_hook: bool) -> None:
+    if without_hook and sys.version_info >= (3, 14):
+        pytest.skip("CPython 3.14 parks a thread asking for the GIL during finalization: no crash to show")
+    done = run_ending_right_after(f"""
+        import xarray as xr
+        ds = xr.open_dataset({url!r}, engine="zstrings", storage_options={s3.options()!r})
+        print(ds["name"].values.tolist(), flush=True)
+    """, without_hook=without_hook)
+    assert done.stdout.splitlines() == [str(NAMES.tolist())], done.stderr
+    # the control shows the script reproduces the crash that the exit hook prevents
+    assert done.returncode == (CRASH["obstore"] if without_hook else 0), done.stderr

@@ -1,0 +1,46 @@
+"""A script that ends right after reading through a native store (obstore, icechunk), with the
+race that can crash such a script at exit made certain (see xr_zstrings/io/runtime.py).
+
+Each request through those stores completes from a Rust runtime thread that wakes the event loop
+and then needs the GIL back. The script holds that thread 0.3 s after its wake-up write (the
+window CI once hit, widened) and keeps the finalization busy (a cyclic object's slow ``__del__``),
+so the thread asks for the GIL while the interpreter finalizes: CPython up to 3.13 then ends it
+with ``pthread_exit`` inside Rust frames (SIGABRT; SIGSEGV with icechunk).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+WIDEN = textwrap.dedent("""
+    import asyncio.selector_events as _se, threading as _th, time as _time
+    _write = _se.BaseSelectorEventLoop._write_to_self
+    def _slow_wake_up(self):
+        _write(self)
+        if _th.get_ident() not in {t.ident for t in _th.enumerate()}:  # (a native runtime's thread)
+            _time.sleep(0.3)
+    _se.BaseSelectorEventLoop._write_to_self = _slow_wake_up
+""")
+
+LINGER = textwrap.dedent("""
+    import atexit as _atexit, time as _time
+    if {without_hook!r}:
+        from xr_zstrings.io import runtime as _runtime
+        _atexit.unregister(_runtime._let_foreign_threads_finish)
+    class _Linger:
+        def __del__(self, sleep=_time.sleep):
+            sleep(1.0)
+    _linger = _Linger(); _linger.cycle = _linger; del _linger
+""")
+
+#: the signal a thread ended by the finalization brings the process down with, by store
+CRASH = {"obstore": -6, "icechunk": -11}  # SIGABRT, SIGSEGV
+
+
+def run_ending_right_after(body: str, *, without_hook: bool = False) -> subprocess.CompletedProcess:
+    """Run ``body`` (reads through a native store) between the widened window and the busy
+    finalization; ``without_hook``: the package's exit hook removed (the control)."""
+    script = WIDEN + textwrap.dedent(body) + LINGER.format(without_hook=without_hook)
+    return subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
