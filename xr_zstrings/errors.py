@@ -98,8 +98,9 @@ class StoreConnectionError(ZStringsError, ConnectionError):
 
 
 class ForkedProcessError(ZStringsError, RuntimeError):
-    """Object storage reached from a process forked after its parent reached it (obstore's requests
-    would never return there); the message names the fix (the 'spawn' start method)."""
+    """A store served by obstore (object storage) or icechunk reached from a process forked after its
+    parent used them (their requests would never return there); the message names the fix (the
+    'spawn' start method)."""
 
 
 class TargetExistsError(ZStringsError, FileExistsError):

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from exit_race import CRASH, run_ending_right_after
+from native_runtime import CRASH, FORK, in_forked_child, run_ending_right_after
 
 # icechunk publishes wheels for Python >= 3.12 only (the test extra installs it there): on 3.11 (CI's
 # py311 and minimum jobs) these tests are a peer limit, said in the skip reason, not a gap
@@ -127,7 +127,7 @@ def test_to_zarr_v3_into_a_session_refuses_or_replaces_as_mode_says():
 
 @pytest.mark.parametrize("without_hook", [False, True], ids=["as shipped", "control: exit hook removed"])
 def test_a_script_ending_right_after_an_icechunk_read_exits_cleanly(without_hook: bool) -> None:
-    # icechunk's requests complete from its Rust runtime's threads, as obstore's do (tests/exit_race.py)
+    # icechunk's requests complete from its Rust runtime's threads, as obstore's do (tests/native_runtime.py)
     if without_hook and sys.version_info >= (3, 14):
         pytest.skip("CPython 3.14 parks a thread asking for the GIL during finalization: no crash to show")
     done = run_ending_right_after("""
@@ -146,3 +146,17 @@ def test_a_script_ending_right_after_an_icechunk_read_exits_cleanly(without_hook
     assert done.stdout.splitlines() == [str(["Zürich", "東京"])], done.stderr
     # the control shows the script reproduces the crash that the exit hook prevents
     assert done.returncode == (CRASH["icechunk"] if without_hook else 0), done.stderr
+
+
+@FORK
+def test_a_child_forked_after_icechunk_reads_is_refused_with_the_fix():
+    # icechunk 2.3 in a forked child: every call (ours through a parent's session, or its own
+    # Repository.open) waits forever; ours are refused at once instead
+    repo = _repo_with(_dataset())
+    ds = xr.open_dataset(repo.readonly_session("main").store, engine="zstrings")
+    assert ds["label"][:1].values.tolist() == ["ZÜRICH"]  # the parent has made requests
+    kind, message = in_forked_child(lambda: ds["label"].values.tolist())
+    assert kind == "ForkedProcessError", (kind, message)
+    assert "after that process used icechunk" in message and "'spawn'" in message
+    assert "before icechunk is imported" in message
+    assert ds["label"].values.tolist() == [s.upper() for s in NAMES.tolist()]  # the parent reads on

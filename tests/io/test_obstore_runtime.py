@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from exit_race import CRASH, run_ending_right_after
+from native_runtime import CRASH, FORK, in_forked_child, run_ending_right_after
 from s3_server import S3Server
 
 from xr_zstrings.errors import ForkedProcessError
@@ -29,7 +29,6 @@ from xr_zstrings.write.nczarr import to_nczarr
 
 BUCKET = "zstrings-fork"
 NAMES = np.array(["α", "β", "γγ", "", "station-5", "é" * 40], dtype=np.dtypes.StringDType())
-FORK = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="no fork on this platform")
 
 
 @pytest.fixture(scope="module")
@@ -42,28 +41,6 @@ def url(s3: S3Server) -> str:
     return out
 
 
-def _in_forked_child(fn: object) -> tuple[str, str]:
-    """``fn()`` in a forked child: ("ok", repr of its result) or (error class name, message);
-    a child still running after 60 s is killed and the test fails (instead of hanging)."""
-    ctx = mp.get_context("fork")
-    out: mp.Queue = ctx.Queue()
-
-    def run() -> None:
-        try:
-            out.put(("ok", repr(fn())))  # type: ignore[operator]  # a callable
-        except BaseException as e:  # (reported to the parent)
-            out.put((type(e).__name__, str(e)))
-
-    proc = ctx.Process(target=run)
-    proc.start()
-    try:
-        return out.get(timeout=60)
-    finally:
-        proc.join(timeout=10)
-        if proc.is_alive():
-            proc.kill()
-
-
 @FORK
 def test_a_child_forked_after_s3_reads_is_refused_with_the_fix(s3: S3Server, url: str) -> None:
     ds = xr.open_dataset(url, engine="zstrings", storage_options=s3.options())
@@ -74,7 +51,7 @@ def test_a_child_forked_after_s3_reads_is_refused_with_the_fix(s3: S3Server, url
         ("a write", lambda: to_nczarr(xr.Dataset({"a": ("n", NAMES)}), f"s3://{BUCKET}/child.zarr",
                                       storage_options=s3.options())),
     ):
-        kind, message = _in_forked_child(fn)
+        kind, message = in_forked_child(fn)
         assert kind == "ForkedProcessError", (what, kind, message)
         assert "forked from process" in message and "'spawn'" in message and url.split("/")[2] in message, what
     assert issubclass(ForkedProcessError, RuntimeError)
@@ -117,7 +94,7 @@ def test_a_forked_child_builds_its_own_s3_client(s3: S3Server, url: str) -> None
     loc = parse_s3_url(url)
     parent = s3_store(loc, s3.options())
     # (s3_store itself, which makes no request: opening the store in the child is refused, above)
-    assert _in_forked_child(lambda: s3_store(loc, s3.options()) is not parent) == ("ok", "True")
+    assert in_forked_child(lambda: s3_store(loc, s3.options()) is not parent) == ("ok", "True")
     assert s3mod._store_cache_pid == os.getpid()
     assert s3_store(loc, s3.options()) is parent  # the parent's cache is untouched
 

@@ -1,28 +1,29 @@
-"""Native stores' runtimes and this process: obstore refused in forked children, threads let
-finish before exit.
+"""Native stores' runtimes and this process: refused in forked children, let finish before exit.
 
-obstore (0.12.1, checked) runs its requests on a tokio runtime that its first request starts.
+obstore (0.12.1, checked) and icechunk (2.3, checked) run their requests on tokio runtimes, in
+threads of their own.
 
-Forks: ``fork`` copies only the calling thread, so in a child forked after that every obstore
-request, on any store (a new one too), waits forever; its maintainers: "obstore is not fork safe"
-(developmentseed/obstore#441; tokio-rs/tokio#4301). A child forked before the first request
-starts its own runtime and works. So the first object-storage request through this package
-records the process, and any later one from a process forked off it is refused, naming the fix.
-(Requests the user's own code made through obstore before forking are not seen here.) Local
-stores are unaffected.
+Forks: ``fork`` copies only the calling thread, so a child forked after such a runtime started
+waits forever on every request through it, on any store (a new one too); obstore's maintainers:
+"obstore is not fork safe" (developmentseed/obstore#441; tokio-rs/tokio#4301). obstore starts its
+runtime at the first request, so a child forked before that works; icechunk's child hangs once
+icechunk has been imported (its first call there, ``Repository.open`` too, never returns). So the
+first request through this package on each runtime records the process, and any later one from a
+process forked off it is refused, naming the fix. (Requests the user's own code made before
+forking are not seen here; a child's own icechunk calls hang inside icechunk, before reaching us.)
+Local stores are unaffected.
 
-Exit: each obstore coroutine completes from a runtime thread that calls the event loop's
+Exit: each request completes from a runtime thread that calls the event loop's
 ``call_soon_threadsafe``, whose wake-up write releases the GIL. The loop can finish the read
 before that thread has the GIL back; if the script then ends, the interpreter starts finalizing,
 and CPython up to 3.13 ends a thread that asks for the GIL then with ``pthread_exit``, which
-aborts the process inside Rust frames (SIGABRT, no message, after all the work succeeded; seen in
-1-3% of short scripts reading from S3 on two loaded cores, engine="zarr" on obstore too; CPython
-3.14 parks such threads instead). No public API of obstore, pyo3 or asyncio joins those threads,
-so an ``atexit`` hook (run before finalization starts) waits, at most ``_EXIT_WAIT`` seconds,
-until no thread unknown to ``threading`` is running Python code. icechunk's sessions (also Rust,
-also tokio) complete the same way and crash the same way (SIGSEGV, checked with icechunk 1.x and
-the window widened): the hook is installed by the first request through any store that is not
-one of zarr-python's own (``using_native_store``).
+crashes the process inside Rust frames (SIGABRT with obstore, SIGSEGV with icechunk, after all the
+work succeeded; seen in 1-3% of short scripts reading from S3 on two loaded cores, engine="zarr"
+on obstore too; CPython 3.14 parks such threads instead). No public API of obstore, icechunk,
+pyo3 or asyncio joins those threads, so an ``atexit`` hook (run before finalization starts)
+waits, at most ``_EXIT_WAIT`` seconds, until no thread unknown to ``threading`` is running Python
+code. The first request through any store that is not one of zarr-python's own installs it
+(``using_native_store``).
 """
 
 from __future__ import annotations
@@ -35,29 +36,44 @@ import time
 
 from ..errors import ForkedProcessError
 
-__all__ = ["using_native_store", "using_obstore"]
+__all__ = ["fork_unsafe_runtime", "using_native_store", "using_runtime"]
 
-_used_by: int | None = None  # the process whose obstore runtime made this package's requests
+#: the native runtimes a forked child cannot use (named by their top-level module), and when
+#: workers may still be forked
+_FORK_UNSAFE = {
+    "obstore": "before the first read from object storage",
+    "icechunk": "before icechunk is imported",
+}
+_used_by: dict[str, int] = {}  # runtime -> the process whose runtime made this package's requests
 _EXIT_WAIT = 2.0  # seconds: the longest an exiting interpreter waits for native threads
 _exit_hook_for: int | None = None  # the process the exit hook was installed in
 
 
-def using_obstore(display: str) -> None:
-    """Call before requests to an obstore-backed store (``display`` names it in the error)."""
-    global _used_by
+def fork_unsafe_runtime(store: object) -> str | None:
+    """The runtime serving ``store`` that a forked child cannot use ("obstore": zarr's
+    ``ObjectStore`` or an object read in a bucket; "icechunk": a session's store), or None."""
+    for obj in (store, getattr(store, "store", None), getattr(store, "obj", None)):
+        top = type(obj).__module__.partition(".")[0]
+        if top in _FORK_UNSAFE:
+            return top
+    return None
+
+
+def using_runtime(runtime: str, display: str) -> None:
+    """Call before requests through a store that ``runtime`` (see ``fork_unsafe_runtime``)
+    serves; ``display`` names the store in the error."""
     pid = os.getpid()
-    if _used_by is None:
-        _used_by = pid
-        using_native_store()
-    elif _used_by != pid:
+    first = _used_by.setdefault(runtime, pid)
+    if first != pid:
         raise ForkedProcessError(
-            f"Cannot reach {display} from process {pid}: it was forked from process {_used_by} after "
-            "that process used object storage, and obstore (the S3 client) cannot run in such a "
-            "child: its requests would never return. Start worker processes with the 'spawn' or "
-            "'forkserver' method (multiprocessing.get_context('spawn'); PyTorch: "
-            "DataLoader(..., multiprocessing_context='spawn')); datasets opened in the parent can be "
-            "passed to them, pickled. Or fork the workers before the first read from object storage."
+            f"Cannot reach {display} from process {pid}: it was forked from process {first} after "
+            f"that process used {runtime}, which cannot run in such a child: its requests would never "
+            "return. Start worker processes with the 'spawn' or 'forkserver' method "
+            "(multiprocessing.get_context('spawn'); PyTorch: DataLoader(..., "
+            "multiprocessing_context='spawn')); datasets opened in the parent can be passed to them, "
+            f"pickled. Or fork the workers {_FORK_UNSAFE[runtime]}."
         )
+    using_native_store()
 
 
 def using_native_store() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import UnsupportedError, ZStringsError
 from .redact import redact, shown
-from .runtime import using_obstore
+from .runtime import using_runtime
 from .targets import ParsedTarget, parse_nczarr_url
 from .zip import _open_remote_zip
 from .zstore import ZStore
@@ -292,7 +292,7 @@ def _open_s3(target: str, parsed: ParsedTarget, *, mode: str,
         )
     loc = parse_s3_url(target, storage_options)
     display = shown(target)
-    using_obstore(display)  # (before any request: a forked child's would never return)
+    using_runtime("obstore", display)  # (before any request: a forked child's would never return)
     obj = s3_store(loc, storage_options)
     key = loc.key.strip("/")
     if "zip" in parsed.modes or key.lower().endswith(".zip"):

@@ -30,7 +30,7 @@ from ..formats.nczarr import ATTRIBUTE_OBJECTS, parse_json
 from ..scratch import ThreadScratch
 from ..zarr_compat import sync
 from .redact import redact
-from .runtime import using_native_store, using_obstore
+from .runtime import fork_unsafe_runtime, using_native_store, using_runtime
 from .store_errors import mapped_errors
 
 __all__ = ["ByteRange", "ObjectChanged", "RangeRead", "ZStore", "make_parents", "refuse_links", "refuse_links_on"]
@@ -107,12 +107,11 @@ class ZStore:
         self.display = redact(display or repr(store))  # every message names the store by this
         self.modes = modes
         self.remote = remote  # object storage: requests are costly, consolidated metadata is trusted
-        # requests go through obstore (zarr's ObjectStore, or a zip object read in a bucket): it
-        # cannot run in a process forked after it ran (io/runtime.py)
-        self.obstore = any(type(getattr(store, a, None)).__module__.startswith("obstore") for a in ("store", "obj"))
-        # requests may complete from native threads (obstore, icechunk: any store that is neither
-        # zarr-python's nor ours): the exit hook that lets them finish is installed (io/runtime.py)
-        self.native = self.obstore or not type(store).__module__.startswith(("zarr.", "xr_zstrings."))
+        # requests go through obstore or icechunk, which cannot run in a process forked after they
+        # ran; or may complete from native threads (any store neither zarr-python's nor ours), to
+        # be let finish before exit (io/runtime.py)
+        self.runtime = fork_unsafe_runtime(store)
+        self.native = self.runtime is not None or not type(store).__module__.startswith(("zarr.", "xr_zstrings."))
         self.requests = 0
         self._lock = threading.Lock()
         self._consolidated: dict[str, Any] | None = None
@@ -143,10 +142,10 @@ class ZStore:
         self._lock = threading.Lock()
 
     def _before_requests(self) -> None:
-        """Object storage is refused in a process forked after it was used; a native store's threads
-        are let finish before the interpreter exits (io/runtime)."""
-        if self.obstore:
-            using_obstore(self.display)
+        """Requests through obstore or icechunk are refused in a process forked after they were used
+        there; a native store's threads are let finish before the interpreter exits (io/runtime)."""
+        if self.runtime is not None:
+            using_runtime(self.runtime, self.display)
         elif self.native:
             using_native_store()
 

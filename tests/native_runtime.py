@@ -1,5 +1,6 @@
-"""A script that ends right after reading through a native store (obstore, icechunk), with the
-race that can crash such a script at exit made certain (see xr_zstrings/io/runtime.py).
+"""Native stores (obstore, icechunk) and the process (xr_zstrings/io/runtime.py): a function run
+in a forked child, and a script that ends right after reading through such a store, with the race
+that can crash it at exit made certain.
 
 Each request through those stores completes from a Rust runtime thread that wakes the event loop
 and then needs the GIL back. The script holds that thread 0.3 s after its wake-up write (the
@@ -10,9 +11,37 @@ with ``pthread_exit`` inside Rust frames (SIGABRT; SIGSEGV with icechunk).
 
 from __future__ import annotations
 
+import multiprocessing as mp
 import subprocess
 import sys
 import textwrap
+
+import pytest
+
+FORK = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="no fork on this platform")
+
+
+def in_forked_child(fn: object) -> tuple[str, str]:
+    """``fn()`` in a forked child: ("ok", repr of its result) or (error class name, message);
+    a child still running after 60 s is killed and the test fails (instead of hanging)."""
+    ctx = mp.get_context("fork")
+    out: mp.Queue = ctx.Queue()
+
+    def run() -> None:
+        try:
+            out.put(("ok", repr(fn())))  # type: ignore[operator]  # a callable
+        except BaseException as e:  # (reported to the parent)
+            out.put((type(e).__name__, str(e)))
+
+    proc = ctx.Process(target=run)
+    proc.start()
+    try:
+        return out.get(timeout=60)
+    finally:
+        proc.join(timeout=10)
+        if proc.is_alive():
+            proc.kill()
+
 
 WIDEN = textwrap.dedent("""
     import asyncio.selector_events as _se, threading as _th, time as _time
