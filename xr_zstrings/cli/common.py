@@ -84,5 +84,6 @@ def _describe_layout(tree: Any) -> str:
     return text
 
 
-_TARGET_HELP = ("a directory, .zip, file:///abs/path#mode=nczarr,file URL, or a remote URL "
-                "(s3://..., with fsspec)")
+_TARGET_HELP = ("a directory, .zip, file:///abs/path#mode=nczarr,file URL, or an S3 URL (s3://bucket/key "
+                "or https://host/bucket/key#mode=nczarr,s3; endpoint, credentials and region from the "
+                "AWS_* environment)")

@@ -46,7 +46,7 @@ _FORK_UNSAFE = {
 }
 _used_by: dict[str, int] = {}  # runtime -> the process whose runtime made this package's requests
 _EXIT_WAIT = 2.0  # seconds: the longest an exiting interpreter waits for native threads
-_exit_hook_for: int | None = None  # the process the exit hook was installed in
+_exit_hook_installed = False  # (a forked child inherits both this and the hook itself)
 
 
 def fork_unsafe_runtime(store: object) -> str | None:
@@ -79,9 +79,9 @@ def using_runtime(runtime: str, display: str) -> None:
 def using_native_store() -> None:
     """Call before requests to a store whose completions come from native threads (obstore,
     icechunk): installs the exit hook, once a process."""
-    global _exit_hook_for
-    if _exit_hook_for is None:  # (a forked child inherits both this and the hook itself)
-        _exit_hook_for = os.getpid()
+    global _exit_hook_installed
+    if not _exit_hook_installed:
+        _exit_hook_installed = True
         atexit.register(_let_foreign_threads_finish)
 
 
@@ -92,12 +92,9 @@ def _foreign_threads_in_python() -> list[int]:
     return [ident for ident in sys._current_frames() if ident not in known]
 
 
-def _let_foreign_threads_finish(timeout: float | None = None) -> bool:
-    """Wait (GIL released) until no foreign thread runs Python code; False when ``timeout``
-    (default ``_EXIT_WAIT``) passed first. Costs nothing when none does, as after most exits."""
-    deadline = time.monotonic() + (_EXIT_WAIT if timeout is None else timeout)
-    while _foreign_threads_in_python():
-        if time.monotonic() >= deadline:
-            return False
+def _let_foreign_threads_finish() -> None:
+    """Wait (GIL released), at most ``_EXIT_WAIT`` seconds, until no foreign thread runs Python
+    code. Costs one look at the threads when none does, as after most exits."""
+    deadline = time.monotonic() + _EXIT_WAIT
+    while _foreign_threads_in_python() and time.monotonic() < deadline:
         time.sleep(0.001)
-    return True
