@@ -12,6 +12,7 @@ with ``pthread_exit`` inside Rust frames (SIGABRT; SIGSEGV with icechunk).
 from __future__ import annotations
 
 import multiprocessing as mp
+import signal
 import subprocess
 import sys
 import textwrap
@@ -65,7 +66,7 @@ LINGER = textwrap.dedent("""
 """)
 
 #: the signal a thread ended by the finalization brings the process down with, by store
-CRASH = {"obstore": -6, "icechunk": -11}  # SIGABRT, SIGSEGV
+CRASH = {"obstore": -signal.SIGABRT, "icechunk": -signal.SIGSEGV}
 
 
 def run_ending_right_after(body: str, *, without_hook: bool = False) -> subprocess.CompletedProcess:

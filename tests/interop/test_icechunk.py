@@ -6,6 +6,10 @@ icechunk's ``session.store`` is a zarr-python Store that holds Zarr v3 keys only
 NCZarr 1.0's ``.nczarr``/``.nczgroup``/``.nczattr`` objects (which every open asks for in its first
 batch, before the format is known) it raises ``InvalidInputError`` instead of answering "missing";
 the reader takes that refusal as "missing" for those keys only.
+
+icechunk runs its requests on a Rust runtime of its own, as obstore does: a child forked after a
+read through a session is refused at once (icechunk itself would wait forever there), and a script
+ending right after a read exits cleanly (tests/native_runtime.py, xr_zstrings/io/runtime.py).
 """
 
 from __future__ import annotations

@@ -54,6 +54,7 @@ def test_a_child_forked_after_s3_reads_is_refused_with_the_fix(s3: S3Server, url
         kind, message = in_forked_child(fn)
         assert kind == "ForkedProcessError", (what, kind, message)
         assert "forked from process" in message and "'spawn'" in message and url.split("/")[2] in message, what
+        assert "used obstore (the S3 client)" in message and "before the first read from object storage" in message
     assert issubclass(ForkedProcessError, RuntimeError)
     assert ds["name"].values.tolist() == NAMES.tolist()  # the parent reads on
 

@@ -38,11 +38,11 @@ from ..errors import ForkedProcessError
 
 __all__ = ["fork_unsafe_runtime", "using_native_store", "using_runtime"]
 
-#: the native runtimes a forked child cannot use (named by their top-level module), and when
-#: workers may still be forked
+#: the native runtimes a forked child cannot use (named by their top-level module): what they
+#: are, and when workers may still be forked
 _FORK_UNSAFE = {
-    "obstore": "before the first read from object storage",
-    "icechunk": "before icechunk is imported",
+    "obstore": ("obstore (the S3 client)", "before the first read from object storage"),
+    "icechunk": ("icechunk", "before icechunk is imported"),
 }
 _used_by: dict[str, int] = {}  # runtime -> the process whose runtime made this package's requests
 _EXIT_WAIT = 2.0  # seconds: the longest an exiting interpreter waits for native threads
@@ -65,13 +65,14 @@ def using_runtime(runtime: str, display: str) -> None:
     pid = os.getpid()
     first = _used_by.setdefault(runtime, pid)
     if first != pid:
+        what, when = _FORK_UNSAFE[runtime]
         raise ForkedProcessError(
             f"Cannot reach {display} from process {pid}: it was forked from process {first} after "
-            f"that process used {runtime}, which cannot run in such a child: its requests would never "
+            f"that process used {what}, which cannot run in such a child: its requests would never "
             "return. Start worker processes with the 'spawn' or 'forkserver' method "
             "(multiprocessing.get_context('spawn'); PyTorch: DataLoader(..., "
             "multiprocessing_context='spawn')); datasets opened in the parent can be passed to them, "
-            f"pickled. Or fork the workers {_FORK_UNSAFE[runtime]}."
+            f"pickled. Or fork the workers {when}."
         )
     using_native_store()
 
