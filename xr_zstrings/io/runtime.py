@@ -19,10 +19,10 @@ before that thread has the GIL back; if the script then ends, the interpreter st
 and CPython up to 3.13 ends a thread that asks for the GIL then with ``pthread_exit``, which
 crashes the process inside Rust frames (SIGABRT with obstore, SIGSEGV with icechunk, after all the
 work succeeded; seen in 0.4-3% of short scripts reading from S3, four at a time on two cores;
-engine="zarr" on obstore too; CPython 3.14 parks such threads instead). No public API of obstore, icechunk,
-pyo3 or asyncio joins those threads, so an ``atexit`` hook (run before finalization starts)
-waits, at most ``_EXIT_WAIT`` seconds, until no thread unknown to ``threading`` is running Python
-code. The first request through any store that is not one of zarr-python's own installs it
+engine="zarr" on obstore too; CPython 3.14 parks such threads instead). No public API of obstore,
+icechunk, pyo3 or asyncio joins those threads, so an ``atexit`` hook (run before finalization
+starts) waits, at most ``_EXIT_WAIT`` seconds, until no thread unknown to ``threading`` is running
+Python code. The first request through any store that is not one of zarr-python's own installs it
 (``using_native_store``).
 """
 
