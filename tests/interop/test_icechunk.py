@@ -9,7 +9,7 @@ the reader takes that refusal as "missing" for those keys only.
 
 icechunk runs its requests on a Rust runtime of its own, as obstore does: a child forked after a
 read through a session is refused at once (icechunk itself would wait forever there), and a script
-ending right after a read exits cleanly (tests/native_runtime.py, xr_zstrings/io/runtime.py).
+ending right after a read exits cleanly (tests/processes.py, xr_zstrings/io/runtime.py).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from native_runtime import FORK, assert_exit, in_forked_child, run_ending_right_after
+from processes import EXIT_CASES, FORK, assert_exit, in_forked_child, run_ending_right_after
 
 # icechunk publishes wheels for Python >= 3.12 only (the test extra installs it there): on 3.11 (CI's
 # py311 and minimum jobs) these tests are a peer limit, said in the skip reason, not a gap
@@ -129,11 +129,9 @@ def test_to_zarr_v3_into_a_session_refuses_or_replaces_as_mode_says():
     assert list(back.variables) == ["s"] and back["s"].values.tolist() == ["only"]
 
 
-@pytest.mark.parametrize("without_hook", [False, True], ids=["as shipped", "control: exit hook removed"])
+@EXIT_CASES
 def test_a_script_ending_right_after_an_icechunk_read_exits_cleanly(without_hook: bool) -> None:
-    # icechunk's requests complete from its Rust runtime's threads, as obstore's do (tests/native_runtime.py)
-    if without_hook and sys.version_info >= (3, 14):
-        pytest.skip("CPython 3.14 parks a thread asking for the GIL during finalization: no crash to show")
+    # icechunk's requests complete from its Rust runtime's threads, as obstore's do (tests/processes.py)
     done = run_ending_right_after("""
         import warnings
         import icechunk, numpy as np, xarray as xr

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import xarray as xr
-from native_runtime import FORK, assert_exit, in_forked_child, run_ending_right_after
+from processes import EXIT_CASES, FORK, assert_exit, in_forked_child, run_ending_right_after
 from s3_server import S3Server
 
 from xr_zstrings.errors import ForkedProcessError
@@ -100,11 +100,9 @@ def test_a_forked_child_builds_its_own_s3_client(s3: S3Server, url: str) -> None
     assert s3_store(loc, s3.options()) is parent  # the parent's cache is untouched
 
 
-@pytest.mark.parametrize("without_hook", [False, True], ids=["as shipped", "control: exit hook removed"])
+@EXIT_CASES
 def test_a_script_ending_right_after_an_s3_read_exits_cleanly(s3: S3Server, url: str,
                                                              without_hook: bool) -> None:
-    if without_hook and sys.version_info >= (3, 14):
-        pytest.skip("CPython 3.14 parks a thread asking for the GIL during finalization: no crash to show")
     done = run_ending_right_after(f"""
         import xarray as xr
         ds = xr.open_dataset({url!r}, engine="zstrings", storage_options={s3.options()!r})

@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 import xarray as xr
 from peers import nc_url
+from processes import FORK
 
 from xr_zstrings import threads as reader
 from xr_zstrings.errors import ZStringsError
@@ -27,8 +28,6 @@ from xr_zstrings.errors import ZStringsError
 N = 200_000
 CHUNK = 5_000  # netcdf-c writes |S128 (its default maxstrlen): ~6 task groups of ~4 MiB a read
 VALUES = np.array([f"{i:07d}-{'ä' * (i % 5)}-{'x' * (i % 40)}" for i in range(N)], dtype=object)
-
-FORK = pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="no fork on this platform")
 
 
 @pytest.fixture(scope="module")
