@@ -391,22 +391,23 @@ def _zip_of(store, zpath, *, folder: str, extra_top: bool, top_first: bool) -> N
             zf.writestr(".zgroup", json.dumps({"zarr_format": 2}))
 
 
-def test_zip_root_is_the_folder_of_the_first_entry_as_netcdf_c_chooses(tmp_path):
-    """netcdf-c's zip reader (libnczarr/zmap_zip.c, zipopen) takes the first segment of entry 0
-    as the dataset; zarr-python's ZipStore reads the top. A zip with both: entry 0 decides."""
+def test_zip_root_is_the_top_when_metadata_is_there_else_the_one_folder(tmp_path):
+    """A zip with metadata at its top is read from the top whatever entry 0 is, as zarr-python's
+    ZipStore reads it (netcdf-c's zip reader, libnczarr/zmap_zip.c, takes entry 0's folder, which
+    reads a subgroup of `cd s.zarr && zip -r ../s.zip .` as the root: issue 36); a zip with
+    nothing at its top is read from its one folder, netcdf-c's layout."""
     store = tmp_path / "s.zarr"
     write_netcdf_strings(store)
     expected = netcdf4_view(nc_url(store))
-    z1 = tmp_path / "folder_first.zip"
-    _zip_of(store, z1, folder="s", extra_top=True, top_first=False)
-    with pytest.warns(UserWarning, match="folder of the zip's first entry"):
-        got = xr.open_dataset(z1, engine="zstrings")
-    assert set(got.variables) == set(expected["/"]["vars"])
-    z2 = tmp_path / "top_first.zip"
-    _zip_of(store, z2, folder="s", extra_top=True, top_first=True)
-    top = xr.open_dataset(z2, engine="zstrings")  # zarr-python's layout: the (empty) top group
-    peer = xr.open_dataset(zarr.storage.ZipStore(z2, mode="r"), engine="zarr", consolidated=False)
-    assert set(top.variables) == set(peer.variables) == set()
+    z0 = tmp_path / "folder_only.zip"
+    _zip_of(store, z0, folder="s", extra_top=False, top_first=False)
+    assert set(xr.open_dataset(z0, engine="zstrings").variables) == set(expected["/"]["vars"])
+    for top_first in (False, True):
+        z = tmp_path / f"top_first_{top_first}.zip"
+        _zip_of(store, z, folder="s", extra_top=True, top_first=top_first)
+        top = xr.open_dataset(z, engine="zstrings")  # zarr-python's layout: the (empty) top group
+        peer = xr.open_dataset(zarr.storage.ZipStore(z, mode="r"), engine="zarr", consolidated=False)
+        assert set(top.variables) == set(peer.variables) == set()
 
 
 # ----------------------------------------------------------------------------- undecodable arrays

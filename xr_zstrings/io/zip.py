@@ -2,9 +2,9 @@
 archives in object storage (``_RemoteZip``: ranged GETs for the central directory, then one per
 member, with no download of the whole archive).
 
-Both find the dataset inside the archive with ``_zip_root``: the folder of the zip's first entry,
-as netcdf-c reads it (its zip layout puts everything under a top-level folder), else the top
-(zarr-python's ``ZipStore`` layout), else the one top-level folder holding Zarr metadata.
+Both find the dataset inside the archive with ``_zip_root``: the shallowest folder holding Zarr
+metadata, so the top when anything is there (zarr-python's ``ZipStore``, ``zip -r`` of a store's
+contents), else the one top-level folder (``zip -r`` of the store folder, netcdf-c's layout).
 
 Members are bounded like every other chunk path (codecs/bounded.py): a member whose declared size
 exceeds :func:`~xr_zstrings.codecs.bounded.max_chunk_bytes` is refused before anything is
@@ -17,6 +17,7 @@ from __future__ import annotations
 import io
 import struct
 import zipfile
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -201,37 +202,52 @@ def _is_group(objs: list[Any]) -> bool:
 
 
 _GROUP_KEYS = (".zgroup", ".nczgroup", ".nczarr", "zarr.json")
+#: names that only a group holds (``.zattrs`` and ``zarr.json`` also sit in arrays' folders)
+_GROUP_ONLY = frozenset({".zgroup", ".nczgroup", ".nczarr", ".zmetadata"})
+_ROOT_MARKERS = frozenset({*_METADATA_KEYS, ".zmetadata"})
 
 
-def _zip_root(first_entry: str | None, has_metadata: Any, tops: list[str], *, display: str,
-              is_group: Any = None) -> str:
-    """The key prefix of the dataset in a zip: netcdf-c's zip reader (libnczarr/zmap_zip.c,
-    ``zipopen``) takes the first path segment of the zip's entry 0 as the dataset; a zip whose
-    entry 0 is a top-level file is zarr-python's ZipStore layout (the dataset at the top).
-    ``has_metadata(prefix)`` says whether Zarr metadata is there. "" is the top."""
-    import warnings
-
-    is_group = is_group or has_metadata
-    seg = first_entry.split("/", 1)[0] if first_entry and "/" in first_entry else None
-    if seg and is_group(seg):  # (a folder holding an array of a top-level dataset is not it)
-        if is_group(""):
-            warnings.warn(
-                f"Zip store {display} holds Zarr metadata both at its top and in folder {seg!r}; "
-                f"reading {seg!r}, the folder of the zip's first entry, as netcdf-c does. Open the "
-                "zip with zarr.storage.ZipStore to read the top instead.",
-                UserWarning, stacklevel=4,
-            )
-        return seg
-    if has_metadata(""):
+def _zip_root(names: Iterable[str], *, display: str, is_group: Callable[[str], bool]) -> str:
+    """The key prefix of the dataset in a zip ("" is the top): the shallowest folder holding Zarr
+    metadata. Anything at the top makes the top the dataset (zarr-python's ``ZipStore``, and
+    ``cd s.zarr && zip -r ../s.zip .`` as zarr's docs make one, whose first entry may be a
+    subgroup); else the one top folder holding it (``zip -r s.zip s.zarr``, netcdf-c's layout).
+    A folder holding an array counts as its parent group. ``names``: the zip's member names;
+    ``is_group(prefix)``: whether its ``zarr.json`` is a group's (read only where it decides)."""
+    marks: dict[str, set[str]] = {}
+    for name in names:
+        folder, _, base = name.rpartition("/")
+        if base in _ROOT_MARKERS:
+            marks.setdefault(folder, set()).add(base)
+    if "" in marks:
         return ""
-    candidates = [t for t in tops if has_metadata(t)]
-    if len(candidates) == 1:
-        return candidates[0]
-    raise MetadataError(
-        f"No Zarr group at the root of zip store {display}: expected .zgroup/zarr.json at the top, "
-        f"in the folder of the zip's first entry, or in exactly one top-level folder; found folders "
-        f"{tops!r}."
-    )
+    if not marks:
+        raise MetadataError(f"No Zarr store in zip store {display}: no .zgroup, .zattrs, .zarray, zarr.json "
+                            "or .nczarr in any folder. Expected a zip of a Zarr/NCZarr store.")
+
+    def depth(folder: str) -> int:
+        return folder.count("/") + 1 if folder else 0
+
+    kinds: dict[str, bool] = {}
+
+    def group(folder: str) -> bool:
+        if folder not in kinds:
+            m = marks[folder]
+            kinds[folder] = bool(m & _GROUP_ONLY) or (".zarray" not in m and (
+                is_group(folder) if "zarr.json" in m else ".zattrs" in m))
+        return kinds[folder]
+
+    for d in range(min(map(depth, marks)), max(map(depth, marks)) + 1):
+        found = {f for f in marks if depth(f) == d and group(f)}
+        found |= {f.rpartition("/")[0] for f in marks if depth(f) == d + 1 and not group(f)}
+        if len(found) == 1:
+            return found.pop()
+        if found:
+            raise MetadataError(
+                f"Zip store {display} holds {len(found)} Zarr stores side by side ({', '.join(sorted(found))}) "
+                "and no Zarr metadata at its top: which one is the dataset is not clear. Zip one store, or "
+                "open the one you mean from the unzipped folder.")
+    raise MetadataError(f"No Zarr group in zip store {display}: its folders {sorted(marks)!r} hold arrays only.")
 
 
 def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str]) -> ZStore:
@@ -242,9 +258,7 @@ def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str])
         counter._count()
         size = int(obstore.head(obj, key)["size"])
         with zipfile.ZipFile(_RangeFile(obj, key, size, counter)) as zf:
-            infos = zf.infolist()
-            first_entry = infos[0].filename if infos else None
-            members = {i.filename: i for i in infos if not i.is_dir()}
+            members = {i.filename: i for i in zf.infolist() if not i.is_dir()}
     except zipfile.BadZipFile as e:
         raise ZStringsError(f"Cannot open zip store {display}: {e}. Expected a readable .zip object.") from e
     except Exception as e:
@@ -258,14 +272,10 @@ def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str])
     zs = ZStore(store, display=display, modes=modes, remote=True)
     zs.requests = counter.requests
 
-    def has_metadata(prefix: str) -> bool:
-        return any(zs.get_many([f"{prefix}/{k}" if prefix else k for k in _METADATA_KEYS]))
-
     def is_group(prefix: str) -> bool:
         return _is_group(zs.get_json_many([f"{prefix}/{k}" if prefix else k for k in _GROUP_KEYS]))
 
-    root = _zip_root(first_entry, has_metadata, [n for n in zs.list_dir("") if n], display=display,
-                     is_group=is_group)
+    root = _zip_root(members, display=display, is_group=is_group)
     if not root:
         return zs
     out = ZStore(store, prefix=root, display=display, modes=modes, remote=True)
@@ -283,22 +293,17 @@ def _open_zip(path: Path, *, display: str, modes: frozenset[str], read_only: boo
         raise ZStringsError(f"Cannot open zip store {display}: {e}. Expected a readable .zip file.") from e
     if not read_only:
         return ZStore(store, display=display, modes=modes)
-    # netcdf-c's zip layout puts the dataset under a top-level folder named after the file.
     try:
         with zipfile.ZipFile(path) as zf:
             infos = zf.infolist()
     except (zipfile.BadZipFile, OSError):
         infos = []
-    cast(_BoundedZipStore, store).infos = {i.filename: i for i in infos if not i.is_dir()}
-    first_entry = infos[0].filename if infos else None
+    members = {i.filename: i for i in infos if not i.is_dir()}
+    cast(_BoundedZipStore, store).infos = members
     zs = ZStore(store, display=display, modes=modes)
-
-    def has_metadata(prefix: str) -> bool:
-        return any(ZStore(store, prefix=prefix).get_many(list(_METADATA_KEYS)))
 
     def is_group(prefix: str) -> bool:
         return _is_group(ZStore(store, prefix=prefix).get_json_many(list(_GROUP_KEYS)))
 
-    root = _zip_root(first_entry, has_metadata, [n for n in zs.list_dir("") if n], display=display,
-                     is_group=is_group)
+    root = _zip_root(members, display=display, is_group=is_group)
     return zs if not root else ZStore(store, prefix=root, display=display, modes=modes)
