@@ -171,6 +171,7 @@ def test_the_corpus_migrates_metadata_only(base):
 # ---------------------------------------------------------------------------------------------
 
 
+@pytest.mark.peers
 @pytest.mark.once
 @pytest.mark.parametrize("target", ["4.9.0", "default", "netcdf-c", "purezarr"])
 def test_netcdf_c_reads_the_store_migrated_in_place_as_before(target, base):

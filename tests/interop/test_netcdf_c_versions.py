@@ -56,6 +56,7 @@ def _column(target: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, 
     return _columns[target]
 
 
+@pytest.mark.peers
 @pytest.mark.parametrize("target", ["4.9.0", "default", "4.10"])
 def test_every_promised_reader_reads_the_target(peers, tmp_path_factory, target):
     """Every netcdf-c a target is for reads all groups, dimensions, values and attributes as written
@@ -69,6 +70,7 @@ def test_every_promised_reader_reads_the_target(peers, tmp_path_factory, target)
             assert col[reader].startswith("fails"), (reader, col[reader])
 
 
+@pytest.mark.peers
 def test_default_serves_every_netcdf_c_from_4_9_1_to_4_10(peers, tmp_path_factory):
     """The evidence for the default: one layout, read in full by 4.9.1 through 4.10.1, where netcdf-c
     4.10's own output fails in every netcdf-c before 4.9.4."""
@@ -79,6 +81,7 @@ def test_default_serves_every_netcdf_c_from_4_9_1_to_4_10(peers, tmp_path_factor
     assert [r for r in newer if own[r] != "reads"] == ["1.6.3", "1.6.5", "1.7.1.post1"], own
 
 
+@pytest.mark.peers
 def test_docs_matrix_is_what_the_tests_saw(peers, tmp_path_factory):
     """docs/netcdf-c-versions.md's table is exactly the matrix measured here (regenerate it with
     ``python scripts/netcdf_c_matrix.py`` when this fails). A configuration whose netCDF4 bundles
@@ -117,6 +120,7 @@ def _dims_read_by(reader: str, store: Path, tmp_path: Path) -> dict[str, list]:
     return r.result["groups"]["/"]["dimensions"]
 
 
+@pytest.mark.peers
 def test_unlimited_dimensions_per_target(peers, tmp_path):
     """Unlimited dimensions: kept by default (read from netcdf-c 4.9.4 on; 4.9.1 cannot), made fixed
     with a warning for an explicit 4.9.x target, which 4.9.1 then reads."""
@@ -142,6 +146,7 @@ def test_unlimited_dimensions_per_target(peers, tmp_path):
     assert m.compare({"/": ds}, m.read_with("1.6.3", fixed, tmp_path).result) == []
 
 
+@pytest.mark.peers
 @pytest.mark.parametrize(("target", "reader"), [("4.9.0", "1.6.2"), (None, "1.6.3")])
 def test_mode_a_keeps_the_stores_layout_for_its_netcdf_c(peers, tmp_path, target, reader):
     """Variables added with mode='a' are written in the store's layout: the old netcdf-c the store
@@ -160,6 +165,7 @@ def test_mode_a_keeps_the_stores_layout_for_its_netcdf_c(peers, tmp_path, target
         ["strings as NC_CHAR"] if target == "4.9.0" else [])
 
 
+@pytest.mark.peers
 @pytest.mark.once  # the cache, not this configuration's writer: .ci/run runs it in one job
 def test_side_venvs_are_reused(peers):
     """The cache holds one ready venv per wheel; asking again returns it without reinstalling."""
@@ -178,6 +184,7 @@ def test_side_venvs_are_reused(peers):
 CHECK_ROWS = m.check_rows()
 
 
+@pytest.mark.peers
 @pytest.mark.parametrize("target", list(m.TARGETS))
 def test_check_says_what_each_netcdf_c_does(peers, tmp_path_factory, target):
     """``zstrings check``'s verdict per netcdf-c version is what those versions did with the store
@@ -194,6 +201,7 @@ def test_check_says_what_each_netcdf_c_does(peers, tmp_path_factory, target):
             assert verdicts[row] == col[reader].startswith("reads"), (row, reader, col[reader])
 
 
+@pytest.mark.peers
 def test_check_names_the_command_that_fixes_it_zstrings_to_netCDF4(peers, tmp_path, monkeypatch):
     """A store in netcdf-c 4.10's layout: check says 4.9.1-4.9.3 fail and prints a command; running
     that command gives a store netcdf-c 4.9.1 reads with everything written."""
@@ -226,6 +234,7 @@ def test_check_names_the_command_that_fixes_it_zstrings_to_netCDF4(peers, tmp_pa
     assert rows == {"4.9.0": "FAILS", "4.9.1-4.9.3": "reads", ">= 4.9.4": "reads"}, out
 
 
+@pytest.mark.peers
 def test_convert_takes_the_target_netCDF4_to_zstrings_to_netcdf_c_4_9_0(peers, tmp_path):
     """convert(file.nc, store, netcdf_c="4.9.0"): a netCDF-4 file with NC_STRING strings becomes a
     store Debian 12's netcdf-c reads, strings as NC_CHAR (warned)."""
@@ -267,6 +276,7 @@ def _nested(depth: int) -> dict[str, xr.Dataset]:
     return groups
 
 
+@pytest.mark.peers
 def test_netcdf_c_4_10_opens_at_most_30_nested_groups_and_check_says_so(peers, tmp_path):
     """netcdf-c 4.10.1 aborts the process on a store with groups 31 deep (4.9.4-dev and 4.9.1 read it);
     zstrings check reports that as a problem from 31 levels on, not at 30."""
@@ -288,6 +298,7 @@ def test_netcdf_c_4_10_opens_at_most_30_nested_groups_and_check_says_so(peers, t
             assert out.returncode == 1 and "groups nested 31 deep: netcdf-c 4.10.1 aborts" in out.stdout, out.stdout
 
 
+@pytest.mark.peers
 def test_what_each_netcdf_c_does_with_our_consolidated_metadata(peers, tmp_path):
     """to_nczarr writes .zmetadata (netcdf-c 4.10's consolidated form; every reader of the matrix
     above reads our stores with it present). Asked for its consolidated mode
