@@ -36,7 +36,7 @@ def test_migrate_dry_run_then_new_location_then_in_place(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "chunk object(s) hard-linked" in out
     assert main(["migrate", str(src), str(tmp_path / "v3.zarr")]) == 2  # exists: refused, names the fix
-    assert "mode='w'" in capsys.readouterr().err
+    assert "pass --overwrite" in capsys.readouterr().err  # the CLI's flag, not the API's mode='w'
     assert main(["migrate", str(src), str(tmp_path / "v3.zarr"), "--overwrite"]) == 0
     assert main(["migrate", str(src)]) == 0 and (src / "zarr.json").exists()
     capsys.readouterr()

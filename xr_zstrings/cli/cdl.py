@@ -54,6 +54,8 @@ def _type_and_note(tree: Any, meta: Any) -> tuple[str, str]:
             return "string", f"zarr v3 {meta.data_type} ({meta.dtype.str})"
         if kind == "string":
             return "string", f"zarr v3 {meta.data_type}, {meta.dtype.itemsize} bytes"
+        if kind == "char":  # NC_CHAR as a Zarr v3 data type (xr_zstrings.nc_char): ncdump's char
+            return "char", f"NC_CHAR, zarr v3 {meta.data_type}"
         cdl = _CDL_TYPES.get(meta.dtype.str[1:], meta.data_type)
         return cdl, f"zarr v3 {meta.data_type}"
     if kind == "string":

@@ -4,8 +4,10 @@ metadata, and the store's name and layout in words.
 
 from __future__ import annotations
 
+import argparse
+import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 #: exit codes
 OK, PROBLEMS, USAGE = 0, 1, 2
@@ -27,6 +29,26 @@ def _one_line(message: object) -> str:
     from ..io.redact import redact
 
     return " ".join(redact(message).split())
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser whose output goes through the one redaction: a usage error quotes the
+    user's arguments (``invalid choice: 's3://KEY:SECRET@...'``), which may be URLs with secrets.
+    Subparsers are of the same class (``add_subparsers`` makes them ``type(self)``)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(USAGE, f"{self.prog}: error: {_one_line(message)}\n")
+
+    def format_usage(self) -> str:
+        from ..io.redact import redact
+
+        return redact(super().format_usage())
+
+    def format_help(self) -> str:
+        from ..io.redact import redact
+
+        return redact(super().format_help())
 
 
 def _is_netcdf_file(target: str) -> bool:

@@ -12,18 +12,19 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import check, convert, dump, info, migrate, repair, show
-from .common import USAGE, UsageError, _one_line
+from .common import USAGE, Parser, UsageError, _one_line
 from .show import _cmd_sample
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(  # (its usage errors redacted: they quote the arguments, URLs included)
         prog="zstrings",
         description="String data in NCZarr / Zarr v2 / v3 stores (xr_zstrings). Without a command, "
                     "shows the built-in sample store.",
         epilog="Exit codes: 0 ok, 1 'check' found problems, 2 usage or input error.",
     )
-    parser.add_argument("--traceback", action="store_true", help="show the full traceback on errors")
+    parser.add_argument("--traceback", action="store_true",
+                        help="also show the full traceback of an error (the exit code stays the same)")
     parser.add_argument("--version", action="store_true",
                         help="print the versions of xr_zstrings and its stack, and whether the "
                              "compiled kernels are in use, then exit")
@@ -45,6 +46,16 @@ def _warnings_as_lines() -> None:
     warnings.filterwarnings("ignore", category=DeprecationWarning)  # the libraries' own business
     warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
     warnings.showwarning = show
+
+
+def _print_traceback(e: BaseException) -> None:
+    """``--traceback``: the error's traceback on stderr, redacted like every other line (the error
+    line and the exit code follow as without it)."""
+    import traceback
+
+    from ..io.redact import redact
+
+    print(redact("".join(traceback.format_exception(e))), end="", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -76,12 +87,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 141
     except (UsageError, ZStringsError, OSError, ValueError, KeyError) as e:
         if args.traceback:
-            raise
+            _print_traceback(e)
         print(f"zstrings: error: {_one_line(e)}", file=sys.stderr)
         return USAGE
     except MemoryError as e:
         if args.traceback:
-            raise
+            _print_traceback(e)
         print(f"zstrings: error: out of memory ({_one_line(e) or 'MemoryError'}): the store's metadata claims "
               "more data than this machine holds; select less (dump -v NAME --limit N).", file=sys.stderr)
         return USAGE

@@ -16,8 +16,18 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     if _is_netcdf_file(args.src):
         raise UsageError(f"{args.src} is a netCDF file, not a Zarr store: 'zstrings convert {args.src} OUT.zarr "
                          "--format zarr3' writes it as Zarr v3.")
-    report = migrate(args.src, args.dst, mode="w" if args.overwrite else "w-", dry_run=args.dry_run,
-                     consolidated=not args.no_consolidated)
+    from ..errors import TargetExistsError
+    from .convert import _check_target, _exists_text
+
+    if args.dst is not None and not args.dry_run:  # an existing DST in the command's words (as convert)
+        _check_target(args.dst, "zarr3", overwrite=args.overwrite)
+    try:
+        report = migrate(args.src, args.dst, mode="w" if args.overwrite else "w-", dry_run=args.dry_run,
+                         consolidated=not args.no_consolidated)
+    except TargetExistsError as e:  # object storage, or made meanwhile: the API's mode words as flags
+        if not args.overwrite:
+            raise UsageError(_exists_text(args.dst)) from None
+        raise UsageError(str(e).replace("mode='w' replaces", "--overwrite replaces")) from None
     for line in report.lines():
         print(line)
     return OK

@@ -95,13 +95,12 @@ def target_lock(target: Path, display: str) -> Iterator[None]:
     except ImportError:  # pragma: no cover - Windows
         yield
         return
-    target.parent.mkdir(parents=True, exist_ok=True)
     lock = target.with_name(f".{target.name}.zstrings-lock")
     timeout = lock_timeout()
     deadline = time.monotonic() + timeout
     delay = 0.005
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = _open_lock(lock, display)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -128,6 +127,21 @@ def target_lock(target: Path, display: str) -> Iterator[None]:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(lock)  # no lock file is left beside the store
         os.close(fd)  # releases the lock
+
+
+def _open_lock(lock: Path, display: str) -> int:
+    """The lock file's descriptor (made with its folder if missing); a read-only file system or a
+    permission problem named with the path, not as a bare ``[Errno 30]``."""
+    from .store_errors import local_os_error
+
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        return os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        err = local_os_error(e, f"Cannot write to {display}: its writer lock (a file beside it) cannot be made")
+        if err is None:
+            raise
+        raise err from e
 
 
 def _remove(p: Path) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import StoreConnectionError, StoreNotFoundError, StorePermissionError, ZStringsError
 from .redact import redact
 
-__all__ = ["mapped_errors"]
+__all__ = ["local_os_error", "mapped_errors"]
 
 
 @contextlib.contextmanager
@@ -39,6 +39,26 @@ _RETRY_HELP = ("each request gives up after storage_options 'timeout' (default 3
                "'retry_timeout' (default 10 s); see docs/cloud.md")
 
 
+def local_os_error(e: BaseException, what: str) -> ZStringsError | None:
+    """A local file system's refusal (an ``OSError`` the OS raised, which carries an errno and the
+    path; object storage's errors carry none) in words naming the path and the local cause: a
+    permission problem, or a read-only file system. None for any other error."""
+    import errno
+
+    if not isinstance(e, OSError) or e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return None
+    path = redact(e.filename if e.filename is not None else "?")
+    cause = f"[Errno {e.errno}] {e.strerror}"
+    if e.errno == errno.EROFS:
+        return ZStringsError(
+            f"{what}: {path!r} is on a read-only file system ({cause}). Write to a location on a "
+            "writable file system (another target, or a copy of the store), or remount it read-write.")
+    return StorePermissionError(
+        f"{what}: permission denied on the local path {path!r} ({cause}). This is a local file "
+        "permission problem: the user running this may not read or write that path (or its folder); "
+        "check the owner and mode of it and of its folders (ls -ld), or use a location this user owns.")
+
+
 def _store_error(e: BaseException, what: str, probe: Any = None) -> Exception | None:
     """Map a store library's exception to our hierarchy by its type, with a message that says what
     to do. obstore types GET/PUT/HEAD failures (``FileNotFoundError``, ``PermissionDeniedError``,
@@ -46,6 +66,9 @@ def _store_error(e: BaseException, what: str, probe: Any = None) -> Exception | 
     ``GenericError``: then ``probe()`` (a typed HEAD request on the same store) tells which it was."""
     from obstore import exceptions as ox
 
+    local = local_os_error(e, what)
+    if local is not None:  # a local path: not a matter of credentials
+        return local
     name = type(e).__name__
     text = redact(str(e).split("\n", 1)[0])[:400]  # (the library's text may quote a URL)
     listed = False  # a failed LIST whose bucket answers "not found": the bucket does not exist
