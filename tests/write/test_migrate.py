@@ -283,15 +283,17 @@ def test_s3_reads_metadata_only(nc, s3, proxy, tmp_path, where):
             assert _plain(got[v].values) == _plain(ref[v].values), v
 
 
-def test_text_fill_value_is_noted_not_written(tmp_path):
-    """xarray cannot decode a Zarr v3 ``_FillValue`` attribute of a fixed-width string type: it is
-    left out (and the report says so), so engine="zarr" opens the variable, reading the fill as text."""
+def test_text_fill_value_becomes_missing_value(tmp_path):
+    """xarray cannot decode a Zarr v3 ``_FillValue`` attribute of a string type (it fails to open the
+    variable): the text fill is written as CF's ``missing_value``, which xarray's masking honours, so
+    engine="zarr" opens the variable and both engines read the fill as missing, as before migration."""
     ds = xr.Dataset({"s": ("x", np.array(["a", "N/A", "ccc"], dtype=object))})
     ds["s"].attrs["_FillValue"] = "N/A"
     xr_zstrings.to_nczarr(ds, tmp_path / "s.zarr")
     report = xr_zstrings.migrate(tmp_path / "s.zarr", tmp_path / "v3.zarr")
-    assert report.metadata_only and "_FillValue 'N/A' is not written" in report.notes["/s"][0]
+    assert report.metadata_only and not report.notes and not report.missing_lost
     meta = json.loads((tmp_path / "v3.zarr" / "s" / "zarr.json").read_text())
-    assert "_FillValue" not in meta["attributes"]
-    assert xr.open_dataset(tmp_path / "v3.zarr", engine="zarr")["s"].values.tolist() == ["a", "N/A", "ccc"]
+    assert "_FillValue" not in meta["attributes"] and meta["attributes"]["missing_value"] == "N/A"
     assert _plain(xr.open_dataset(tmp_path / "s.zarr", engine="zstrings")["s"].values) == ["a", None, "ccc"]
+    for engine in ("zarr", "zstrings"):
+        assert _plain(xr.open_dataset(tmp_path / "v3.zarr", engine=engine)["s"].values) == ["a", None, "ccc"]

@@ -23,7 +23,7 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         _check_target(args.dst, "zarr3", overwrite=args.overwrite)
     try:
         report = migrate(args.src, args.dst, mode="w" if args.overwrite else "w-", dry_run=args.dry_run,
-                         consolidated=not args.no_consolidated)
+                         consolidated=not args.no_consolidated, missing=args.missing, check_utf8=args.check_utf8)
     except TargetExistsError as e:  # object storage, or made meanwhile: the API's mode words as flags
         if not args.overwrite:
             raise UsageError(_exists_text(args.dst)) from None
@@ -49,4 +49,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     p.add_argument("--no-consolidated", action="store_true",
                    help="no consolidated metadata in the root zarr.json (default: written)")
+    p.add_argument("--missing", choices=("values", "optional"), default="values",
+                   help="bytes arrays whose missing values no Zarr v3 metadata keeps missing for xarray (the "
+                        "summary names them): 'values' keeps their chunks (they read as the fill), 'optional' "
+                        "rewrites them into zarrs' nullable optional type (kept missing; default: values)")
+    p.add_argument("--check-utf8", action="store_true",
+                   help="read the text arrays and name those xarray's engine='zarr' cannot decode (not valid "
+                        "UTF-8, e.g. cut inside a character by netcdf-c); default: not read")
     p.set_defaults(func=_cmd_migrate)

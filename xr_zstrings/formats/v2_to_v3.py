@@ -22,7 +22,8 @@ becomes a ``transpose`` codec; the filters and compressor become the v3 codecs t
 (``write.migrate``, through ``codecs.encoding``) finds for them. The fill value is written in the
 v3 form of the data type (a v2 ``null`` becomes the type's zero); CF's ``_FillValue`` attribute in
 xarray's v3 encoding (base64 of a float64 for floats), which only numeric types have in xarray's
-v3 reader. NCZarr's typed attributes keep their netCDF types in ``_nczarr_attr`` (as in v2's
+v3 reader (a string ``_FillValue`` fails its open: ``write.migrate`` writes missing text as CF's
+``missing_value``, which xarray masks). NCZarr's typed attributes keep their netCDF types in ``_nczarr_attr`` (as in v2's
 ``.zattrs``), which engine="zstrings" applies and xarray hides (it drops ``_nc*`` attributes).
 """
 

@@ -51,7 +51,7 @@ from ..io.zstore import ZStore
 from ..read.chunked import open_chunked
 from ..read.paths import join_path, node_key
 from ..read.tree import TreeMeta, open_tree
-from ..read.variables import joined_char_arrays, resolve_dims
+from ..read.variables import MISSING_MARKER, joined_char_arrays, resolve_dims
 from .zarr3 import _consolidated_root
 
 __all__ = ["ArrayPlan", "MigrationReport", "migrate", "plan_migration"]
@@ -65,6 +65,12 @@ _V2_KEYS = "v2"
 _DEFAULT_KEYS = {"name": "default", "configuration": {"separator": "/"}}
 #: object-storage copies (and GET/PUT transfers) in flight at once
 _TRANSFER_CONCURRENCY = 64
+#: ``migrate(missing=...)``: what becomes of missing values the v3 metadata cannot keep missing
+_MISSING_MODES = ("values", "optional")
+#: string kinds whose missing values migrate keeps (NC_CHAR's fill: see _attributes)
+_MASKED_KINDS = ("string", "unicode", "vlen", "vlen-bytes")
+#: what engine="zarr" prints on every open of a store migrated in place (zarr-python's warning)
+BOTH_METADATA_WARNING = "Both zarr.json (Zarr format 3) and .zgroup (Zarr format 2) metadata objects exist"
 
 
 @dataclass
@@ -77,6 +83,9 @@ class ArrayPlan:
     reuse: bool
     why: str = ""  # why the chunks are rewritten
     notes: list[str] = field(default_factory=list)  # what the v3 metadata cannot say (dropped _FillValue)
+    missing_lost: bool = False  # values missing in the source read as values after migration
+    fill: Any = None  # the value the source reads as missing (rewritten into zarrs' optional type: null)
+    joined: bool = False  # NC_CHAR whose characters xarray joins into strings (along the last dimension)
 
 
 @dataclass
@@ -92,6 +101,13 @@ class MigrationReport:
     chunks_transferred: int = 0
     transfer: str = ""  # "shared" (in place), "hard-linked", "copied server-side", "copied"
     dry_run: bool = False
+    #: arrays whose values missing in the source read as values after migration (each has a note)
+    missing_lost: list[str] = field(default_factory=list)
+    #: arrays engine="zarr" cannot decode (text that is not valid UTF-8), with what was found;
+    #: filled by ``check_utf8=True``
+    not_utf8: dict[str, str] = field(default_factory=dict)
+    #: text arrays given ``_Encoding`` whose values were not checked (``check_utf8=False``)
+    utf8_unchecked: list[str] = field(default_factory=list)
 
     @property
     def metadata_only(self) -> bool:
@@ -111,6 +127,18 @@ class MigrationReport:
             out.append(f"  rewritten {path}: {why}")
         for path, notes in sorted(self.notes.items()):
             out += [f"  note {path}: {n}" for n in notes]
+        for path, why in sorted(self.not_utf8.items()):
+            out.append(f"  note {path}: {why}")
+        if self.utf8_unchecked:
+            out.append(f"  note: {len(self.utf8_unchecked)} text array(s) get _Encoding utf-8, which xarray's "
+                       "engine='zarr' decodes strictly: a value netcdf-c cut inside a UTF-8 character makes it "
+                       "raise UnicodeDecodeError there (engine='zstrings' reads it); not checked: "
+                       "check_utf8=True (zstrings migrate --check-utf8) reads them and names such arrays")
+        if self.in_place:
+            out.append(f"  note: zarr-python and xarray's engine='zarr' warn '{BOTH_METADATA_WARNING} ...' on "
+                       "every open of a store migrated in place (they read zarr.json; netcdf-c and v2 readers "
+                       "the v2 metadata kept beside it, which is why it stays); migrate SRC DST makes a pure "
+                       "Zarr v3 store")
         return out
 
 
@@ -171,14 +199,65 @@ def _rewrite_chain(meta: ArrayMetaV2, aa: list[JSONObject],
     return aa, bb
 
 
-def _attributes(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, notes: list[str]) -> JSONObject:
+def _source_missing(tree: TreeMeta, meta: ArrayMetaV2) -> tuple[Any, bool]:
+    """What engine="zstrings" (default options) reads as missing in a string array of the source, as
+    ``read.variables._fill_and_mask`` decides it: (the fill value it masks, or None; whether
+    never-written chunks are missing, a v2 ``|O`` array's ``fill_value: null``)."""
+    attrs = meta.attrs
+    if meta.string_kind in ("string", "char") and "_Encoding" in attrs:
+        return None, False  # text decoded with _Encoding never equals the bytes fill: nothing masked
+    fill = attrs.get("_FillValue")
+    if fill is None and not is_nczarr(meta.generation) and not tree.netcdf_c and not meta.null_fill:
+        fill = meta.fill_value  # pure Zarr v2: the fill_value masks, as in engine="zarr"
+    if isinstance(fill, np.ndarray | list | tuple):
+        fill = np.asarray(fill).reshape(-1)[0] if np.size(fill) else None
+    if isinstance(fill, np.generic):
+        fill = fill.item()
+    return fill, fill is None and meta.null_fill
+
+
+def _keep_missing(tree: TreeMeta, meta: ArrayMetaV2, attrs: JSONObject, notes: list[str]) -> tuple[str, Any]:
+    """How a string array's missing values stay missing in Zarr v3 (``attrs``: its v3 attributes, to
+    which a CF ``missing_value`` is added): ("", None) none to keep; ("missing_value", fill);
+    ("marker", None): never-written chunks read as U+FFFF, the ``missing_value``; ("lost", fill):
+    a bytes result, which no v3 metadata marks missing for xarray (engine="zarr" masks a text
+    ``missing_value`` only in text, and cannot open an array with a string ``_FillValue`` attribute)."""
+    fill, null = _source_missing(tree, meta)
+    if fill is None and not null:
+        return "", None
+    kind = meta.string_kind
+    text = kind in ("unicode", "vlen") or (kind == "string" and "_Encoding" in attrs)
+    if not text:
+        return "lost", fill
+    if null:
+        value = MISSING_MARKER
+        notes.append("its fill_value null (never-written chunks are missing) becomes fill_value U+FFFF with "
+                     "missing_value U+FFFF, which xarray masks: zarr-python shows U+FFFF there (a Unicode "
+                     "noncharacter, never text), where it showed ''")
+    else:
+        try:
+            value = fill.decode("utf-8") if isinstance(fill, bytes) else str(fill)
+        except UnicodeDecodeError:
+            return "lost", fill
+    old = attrs.get("missing_value")
+    attrs["missing_value"] = value if old is None or old == value else [*np.atleast_1d(old).tolist(), value]
+    return ("marker" if null else "missing_value"), fill
+
+
+def _attributes(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, notes: list[str]) -> tuple[JSONObject, str, Any]:
     """The v3 attributes: the typed v2 ones, ``_Encoding`` where engine="zstrings" decodes undeclared
-    text, CF's ``_FillValue`` in xarray's v3 encoding (numbers only)."""
+    text, CF's ``_FillValue`` in xarray's v3 encoding (numbers only), a CF ``missing_value`` where
+    text was missing in the source (``_keep_missing``); with how missing values are kept and the fill."""
     attrs = dict(meta.attrs)
     kind = meta.string_kind
     declared = (meta.declares_text or tree.netcdf_c) and kind == "string"
     if (declared or (kind == "char" and joined)) and "_Encoding" not in attrs:
         attrs["_Encoding"] = "utf-8"  # what engine="zstrings" decodes these with when the store says nothing
+    how, fill = ("", None)
+    if kind in _MASKED_KINDS:
+        how, fill = _keep_missing(tree, meta, attrs, notes)
+        if how:
+            attrs.pop("_FillValue", None)  # (xarray cannot open a v3 string array with one)
     if "_FillValue" in attrs:
         if kind in _TEXT_KINDS or meta.dtype.kind not in "biuf":
             notes.append(f"its text _FillValue {attrs['_FillValue']!r} is not written: xarray cannot decode a "
@@ -192,7 +271,7 @@ def _attributes(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, notes: list[str
         # pure Zarr v2: the fill_value is the missing-value marker (xarray's and engine="zstrings"'
         # reading, read/variables.py); Zarr v3 readers mask the _FillValue attribute only
         attrs["_FillValue"] = xarray_fill_attr(meta.fill_value, meta.dtype)
-    return v3_attributes(attrs, meta.attr_types)
+    return v3_attributes(attrs, meta.attr_types), how, fill
 
 
 def _logical_shape(tree: TreeMeta, meta: ArrayMetaV2) -> tuple[tuple[int, ...], list[str]]:
@@ -204,7 +283,28 @@ def _logical_shape(tree: TreeMeta, meta: ArrayMetaV2) -> tuple[tuple[int, ...], 
     return shape, [d.name for d in dims]
 
 
-def _plan_array(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, in_place: bool) -> ArrayPlan:
+def _optional_codecs() -> tuple[JSONObject, JSONObject]:
+    """(data_type, array->bytes codec) of zarrs' nullable ``optional`` type around variable-length
+    bytes, as ``to_zarr_v3`` writes it: a packbits validity mask, the present values as vlen-bytes."""
+    data_type = {"name": "zarrs.optional", "configuration": {"name": "variable_length_bytes", "configuration": {}}}
+    codec = {"name": "zarrs.optional", "configuration": {
+        "mask_codecs": [{"name": "packbits", "configuration": {"padding_encoding": "none"}}],
+        "data_codecs": [{"name": "vlen-bytes", "configuration": {}}]}}
+    return data_type, codec
+
+
+def _lost_note(fill: Any, null: bool) -> str:
+    what = "never-written chunks" if null else f"elements equal to the fill {fill!r} (and never-written chunks)"
+    return (f"its missing values ({what}) read as values after migration, in engine='zarr' and engine='zstrings': "
+            "no Zarr v3 metadata marks a bytes value missing for xarray (its CF masking compares a text "
+            "missing_value with text only, and it cannot open a v3 array with a string _FillValue attribute); "
+            "missing='optional' (zstrings migrate --missing optional) rewrites this array into zarrs' nullable "
+            "optional type, which keeps them missing (engine='zstrings', zarrs; zarr-python and engine='zarr' "
+            "through this package's plugin)")
+
+
+def _plan_array(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, in_place: bool,
+                missing: str = "values") -> ArrayPlan:
     notes: list[str] = []
     shape, names = _logical_shape(tree, meta)
     aa, bb, why = _codec_chain(meta)
@@ -212,24 +312,40 @@ def _plan_array(tree: TreeMeta, meta: ArrayMetaV2, joined: bool, in_place: bool)
         aa, bb = _rewrite_chain(meta, aa, bb)
     order = [] if meta.order == "C" or len(shape) < 2 else [
         {"name": "transpose", "configuration": {"order": list(range(len(shape) - 1, -1, -1))}}]
+    attributes, how, fill = _attributes(tree, meta, joined, notes)
+    data_type: Any = data_type_json(meta)
+    serializer = serializer_json(meta)
+    fill_value = MISSING_MARKER if how == "marker" else fill_value_json(meta)
+    lost = False
+    if how == "lost" and missing == "optional":
+        data_type, serializer = _optional_codecs()
+        aa, bb, fill_value = [], [c for c in bb if c.get("name") != "numcodecs.shuffle"], None
+        why = ("its missing values are kept in zarrs' nullable optional type (missing='optional'): no Zarr v3 "
+               "metadata marks a bytes value missing for xarray")
+    elif how == "lost":
+        notes.append(_lost_note(fill, fill is None))
+        lost = True
     keys = {"name": _V2_KEYS, "configuration": {"separator": meta.dimension_separator}}
     zarr_json = {
         "zarr_format": 3,
         "node_type": "array",
         "shape": list(shape),
-        "data_type": data_type_json(meta),
+        "data_type": data_type,
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [] if meta.scalar else list(meta.chunks)}},
         "chunk_key_encoding": keys if (in_place and not why) else _DEFAULT_KEYS,
-        "fill_value": fill_value_json(meta),
-        "codecs": [*order, *aa, serializer_json(meta), *bb],
-        "attributes": _attributes(tree, meta, joined, notes),
+        "fill_value": fill_value,
+        "codecs": [*order, *aa, serializer, *bb],
+        "attributes": attributes,
         "dimension_names": names,
     }
-    return ArrayPlan(path=meta.path, meta=meta, zarr_json=zarr_json, reuse=not why, why=why, notes=notes)
+    return ArrayPlan(path=meta.path, meta=meta, zarr_json=zarr_json, reuse=not why, why=why, notes=notes,
+                     missing_lost=lost, fill=fill, joined=joined)
 
 
-def plan_migration(tree: TreeMeta, *, in_place: bool) -> tuple[dict[str, ArrayPlan], dict[str, JSONObject]]:
-    """Every array's :class:`ArrayPlan` and every group's ``zarr.json``, by absolute path."""
+def plan_migration(tree: TreeMeta, *, in_place: bool,
+                   missing: str = "values") -> tuple[dict[str, ArrayPlan], dict[str, JSONObject]]:
+    """Every array's :class:`ArrayPlan` and every group's ``zarr.json``, by absolute path
+    (``missing``: as :func:`migrate`'s)."""
     if tree.root.zarr_format == 3:
         raise ZStringsError(f"{tree.store.display} is a Zarr v3 store already: nothing to migrate.")
     if tree.unreadable:
@@ -247,7 +363,7 @@ def plan_migration(tree: TreeMeta, *, in_place: bool) -> tuple[dict[str, ArrayPl
             meta = tree.arrays[apath]
             if not isinstance(meta, ArrayMetaV2):  # pragma: no cover - v3 trees are refused above
                 raise ZStringsError(f"{apath}: not Zarr v2 metadata")
-            arrays[apath] = _plan_array(tree, meta, name in joined, in_place)
+            arrays[apath] = _plan_array(tree, meta, name in joined, in_place, missing)
     return arrays, groups
 
 
@@ -373,7 +489,9 @@ def _rewrite(src: ZStore, dst: ZStore, plan: ArrayPlan) -> int:
     codecs: v2 and v3 chunks are both stored at full size, so each maps to one v3 chunk."""
     meta, js = plan.meta, plan.zarr_json
     arr = open_chunked(src, meta, meta.shape, threads=1)
-    pipe = V3Pipeline.from_metadata(js["codecs"], data_type=js["data_type"], dtype=meta.dtype,
+    optional = isinstance(js["data_type"], dict) and js["data_type"]["name"] == "zarrs.optional"
+    pipe = V3Pipeline.from_metadata(js["codecs"], data_type=js["data_type"]["configuration"]["name"] if optional
+                                    else js["data_type"], dtype=np.dtype(object) if optional else meta.dtype,
                                     chunk_shape=tuple(js["chunk_grid"]["configuration"]["chunk_shape"]),
                                     where=f"{dst.display} {plan.path}")
     base = plan.path.strip("/")
@@ -388,10 +506,61 @@ def _rewrite(src: ZStore, dst: ZStore, plan: ArrayPlan) -> int:
             if raw is None:
                 continue  # never written: reads as the fill value in v3 too
             chunk = arr.decode_chunk(bytes(raw), rel(key), meta.chunks)
+            if optional:
+                chunk = _nullable(chunk, plan.fill)
             out.append((rel(_v3_key(plan, idx)), pipe.encode(chunk.reshape(()) if meta.scalar else chunk)))
         dst.set_many(out)
         done += len(out)
     return done
+
+
+def _decoded_text(plan: ArrayPlan) -> bool:
+    """engine="zarr" decodes the array's bytes strictly as UTF-8 (its ``_Encoding``)."""
+    return plan.meta.string_kind in ("string", "char") and "_Encoding" in plan.zarr_json["attributes"]
+
+
+def _utf8_problem(src: ZStore, plan: ArrayPlan) -> str:
+    """Why engine="zarr" cannot decode the migrated array (values that are not valid UTF-8, as xarray
+    decodes them: NC_STRING each value, joined NC_CHAR each row of characters), or "". Reads every
+    chunk, a block of rows at a time."""
+    meta = plan.meta
+    shape = meta.shape or (1,)
+    arr = open_chunked(src, meta, shape, threads=1)
+    step = meta.chunks[0] if meta.chunks else 1
+    bad, first = 0, ""
+    encoding = str(plan.zarr_json["attributes"]["_Encoding"])
+    for start in range(0, shape[0], step):
+        region = (slice(start, min(shape[0], start + step)), *(slice(0, n) for n in shape[1:]))
+        block = arr.read(region)
+        if block.dtype.kind == "U":  # netcdf-c <= 4.9.0's <U1 NC_CHAR: one byte an element
+            block = np.char.encode(block, "latin-1")
+        if meta.string_kind == "char" and plan.joined and block.ndim:
+            block = np.ascontiguousarray(block).view(f"S{max(1, block.shape[-1])}").reshape(block.shape[:-1])
+        for idx, v in np.ndenumerate(block):
+            try:
+                bytes(v).decode(encoding)
+            except UnicodeDecodeError:
+                bad += 1
+                if not first:
+                    first = f"element {(start + idx[0], *idx[1:]) if idx else ()} {bytes(v)!r}"
+    if not bad:
+        return ""
+    return (f"engine='zarr' raises UnicodeDecodeError on it: {bad} value(s) are not valid {encoding} (e.g. "
+            f"{first}: netcdf-c cut a string longer than its maximum length inside a character, or the text is "
+            f"in another encoding), which xarray decodes strictly with _Encoding {encoding!r}; engine='zstrings' "
+            "reads them (its utf8_errors='drop' by default drops what does not decode)")
+
+
+def _nullable(chunk: np.ndarray, fill: Any) -> np.ndarray:
+    """A bytes chunk as zarrs' optional type holds it: the elements equal to the source's masked
+    fill are None (missing), the others ``bytes``."""
+    if isinstance(fill, str):
+        fill = fill.encode("utf-8")
+    out = np.empty(chunk.shape, dtype=object)
+    flat = out.reshape(-1)
+    for i, v in enumerate(chunk.reshape(-1).tolist()):
+        flat[i] = None if v is None or (fill is not None and v == fill) else bytes(v)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -466,6 +635,8 @@ def migrate(
     mode: str = "w-",
     consolidated: bool = True,
     dry_run: bool = False,
+    missing: str = "values",
+    check_utf8: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     target_storage_options: Mapping[str, Any] | None = None,
 ) -> MigrationReport:
@@ -479,23 +650,38 @@ def migrate(
     decodes unchanged is rewritten; the report says which and why. ``consolidated`` writes the
     hierarchy into the root ``zarr.json`` (one request to open it). ``dry_run`` only plans.
 
+    String values missing in the source stay missing for xarray where the v3 metadata can say so (a
+    CF ``missing_value``); where they cannot (bytes), the report names the array (``missing_lost``)
+    and ``missing="optional"`` rewrites it into zarrs' nullable ``optional`` type instead of keeping
+    its chunks (``"values"``: they read as the fill). ``check_utf8`` reads the text arrays given
+    ``_Encoding`` and names those engine="zarr" cannot decode (``not_utf8``).
+
     The read side needs the plugin for NC_CHAR (``xr_zstrings.nc_char``): zarr-python loads it from
     the entry points (3.4.1 and later) or after ``xr_zstrings.zarr_plugin.register()`` (3.1.x).
     """
     if mode not in ("w-", "w"):
         raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (never overwrite) or 'w' (replace the target).")
+    if missing not in _MISSING_MODES:
+        raise ZStringsError(f"Invalid missing={missing!r}: expected 'values' (keep the chunks; missing bytes read as "
+                            "the fill) or 'optional' (rewrite such arrays into zarrs' nullable optional type).")
     so = dict(storage_options) if storage_options else None
     src = open_store(source, mode="r", storage_options=so)
     tree = open_tree(src)
     in_place = target is None
-    arrays, groups = plan_migration(tree, in_place=in_place)
+    arrays, groups = plan_migration(tree, in_place=in_place, missing=missing)
     report = MigrationReport(
         source=src.display, in_place=in_place,
         target=src.display if in_place else os.fspath(target) if isinstance(target, str | os.PathLike)
         else f"<{type(target).__name__}>",
         reused=sorted(p for p, a in arrays.items() if a.reuse),
         rewritten={p: a.why for p, a in arrays.items() if not a.reuse},
-        notes={p: a.notes for p, a in arrays.items() if a.notes}, dry_run=dry_run)
+        notes={p: a.notes for p, a in arrays.items() if a.notes}, dry_run=dry_run,
+        missing_lost=sorted(p for p, a in arrays.items() if a.missing_lost))
+    text = sorted(p for p, a in arrays.items() if _decoded_text(a))
+    if check_utf8:
+        report.not_utf8 = {p: why for p in text if (why := _utf8_problem(src, arrays[p]))}
+    else:
+        report.utf8_unchecked = text
     if dry_run:
         return report
     with warnings.catch_warnings():
