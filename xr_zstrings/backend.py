@@ -137,6 +137,14 @@ def _to_dataset(
     return ds
 
 
+def open_group(tree: TreeMeta, path: str = "/") -> xr.Dataset:
+    """The Dataset ``xr.open_dataset(target, engine="zstrings", group=path)`` returns (default
+    options), from a tree already read: ``zstrings check`` opens every group this way, so whatever
+    the open raises, check reports."""
+    return _to_dataset(tree, path, options=_options("T", "drop", None), drop_variables=None,
+                       decoders=_decoders(**_DECODER_DEFAULTS))
+
+
 _gc_lock = threading.Lock()
 _gc_holders = 0  # opens in progress that paused the collector
 _gc_was_enabled = False

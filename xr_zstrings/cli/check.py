@@ -263,6 +263,24 @@ def _depth_findings(tree: Any) -> list[Finding]:
     return out
 
 
+def _open_findings(tree: Any) -> list[Finding]:
+    """What ``xr.open_dataset(target, engine="zstrings", group=...)`` raises for each group (the
+    backend's own open, on the tree check read): nothing the open refuses passes check."""
+    from ..backend import open_group
+
+    out = []
+    for path in sorted(tree.groups, key=lambda p: (p.count("/") if p != "/" else 0, p)):
+        try:
+            open_group(tree, path)
+        except Exception as e:  # noqa: BLE001 - whatever the open raises is the finding
+            group = "" if path == "/" else f", group={path!r}"
+            out.append(Finding(path, f"xr.open_dataset(..., engine='zstrings'{group}) raises "
+                               f"{type(e).__name__}: {_one_line(e)}",
+                               "repair what the error names (the store's metadata), or rewrite the store "
+                               "from its source"))
+    return out
+
+
 def _name_findings(tree: Any) -> list[Finding]:
     """Group, variable and dimension names netcdf-c cannot open (the rules the writers apply)."""
     import json
@@ -479,6 +497,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
                                 "Unknown file format')", f"zstrings convert {target} {_suggest_dst(target)}"))
     else:
         findings += _name_findings(tree) + _depth_findings(tree)
+    findings += _open_findings(tree)  # (the variables' values are read below)
     _print_state(f"check {tree.store.display}: {_describe_layout(tree)}", state)
     for f in findings:
         print(f"PROBLEM {f.where}: {f.problem}")
