@@ -234,6 +234,51 @@ def test_text_cut_inside_a_character_is_named(tmp_path, capsys):
 
 
 # ---------------------------------------------------------------------------------------------
+# The corpus (tests/corpus.py): every variable keeps its missing values, or the report names it
+# ---------------------------------------------------------------------------------------------
+
+#: corpus stores with missing strings or text engine="zarr" cannot decode: netcdf-c 4.10.1 (netCDF4)
+#: and 4.9.0/4.9.1 (golden), xarray's and zarr-python 2.18's Zarr v2
+CORPUS = ["missing-nc4101-fill", "missing-zarr2-fill", "missing-zarr2-null", "nc4101-strings", "nc4101-chars",
+          "nc491-strings", "nc490-chars", "zarr2-xarray"]
+
+
+@pytest.fixture(scope="module")
+def corpus_base(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("corpus")
+
+
+def _mask_or_error(store: Path, name: str, engine: str) -> list[bool] | type:
+    try:
+        return _missing(store, name.lstrip("/"), engine)
+    except Exception as e:  # compared below
+        return type(e)
+
+
+@pytest.mark.parametrize("missing", ["values", "optional"])
+@pytest.mark.parametrize("sid", CORPUS)
+def test_corpus_missing_values_stay_or_are_named(sid, missing, corpus_base, tmp_path):
+    from corpus import source
+
+    src = source(sid, corpus_base)
+    out = tmp_path / "v3.zarr"
+    report = xr_zstrings.migrate(src, out, missing=missing, check_utf8=True)
+    for name in [*report.reused, *report.rewritten]:
+        before = _mask_or_error(src, name, "zstrings")
+        assert isinstance(before, list), (name, before)
+        for engine in ("zarr", "zstrings"):
+            after = _mask_or_error(out, name, engine)
+            if after is UnicodeDecodeError and engine == "zarr":
+                assert name in report.not_utf8, name  # named, not silent
+                continue
+            if name in report.missing_lost:  # named, with the way to keep them
+                assert missing == "values" and any(before) and "missing='optional'" in " ".join(report.notes[name])
+                continue
+            assert after == before, (name, engine)
+    assert not report.not_utf8 or all("UnicodeDecodeError" in why for why in report.not_utf8.values())
+
+
+# ---------------------------------------------------------------------------------------------
 # In place: engine="zarr" warns about both metadata versions (issue 36, item 11)
 # ---------------------------------------------------------------------------------------------
 
