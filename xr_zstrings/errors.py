@@ -123,7 +123,8 @@ class StringDecodeWarning(UserWarning):
 
 class MissingStringsWarning(UserWarning):
     """Missing string values were written in zarrs' nullable ``optional`` type (no string
-    ``_FillValue`` was given): engine="zstrings" and zarrs read them, zarr-python cannot open the array."""
+    ``_FillValue`` was given): engine="zstrings", zarrs, and zarr-python / engine="zarr" through this
+    package's zarr plugin read them missing; a reader without xr_zstrings installed cannot open the array."""
 
 
 class ConditionalWriteWarning(UserWarning):
@@ -134,3 +135,31 @@ class ConditionalWriteWarning(UserWarning):
 class NetcdfCompatibilityWarning(UserWarning):
     """The store was written for an older netcdf-c (``to_nczarr(..., netcdf_c=...)``) and something
     changed so that version can read it: strings as NC_CHAR, an unlimited dimension made fixed, ..."""
+
+
+#: the packages (and standard modules) whose frames a warning passes on its way to the user's line
+_LIBRARIES = ("xr_zstrings", "xarray", "zarr", "numcodecs", "dask", "numpy", "pandas", "contextlib",
+              "functools", "threading", "concurrent")
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes ``warnings.warn``, called by the caller of this, point at the
+    user's line (their ``open_dataset``, ``to_zarr_v3``, ...): the first frame outside xr_zstrings
+    and the libraries it is called through. 1 (the caller's own line) where none is (a worker thread)."""
+    import os
+    import sys
+
+    prefixes = []
+    for name in _LIBRARIES:
+        module = sys.modules.get(name)
+        file = getattr(module, "__file__", None)
+        if file:
+            prefixes.append(os.path.dirname(file) + os.sep if file.endswith("__init__.py") else file)
+    frame = sys._getframe(1)  # the function that calls warnings.warn: stacklevel 1
+    level = 1
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(tuple(prefixes)):
+            return level
+        frame = frame.f_back  # type: ignore[assignment]
+        level += 1
+    return 1

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from numcodecs.abc import Codec
 
-from ..errors import ChunkError
+from ..errors import ChunkError, user_stacklevel
 from ..scratch import ThreadScratch, fresh
 
 __all__ = [
@@ -233,7 +233,7 @@ def bounded_decode(codec: Codec, buf: Any, *, limit: int, expected: str = "", sc
         warnings.warn(
             "A chunk stored under codec id 'gzip' is a zlib stream (no gzip header, as z5py writes "
             "them); decoded as zlib. Rewrite the array with compressor {'id': 'zlib'} (or real gzip) "
-            "to silence this.", UserWarning, stacklevel=2,
+            "to silence this.", UserWarning, stacklevel=user_stacklevel(),
         )
         return _zlib_bounded(buf, limit, expected)
     if cid in ("gzip", "bz2", "lzma"):

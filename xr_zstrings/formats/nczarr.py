@@ -21,7 +21,7 @@ from typing import Any, Literal, NamedTuple
 
 import numpy as np
 
-from ..errors import DimensionError, MetadataError, UnsupportedError
+from ..errors import DimensionError, MetadataError, UnsupportedError, user_stacklevel
 from .array import int_tuple
 from .netcdf_c import LAYOUTS, ZARR_V2, NCZarrLayout, is_nczarr, layout_at, places
 
@@ -278,7 +278,7 @@ def _undecodable_as_bytes(obj: Any, *, where: str) -> Any:
     warnings.warn(
         f"Attribute(s) {bad} at {where} are not UTF-8 text: returned as bytes, as stored. Decode them "
         "yourself (e.g. value.decode('latin-1')) if you know their encoding.",
-        StringDecodeWarning, stacklevel=6,
+        StringDecodeWarning, stacklevel=user_stacklevel(),
     )
     return {**rest, "attributes": fixed} if v3 else fixed
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import user_stacklevel
 from ..text.dtypes import (
     NA_T,
     convert_string_dtype,
@@ -104,7 +105,7 @@ class LazyArray:
         a few chunks, not the span between them.
         """
         # every value a utf8_errors policy changes in this read is counted: one warning at the end
-        with policy_scope(self.what, stacklevel=5):
+        with policy_scope(self.what):
             return self._getitem(key)
 
     def _getitem(self, key: tuple[Any, ...]) -> np.ndarray:
@@ -210,7 +211,7 @@ class LazyArray:
                 f"{self.what} holds the value {self.marker!r}, the encoding['_FillValue'] engine='zstrings' "
                 "gives its missing values for xarray's writers: written by them, it would read back "
                 "missing. Set encoding['_FillValue'] to a value the data does not hold first.",
-                UserWarning, stacklevel=6,
+                UserWarning, stacklevel=user_stacklevel(),
             )
         if not self._masked:
             return arr

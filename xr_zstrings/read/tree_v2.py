@@ -11,7 +11,7 @@ import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import IncompleteStoreError, MetadataError, StoreNotFoundError, UnsupportedError
+from ..errors import IncompleteStoreError, MetadataError, StoreNotFoundError, UnsupportedError, user_stacklevel
 from ..formats.nczarr import NC_DEFAULT_MAXSTRLEN, NodeObjects, check_name, parse_array, parse_group
 from ..formats.netcdf_c import places
 from ..io.zstore import ZStore
@@ -253,7 +253,7 @@ def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> 
             f"{zstore.display} has no root '.zgroup' object; reading every group and array from its "
             "consolidated '.zmetadata' (as zarr.open_consolidated and xarray's engine='zarr' do). "
             "Write the missing objects (zarr.open_group(...) on a copy) to silence this.",
-            UserWarning, stacklevel=4,
+            UserWarning, stacklevel=user_stacklevel(),
         )
         objs = dict(root_objs)
         objs[".zgroup"] = meta.get(".zgroup") or {"zarr_format": 2}
@@ -281,6 +281,6 @@ def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> 
         f"{zstore.display} has no root '.zgroup' object; reading the Zarr arrays and groups below its "
         f"root ({', '.join(nodes[:5])}{', ...' if len(nodes) > 5 else ''}) as an implicit root group. "
         "Add the missing '.zgroup' ({\"zarr_format\": 2}) to silence this.",
-        UserWarning, stacklevel=4,
+        UserWarning, stacklevel=user_stacklevel(),
     )
     return {**root_objs, ".zgroup": {"zarr_format": 2}}

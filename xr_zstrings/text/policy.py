@@ -27,7 +27,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 
 import numpy as np
 
-from ..errors import StringDecodeWarning, StringOverflowError, StringTruncationWarning, ZStringsError
+from ..errors import StringDecodeWarning, StringOverflowError, StringTruncationWarning, ZStringsError, user_stacklevel
 
 __all__ = [
     "OnOverflow",
@@ -188,15 +188,14 @@ def overflow_error(what: str, lengths: Any, width: int, unit: str, values: Any,
     )
 
 
-def warn_truncated(what: str, count: int, width: int, longest: int, unit: str = "UTF-8",
-                   stacklevel: int = 4) -> None:
+def warn_truncated(what: str, count: int, width: int, longest: int, unit: str = "UTF-8") -> None:
     """The one truncation warning every encoder gives (count, width, longest value)."""
     warnings.warn(
         StringTruncationWarning(
             f"{what_prefix(what)}{count} value(s) longer than {width} bytes of {unit} "
             f"(longest {longest}) were cut at a character boundary"
         ),
-        stacklevel=stacklevel,
+        stacklevel=user_stacklevel(),
     )
 
 
@@ -226,7 +225,7 @@ class PolicyChanges:
             if old is None or key < old[0]:
                 self.first[kind] = (key, where, before, after)
 
-    def warn(self, stacklevel: int = 3) -> None:
+    def warn(self) -> None:
         """One StringDecodeWarning per kind of change (nothing when nothing changed)."""
         for kind in ("drop", "replace"):
             n = self.counts.get(kind, 0)
@@ -246,7 +245,7 @@ class PolicyChanges:
                     f"as {after!r}. Pass utf8_errors='strict' to raise instead, or "
                     "string_dtype='bytes' to read the stored bytes."
                 ),
-                stacklevel=stacklevel,
+                stacklevel=user_stacklevel(),
             )
 
 
@@ -256,7 +255,7 @@ def active_changes() -> PolicyChanges | None:
 
 
 @contextlib.contextmanager
-def policy_scope(what: str = "", stacklevel: int = 4) -> Iterator[PolicyChanges]:
+def policy_scope(what: str = "") -> Iterator[PolicyChanges]:
     """Collect the policy changes of one public call and warn once at its end; inside an outer
     scope (a whole read), report into that one instead."""
     outer = _CHANGES.get()
@@ -269,7 +268,7 @@ def policy_scope(what: str = "", stacklevel: int = 4) -> Iterator[PolicyChanges]
         yield changes
     finally:
         _CHANGES.reset(token)
-    changes.warn(stacklevel=stacklevel)
+    changes.warn()
 
 
 def report_change(kind: str, count: int, where: str, before: bytes, after: str) -> None:
@@ -278,6 +277,6 @@ def report_change(kind: str, count: int, where: str, before: bytes, after: str) 
     if changes is None:
         changes = PolicyChanges()
         changes.add(kind, count, where, before, after)
-        changes.warn(stacklevel=4)
+        changes.warn()
     else:
         changes.add(kind, count, where, before, after)

@@ -377,7 +377,7 @@ def _scoped(fn: Any) -> Any:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        with policy_scope(kwargs.get("what", ""), stacklevel=5):
+        with policy_scope(kwargs.get("what", "")):
             return fn(*args, **kwargs)
 
     return wrapper

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ZStringsError
+from ..errors import ZStringsError, user_stacklevel
 from ..formats.netcdf_c import NCZarrLayout
 from ..io.zstore import ZStore
 from ..text.fixed import reused_output
@@ -306,7 +306,7 @@ def write_arrays(zstore: ZStore, arrays: list[_Array], layout: NCZarrLayout | No
             if int(n):
                 warnings.warn(StringTruncationWarning(
                     f"{_what(a.group, a.name)}: {int(n)} value(s) longer than {a.maxstrlen or a.shape[-1]} "
-                    "bytes were cut at a character boundary (on_overflow='truncate')"), stacklevel=4)
+                    "bytes were cut at a character boundary (on_overflow='truncate')"), stacklevel=user_stacklevel())
     items: list[tuple[str, bytes]] = []
     for a in arrays:
         items.append((f"{a.key}/.zarray", dumps(_zarray(a, layout))))

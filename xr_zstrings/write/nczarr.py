@@ -34,7 +34,7 @@ import xarray as xr
 from zarr.storage import LocalStore, ZipStore
 
 from ..codecs.encoding import for_zarr
-from ..errors import UnsupportedError, ZStringsError
+from ..errors import UnsupportedError, ZStringsError, user_stacklevel
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
 from ..formats.netcdf_c import NETCDF_C, SCALAR_DIM, NetcdfC, netcdf_c_for
@@ -351,7 +351,7 @@ def _fixed_for_netcdf_c(path: str, ds: xr.Dataset, unlimited: set[str], reader: 
             f"(netcdf-c {NETCDF_C[0].first}-{_before(first)} fail on unlimited NCZarr dimensions); appending "
             f"along them is then impossible. Pass netcdf_c='{first.first}' to keep them unlimited (netcdf-c "
             f"{first.first}+ reads that)."),
-            stacklevel=4)
+            stacklevel=user_stacklevel())
     return set()
 
 
@@ -404,12 +404,12 @@ def for_netcdf_c(groups: dict[str, xr.Dataset], reader: NetcdfC) -> dict[str, xr
             f"{len(to_char)} string variable(s) written as NC_CHAR with a string-length dimension for "
             f"{target}, which cannot read NC_STRING from NCZarr: {to_char[:5]}. netCDF4 and "
             "xarray join them back into strings (_Encoding='utf-8'); ncdump shows character arrays. "
-            f"Pass netcdf_c='{keeps}' to keep NC_STRING."), stacklevel=3)
+            f"Pass netcdf_c='{keeps}' to keep NC_STRING."), stacklevel=user_stacklevel())
     if to_1d:
         warnings.warn(NetcdfCompatibilityWarning(
             f"{len(to_1d)} scalar variable(s) written as one-element arrays on dimension "
             f"{SCALAR_DIM!r} for {target}, which aborts on NCZarr scalars: {to_1d[:5]}. "
-            f"Pass netcdf_c='{keeps}' to keep them scalars."), stacklevel=3)
+            f"Pass netcdf_c='{keeps}' to keep them scalars."), stacklevel=user_stacklevel())
     return out
 
 

@@ -41,7 +41,7 @@ from zarr.storage import WrapperStore
 from ..codecs.encoding import format_encoding
 from ..codecs.layouts import LAYOUT_NAMES, layout_named
 from ..codecs.v3 import V3Pipeline
-from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError
+from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError, user_stacklevel
 from ..io.atomic import CloneStore, local_commit, not_replaceable
 from ..io.commit import Transaction
 from ..io.redact import shown
@@ -163,14 +163,15 @@ def _missing_values(var: xr.Variable, kind: Kind, name: Hashable) -> tuple[Any, 
     return out, ("optional", int(miss.sum()))
 
 
-def _warn_optional(name: Hashable, n: int, example: str = "", stacklevel: int = 6) -> None:
+def _warn_optional(name: Hashable, n: int, example: str = "") -> None:
     warnings.warn(
         f"Variable {name!r} holds {n} missing value(s) (None/NaN/NA){example}: "
-        "written in zarrs' nullable 'optional' data type (engine='zstrings' and zarrs read them back "
-        "missing; zarr-python and engine='zarr' cannot open that array). Set "
-        f"ds[{name!r}].encoding['_FillValue'] to a string to write them as that string instead "
-        "(zarr-python then reads the string, engine='zstrings' masks it).",
-        MissingStringsWarning, stacklevel=stacklevel,
+        "written in zarrs' nullable 'optional' data type: engine='zstrings', zarrs, and zarr-python and "
+        "engine='zarr' through xr_zstrings' zarr plugin (on zarr-python 3.1.x after "
+        "xr_zstrings.zarr_plugin.register()) read them back missing, but where xr_zstrings is not installed "
+        f"zarr-python cannot open that array. Set ds[{name!r}].encoding['_FillValue'] to a string to write "
+        "them as that string instead (every zarr-python reads the string, engine='zstrings' masks it).",
+        MissingStringsWarning, stacklevel=user_stacklevel(),
     )
 
 
@@ -803,7 +804,7 @@ def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, c
             if int(n) and p.text.fill is None:
                 # missing values without a string fill value: found only now, so every block is
                 # written again in zarrs' optional type (as an in-memory variable would be)
-                _warn_optional(p.name, int(n), stacklevel=4)
+                _warn_optional(p.name, int(n))
                 text = _Text(p.text.kind, missing=("optional", int(n)), lazy=p.text.lazy)
                 redo = _write_text_array(zs, meta_store, p.path, p.name, text, layout, p.keep_codecs, out, **lkw)
                 assert redo is not None
