@@ -536,6 +536,11 @@ def _utf8_problem(src: ZStore, plan: ArrayPlan) -> str:
             block = np.char.encode(block, "latin-1")
         if meta.string_kind == "char" and plan.joined and block.ndim:
             block = np.ascontiguousarray(block).view(f"S{max(1, block.shape[-1])}").reshape(block.shape[:-1])
+        try:
+            np.char.decode(block, encoding)  # the common case, every value decodes: no Python loop
+            continue
+        except UnicodeDecodeError:
+            pass
         for idx, v in np.ndenumerate(block):
             try:
                 bytes(v).decode(encoding)
