@@ -726,7 +726,22 @@ def for_zarr(obj: Any, zarr_format: int) -> Any:
         return obj.map_over_datasets(lambda d: for_zarr(d, zarr_format))
     out = obj.copy()
     for name, var in obj.variables.items():
-        text = text_kind(var) is not None  # the writers' rule (text/kind.py)
-        out[name].encoding = format_encoding(dict(var.encoding), zarr_format, dtype=var.dtype, text=text,
+        kind = text_kind(var)  # the writers' rule (text/kind.py)
+        out[name].encoding = format_encoding(dict(var.encoding), zarr_format, dtype=var.dtype, text=kind is not None,
                                              where=f"variable {name!r}")
+        as_chars = np.dtype(var.encoding.get("dtype", "O")).kind == "S"  # (NC_CHAR: xarray refuses its fill)
+        if zarr_format == 3 and kind == "str" and not as_chars:
+            out[name].attrs, out[name].encoding = _v3_text_fill(dict(var.attrs), dict(out[name].encoding))
     return out
+
+
+def _v3_text_fill(attrs: dict[str, Any], encoding: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A text variable's string ``_FillValue`` as CF ``missing_value`` (attribute or encoding, where
+    it was), for xarray's Zarr v3 writer: xarray 2026.9 cannot encode a ``_FillValue`` for a
+    StringDType or object variable, nor decode one it wrote for ``<U``, but writes ``missing_value``
+    (missing values as it) and masks it when it reads the array."""
+    for where in (attrs, encoding):
+        fill = where.get("_FillValue")
+        if isinstance(fill, str | np.str_) and "missing_value" not in attrs and "missing_value" not in encoding:
+            where["missing_value"] = str(where.pop("_FillValue"))
+    return attrs, encoding

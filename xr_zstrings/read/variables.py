@@ -506,8 +506,14 @@ def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, A
         attrs["_FillValue"] = b"\x00" if kind == "char" and raw == b"" else raw
         return None
     fill = fill.decode("utf-8", "surrogateescape") if isinstance(fill, bytes) else str(fill)
+    if not options.mask_and_scale:
+        # nothing masked: the fill stays an attribute, as engine="netcdf4"/"zarr" leave it; in
+        # encoding, xarray's writers would write every value its isnull() takes for missing as the
+        # fill (a plain StringDType's "" among them: duck_array_ops.isnull)
+        attrs["_FillValue"] = fill
+        return None
     encoding["_FillValue"] = fill
-    if not options.mask_and_scale or encoded_text:
+    if encoded_text:
         # (bytes decoded with _Encoding: engine="netcdf4"/"zarr" compare the text with the bytes
         # fill and mask nothing, and xarray refuses to write a _FillValue on text as NC_CHAR)
         return None
