@@ -421,16 +421,23 @@ def _unread_finding(tree: Any, path: str, why: str) -> Finding:
 def _commit_state(target: str) -> tuple[str, str] | None:
     """(the store's commit state, what ``zstrings repair`` would do), in words; None for what is not
     a store written in place (a netCDF file: the caller's error says so)."""
-    from ..io.commit import inspect_store
+    from ..io.commit import JOURNAL_REFUSED, JournalError, inspect_store
     from ..io.store import open_store
     from .common import _is_netcdf_file
 
     if _is_netcdf_file(target):
         return None
     try:
-        return inspect_store(open_store(target)).describe()
+        state = inspect_store(open_store(target))
+    except JournalError as e:  # not a journal: repair and every writer refuse the store
+        return _JournalState((e.found, JOURNAL_REFUSED))
     except Exception:  # noqa: BLE001 - the open that follows reports what is wrong with the target
         return None
+    return _JournalState(state.describe()) if state.foreign is not None else state.describe()
+
+
+class _JournalState(tuple[str, str]):
+    """A commit state that is a journal nothing acts on (``io.commit.JournalError``): a problem."""
 
 
 def _open_with_state(target: str, shown: str) -> tuple[Any, tuple[str, str] | None]:
@@ -498,6 +505,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     else:
         findings += _name_findings(tree) + _depth_findings(tree)
     findings += _open_findings(tree)  # (the variables' values are read below)
+    if isinstance(state, _JournalState):  # (its state line says what is wrong with it)
+        findings.insert(0, Finding(".zstrings-journal", "a journal that repair and every writer refuse to act on",
+                                   "remove it if you know no writer is running"))
     _print_state(f"check {tree.store.display}: {_describe_layout(tree)}", state)
     for f in findings:
         print(f"PROBLEM {f.where}: {f.problem}")

@@ -65,7 +65,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, cast
 
-from ..errors import ConcurrentWriteError, ConditionalWriteWarning, IncompleteStoreError, TargetExistsError
+from ..errors import (
+    ConcurrentWriteError,
+    ConditionalWriteWarning,
+    IncompleteStoreError,
+    MetadataError,
+    TargetExistsError,
+)
 from ..formats.nczarr import parse_json
 from ..formats.nczarr_json import dumps
 from .atomic import INCOMPLETE_MARKER, incomplete_v2_group, incomplete_v3_root, lock_timeout
@@ -77,6 +83,7 @@ __all__ = [
     "VERSION_KEY",
     "ZMETADATA",
     "Journal",
+    "JournalError",
     "StoreState",
     "Transaction",
     "VersionRecord",
@@ -590,6 +597,32 @@ def describe_writer(w: Mapping[str, Any]) -> str:
     return f"process {w.get('pid')} on {w.get('host')}"
 
 
+class JournalError(IncompleteStoreError):
+    """A ``.zstrings-journal`` no write of this store left: unreadable, not a journal, or of another
+    store (a copy, a restore from backup, files moved between stores). Nothing acts on it (neither
+    ``repair`` nor a writer's recovery): it may name chunks and metadata that are not its write's.
+    ``found``: what is wrong with it, in words (``zstrings check`` prints it as the store's state)."""
+
+    found: str = ""
+
+    @classmethod
+    def of(cls, found: str, doing: str = "") -> JournalError:
+        """The error for a journal of which ``found`` says what is wrong; ``doing`` leads the message
+        ("Cannot repair X: ")."""
+        e = cls(f"{doing}{found}. {JOURNAL_ADVICE}")
+        e.found = found
+        return e
+
+
+#: what to do about a journal no write of the store left (``JournalError``, ``zstrings check``)
+JOURNAL_ADVICE = (f"Nothing acts on a journal no write of this store left (it may name chunks and metadata that "
+                  f"are not its write's), so nothing was changed. If you know no writer is running, remove that "
+                  f"{JOURNAL} file (object), then run `zstrings check` again.")
+#: what ``repair`` does about such a journal, in words (``StoreState.describe``, ``zstrings check``)
+JOURNAL_REFUSED = (f"refuses: nothing acts on a journal no write of this store left; remove {JOURNAL} if you know no "
+                   "writer is running")
+
+
 @dataclass
 class Journal:
     """The record of a write in progress (``.zstrings-journal``). ``appends``: array path ->
@@ -617,12 +650,42 @@ class Journal:
 
     @classmethod
     def from_bytes(cls, raw: bytes, *, where: str) -> Journal:
-        obj = parse_json(raw, where=where)
+        """The journal in ``raw``; ``JournalError`` when it is not one a write of ours left (not JSON,
+        not a journal, or fields of the wrong kind): nothing may act on it."""
+        try:
+            obj = parse_json(raw, where=where)
+        except MetadataError as e:
+            why = str(e).split(": ", 1)[-1].split(". Expected", 1)[0]  # ("malformed JSON (...)", "not UTF-8 (...)")
+            raise JournalError.of(f"{where} is not an xr_zstrings write journal ({why})") from None
         if not isinstance(obj, Mapping) or obj.get("xr_zstrings_journal") != 1:
-            raise IncompleteStoreError(f"Invalid journal at {where}: expected an xr_zstrings write journal; "
-                                       f"remove the object if no xr_zstrings write uses this store.")
+            raise JournalError.of(f"{where} is not an xr_zstrings write journal (a JSON object with "
+                                  "'xr_zstrings_journal': 1 was expected)")
         fields = {k: obj[k] for k in cls.__dataclass_fields__ if k in obj}
-        return cls(**fields)
+        try:
+            j = cls(**fields)
+        except TypeError as e:  # a required field missing
+            raise JournalError.of(f"{where} is not a complete xr_zstrings write journal ({e})") from None
+        bad = j._bad_field()
+        if bad:
+            raise JournalError.of(f"{where} is not a valid xr_zstrings write journal ({bad})")
+        return j
+
+    def _bad_field(self) -> str | None:
+        """What field of a parsed journal has a value no writer writes, or None."""
+        if self.kind not in ("append", "add", "new", "replace") or self.fmt not in ("v2", "v3"):
+            return f"kind {self.kind!r}, format {self.fmt!r}"
+        if not all(isinstance(v, str) for v in (self.txn, self.lineage, self.commit, self.phase)) or \
+                not isinstance(self.version, int) or not isinstance(self.writer, dict) or \
+                not (self.base is None or isinstance(self.base, str)):
+            return "its txn, lineage, commit, version, phase, base or writer has the wrong type"
+        if not isinstance(self.appends, dict) or not all(
+                isinstance(r, dict) and all(isinstance(r.get(n), int) for n in ("axis", "old", "new"))
+                for r in self.appends.values()):
+            return "its appends are not {path: {axis, old, new}}"
+        if not isinstance(self.new_arrays, list) or not all(isinstance(a, str) for a in self.new_arrays) or \
+                not (self.old_meta is None or isinstance(self.old_meta, dict)):
+            return "its new_arrays or old_meta have the wrong type"
+        return None
 
     @property
     def whole_store(self) -> bool:
@@ -649,6 +712,8 @@ class StoreState:
     consolidated: dict[str, Any] | None  # the metadata objects of .zmetadata
     root_obj: Any = None
     root_zattrs: Any = None
+    #: why ``journal`` does not belong to this store (``journal_foreign``), None when it may
+    foreign: str | None = None
 
     @property
     def writer_gone(self) -> bool:
@@ -691,6 +756,8 @@ class StoreState:
                 return ("complete; its consolidated metadata (.zmetadata) was written by another tool", "nothing to do")
             ver = f" (version {self.committed.version})" if self.committed is not None else ""
             return f"complete{ver}", "nothing to do"
+        if self.foreign is not None:
+            return f"its journal {JOURNAL} does not belong to this store: {self.foreign}", JOURNAL_REFUSED
         who = describe_writer(j.writer)
         age = f"{self.journal_age:.0f} s" if self.journal_age is not None else "an unknown time"
         what = {"append": "an append", "add": "added variables", "new": "a new store's first write",
@@ -701,7 +768,7 @@ class StoreState:
         if self.in_journal_commit:
             state = f"{what} by {who} reached its commit point (version {j.version}); {alive}"
             action = "roll forward: finish the per-object metadata of the committed version"
-        elif j.whole_store and (j.phase == "cleared" or j.kind == "new"):
+        elif j.whole_store and j.phase == "cleared":
             state = f"{what} by {who} was interrupted after the old version was removed; {alive}"
             action = "roll back to an empty target (nothing of either version is complete); then write it again"
         elif j.whole_store:
@@ -717,7 +784,9 @@ class StoreState:
 
 
 def inspect_store(zstore: ZStore, ops: _Ops | None = None) -> StoreState:
-    """Read the journal, the root object and ``.zmetadata`` of ``zstore`` (no other object)."""
+    """Read the journal, the root object and ``.zmetadata`` of ``zstore`` (no other object, but for
+    a whole-store write's journal without its root: whether the store is empty). ``JournalError``
+    when the journal is not one; ``StoreState.foreign`` says why one does not belong to ``zstore``."""
     ops = ops or ops_for(zstore)
     (raw_j, etag_j), (raw_z, etag_z), (raw_g, _), (raw_a, _), (raw_3, _) = ops.get_many(
         [JOURNAL, ZMETADATA, ".zgroup", ".zattrs", "zarr.json"])
@@ -736,13 +805,86 @@ def inspect_store(zstore: ZStore, ops: _Ops | None = None) -> StoreState:
     if fmt == "v3" and raw_3 is not None:
         root = parse_json(raw_3, where=zstore.where("zarr.json"))
     raw_a = raw_a if fmt == "v2" else None
+    committed = version_of(meta.get(".zgroup")) if meta else None
+    foreign = None
+    if journal is not None:
+        raw_root = raw_3 if journal.fmt == "v3" else raw_g
+        try:
+            own_root = parse_json(raw_root, where=zstore.where("root")) if raw_root is not None else None
+        except MetadataError:
+            own_root = "unreadable"
+        foreign = journal_foreign(journal, committed, meta, own_root, lambda: _some_objects(zstore))
     return StoreState(
-        fmt=fmt, journal=journal, journal_etag=etag_j, journal_age=age,
-        committed=version_of(meta.get(".zgroup")) if meta else None,
+        fmt=fmt, journal=journal, journal_etag=etag_j, journal_age=age, committed=committed,
         root=version_of(root) if fmt == "v2" else None, root_placeholder=is_placeholder(root),
         zmetadata_etag=etag_z, consolidated=meta, root_obj=root,
         root_zattrs=parse_json(raw_a, where=zstore.where(".zattrs")) if raw_a is not None else None,
+        foreign=foreign,
     )
+
+
+def refuse_foreign(state: StoreState, zstore: ZStore, doing: str) -> None:
+    """Raise ``JournalError`` (``doing`` leads its message) when ``state``'s journal does not belong
+    to ``zstore``: neither ``repair`` nor a writer's recovery acts on it."""
+    if state.foreign is not None:
+        raise JournalError.of(f"its journal {zstore.where(JOURNAL)} does not belong to this store: {state.foreign}",
+                              doing)
+
+
+def journal_foreign(j: Journal, committed: VersionRecord | None, consolidated: Mapping[str, Any] | None,
+                    root: Any, others: Callable[[], list[str]]) -> str | None:
+    """Why journal ``j`` cannot have been left by a write of the store it lies in, or None when it can.
+
+    A write's journal and the store's version records agree in every state a writer can leave (see
+    the module docstring): an append or added variables build on the committed version (``j.base``
+    is the commit in ``.zmetadata``; ``j.commit`` once it committed); a whole-store write's root
+    object (``root``: of the journal's format) is its placeholder, naming its lineage and commit,
+    from before it removes anything (while it clears, the old root it recorded) until its commit
+    point (``.zmetadata`` names ``j.commit``), or the target was empty (``others()`` lists the store's
+    objects). A journal that records nothing yet (phase "claimed") changes nothing when dropped.
+    Any other journal (a copy, a restore from backup, a file moved between stores) is refused."""
+    if j.phase == "claimed" and not (j.appends or j.new_arrays or j.old_meta):
+        return None
+    c = committed
+    if c is not None and j.commit and c.commit == j.commit:  # (random ids: only this write commits it)
+        return None
+    what = {"append": "an append", "add": "added variables", "new": "a new store's write",
+            "replace": "a replacement (mode='w')"}[j.kind]
+    ours = f"{what} of lineage {j.lineage or '?'} (version {j.version}, commit {j.commit or '?'}" + \
+        (f", from commit {j.base}" if j.base else "")
+    has = (f"the store's committed version record (.zmetadata) is lineage {c.lineage}, version {c.version}, "
+           f"commit {c.commit}") if c is not None else "the store has no committed version record (.zmetadata)"
+    if j.whole_store:
+        rec = version_of(root) if is_placeholder(root) else None
+        if rec is not None and (rec.lineage, rec.commit) == (j.lineage, j.commit):
+            return None  # its placeholder: it removed (or was removing) the old version
+        old = (j.old_meta or {}).get("zarr.json" if j.fmt == "v3" else ".zgroup")
+        if j.phase == "clearing" and _canonical(root) == _canonical(old):
+            return None  # nothing removed yet: the root it recorded is still there
+        if j.phase == "cleared" and root is None and not others():
+            return None  # a new store's target: empty before its placeholder
+        if j.fmt == "v3" and j.phase == "cleared" and isinstance(root, Mapping) and not is_placeholder(root):
+            return None  # a Zarr v3 write past its commit point (its zarr.json names no version)
+        shows = ("a placeholder of lineage " + rec.lineage if rec is not None else
+                 "a placeholder of another write" if is_placeholder(root) else
+                 "no root object" if root is None else "a complete root object")
+        return f"it records {ours}), but the store's root shows {shows}; {has}"
+    if c is not None and j.base is not None and c.commit == j.base:
+        return None  # built on the committed version
+    if c is None and j.base is None and consolidated is not None:
+        # another tool's consolidated metadata, in step, that the write left as it was: it shows the
+        # appended arrays at their old length and none of the added ones
+        def length(path: str, axis: int) -> int | None:
+            z = consolidated.get(f"{path.strip('/')}/.zarray")
+            shape = z.get("shape") if isinstance(z, Mapping) else None
+            return shape[axis] if isinstance(shape, list) and 0 <= axis < len(shape) else None
+
+        if all(length(p, r["axis"]) == r["old"] for p, r in j.appends.items()) and \
+                not any(f"{p.strip('/')}/.zarray" in consolidated for p in j.new_arrays):
+            return None
+        return (f"it records {ours}) that the store's consolidated metadata (another tool's) does not show "
+                "before it (an appended array at another length, or an added array already there)")
+    return f"it records {ours}), but {has}"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -805,7 +947,7 @@ def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | No
         if j.old_meta and j.old_meta.get(root) is not None and state.root_placeholder:
             ops.put(root, dumps(j.old_meta[root]))
         done = "dropped the claim of a replacement that had not removed the old version (it is intact)"
-    elif j.whole_store and (j.phase == "cleared" or j.kind == "new"):
+    elif j.whole_store and j.phase == "cleared":  # (one that only claimed the target wrote nothing yet)
         keys = [k for k in ops.list("") if k != JOURNAL]
         metadata = [k for k in keys if k.rsplit("/", 1)[-1] in (*_METADATA_NAMES, ZMETADATA, "zarr.json")]
         ops.delete(sorted(metadata, key=lambda k: (k.count("/"), k)))  # the root's first: refused from here on
@@ -930,9 +1072,13 @@ class Transaction:
             try:
                 self.etag = ops.put(JOURNAL, journal.to_bytes(), create=True)
             except CommitConflict:
-                other = inspect_store(zs, ops)
+                try:
+                    other = inspect_store(zs, ops)
+                except JournalError as e:  # nothing was written: our create-only write lost to it
+                    raise JournalError.of(e.found, f"Cannot write to {zs.display}: ") from None
                 if other.journal is None:
                     continue  # it ended between our write and our look: try again
+                refuse_foreign(other, zs, f"Cannot write to {zs.display}: ")
                 self._refuse_unless_gone(other, mode)
                 sent = time.monotonic()
                 try:

@@ -21,8 +21,20 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConcurrentWriteError, StoreNotFoundError
-from ..io.commit import JOURNAL, ZMETADATA, Journal, StoreState, Transaction, inspect_store, new_id, ops_for, recover
+from ..errors import ConcurrentWriteError, IncompleteStoreError, StoreNotFoundError
+from ..io.commit import (
+    JOURNAL,
+    ZMETADATA,
+    Journal,
+    JournalError,
+    StoreState,
+    Transaction,
+    inspect_store,
+    new_id,
+    ops_for,
+    recover,
+    refuse_foreign,
+)
 from ..io.zstore import ZStore
 
 __all__ = ["RepairReport", "repair", "undo", "undo_chunks"]
@@ -126,6 +138,11 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
     than ``XR_ZSTRINGS_LOCK_TIMEOUT`` seconds ago) unless ``force=True``: then ``ConcurrentWriteError``
     says who holds the store. Local stores are repaired under their writer lock (a running writer is
     waited for). ``zstrings check`` tells what a store's state is and what ``repair`` would do.
+
+    Nothing is changed, and an error says why, for a target that is not a store readers open (a
+    folder of other files, an empty one, broken root metadata), for a journal that is not one or that
+    another store's write left (``JournalError``), and for every zip file: a zip is only read (see
+    ``_repair_zip``).
     """
     from ..io.atomic import target_lock
     from ..io.redact import shown
@@ -134,7 +151,10 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
 
     local = local_target(target)
     display = shown(target)  # (no credentials of a URL in any message)
-    if local is not None and not local[1]:
+    so = dict(storage_options) if storage_options else None
+    if _is_zip(target, local):
+        return _repair_zip(target, local[0] if local is not None else None, display, so)
+    if local is not None:
         from pathlib import Path
 
         from ..io.atomic import recover as recover_siblings
@@ -146,14 +166,86 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
         with target_lock(path, display):
             zstore = open_store(target if isinstance(target, str | os.PathLike) else str(path), mode="a")
             return _repair(zstore, display, force=True)
-    so = dict(storage_options) if storage_options else None
-    zstore = open_store(target, mode="a", storage_options=so)
+    zstore = open_store(target, mode="a", storage_options=so, writer="repair")
     return _repair(zstore, display, force=force)
+
+
+def _inspect(zstore: ZStore, display: str, ops: Any = None) -> StoreState:
+    """``inspect_store``, refusing (``JournalError``, nothing changed) a journal that is not one or
+    that does not belong to the store."""
+    doing = f"Cannot repair {display}: "
+    try:
+        state = inspect_store(zstore, ops)
+    except JournalError as e:
+        raise JournalError.of(e.found, doing) from None
+    refuse_foreign(state, zstore, doing)
+    return state
+
+
+def _is_zip(target: Any, local: tuple[Any, bool] | None) -> bool:
+    """Whether ``target`` is a zip file (local, in object storage, or a zarr-python ``ZipStore``),
+    as ``io.store.open_store`` decides."""
+    from zarr.storage import ZipStore
+
+    from ..io.targets import parse_nczarr_url
+
+    if isinstance(target, ZipStore):
+        return True
+    if local is not None:
+        return local[1]
+    if not isinstance(target, str | os.PathLike):
+        return False
+    parsed = parse_nczarr_url(os.fspath(target))
+    return "zip" in parsed.modes or parsed.path.rstrip("/").lower().endswith(".zip")
+
+
+def _repair_zip(target: Any, path: Any, display: str, so: dict[str, Any] | None) -> RepairReport:
+    """A zip file, only read: no write is ever left inside one (every writer writes a new zip beside
+    it and swaps it in whole: ``io.atomic.local_commit``), so there is nothing to complete or undo
+    in it; a zip that is not a store readers open is an error. What a killed writer left *beside* a
+    local zip (its unfinished temporary zip) is removed, as the next writer would."""
+    from pathlib import Path
+
+    from ..io.atomic import recover as recover_siblings
+    from ..io.store import open_store
+    from ..read.tree import open_tree
+
+    if path is not None and not Path(path).is_file():
+        raise StoreNotFoundError(f"No zip store at {display}: {str(path)!r} is not a file.")
+    zstore = open_store(target, mode="r", storage_options=so)  # (a file that is no zip, or no store in it: refused)
+    try:
+        state = _inspect(zstore, display)
+        what, action = state.describe()
+        if state.journal is not None or action != "nothing to do":
+            raise IncompleteStoreError(
+                f"Cannot repair {display}: {what}. Nothing was changed: a zip file is never changed in place (every "
+                "writer writes a new zip beside it and swaps it in whole), so this one holds a copy of a store "
+                f"another tool zipped in that state. Unzip it, run `zstrings repair` on the folder, and zip the "
+                "folder again (or write the zip again from its source).")
+        open_tree(zstore)  # what a reader raises (as `zstrings check`)
+    finally:
+        _close(zstore)
+    what = f"{what}; a zip is written whole beside it and swapped in, so no write is ever left inside it"
+    if path is not None:
+        p = Path(os.path.abspath(path))
+        prefix = f".{p.name}.zstrings-"
+        left = [q.name for q in p.parent.iterdir() if q.name.startswith(prefix) and q.name != f"{prefix}lock"]
+        if left:
+            recover_siblings(p, display)
+            return RepairReport(display, what, f"removed {len(left)} unfinished temporary file(s) killed writers "
+                                f"left beside it ({', '.join(sorted(left)[:3])})", True)
+    return RepairReport(display, what, "nothing to do", False)
+
+
+def _close(zstore: ZStore) -> None:
+    close = getattr(zstore.store, "close", None)
+    if callable(close):
+        close()
 
 
 def _repair(zstore: ZStore, display: str, *, force: bool) -> RepairReport:
     ops = ops_for(zstore)
-    state = inspect_store(zstore, ops)
+    state = _inspect(zstore, display, ops)
     what, action = state.describe()
     if state.journal is not None:
         if not (force or state.writer_gone or state.lease_expired):
@@ -167,7 +259,11 @@ def _repair(zstore: ZStore, display: str, *, force: bool) -> RepairReport:
         return RepairReport(display, what, recover(zstore, state, undo, ops), True)
     if "re-consolidate" in action:
         return RepairReport(display, what, _reconsolidate(zstore), True)
-    return RepairReport(display, what, "nothing to do", False)
+    if action == "nothing to do":
+        from ..read.tree import open_tree
+
+        open_tree(zstore)  # not a store readers open (no store here, broken metadata): that error, as check's
+    return RepairReport(display, what, action, False)
 
 
 def _take(zstore: ZStore, ops: Any, state: StoreState) -> StoreState:
