@@ -294,7 +294,7 @@ def _optional_codecs() -> tuple[JSONObject, JSONObject]:
 
 
 def _lost_note(fill: Any, null: bool) -> str:
-    what = "never-written chunks" if null else f"elements equal to the fill {fill!r} (and never-written chunks)"
+    what = "never-written chunks" if null else f"elements equal to the fill {fill!r}, never-written chunks"
     return (f"its missing values ({what}) read as values after migration, in engine='zarr' and engine='zstrings': "
             "no Zarr v3 metadata marks a bytes value missing for xarray (its CF masking compares a text "
             "missing_value with text only, and it cannot open a v3 array with a string _FillValue attribute); "
