@@ -7,7 +7,8 @@ repository takes a migrated store.
 
 The one difference a peer is allowed: a variable engine="zstrings" reads only under its default
 ``utf8_errors="drop"`` (a value cut inside a UTF-8 character, which netcdf-c's truncation leaves),
-which xarray, having no such policy, refuses to decode (UnicodeDecodeError): checked, not skipped.
+which xarray, having no such policy, refuses to decode (UnicodeDecodeError): checked, not skipped,
+and named by the migration's report (``check_utf8=True``).
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def _source(sid: str, base: Path) -> Path:
 
 
 _migrated: dict[tuple[str, str], Path] = {}
+_reports: dict[tuple[str, str], xr_zstrings.MigrationReport] = {}
 
 
 def _migrated_store(sid: str, where: str, base: Path) -> tuple[Path, Path]:
@@ -67,11 +69,11 @@ def _migrated_store(sid: str, where: str, base: Path) -> tuple[Path, Path]:
     if (sid, where) not in _migrated:
         if where == "new":
             out = base / f"{sid}.v3.zarr"
-            xr_zstrings.migrate(src, out)
+            _reports[(sid, where)] = xr_zstrings.migrate(src, out, check_utf8=True)
         else:
             out = base / f"{sid}.inplace.zarr"
             shutil.copytree(src, out)
-            xr_zstrings.migrate(out)
+            _reports[(sid, where)] = xr_zstrings.migrate(out, check_utf8=True)
         _migrated[(sid, where)] = out
     return src, _migrated[(sid, where)]
 
@@ -145,7 +147,10 @@ def test_peers_read_the_migrated_store_as_zstrings_reads_the_source(sid, where, 
     names = _names(src)
     ref = _views(src, names, "zstrings")
     _compare(src, _views(out, names, "zstrings"), ref, "engine='zstrings'")
-    _compare(src, _views(out, names, "zarr"), ref, "engine='zarr'")
+    by_zarr = _views(out, names, "zarr")
+    _compare(src, by_zarr, ref, "engine='zarr'")
+    undecodable = {f"{g.rstrip('/')}/{v}" for (g, v), o in by_zarr.items() if isinstance(o, UnicodeDecodeError)}
+    assert undecodable == set(_reports[(sid, where)].not_utf8)  # each named by the report, no other
     raw = _views(src, names, "zstrings", **RAW)
     group = zarr.open_group(out, mode="r", zarr_format=3)
     for (g, v), r in raw.items():
