@@ -162,6 +162,9 @@ def test_bytes_fill_is_named_before_anything_changes(tmp_path, capsys):
     assert main(["migrate", str(src), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "note /b:" in out and "--missing optional" in out
+    main(["check", str(src)])  # and check, which says whether a store migrates metadata-only
+    out = capsys.readouterr().out
+    assert "the missing values of 1 bytes array(s) would read as values (/b)" in out and "--missing optional" in out
     # without the option the values are b"" after it, in both engines (as the report said)
     plain, _ = _migrated(src, tmp_path / "plain", "new")
     assert not any(_missing(plain, "b", "zarr")) and not any(_missing(plain, "b", "zstrings"))

@@ -478,6 +478,10 @@ def _print_migration(tree: Any) -> None:
         print(f"Zarr v3 migration: not possible: {_one_line(e)}")
         return
     rewrite = {p: a.why for p, a in arrays.items() if not a.reuse}
+    lost = sorted(p for p, a in arrays.items() if a.missing_lost)
+    if lost:  # (write/migrate.py: no Zarr v3 metadata marks a bytes value missing for xarray)
+        print(f"Zarr v3 migration: the missing values of {len(lost)} bytes array(s) would read as values "
+              f"({', '.join(lost)}): zstrings migrate --missing optional keeps them missing")
     if not rewrite:
         print(f"Zarr v3 migration: metadata only (zstrings migrate {tree.store.display}): every array keeps its "
               "chunks")
