@@ -2,8 +2,9 @@
 with no value changed (issue 36, item 7).
 
 Matrix: source kind (every string layout that has a fill or missing values) x read option
-(``mask_and_scale=False``, ``string_dtype="O"``, ``"U"``, the default) x xarray's writer
-(``to_zarr(zarr_format=2)``, ``to_zarr(zarr_format=3)``, ``to_netcdf(engine="netcdf4")``), read back
+(``mask_and_scale=False``, ``string_dtype="O"``, ``"U"``, ``"bytes"``, the default) x xarray's writer
+(``to_zarr(zarr_format=2)``, ``to_zarr(zarr_format=3)``, ``to_netcdf(engine="netcdf4")``, and the
+accessor's ``ds.zstrings.to_zarr(zarr_format=3)``), read back
 by the writer's own xarray engine with the same masking: the values and the missing positions equal
 the first read's. A cell xarray itself cannot write is skipped with its reason only after the same
 round trip fails the same way from xarray's own engine (``engine="netcdf4"``/``"zarr"`` on the same
@@ -96,11 +97,15 @@ OPTIONS: dict[str, dict[str, Any]] = {
     'string_dtype="O"': {"string_dtype": "O"},
     'string_dtype="U"': {"string_dtype": "U"},
     "default": {},
+    'string_dtype="bytes"': {"string_dtype": "bytes"},
 }
+BYTES = 'string_dtype="bytes"'
 #: xarray's writers, and the accessor's to_zarr (xarray's, with the encoding put in the format's terms)
 WRITERS = ("to_zarr(v2)", "to_zarr(v3)", "to_netcdf(netcdf4)", "zstrings.to_zarr(v3)")
-#: where xarray cannot open a source, its limits are shown on this one (text with a string fill)
+#: where xarray cannot open a source, its limits are shown on this one (text with a string fill); for
+#: string_dtype="bytes", which xarray's engines do not have, on the one it reads as bytes with a fill
 STAND_IN = "nczarr-NC_STRING-fill"
+STAND_IN_BYTES = "zarr2-|S4-fill"
 
 
 def _made(path: Path, make: Callable[[Path], None]) -> Path:
@@ -109,41 +114,48 @@ def _made(path: Path, make: Callable[[Path], None]) -> Path:
     return path
 
 
-#: the sources of text with a CF fill (or missing values, written with a fill marker): all but a v3
-#: ``fill_value`` (a value, not a mask) and NC_CHAR without a fill
-TEXT_FILL = "text-fill"
-_NO_CF_FILL = ("zarr3-vlen-utf8-fill_value", "nczarr-NC_CHAR")
+#: the sources with a fill (a CF _FillValue, a masked v2 fill_value, or missing values xarray writes
+#: as a fill marker): all but a v3 ``fill_value`` (a value, not a mask) and NC_CHAR without a fill
+FILLED = frozenset(SOURCES) - {"zarr3-vlen-utf8-fill_value", "nczarr-NC_CHAR"}
+TEXT_OPTIONS = frozenset(o for o in OPTIONS if o != BYTES)
+V3 = frozenset({"to_zarr(v3)", "zstrings.to_zarr(v3)"})
+NETCDF = frozenset({"to_netcdf(netcdf4)"})
 
-#: xarray 2026.9's own limits: (source id (or TEXT_FILL), option, writer ("*x": any ending in x)) ->
-#: (what xarray raises (a regex), or None: it writes but reads back other values), reason. First
-#: match wins.
-LIMITS: list[tuple[tuple[str, str, str], tuple[str | None, str]]] = [
-    (("nczarr-NC_CHAR-fill", "*", "*"), (
-        r"_FillValue is not yet supported on unicode strings|could not be promoted|Failed to encode fill_value",
-        ("xarray refuses a _FillValue on text it writes as characters (NC_CHAR, encoding dtype 'S1'): "
-        "'_FillValue is not yet supported on unicode strings' (from a StringDType first numpy's "
-        "DTypePromotionError in its CF encoder; Zarr v3: it cannot encode the fill)"))),
-    (("zarr2-|S4-fill", "*", "*to_zarr(v3)"), (
-        r"Failed to (en|de)code fill_value",
-        ("xarray writes a bytes _FillValue attribute on a Zarr v3 array but cannot decode it "
-        "('Failed to decode fill_value. Unsupported dtype |S4')"))),
-    (("zarr2-|S4-fill", "*", "to_netcdf(netcdf4)"), (
-        None,
-        ("xarray's netCDF writers store bytes as NC_CHAR, whose fill is one character: the two-byte fill "
-        "b'NA' is not masked back"))),
-    ((TEXT_FILL, "*", "to_zarr(v3)"), (
-        r"Failed to (en|de)code fill_value\. Unsupported dtype",
-        ("xarray cannot round trip a text _FillValue through Zarr v3: it refuses to encode one for a "
-        "StringDType or object variable and writes one for '<U' that it cannot decode ('Failed to "
-        "encode/decode fill_value. Unsupported dtype'); ds.zstrings.to_zarr(zarr_format=3) writes it "
-        "as CF missing_value, which xarray writes and masks"))),
+_CHAR_FILL = (
+    r"_FillValue is not yet supported on unicode strings|could not be promoted|Failed to encode fill_value",
+    ("xarray refuses a _FillValue on text it writes as characters (NC_CHAR, encoding dtype 'S1'): "
+     "'_FillValue is not yet supported on unicode strings' (from a StringDType first numpy's "
+     "DTypePromotionError in its CF encoder; Zarr v3: it cannot encode the fill)"))
+_BYTES_V3 = (
+    r"Failed to decode fill_value\. Unsupported dtype \|S",
+    ("xarray writes a bytes _FillValue attribute on a Zarr v3 array but cannot decode it "
+     "('Failed to decode fill_value. Unsupported dtype |S4')"))
+_BYTES_NETCDF = (
+    None,
+    ("xarray's netCDF writers store bytes as NC_CHAR, whose fill is one character: a longer bytes fill "
+     "(b'NA', the marker's three bytes) is not masked back"))
+_TEXT_V3 = (
+    r"Failed to (en|de)code fill_value\. Unsupported dtype",
+    ("xarray cannot round trip a text _FillValue through Zarr v3: it refuses to encode one for a "
+     "StringDType or object variable and writes one for '<U' that it cannot decode ('Failed to "
+     "encode/decode fill_value. Unsupported dtype'); ds.zstrings.to_zarr(zarr_format=3) writes it "
+     "as CF missing_value, which xarray writes and masks"))
+
+#: xarray 2026.9's own limits: (sources, options, writers) -> (what xarray raises (a regex), or None:
+#: it writes but reads back other values; the reason). First match wins.
+LIMITS: list[tuple[tuple[frozenset[str], frozenset[str], frozenset[str]], tuple[str | None, str]]] = [
+    ((frozenset({"nczarr-NC_CHAR-fill"}), TEXT_OPTIONS, frozenset(WRITERS)), _CHAR_FILL),
+    ((frozenset({"zarr2-|S4-fill"}), frozenset(OPTIONS), V3), _BYTES_V3),
+    ((frozenset({"zarr2-|S4-fill"}), frozenset(OPTIONS), NETCDF), _BYTES_NETCDF),
+    ((FILLED, frozenset({BYTES}), V3), _BYTES_V3),
+    ((FILLED - {"nczarr-NC_CHAR-fill"}, frozenset({BYTES}), NETCDF), _BYTES_NETCDF),
+    ((FILLED, TEXT_OPTIONS, frozenset({"to_zarr(v3)"})), _TEXT_V3),
 ]
 
 
 def _limit(sid: str, option: str, writer: str) -> tuple[str | None, str] | None:
-    for (s, o, w), limit in LIMITS:
-        if ((s == sid or (s == TEXT_FILL and sid not in _NO_CF_FILL)) and o in ("*", option)
-                and (w in ("*", writer) or (w.startswith("*") and writer.endswith(w[1:])))):
+    for (sources, options, writers), limit in LIMITS:
+        if sid in sources and option in options and writer in writers:
             return limit
     return None
 
@@ -187,9 +199,9 @@ def _outcome(ds: xr.Dataset, name: str, writer: str, out: Path, mask_and_scale: 
 
 
 def _peer(sid: str, option: str, base: Path) -> tuple[xr.Dataset, str]:
-    """What xarray's own engine reads from the same store (with the option's masking; xarray has no
-    string_dtype), or from the stand-in where xarray cannot open the store."""
-    make, name, engine = SOURCES[sid if SOURCES[sid][2] else STAND_IN]
+    """What xarray's own engine reads from the same store (with the option's masking), or from the
+    stand-in where xarray cannot open the store (or has no such option: string_dtype="bytes")."""
+    make, name, engine = SOURCES[STAND_IN_BYTES if option == BYTES else sid if SOURCES[sid][2] else STAND_IN]
     path = make(base)
     kw = {"mask_and_scale": False} if option == "mask_and_scale=False" else {}
     if engine == "netcdf4":
