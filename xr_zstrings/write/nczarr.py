@@ -191,7 +191,7 @@ def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | 
                 _close(zstore)
         return
     so = dict(storage_options) if storage_options else None
-    zstore = open_store(target, mode="a" if mode == "a" else "w", storage_options=so)
+    zstore = open_store(target, mode="a" if mode == "a" else "w", storage_options=so, writer="to_nczarr")
     if zstore.store.read_only:
         zstore = _reopen_rw(target)
     with begun(zstore, kind, undo=undo, mode=mode) as txn:

@@ -45,7 +45,7 @@ from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError, us
 from ..io.atomic import CloneStore, local_commit, not_replaceable
 from ..io.commit import Transaction
 from ..io.redact import shown
-from ..io.store import open_store
+from ..io.store import open_store, zarr_v3_only
 from ..io.targets import local_target
 from ..io.zstore import ZStore
 from ..text.kernels import kernels
@@ -678,7 +678,7 @@ def _claim_transactional(zs: ZStore, mode: str) -> None:
 def _transactional(zs: ZStore) -> bool:
     """A store whose writes nobody sees until its owner commits them: an icechunk session's store
     (``session.store``; ``session.commit(...)`` is the caller's)."""
-    return type(zs.store).__module__.split(".", 1)[0] == "icechunk"
+    return zarr_v3_only(zs.store)
 
 
 def _mapped_store_errors(zs: ZStore) -> Any:
