@@ -4,9 +4,8 @@ with no value changed (issue 36, item 7).
 Matrix: source kind (every string layout that has a fill or missing values) x read option
 (``mask_and_scale=False``, ``string_dtype="O"``, ``"U"``, ``"bytes"``, the default) x xarray's writer
 (``to_zarr(zarr_format=2)``, ``to_zarr(zarr_format=3)``, ``to_netcdf(engine="netcdf4")``, and the
-accessor's ``ds.zstrings.to_zarr(zarr_format=3)``), read back
-by the writer's own xarray engine with the same masking: the values and the missing positions equal
-the first read's. A cell xarray itself cannot write is skipped with its reason only after the same
+accessor's ``ds.zstrings.to_zarr(zarr_format=3)``), read back by the writer's own xarray engine with
+the same masking: the values and the missing positions equal the first read's. A cell xarray itself cannot write is skipped with its reason only after the same
 round trip fails the same way from xarray's own engine (``engine="netcdf4"``/``"zarr"`` on the same
 store, or on the NC_STRING store where xarray cannot open the source): ``LIMITS``.
 """
