@@ -229,11 +229,13 @@ def _repair_zip(target: Any, path: Any, display: str, so: dict[str, Any] | None)
     if path is not None:
         p = Path(os.path.abspath(path))
         prefix = f".{p.name}.zstrings-"
-        left = [q.name for q in p.parent.iterdir() if q.name.startswith(prefix) and q.name != f"{prefix}lock"]
-        if left:
+        left = sorted(q.name for q in p.parent.iterdir() if q.name.startswith(prefix))
+        if left:  # (a killed writer's lock file goes too: the lock is taken, then removed)
             recover_siblings(p, display)
+            left = [n for n in left if n != f"{prefix}lock"]
+        if left:
             return RepairReport(display, what, f"removed {len(left)} unfinished temporary file(s) killed writers "
-                                f"left beside it ({', '.join(sorted(left)[:3])})", True)
+                                f"left beside it ({', '.join(left[:3])})", True)
     return RepairReport(display, what, "nothing to do", False)
 
 
