@@ -9,6 +9,7 @@ engine="zarr" is checked against them.
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import warnings
@@ -19,7 +20,8 @@ import xarray as xr
 import zarr
 
 import xr_zstrings
-from xr_zstrings.errors import MissingStringsWarning, StringTruncationWarning
+import xr_zstrings.accessor  # (registers ds.zstrings)
+from xr_zstrings.errors import CodecDroppedWarning, MissingStringsWarning, StringTruncationWarning
 
 
 def _only(record: list[warnings.WarningMessage], category: type[Warning]) -> warnings.WarningMessage:
@@ -74,4 +76,32 @@ def test_truncation_warning_points_at_the_users_write(tmp_path):
         line = sys._getframe().f_lineno + 1
         xr_zstrings.to_nczarr(ds, tmp_path / "n.zarr", maxstrlen=5, on_overflow="truncate")
     w = _only(record, StringTruncationWarning)
+    assert w.filename == __file__ and w.lineno == line, (w.filename, w.lineno)
+
+
+def test_a_variable_left_out_is_warned_at_the_users_open_dataset(tmp_path):
+    ds = xr.Dataset({"s": ("x", np.array(["a", "b"], dtype=object)), "n": ("x", [1, 2])})
+    xr_zstrings.to_zarr_v3(ds, tmp_path / "u.zarr", layout="vlen-utf8", consolidated=False)
+    meta_path = tmp_path / "u.zarr" / "s" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["codecs"].append({"name": "no-such-codec"})  # a codec nobody decodes: the array is left out
+    meta_path.write_text(json.dumps(meta))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        got = xr.open_dataset(tmp_path / "u.zarr", engine="zstrings")
+    w = _only(record, UserWarning)
+    assert "left out" in str(w.message) and "no-such-codec" in str(w.message)
+    assert w.filename == __file__ and w.lineno == line, (w.filename, w.lineno)
+    assert list(got.data_vars) == ["n"]
+
+
+def test_a_dropped_codec_is_warned_at_the_users_call(tmp_path):
+    ds = xr.Dataset({"v": ("x", np.arange(4.0))})
+    ds["v"].encoding = {"filters": (zarr.codecs.TransposeCodec(order=(0,)),)}  # no Zarr v2 equivalent
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        ds.zstrings.to_zarr(tmp_path / "v2.zarr", zarr_format=2)
+    w = _only(record, CodecDroppedWarning)
     assert w.filename == __file__ and w.lineno == line, (w.filename, w.lineno)

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 import numcodecs
 import numpy as np
 
-from ..errors import CodecDroppedWarning
+from ..errors import CodecDroppedWarning, user_stacklevel
 from ..text.kind import text_kind
 from .v2 import shuffle_elementsize
 from .zarrs import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
@@ -266,7 +266,7 @@ def _v2_to_v3(codec: Any, *, dtype: np.dtype, where: str) -> tuple[str, Any] | N
     got = _v3_equivalent(codec, dtype=dtype)
     if isinstance(got, str):
         warnings.warn(f"{where}: {got}; it is left out of encoding['compressors'/'filters'] for v3.",
-                      CodecDroppedWarning, stacklevel=4)
+                      CodecDroppedWarning, stacklevel=user_stacklevel())
         return None
     return got
 
@@ -323,7 +323,7 @@ def _v3_to_v2(codec: Any, *, where: str) -> Any:
         warnings.warn(
             f"{where}: Zarr v3 codec {got!r} has no Zarr v2 (numcodecs) equivalent; it is left out of "
             "encoding['compressors'/'filters'] for v2.",
-            CodecDroppedWarning, stacklevel=4,
+            CodecDroppedWarning, stacklevel=user_stacklevel(),
         )
         return None
     return got
@@ -463,7 +463,7 @@ def _warn_no_both_formats() -> None:
         f"zarr-python {zarr.__version__} does not take one codec object for Zarr v2 and v3 arrays, so "
         "the stores' codecs are left out of encoding['compressors'/'filters'] (ds.to_zarr writes "
         "zarr-python's defaults). ds.zstrings.to_zarr(path, zarr_format=2 or 3) writes them.",
-        CodecDroppedWarning, stacklevel=6,
+        CodecDroppedWarning, stacklevel=user_stacklevel(),
     )
 
 
@@ -597,7 +597,7 @@ def _store_v3(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool, where: str
                 built[key].append(_quiet(get_codec_class(str(c["name"])).from_dict, dict(c)))
             except Exception:  # noqa: BLE001 - a codec only our reader knows
                 warnings.warn(f"{where}: Zarr v3 codec {c!r} is unknown to zarr-python; it is left out of "
-                              f"encoding[{key!r}].", CodecDroppedWarning, stacklevel=4)
+                              f"encoding[{key!r}].", CodecDroppedWarning, stacklevel=user_stacklevel())
     out["compressors"] = tuple(built["compressors"]) or None
     if not text:
         out["filters"] = tuple(built["filters"]) or None
@@ -625,7 +625,7 @@ def format_encoding(enc: Mapping[str, Any], zarr_format: int, *, dtype: np.dtype
                 out["filters"] = tuple(flts) or None
             if enc.get("zstrings_shards") is not None:
                 warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks are the "
-                              "shard shape).", CodecDroppedWarning, stacklevel=3)
+                              "shard shape).", CodecDroppedWarning, stacklevel=user_stacklevel())
         else:
             out.update(_store_v3(enc, dtype=dtype, text=text, where=where))
         return out
@@ -638,7 +638,7 @@ def _to_format(enc: dict[str, Any], zarr_format: int, *, dtype: np.dtype, text: 
     if "compressors" not in enc and "filters" not in enc:
         if zarr_format == 2 and shards is not None:
             warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks stay as they are).",
-                          CodecDroppedWarning, stacklevel=4)
+                          CodecDroppedWarning, stacklevel=user_stacklevel())
         return enc
     out = dict(enc)
     if zarr_format == 2:
@@ -655,7 +655,7 @@ def _to_format(enc: dict[str, Any], zarr_format: int, *, dtype: np.dtype, text: 
             out["filters"] = tuple(objs) or None
         if shards is not None:
             warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks stay as they are).",
-                          CodecDroppedWarning, stacklevel=4)
+                          CodecDroppedWarning, stacklevel=user_stacklevel())
         return out
     comps = enc.get("compressors")
     comps = [] if comps is None else list(comps) if isinstance(comps, list | tuple) else [comps]

@@ -71,6 +71,7 @@ from ..errors import (
     IncompleteStoreError,
     MetadataError,
     TargetExistsError,
+    user_stacklevel,
 )
 from ..formats.nczarr import parse_json
 from ..formats.nczarr_json import dumps
@@ -541,7 +542,7 @@ def _honours_conditions(ops: _ObstoreOps) -> bool:
             f"{ops.zstore.display}: the object store ignores conditional writes (If-None-Match / If-Match), "
             "so two writers that start at the same moment can both go ahead and one's chunks can overwrite "
             "the other's. Write each store from one process at a time (docs/reliability.md, 'Concurrent "
-            "writers')."), stacklevel=2)
+            "writers')."), stacklevel=user_stacklevel())
     return honours
 
 

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..codecs.encoding import netcdf4_keys
-from ..errors import ChunkError, DimensionError, GroupNotFoundError, UnknownCodecError, ZStringsError
+from ..errors import ChunkError, DimensionError, GroupNotFoundError, UnknownCodecError, ZStringsError, user_stacklevel
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension
 from ..formats.netcdf_c import is_nczarr
@@ -225,7 +225,7 @@ def _leave_out(tree: TreeMeta, apath: str, why: str) -> None:
     warnings.warn(
         f"Variable {apath!r} of {tree.store.display} is left out: {why}. Every other variable is "
         f"read. Pass drop_variables=[{name!r}] to silence this, or read it with engine='zarr'.",
-        UserWarning, stacklevel=6,
+        UserWarning, stacklevel=user_stacklevel(),
     )
 
 
