@@ -44,11 +44,48 @@ class ZStringsAccessor:
     def to_zarr(self, store: Any = None, *, zarr_format: int | None = None, **kwargs: Any) -> Any:
         """``.to_zarr(store, zarr_format=..., **kwargs)`` with the store's exact codec chain for that
         format (netcdf-c's shuffle, v3 shards), which the format-neutral encoding engine="zstrings"
-        gives cannot hold for both formats; see ``codecs.encoding.for_zarr``."""
+        gives cannot hold for both formats; see ``codecs.encoding.for_zarr``.
+
+        The target is checked first, by the rule of this package's writers (``TargetExistsError``,
+        nothing touched): a folder, S3 prefix or Store that is not empty and whose root is not a
+        Zarr store is refused in every mode (xarray's ``mode="w"`` would delete it). Writing into a
+        store (``mode="a"``, ``"r+"``, ``append_dim``) takes its Zarr format unless ``zarr_format``
+        says another, which is refused, as is ``append_dim`` where no store is: xarray would first
+        add metadata there, then fail."""
         from .codecs.encoding import default_zarr_format, for_zarr
 
-        fmt = default_zarr_format() if zarr_format is None else zarr_format
+        fmt = _checked_format(store, zarr_format, kwargs)
+        fmt = default_zarr_format() if fmt is None else fmt
         return for_zarr(self._obj, fmt).to_zarr(store, zarr_format=fmt, **kwargs)
+
+
+def _checked_format(store: Any, zarr_format: int | None, kwargs: dict[str, Any]) -> int | None:
+    """Refuse a target xarray's ``to_zarr`` may not touch (``io.atomic.target_root``); the Zarr
+    format to write (None: the default)."""
+    from .errors import StoreNotFoundError, TargetExistsError
+    from .io.atomic import refused, target_root
+
+    append_dim = kwargs.get("append_dim")
+    mode = kwargs.get("mode") or ("a" if append_dim is not None else "w-")
+    root = target_root(store, storage_options=kwargs.get("storage_options"))
+    if root is None:  # (a target not looked into: xarray's own rules)
+        return zarr_format
+    if root.refusal is not None:
+        raise refused(root.display, root.refusal, mode)
+    if mode not in ("a", "a-", "r+") and append_dim is None:
+        return zarr_format
+    have = ({3} if "zarr.json" in root.roots else set()) | ({2} if root.roots - {"zarr.json"} else set())
+    if append_dim is not None and not have:
+        raise StoreNotFoundError(
+            f"Cannot append to {root.display} along {append_dim!r}: it holds no Zarr store (xarray would add "
+            "a store's metadata there, then fail). Write it first without append_dim.")
+    if zarr_format is not None and have and zarr_format not in have:
+        (was,) = have
+        raise TargetExistsError(
+            f"Cannot write into {root.display} with zarr_format={zarr_format}: it is a Zarr v{was} store, and "
+            f"xarray would add Zarr v{zarr_format} metadata beside its own. Pass zarr_format={was} (or leave it "
+            "out), or mode='w' to replace the store.")
+    return zarr_format if zarr_format is not None or len(have) != 1 else have.pop()
 
 
 def _register() -> None:

@@ -27,14 +27,14 @@ import os
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from zarr.storage import LocalStore
 
 from ..errors import ConcurrentWriteError, TargetExistsError
-from .zstore import refuse_links
+from .zstore import ZStore, refuse_links
 
 __all__ = ["INCOMPLETE_MARKER", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "local_commit", "target_lock"]
 
@@ -337,6 +337,22 @@ def _link_problem(path: Path) -> str | None:
             "the link")
 
 
+def _root_not_a_store(names: list[str], root_object: Callable[[str], bool], holds_store: Callable[[str], bool],
+                      what: str = "a directory") -> str | None:
+    """``not_replaceable``'s rule for a folder (or an object-storage prefix) holding ``names`` (a
+    folder's ending in "/"): None when it is empty or ``root_object(name)`` finds a store's root
+    object (a regular file or object) in it; else what it holds, and the stores inside
+    (``holds_store(folder)``)."""
+    if not names or any(root_object(o) for o in ROOT_OBJECTS):
+        return None
+    nested = [n for n in names if n.endswith("/") and holds_store(n)]
+    linked = [n for n in names if n in ROOT_OBJECTS]  # a root object that is a link (or a folder)
+    why = (f"; {_listing(linked)} at its root is not a regular file (writers write no links)" if linked else
+           f"; it holds Zarr stores in {_listing(nested)} (a folder of stores, or a store that lost its "
+           "root object)" if nested else "")
+    return f"{what} whose root is not a Zarr store (found {_listing(names)}){why}"
+
+
 def not_replaceable(path: Path, kind: str) -> str | None:
     """What an existing local ``path`` holds that a ``mode="w"`` write of ``kind`` (``"zarr"``: a
     store directory, ``"zip"``, ``"netcdf"``) must not replace, or None when it is what such a write
@@ -351,18 +367,9 @@ def not_replaceable(path: Path, kind: str) -> str | None:
     if link is not None:
         return link
     if path.is_dir():
-        entries = sorted(path.iterdir())
-        if not entries:
-            return None
-        if any((path / o).is_file() and not (path / o).is_symlink() for o in ROOT_OBJECTS):
-            return None
-        names = [p.name + ("/" if p.is_dir() and not p.is_symlink() else "") for p in entries]
-        nested = [n for n in names if n.endswith("/") and any((path / n / o).is_file() for o in ROOT_OBJECTS)]
-        linked = [n for n in names if n in ROOT_OBJECTS]  # a root object that is a link (or a folder)
-        why = (f"; {_listing(linked)} at its root is not a regular file (writers write no links)" if linked else
-               f"; it holds Zarr stores in {_listing(nested)} (a folder of stores, or a store that lost its "
-               "root object)" if nested else "")
-        return f"a directory whose root is not a Zarr store (found {_listing(names)}){why}"
+        names = [p.name + ("/" if p.is_dir() and not p.is_symlink() else "") for p in sorted(path.iterdir())]
+        return _root_not_a_store(names, lambda o: (path / o).is_file() and not (path / o).is_symlink(),
+                                 lambda n: any((path / n / o).is_file() for o in ROOT_OBJECTS))
     if path.is_file():
         if kind == "zip":
             import zipfile
@@ -384,6 +391,121 @@ def refuse_link_target(target: Path, display: str) -> None:
     link = _link_problem(target)
     if link is not None:
         raise TargetExistsError(f"Cannot write to {display}: it is {link}.")
+
+
+def refused(display: str, found: str, mode: str) -> TargetExistsError:
+    """The error for a target ``not_replaceable`` refuses: ``mode="w"`` would delete what is there;
+    another mode would write into it and make it a store's root (which a later ``mode="w"``
+    replaces whole)."""
+    if mode == "w":
+        return TargetExistsError(
+            f"Cannot replace {display}: it is {found}, and mode='w' replaces only what a write could have "
+            "made. Choose another target (or remove it yourself if it is meant to go).")
+    return TargetExistsError(
+        f"Cannot write into {display}: it is {found}, and mode={mode!r} would make it a Zarr store's root "
+        "(which a later mode='w' replaces whole, the files in it with it). Choose another target.")
+
+
+#: names at most looked into when a prefix of object storage is refused (the message shows five)
+_LOOK_INTO = 20
+
+
+class TargetRoot(NamedTuple):
+    """What is at a write's target: ``refusal``, what a write may not touch there
+    (``not_replaceable``; None when absent, empty or a store); ``roots``, the store root objects
+    (``ROOT_OBJECTS``) at its top."""
+
+    display: str
+    refusal: str | None
+    roots: frozenset[str]
+
+
+def _local_root(path: Path, kind: str, display: str) -> TargetRoot:
+    path = Path(os.path.abspath(path))
+    roots: frozenset[str] = frozenset()
+    if kind == "zip":
+        roots = frozenset(n for n in zipfile_names(path) or () if n in ROOT_OBJECTS)
+    elif path.is_dir() and not path.is_symlink():
+        roots = frozenset(o for o in ROOT_OBJECTS if (path / o).is_file() and not (path / o).is_symlink())
+    return TargetRoot(display, not_replaceable(path, kind), roots)
+
+
+def zipfile_names(path: Path) -> list[str] | None:
+    """The member names of a zip file, or None when ``path`` is no zip (read, never opened for writing)."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as zf:
+            return zf.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return None
+
+
+def store_root(zs: ZStore) -> TargetRoot:
+    """``not_replaceable`` for a prefix of object storage or a zarr-python Store (``zs``'s root), by
+    listing it: refused unless empty or holding a store's root object. Our own objects
+    (``.zstrings-*``: a write's claim) are not counted."""
+    import asyncio
+
+    from ..zarr_compat import sync
+    from .store_errors import mapped_errors
+
+    store = zs.store
+
+    async def exists(keys: list[str]) -> list[bool]:
+        return list(await asyncio.gather(*(store.exists(zs.full_key(k)) for k in keys)))
+
+    names = [n for n in zs.list_dir("") if n and not n.startswith(".zstrings-")]
+    if not names:
+        return TargetRoot(zs.display, None, frozenset())
+    look = names[:_LOOK_INTO]
+    with mapped_errors(f"Could not list {zs.display}", zs.probe):
+        roots = frozenset(o for o, there in zip(ROOT_OBJECTS, sync(exists(list(ROOT_OBJECTS))), strict=True) if there)
+        if roots:
+            return TargetRoot(zs.display, None, roots)
+        objects = dict(zip(look, sync(exists(look)), strict=True))
+        folders = [n for n in look if not objects[n]]
+        inside = sync(exists([f"{n}/{o}" for n in folders for o in ROOT_OBJECTS]))
+    stores = {n for i, n in enumerate(folders) if any(inside[i * len(ROOT_OBJECTS):(i + 1) * len(ROOT_OBJECTS)])}
+    shown = [n if objects.get(n, True) else f"{n}/" for n in names]
+    return TargetRoot(zs.display, _root_not_a_store(shown, lambda o: False, lambda n: n.rstrip("/") in stores,
+                                                    what="a store location"), roots)
+
+
+def target_root(target: Any, *, storage_options: Mapping[str, Any] | None = None) -> TargetRoot | None:
+    """What is at the target of a write by another library (xarray's ``to_zarr``, through
+    ``ds.zstrings.to_zarr``), by the rule of this package's writers (``not_replaceable``): local
+    paths and ``file://`` URLs (a folder, also when named ``.zip``, as xarray writes it), ``s3://``
+    URLs, and zarr-python Stores: a ``LocalStore`` by its folder, a writable ``ZipStore`` by its
+    file (opening it could truncate it), others by listing. None for what it cannot look into
+    (other URL schemes, a ZipStore over a file object)."""
+    from zarr.abc.store import Store
+    from zarr.storage import ZipStore
+
+    from .redact import shown
+    from .targets import parse_nczarr_url
+
+    display = " ".join(shown(target).split())
+    if isinstance(target, ZStore):
+        return store_root(target)
+    if isinstance(target, LocalStore):
+        return _local_root(Path(target.root), "zarr", display)
+    if isinstance(target, ZipStore):
+        return _local_root(target.path, "zip", display) if target.path is not None else None
+    if isinstance(target, Store):
+        return store_root(ZStore(target, display=display))
+    if not isinstance(target, (str, os.PathLike)):
+        return None
+    text = os.fspath(target)
+    parsed = parse_nczarr_url(text)
+    if parsed.scheme in ("", "file") and "s3" not in parsed.modes:
+        return _local_root(Path(parsed.path).expanduser(), "zarr", display)
+    if parsed.scheme in ("s3", "http", "https") or "s3" in parsed.modes:
+        from .store import open_store
+
+        so = dict(storage_options) if storage_options else None
+        return store_root(open_store(text, mode="w", storage_options=so))
+    return None
 
 
 def is_nonempty(target: Path) -> bool:
@@ -417,10 +539,7 @@ def local_commit(target: Path, *, mode: str, display: str, zip_file: bool = Fals
             )
         found = not_replaceable(target, kind) if mode == "w" else None
         if found is not None:
-            raise TargetExistsError(
-                f"Cannot replace {display}: it is {found}, and mode='w' replaces only what a write "
-                "could have made. Choose another target (or remove it yourself if it is meant to go)."
-            )
+            raise refused(display, found, mode)
         tmp = _sibling(target, "tmp", ".zip" if zip_file else "")
         try:
             if mode == "a":
