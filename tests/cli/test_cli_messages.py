@@ -117,27 +117,35 @@ def _as_an_unprivileged_owner() -> list[str]:
 def test_local_permission_error_names_the_path_and_no_credentials(tmp_path):
     src = tmp_path / "s.zarr"
     shutil.copytree(sample_path(), src)
-    chunk = src / "station" / "0"
+    other = tmp_path / "other.zarr"
+    shutil.copytree(sample_path(), other)
+    chunk, group = src / "station" / "0", other / ".zgroup"
     locked = tmp_path / "locked"
     locked.mkdir()
     chunk.chmod(0)
+    group.chmod(0)
     locked.chmod(0o555)
     try:
+        zstrings = [*_as_an_unprivileged_owner(), sys.executable, "-m", "xr_zstrings"]
         runs = {
-            "dump": [*_as_an_unprivileged_owner(), sys.executable, "-m", "xr_zstrings", "dump", str(src)],
-            "migrate": [*_as_an_unprivileged_owner(), sys.executable, "-m", "xr_zstrings", "migrate",
-                        str(src), str(locked / "v3.zarr")],
+            "dump": [*zstrings, "dump", str(src)],
+            "migrate": [*zstrings, "migrate", str(src), str(locked / "v3.zarr")],
+            "repair": [*zstrings, "repair", str(other)],
         }
         results = {k: subprocess.run(v, capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
                    for k, v in runs.items()}
     finally:
         chunk.chmod(0o644)
+        group.chmod(0o644)
         locked.chmod(0o755)
-    dump, migrate = results["dump"], results["migrate"]
+    dump, migrate, repair = results["dump"], results["migrate"], results["repair"]
     assert dump.returncode == 2, dump.stderr
     assert f"permission denied on the local path '{chunk}'" in dump.stderr
     assert "local file permission problem" in dump.stderr
-    for proc in (dump, migrate):
+    assert repair.returncode == 2, repair.stderr
+    assert f"permission denied on the local path '{group}'" in repair.stderr
+    assert not repair.stderr.startswith("zstrings: error: [Errno"), repair.stderr
+    for proc in (dump, migrate, repair):
         assert "credentials" not in proc.stderr and "AWS_" not in proc.stderr and "bucket" not in proc.stderr
     assert migrate.returncode == 2, migrate.stderr
     assert f"Cannot write to {locked / 'v3.zarr'}" in migrate.stderr

@@ -88,7 +88,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (UsageError, ZStringsError, OSError, ValueError, KeyError) as e:
         if args.traceback:
             _print_traceback(e)
-        print(f"zstrings: error: {_one_line(e)}", file=sys.stderr)
+        from ..io.store_errors import local_os_error
+
+        # a local file system's refusal that no store call mapped: its path and cause, not a bare [Errno 13]
+        local = local_os_error(e, f"zstrings {args.command or 'sample'} failed")
+        print(f"zstrings: error: {_one_line(local or e)}", file=sys.stderr)
         return USAGE
     except MemoryError as e:
         if args.traceback:
