@@ -257,3 +257,23 @@ def test_unmasked_fill_stays_an_attribute_as_in_xarrays_engines(source_dir):
         assert ours.attrs["_FillValue"] == peer[name].attrs["_FillValue"], sid
         assert "_FillValue" not in ours.encoding and "_FillValue" not in peer[name].encoding, sid
         assert "" in ours.values.tolist(), sid
+
+
+@pytest.mark.parametrize("writer", ["to_zarr(v2)", "to_netcdf(netcdf4)"])
+def test_unmasked_empty_string_stays_a_value_read_masked_too(writer, source_dir, tmp_path):
+    """The issue's case: ``mask_and_scale=False``, then xarray's writer: a real ``""`` is still ``""``
+    when the copy is read with default masking, and the copy is missing exactly where engine="netcdf4"
+    masks the source."""
+    make, name, _ = SOURCES["nczarr-NC_STRING-fill"]
+    src = make(source_dir)
+    ds = xr.open_dataset(src, engine="zstrings", mask_and_scale=False)[[name]]
+    out = tmp_path / ("c.nc" if writer.startswith("to_netcdf") else "c.zarr")
+    if writer.startswith("to_netcdf"):
+        ds.to_netcdf(out, engine="netcdf4")
+        back = xr.open_dataset(out, engine="netcdf4")[name]
+    else:
+        ds.to_zarr(out, zarr_format=2, consolidated=False)
+        back = xr.open_dataset(out, engine="zarr", consolidated=False)[name]
+    peer = xr.open_dataset(url(src, "nczarr"), engine="netcdf4")[name]
+    assert "" in ds[name].values.tolist()
+    assert _cells(back, unmasked=False) == _cells(peer, unmasked=False)
