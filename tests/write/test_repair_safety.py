@@ -83,7 +83,7 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("writer", ["to_nczarr", "to_zarr_v3"])
-@pytest.mark.parametrize("how", ["api", "cli", "file-url", "cli-file-url"])
+@pytest.mark.parametrize("how", ["api", "cli", "file-url", "cli-file-url", "zipstore"])
 def test_repair_of_our_zip_changes_no_byte(writer: str, how: str, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     """Our own zip (either writer) is complete by construction: ``repair`` says so and leaves every
@@ -97,6 +97,10 @@ def test_repair_of_our_zip_changes_no_byte(writer: str, how: str, tmp_path: Path
     if how.startswith("cli"):
         rc, out = _cli(capsys, "repair", target)
         assert rc == 0 and "nothing done: nothing to do" in out, out
+    elif how == "zipstore":  # a zarr-python ZipStore the caller opened: read, and left open
+        with zarr.storage.ZipStore(zpath, mode="r", read_only=True) as zs:
+            assert repair(zs).action == "nothing to do"
+            assert sorted(zarr.open_group(zs, mode="r").array_keys()) == sorted(str(v) for v in ds.data_vars)
     else:
         report = repair(target)
         assert not report.changed and report.action == "nothing to do", report

@@ -224,7 +224,8 @@ def _repair_zip(target: Any, path: Any, display: str, so: dict[str, Any] | None)
                 "folder again (or write the zip again from its source).")
         open_tree(zstore)  # what a reader raises (as `zstrings check`)
     finally:
-        _close(zstore)
+        if zstore.store is not target:  # (a Store the caller passed stays open)
+            _close(zstore)
     what = f"{what}; a zip is written whole beside it and swapped in, so no write is ever left inside it"
     if path is not None:
         p = Path(os.path.abspath(path))
