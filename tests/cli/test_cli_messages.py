@@ -76,6 +76,22 @@ def test_migrate_to_an_existing_dst_names_overwrite(tmp_path, capsys):
     assert code == 2 and err_convert == err
 
 
+def test_migrate_to_an_existing_s3_dst_names_overwrite(s3, tmp_path, capsys, monkeypatch):
+    from s3_server import KEY as S3_KEY
+    from s3_server import REGION
+    from s3_server import SECRET as S3_SECRET
+
+    for name, value in (("AWS_ENDPOINT_URL", s3.endpoint), ("AWS_ACCESS_KEY_ID", S3_KEY),
+                        ("AWS_SECRET_ACCESS_KEY", S3_SECRET), ("AWS_REGION", REGION), ("AWS_ALLOW_HTTP", "true")):
+        monkeypatch.setenv(name, value)
+    dst = f"s3://{s3.bucket('messages')}/v3.zarr"
+    assert run(capsys, "migrate", str(sample_path()), dst)[0] == 0
+    code, _, err = run(capsys, "migrate", str(sample_path()), dst)  # the writer's refusal, translated
+    assert code == 2
+    assert err == f"zstrings: error: DST {dst} exists; pass --overwrite to replace it, or choose another DST.\n"
+    assert run(capsys, "migrate", str(sample_path()), dst, "--overwrite")[0] == 0
+
+
 def test_migrate_overwrite_refuses_a_folder_of_user_files_in_cli_words(tmp_path, capsys):
     src, notes = tmp_path / "s.zarr", tmp_path / "notes"
     shutil.copytree(sample_path(), src)
