@@ -367,8 +367,8 @@ def not_replaceable(path: Path, kind: str) -> str | None:
     if link is not None:
         return link
     if path.is_dir():
-        names = [p.name + ("/" if p.is_dir() and not p.is_symlink() else "") for p in sorted(path.iterdir())]
-        return _root_not_a_store(names, lambda o: (path / o).is_file() and not (path / o).is_symlink(),
+        entries = [p.name + ("/" if p.is_dir() and not p.is_symlink() else "") for p in sorted(path.iterdir())]
+        return _root_not_a_store(entries, lambda o: (path / o).is_file() and not (path / o).is_symlink(),
                                  lambda n: any((path / n / o).is_file() for o in ROOT_OBJECTS))
     if path.is_file():
         if kind == "zip":
