@@ -110,6 +110,20 @@ def test_repair_of_our_zip_changes_no_byte(writer: str, how: str, tmp_path: Path
     assert sorted(group.array_keys()) == sorted(str(v) for v in ds.data_vars)
 
 
+@pytest.mark.parametrize("mode", ["a", "w"])
+def test_no_store_opens_an_existing_zip_for_writing(mode: str, tmp_path: Path) -> None:
+    """The root of item 1: opening a local zip for writing reached zarr-python's ``ZipStore`` in mode
+    "w", which empties the file. It is refused, naming why, and the zip keeps every byte."""
+    from xr_zstrings.io.store import open_store
+
+    zpath = tmp_path / "own.zip"
+    to_nczarr(dataset(1, ROWS, small=True), zpath)
+    before = _hashes(tmp_path)
+    with pytest.raises(ZStringsError, match="never changed in place"):
+        open_store(str(zpath), mode=mode)
+    assert _hashes(tmp_path) == before
+
+
 def _foreign_zip(tmp_path: Path) -> Path:
     notes = tmp_path / "notes"
     notes.mkdir()

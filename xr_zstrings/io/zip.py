@@ -15,6 +15,7 @@ decompressed, and a member is never decompressed beyond its declared size, whose
 from __future__ import annotations
 
 import io
+import os
 import struct
 import zipfile
 from collections.abc import Callable, Iterable
@@ -25,7 +26,7 @@ from zarr.buffer import default_buffer_prototype
 from zarr.storage import ZipStore
 
 from ..codecs.bounded import MAX_CHUNK_BYTES_ENV, max_chunk_bytes
-from ..errors import ChunkError, MetadataError, StoreNotFoundError, ZStringsError
+from ..errors import ChunkError, MetadataError, StoreNotFoundError, UnsupportedError, ZStringsError
 from ..zarr_compat import sync
 from .store_errors import _store_error
 from .zstore import ZStore
@@ -286,6 +287,11 @@ def _open_remote_zip(obj: Any, key: str, *, display: str, modes: frozenset[str])
 def _open_zip(path: Path, *, display: str, modes: frozenset[str], read_only: bool) -> ZStore:
     if read_only and not path.is_file():
         raise StoreNotFoundError(f"No zip store at {display}: {str(path)!r} does not exist.")
+    if not read_only and os.path.lexists(path):  # (zarr-python's ZipStore in mode "w" empties the file)
+        raise UnsupportedError(
+            f"Cannot open zip store {display} for writing: {str(path)!r} exists, and a zip file is never "
+            "changed in place (writers write a new zip beside it and rename it over the old one). Nothing was "
+            "changed. Read it (mode='r'), or write a new zip with to_nczarr(..., mode='w').")
     try:
         cls = _BoundedZipStore if read_only else ZipStore
         store = sync(cls.open(path, mode="r" if read_only else "w", read_only=read_only))
