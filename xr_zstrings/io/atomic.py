@@ -372,10 +372,9 @@ def not_replaceable(path: Path, kind: str) -> str | None:
                                  lambda n: any((path / n / o).is_file() for o in ROOT_OBJECTS))
     if path.is_file():
         if kind == "zip":
-            import zipfile
-
-            if zipfile.is_zipfile(path):
-                return None
+            names = zipfile_names(path)
+            if names is not None:
+                return _zip_not_a_store(names)
         elif kind == "netcdf":
             with path.open("rb") as f:
                 if f.read(8).startswith(NETCDF_MAGIC):
@@ -383,6 +382,17 @@ def not_replaceable(path: Path, kind: str) -> str | None:
         what = {"zip": "a zip", "netcdf": "a netCDF file", "zarr": "a Zarr store"}[kind]
         return f"a file that is not {what} ({path.stat().st_size:,} bytes)"
     return None
+
+
+def _zip_not_a_store(names: list[str]) -> str | None:
+    """``not_replaceable``'s rule for a zip holding members ``names``: None when it is empty or its
+    root is a store's (a root object at its top, or in its one top folder: netcdf-c's layout); a
+    zip of other files (documents zipped by hand) is not a store a write could have made."""
+    files = [n for n in names if not n.endswith("/")]
+    top = sorted({n.split("/", 1)[0] + ("/" if "/" in n else "") for n in files})
+    folder = top[0] if len(top) == 1 and top[0].endswith("/") else ""
+    return _root_not_a_store(top, lambda o: o in files or f"{folder}{o}" in files,
+                             lambda n: any(f"{n}{o}" in files for o in ROOT_OBJECTS), what="a zip")
 
 
 def refuse_link_target(target: Path, display: str) -> None:

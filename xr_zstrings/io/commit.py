@@ -75,7 +75,7 @@ from ..errors import (
 )
 from ..formats.nczarr import parse_json
 from ..formats.nczarr_json import dumps
-from .atomic import INCOMPLETE_MARKER, incomplete_v2_group, incomplete_v3_root, lock_timeout
+from .atomic import INCOMPLETE_MARKER, incomplete_v2_group, incomplete_v3_root, lock_timeout, refused, store_root
 from .store_errors import mapped_errors
 from .zstore import ZStore
 
@@ -1144,6 +1144,9 @@ class Transaction:
             raise TargetExistsError(
                 f"Cannot write to {zs.display}: it is not empty (found {sorted(existing)[:5]}) and mode='w-' never "
                 "overwrites. Pass mode='w' to replace it, or mode='a' with append_dim to append.")
+        found = store_root(zs).refusal if existing else None
+        if found is not None:  # a prefix of other objects: replacing is for a store's older version
+            raise refused(zs.display, found, mode)
         rec = VersionRecord(self.record.lineage, self.record.commit, self.record.version, self.kind)
         placeholder = incomplete_v3_root(rec.as_json()) if self.fmt == "v3" else incomplete_v2_group(rec.as_json())
         if existing:  # the old root recorded: until the old objects go, a rollback puts it back
