@@ -515,7 +515,7 @@ def _rewrite(src: ZStore, dst: ZStore, plan: ArrayPlan) -> int:
 
 
 def _decoded_text(plan: ArrayPlan) -> bool:
-    """engine="zarr" decodes the array's bytes strictly as UTF-8 (its ``_Encoding``)."""
+    """engine="zarr" decodes the array's bytes strictly with its ``_Encoding`` (NC_STRING, NC_CHAR)."""
     return plan.meta.string_kind in ("string", "char") and "_Encoding" in plan.zarr_json["attributes"]
 
 
@@ -526,7 +526,9 @@ def _utf8_problem(src: ZStore, plan: ArrayPlan) -> str:
     meta = plan.meta
     shape = meta.shape or (1,)
     arr = open_chunked(src, meta, shape, threads=1)
-    step = meta.chunks[0] if meta.chunks else 1
+    joined = meta.string_kind == "char" and plan.joined
+    # (a 1-D NC_CHAR joined is one string: read whole; else whole rows, a chunk's worth at a time)
+    step = shape[0] if joined and len(shape) == 1 else meta.chunks[0] if meta.chunks else 1
     bad, first = 0, ""
     encoding = str(plan.zarr_json["attributes"]["_Encoding"])
     for start in range(0, shape[0], step):
@@ -534,7 +536,7 @@ def _utf8_problem(src: ZStore, plan: ArrayPlan) -> str:
         block = arr.read(region)
         if block.dtype.kind == "U":  # netcdf-c <= 4.9.0's <U1 NC_CHAR: one byte an element
             block = np.char.encode(block, "latin-1")
-        if meta.string_kind == "char" and plan.joined and block.ndim:
+        if joined and block.ndim:
             block = np.ascontiguousarray(block).view(f"S{max(1, block.shape[-1])}").reshape(block.shape[:-1])
         try:
             np.char.decode(block, encoding)  # the common case, every value decodes: no Python loop
