@@ -236,6 +236,19 @@ def test_text_cut_inside_a_character_is_named(tmp_path, capsys):
         assert xr.open_dataset(out, engine="zstrings")["t"].values.tolist() == before
 
 
+def test_check_utf8_reads_joined_characters_whole(tmp_path):
+    """A 1-D NC_CHAR xarray joins into one string, a 2-byte character across its chunk boundary: valid."""
+    src = tmp_path / "c.zarr"
+    with netCDF4.Dataset(nc_url(src), "w") as nc:
+        nc.createDimension("n", 6)
+        c = nc.createVariable("c", "S1", ("n",), chunksizes=(3,))
+        c.set_auto_chartostring(False)
+        c[:] = np.frombuffer("abé d".encode().ljust(6, b"\0"), "S1")
+    report = xr_zstrings.migrate(src, tmp_path / "v3.zarr", check_utf8=True)
+    assert report.not_utf8 == {}
+    assert xr.open_dataset(tmp_path / "v3.zarr", engine="zarr")["c"].values.tolist() == "abé d"
+
+
 # ---------------------------------------------------------------------------------------------
 # The corpus (tests/corpus.py): every variable keeps its missing values, or the report names it
 # ---------------------------------------------------------------------------------------------
