@@ -15,6 +15,7 @@ __all__ = [
     "ForkedProcessError",
     "GroupNotFoundError",
     "IncompleteStoreError",
+    "JournalError",
     "MetadataError",
     "MissingStringsWarning",
     "NetcdfCompatibilityWarning",
@@ -43,6 +44,25 @@ class MetadataError(ZStringsError):
 
 class IncompleteStoreError(MetadataError):
     """A store whose write did not finish (interrupted, killed, or still running elsewhere)."""
+
+
+class JournalError(IncompleteStoreError):
+    """A ``.zstrings-journal`` no write of this store left: unreadable, not a journal, or of another
+    store (a copy, a restore from backup, files moved between stores). Nothing acts on it (neither
+    ``repair`` nor a writer's recovery): it may name chunks and metadata that are not its write's.
+    ``found``: what is wrong with it, in words (``zstrings check`` prints it as the store's state)."""
+
+    found: str = ""
+
+    @classmethod
+    def of(cls, found: str, doing: str = "") -> JournalError:
+        """The error for a journal of which ``found`` says what is wrong; ``doing`` leads the message
+        ("Cannot repair X: ")."""
+        e = cls(f"{doing}{found}. Nothing acts on a journal no write of this store left (it may name chunks "
+                "and metadata that are not its write's), so nothing was changed. If you know no writer is "
+                "running, remove that .zstrings-journal file (object), then run `zstrings check` again.")
+        e.found = found
+        return e
 
 
 class ConcurrentWriteError(ZStringsError):

@@ -34,9 +34,9 @@ from kill_writer import appended, dataset
 from s3_server import S3Server
 from test_kill import ForkServer
 
-from xr_zstrings import ZStringsError, to_nczarr
+from xr_zstrings import JournalError, ZStringsError, to_nczarr
 from xr_zstrings.cli.main import main
-from xr_zstrings.io.commit import JOURNAL, JournalError
+from xr_zstrings.io.commit import JOURNAL
 from xr_zstrings.write.repair import repair
 from xr_zstrings.write.zarr3 import to_zarr_v3
 

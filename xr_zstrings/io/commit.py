@@ -68,7 +68,7 @@ from typing import Any, Self, cast
 from ..errors import (
     ConcurrentWriteError,
     ConditionalWriteWarning,
-    IncompleteStoreError,
+    JournalError,
     MetadataError,
     TargetExistsError,
     user_stacklevel,
@@ -598,28 +598,8 @@ def describe_writer(w: Mapping[str, Any]) -> str:
     return f"process {w.get('pid')} on {w.get('host')}"
 
 
-class JournalError(IncompleteStoreError):
-    """A ``.zstrings-journal`` no write of this store left: unreadable, not a journal, or of another
-    store (a copy, a restore from backup, files moved between stores). Nothing acts on it (neither
-    ``repair`` nor a writer's recovery): it may name chunks and metadata that are not its write's.
-    ``found``: what is wrong with it, in words (``zstrings check`` prints it as the store's state)."""
-
-    found: str = ""
-
-    @classmethod
-    def of(cls, found: str, doing: str = "") -> JournalError:
-        """The error for a journal of which ``found`` says what is wrong; ``doing`` leads the message
-        ("Cannot repair X: ")."""
-        e = cls(f"{doing}{found}. {JOURNAL_ADVICE}")
-        e.found = found
-        return e
-
-
-#: what to do about a journal no write of the store left (``JournalError``, ``zstrings check``)
-JOURNAL_ADVICE = (f"Nothing acts on a journal no write of this store left (it may name chunks and metadata that "
-                  f"are not its write's), so nothing was changed. If you know no writer is running, remove that "
-                  f"{JOURNAL} file (object), then run `zstrings check` again.")
-#: what ``repair`` does about such a journal, in words (``StoreState.describe``, ``zstrings check``)
+#: what ``repair`` does about a journal no write of the store left (``errors.JournalError``), in words
+#: (``StoreState.describe``, ``zstrings check``)
 JOURNAL_REFUSED = (f"refuses: nothing acts on a journal no write of this store left; remove {JOURNAL} if you know no "
                    "writer is running")
 
