@@ -7,9 +7,9 @@ mode the entry takes.
 Every file (S3 object, zip member, icechunk key) of the cell is hashed before and after the call:
 
 * a refused call (an exception, a non-zero exit) changes nothing, anywhere in the cell;
-* a read-only command (``check``, ``info``, ``dump``) changes no byte, and ``repair`` of a healthy
-  store none either (of a store holding a foreign or corrupt journal, at most that journal);
-  ``repair`` of a target that is no store is refused;
+* a read-only command (``check``, ``info``, ``dump``, ``migrate --dry-run``) changes no byte, and
+  ``repair`` of a healthy store none either (of a store holding a foreign or corrupt journal, at
+  most that journal); ``repair`` of a target that is no store is refused;
 * a write changes only its own store's keys (metadata objects, and the folders and chunks of
   arrays): user files in the target and everything beside it (the source store, a neighbour whose
   name starts with the target's) are never touched; ``mode="w-"`` changes no file that was there,
@@ -223,8 +223,8 @@ KINDS = {
     "foreign-journal": Kind("t.zarr", True),
     "corrupt-journal": Kind("t.zarr", True),
 }
-#: on S3 (a zip there is read-only, whatever it holds: one kind of zip is enough)
-S3_KINDS = ("store", "user-files", "our-zip", "plain-file", "foreign-journal", "corrupt-journal")
+#: on S3 (an empty folder is no object there, a symlink none either)
+S3_KINDS = tuple(k for k in KINDS if k not in ("empty-folder", "symlink-to-store"))
 NOTES = {"readme.txt": b"keep me\n", "sub/draft.md": b"and me\n"}
 
 
@@ -390,11 +390,12 @@ ENTRIES: dict[str, Entry] = {
     "migrate": Entry(lambda c: migrate(c.src, c.target, mode=c.mode, target_storage_options=c.so),
                      ("w-", "w")),
     "migrate-in-place": Entry(lambda c: migrate(c.target, storage_options=c.so), ("",)),
+    "migrate-dry-run": Entry(lambda c: migrate(c.target, storage_options=c.so, dry_run=True), ("",), kind="read"),
     "repair": Entry(lambda c: repair(c.target, storage_options=c.so), ("",), kind="repair"),
     "ds.zstrings.to_nczarr": Entry(lambda c: (MORE if c.mode == "a" else DS).zstrings.to_nczarr(
         c.target, mode=c.mode, storage_options=c.so, **_append(c.mode),
         **({} if c.mode == "a" else {"unlimited_dims": ["t"]})), ("w-", "w", "a")),
-    "ds.zstrings.to_zarr-v2": Entry(lambda c: _to_zarr(c, 2), ("w-", "w", "a"), places=("local", "s3")),
+    "ds.zstrings.to_zarr-v2": Entry(lambda c: _to_zarr(c, 2), ("w-", "w", "a")),
     "ds.zstrings.to_zarr-v3": Entry(lambda c: _to_zarr(c, 3), ("w-", "w", "a")),
     "cli.convert": Entry(lambda c: _cli("convert", c.src, _target(c), "-q",
                                         *(["--overwrite"] if c.mode == "overwrite" else [])),
@@ -403,6 +404,8 @@ ENTRIES: dict[str, Entry] = {
                                         *(["--overwrite"] if c.mode == "overwrite" else [])),
                          ("new", "overwrite"), places=("local", "s3")),
     "cli.migrate-in-place": Entry(lambda c: _cli("migrate", _target(c)), ("",), places=("local", "s3")),
+    "cli.migrate-dry-run": Entry(lambda c: _cli("migrate", _target(c), "--dry-run"), ("",), kind="read",
+                                 places=("local", "s3")),
     "cli.repair": Entry(lambda c: _cli("repair", _target(c)), ("",), kind="repair", places=("local", "s3")),
     "cli.check": Entry(lambda c: _cli("check", _target(c)), ("",), kind="read", places=("local", "s3")),
     "cli.info": Entry(lambda c: _cli("info", _target(c)), ("",), kind="read", places=("local", "s3")),
