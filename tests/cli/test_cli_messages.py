@@ -226,3 +226,19 @@ def test_info_names_nc_char_char_as_ncdump_does_for_zarr_v3(tmp_path, capsys):
     assert code == 0
     assert _declaration(out, "code") == _declaration(ncdump, "code") == "char code(station, code_len) ;"
     assert "xr_zstrings.nc_char code" not in out
+
+
+def test_an_unexpected_exception_is_redacted_and_exits_3(capsys, monkeypatch):
+    """A bug (an exception no command expects) still prints nothing secret: its traceback and line
+    go through the one redaction, and its exit code (3) is neither 'problems' (1) nor bad input (2)."""
+    from xr_zstrings.cli import info
+
+    def boom(args):
+        raise RuntimeError(f"unexpected while reading {URL}")
+
+    monkeypatch.setattr(info, "_cmd_info", boom)
+    code, out, err = run(capsys, "info", str(sample_path()))
+    assert code == 3
+    _no_secret(out + err)
+    assert "Traceback (most recent call last)" in err and "RuntimeError" in err
+    assert err.splitlines()[-1].startswith("zstrings: internal error: unexpected while reading s3://***@bucket")

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-#: exit codes
-OK, PROBLEMS, USAGE = 0, 1, 2
+#: exit codes (INTERNAL: an exception no command expects, i.e. a bug in zstrings; its traceback is printed)
+OK, PROBLEMS, USAGE, INTERNAL = 0, 1, 2, 3
 
 
 _NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".h5", ".hdf5", ".netcdf")

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import check, convert, dump, info, migrate, repair, show
-from .common import USAGE, Parser, UsageError, _one_line
+from .common import INTERNAL, USAGE, Parser, UsageError, _one_line
 from .show import _cmd_sample
 
 
@@ -21,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
         prog="zstrings",
         description="String data in NCZarr / Zarr v2 / v3 stores (xr_zstrings). Without a command, "
                     "shows the built-in sample store.",
-        epilog="Exit codes: 0 ok, 1 'check' found problems, 2 usage or input error.",
+        epilog="Exit codes: 0 ok, 1 'check' found problems, 2 usage or input error, 3 internal error (a bug).",
     )
     parser.add_argument("--traceback", action="store_true",
                         help="also show the full traceback of an error (the exit code stays the same)")
@@ -103,3 +103,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # pragma: no cover
         print("zstrings: interrupted", file=sys.stderr)
         return 130
+    except Exception as e:  # noqa: BLE001 - a bug: its traceback, redacted like every line printed here
+        _print_traceback(e)
+        print(f"zstrings: internal error: {_one_line(e)}: a bug in zstrings {args.command or 'sample'}, not in "
+              "your data or options; please report it with the traceback above.", file=sys.stderr)
+        return INTERNAL
