@@ -458,6 +458,7 @@ def store_root(zs: ZStore) -> TargetRoot:
     import asyncio
 
     from ..zarr_compat import sync
+    from .store import zarr_v3_only
     from .store_errors import mapped_errors
 
     store = zs.store
@@ -468,6 +469,9 @@ def store_root(zs: ZStore) -> TargetRoot:
     names = [n for n in zs.list_dir("") if n and not n.startswith(".zstrings-")]
     if not names:
         return TargetRoot(zs.display, None, frozenset())
+    if zarr_v3_only(store):  # icechunk holds Zarr v3 nodes only, and raises when asked for another key
+        with mapped_errors(f"Could not list {zs.display}", zs.probe):
+            return TargetRoot(zs.display, None, frozenset({"zarr.json"}) if sync(exists(["zarr.json"])) else frozenset())
     look = names[:_LOOK_INTO]
     with mapped_errors(f"Could not list {zs.display}", zs.probe):
         roots = frozenset(o for o, there in zip(ROOT_OBJECTS, sync(exists(list(ROOT_OBJECTS))), strict=True) if there)

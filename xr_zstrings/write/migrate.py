@@ -52,7 +52,7 @@ from ..read.chunked import open_chunked
 from ..read.paths import join_path, node_key
 from ..read.tree import TreeMeta, open_tree
 from ..read.variables import MISSING_MARKER, joined_char_arrays, resolve_dims
-from .zarr3 import _consolidated_root
+from .zarr3 import _claim_transactional, _consolidated_root, _transactional
 
 __all__ = ["ArrayPlan", "MigrationReport", "migrate", "plan_migration"]
 
@@ -778,6 +778,9 @@ def _commit_new(src: ZStore, target: Any, mode: str, arrays: Mapping[str, ArrayP
     # are not Zarr metadata, a zarr.json that is not Zarr metadata and chunks of an array it does not
     # know yet)
     dst = open_store(target, mode="w")
+    if _transactional(dst):  # icechunk: the session is the transaction, and holds no journal
+        _claim_transactional(dst, mode)
+        return _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
     if mode == "w" or dst.list_dir(""):
         with Transaction.begin(dst, kind, fmt="v3", mode=mode) as txn:
             done = _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
