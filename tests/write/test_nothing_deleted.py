@@ -12,8 +12,9 @@ Every file (S3 object, zip member, icechunk key) of the cell is hashed before an
   most that journal); ``repair`` of a target that is no store is refused;
 * a write changes only its own store's keys (metadata objects, and the folders and chunks of
   arrays): user files in the target and everything beside it (the source store, a neighbour whose
-  name starts with the target's) are never touched; ``mode="w-"`` changes no file that was there,
-  ``mode="a"`` removes none;
+  name starts with the target's) are never touched; ``mode="w-"`` changes no file that was there
+  (but the metadata naming a group ``to_zarr_v3(group=...)`` adds), the modes that write into a
+  store (``"a"`` with or without append_dim, xarray's ``"a-"`` and ``"r+"``) remove none;
 * the control: what every entry may do (replace a store or an empty folder with ``mode="w"`` /
   ``--overwrite``, read or repair a store; replace an icechunk session's store with Zarr v3)
   succeeds, so no cell passes by never reaching its target.
@@ -66,6 +67,7 @@ def _ds(start: int, n: int) -> xr.Dataset:
 
 
 DS, MORE = _ds(0, 4), _ds(4, 2)  # the data written, and appended with mode="a"
+EXTRA = xr.Dataset({"extra": ("t", np.array(["x", "y", "zé", ""], dtype=T))})  # a variable added
 
 
 # ---------------------------------------------------------------------------------------------
@@ -192,10 +194,11 @@ def _problems(before: Snapshot, after: Snapshot, *, refused: bool, entry: Entry,
     for k, what in changes:
         if not _store_key(k, owned, before, after):
             out.append(f"{k} {what}: not a key of the target store")
-        elif mode in ("w-", "new") and what != "added":
+        elif mode in ("w-", "new") and what != "added" and not (
+                entry.group and what == "modified" and k.rpartition("/")[2] in METADATA):
             out.append(f"mode='w-', yet {k} {what}")
-        elif mode == "a" and what == "removed":
-            out.append(f"mode='a', yet {k} {what}")
+        elif mode in INTO and what == "removed":
+            out.append(f"mode={mode!r}, yet {k} {what}")
     return out
 
 
@@ -360,15 +363,29 @@ def _cli(*argv: str) -> None:
         raise Refused(f"exit {code}: {err.getvalue().strip()}")
 
 
-def _append(mode: str) -> dict[str, Any]:
-    return {"append_dim": "t"} if mode == "a" else {}
+#: the modes that write into what is there (never remove a file)
+INTO = ("a", "a-vars", "a-", "r+")
+
+
+def _nczarr_args(mode: str) -> tuple[xr.Dataset, dict[str, Any]]:
+    """What ``to_nczarr`` writes in ``mode``: ``"a"`` appends along ``t``, ``"a-vars"`` is mode="a"
+    without append_dim (adds a variable)."""
+    if mode == "a":
+        return MORE, {"mode": "a", "append_dim": "t"}
+    if mode == "a-vars":
+        return EXTRA, {"mode": "a"}
+    return DS, {"mode": mode, "unlimited_dims": ["t"]}
 
 
 def _to_zarr(call: Call, fmt: int) -> None:
+    """The accessor's xarray writer: ``"a"`` appends along ``t``, ``"a-"`` adds a variable, ``"r+"``
+    overwrites the variables there."""
     target = call.zarr_store() if call.zarr_store is not None else call.target
-    extra = {"consolidated": False} if not isinstance(target, str) else {}
-    (MORE if call.mode == "a" else DS).zstrings.to_zarr(target, zarr_format=fmt, mode=call.mode,
-                                                        **_append(call.mode), **extra)
+    extra: dict[str, Any] = {"consolidated": False} if not isinstance(target, str) else {}
+    ds = {"a": MORE, "a-": EXTRA}.get(call.mode, DS)
+    if call.mode == "a":
+        extra["append_dim"] = "t"
+    ds.zstrings.to_zarr(target, zarr_format=fmt, mode=call.mode, **extra)
 
 
 def _target(call: Call) -> str:
@@ -383,26 +400,27 @@ class Entry:
     modes: tuple[str, ...]
     kind: str = "write"
     places: tuple[str, ...] = ("local", "s3", "icechunk")
+    group: bool = False  # writes a group into a store (whose metadata then names it, also with "w-")
 
 
 ENTRIES: dict[str, Entry] = {
-    "to_nczarr": Entry(lambda c: to_nczarr(
-        MORE if c.mode == "a" else DS, c.target, mode=c.mode, storage_options=c.so, **_append(c.mode),
-        **({} if c.mode == "a" else {"unlimited_dims": ["t"]})), ("w-", "w", "a")),
-    "to_zarr_v3": Entry(lambda c: to_zarr_v3(DS, c.target, mode=c.mode, storage_options=c.so),
-                        ("w-", "w")),
-    "convert": Entry(lambda c: convert(c.src, c.target, mode=c.mode, storage_options=c.so,
-                                                   **_append(c.mode)), ("w-", "w", "a"), places=("local", "s3")),
+    "to_nczarr": Entry(lambda c: to_nczarr(_nczarr_args(c.mode)[0], c.target, storage_options=c.so,
+                                           **_nczarr_args(c.mode)[1]), ("w-", "w", "a", "a-vars")),
+    "to_zarr_v3": Entry(lambda c: to_zarr_v3(DS, c.target, mode=c.mode, storage_options=c.so), ("w-", "w")),
+    "to_zarr_v3-group": Entry(lambda c: to_zarr_v3(DS, c.target, mode=c.mode, group="g", storage_options=c.so),
+                              ("w-", "w"), group=True),
+    "convert": Entry(lambda c: convert(c.src, c.target, mode="a" if c.mode == "a-vars" else c.mode,
+                                       storage_options=c.so, **({"append_dim": "t"} if c.mode == "a" else {})),
+                     ("w-", "w", "a", "a-vars"), places=("local", "s3")),
     "migrate": Entry(lambda c: migrate(c.src, c.target, mode=c.mode, target_storage_options=c.so),
                      ("w-", "w")),
     "migrate-in-place": Entry(lambda c: migrate(c.target, storage_options=c.so), ("",)),
     "migrate-dry-run": Entry(lambda c: migrate(c.target, storage_options=c.so, dry_run=True), ("",), kind="read"),
     "repair": Entry(lambda c: repair(c.target, storage_options=c.so), ("",), kind="repair"),
-    "ds.zstrings.to_nczarr": Entry(lambda c: (MORE if c.mode == "a" else DS).zstrings.to_nczarr(
-        c.target, mode=c.mode, storage_options=c.so, **_append(c.mode),
-        **({} if c.mode == "a" else {"unlimited_dims": ["t"]})), ("w-", "w", "a")),
-    "ds.zstrings.to_zarr-v2": Entry(lambda c: _to_zarr(c, 2), ("w-", "w", "a")),
-    "ds.zstrings.to_zarr-v3": Entry(lambda c: _to_zarr(c, 3), ("w-", "w", "a")),
+    "ds.zstrings.to_nczarr": Entry(lambda c: _nczarr_args(c.mode)[0].zstrings.to_nczarr(
+        c.target, storage_options=c.so, **_nczarr_args(c.mode)[1]), ("w-", "w", "a", "a-vars")),
+    "ds.zstrings.to_zarr-v2": Entry(lambda c: _to_zarr(c, 2), ("w-", "w", "a", "a-", "r+")),
+    "ds.zstrings.to_zarr-v3": Entry(lambda c: _to_zarr(c, 3), ("w-", "w", "a", "a-", "r+")),
     "cli.convert": Entry(lambda c: _cli("convert", c.src, _target(c), "-q",
                                         *(["--overwrite"] if c.mode == "overwrite" else [])),
                          ("new", "overwrite"), places=("local", "s3")),
