@@ -1,15 +1,15 @@
 """Nothing is deleted that a call should leave alone (issue 36): every public entry that writes or
-repairs, and the CLI's read-only commands, on every kind of target (a store, a folder of user files,
-an empty folder, our zip, a foreign zip, a junk ``.zip``, a plain file, a symlink to a store, a store
-holding a foreign or corrupt journal), locally, on S3 (moto) and in an icechunk session, in every
-mode the entry takes.
+repairs, and the reads, on every kind of target (a store, a folder of user files, an empty folder,
+our zip, a foreign zip, a junk ``.zip``, a plain file, a symlink to a store, a store holding a
+foreign or corrupt journal, some also named by a ``file://`` URL), locally, on S3 (moto) and in an
+icechunk session, in every mode the entry takes. Ids: entry-target-mode.
 
 Every file (S3 object, zip member, icechunk key) of the cell is hashed before and after the call:
 
 * a refused call (an exception, a non-zero exit) changes nothing, anywhere in the cell;
-* a read-only command (``check``, ``info``, ``dump``, ``migrate --dry-run``) changes no byte, and
-  ``repair`` of a healthy store none either (of a store holding a foreign or corrupt journal, at
-  most that journal); ``repair`` of a target that is no store is refused;
+* a read (``open_dataset``) and a read-only command (``check``, ``info``, ``dump``, ``migrate
+  --dry-run``) change no byte, nor does ``repair`` of a healthy store (of a store holding a foreign
+  or corrupt journal, at most that journal goes); ``repair`` of a target that is no store is refused;
 * a write changes only its own store's keys (metadata objects, and the folders and chunks of
   arrays): user files in the target and everything beside it (the source store, a neighbour whose
   name starts with the target's) are never touched; ``mode="w-"`` changes no file that was there
@@ -17,7 +17,7 @@ Every file (S3 object, zip member, icechunk key) of the cell is hashed before an
   store (``"a"`` with or without append_dim, xarray's ``"a-"`` and ``"r+"``) remove none;
 * the control: what every entry may do (replace a store or an empty folder with ``mode="w"`` /
   ``--overwrite``, read or repair a store; replace an icechunk session's store with Zarr v3)
-  succeeds, so no cell passes by never reaching its target.
+  succeeds, and a replacement changes its target, so no cell passes by missing its target.
 """
 
 from __future__ import annotations
@@ -215,6 +215,7 @@ class Kind:
     name: str
     store: bool
     also_owned: tuple[str, ...] = ()
+    url: bool = False  # named by a file:// URL (netcdf-c's form, #mode=nczarr,file or ,zip)
 
 
 KINDS = {
@@ -228,9 +229,13 @@ KINDS = {
     "symlink-to-store": Kind("t.zarr", True, ("real.zarr",)),
     "foreign-journal": Kind("t.zarr", True),
     "corrupt-journal": Kind("t.zarr", True),
+    "store-url": Kind("t.zarr", True, url=True),
+    "user-files-url": Kind("t.zarr", False, url=True),
+    "our-zip-url": Kind("t.zip", True, url=True),
+    "foreign-zip-url": Kind("t.zip", False, url=True),
 }
 #: on S3 (an empty folder is no object there, a symlink none either)
-S3_KINDS = tuple(k for k in KINDS if k not in ("empty-folder", "symlink-to-store"))
+S3_KINDS = tuple(k for k in KINDS if k not in ("empty-folder", "symlink-to-store") and not KINDS[k].url)
 NOTES = {"readme.txt": b"keep me\n", "sub/draft.md": b"and me\n"}
 
 
@@ -291,6 +296,7 @@ def _foreign_journal(other: Path) -> bytes:
 
 def _make_local(kind: str, cell: Path, tpl: Path) -> None:
     t = cell / KINDS[kind].name
+    kind = kind.removesuffix("-url")
     if kind in ("store", "foreign-journal", "corrupt-journal"):
         shutil.copytree(tpl / "store.zarr", t)
         if kind != "store":
@@ -417,6 +423,8 @@ ENTRIES: dict[str, Entry] = {
     "migrate-in-place": Entry(lambda c: migrate(c.target, storage_options=c.so), ("",)),
     "migrate-dry-run": Entry(lambda c: migrate(c.target, storage_options=c.so, dry_run=True), ("",), kind="read"),
     "repair": Entry(lambda c: repair(c.target, storage_options=c.so), ("",), kind="repair"),
+    "open_dataset": Entry(lambda c: xr.open_dataset(c.target, engine="zstrings", storage_options=c.so).load(),
+                          ("",), kind="read"),
     "ds.zstrings.to_nczarr": Entry(lambda c: _nczarr_args(c.mode)[0].zstrings.to_nczarr(
         c.target, storage_options=c.so, **_nczarr_args(c.mode)[1]), ("w-", "w", "a", "a-vars")),
     "ds.zstrings.to_zarr-v2": Entry(lambda c: _to_zarr(c, 2), ("w-", "w", "a", "a-", "r+")),
@@ -483,7 +491,9 @@ def test_a_call_changes_only_its_own_store(entry: str, place: str, kind: str, mo
     if place == "local":
         k = KINDS[kind]
         _make_local(kind, cell, templates)
-        call = Call(str(cell / k.name), mode, src)
+        path = cell / k.name
+        call = Call(f"{path.as_uri()}#mode=nczarr,{'zip' if k.name.endswith('.zip') else 'file'}" if k.url
+                    else str(path), mode, src)
         owned, is_store = (k.name, *k.also_owned), k.store
         target_before = Snapshot()
 
@@ -535,10 +545,15 @@ def test_a_call_changes_only_its_own_store(entry: str, place: str, kind: str, mo
     problems = _problems(before, after, refused=error is not None, entry=ENTRIES[entry], mode=mode,
                          owned=owned, is_store=is_store)
     # the control: what every entry may do (replace a store or an empty folder, read or repair a
-    # store) it does, so a cell cannot pass by failing to reach its target
-    if error is not None and ((kind in ("store", "empty-folder") and mode in ("w", "overwrite")) or (
-            kind == "store" and ENTRIES[entry].kind in ("read", "repair")) or (
-            place == "icechunk" and mode == "w" and entry in ICECHUNK_WRITERS)):
+    # store) it does, and a replacement writes there, so a cell cannot pass by missing its target
+    base = kind.removesuffix("-url")
+    replaces = (base in ("store", "empty-folder") and mode in ("w", "overwrite")) or (
+        place == "icechunk" and mode == "w" and entry in ICECHUNK_WRITERS)
+    if error is not None and (replaces or (base == "store" and ENTRIES[entry].kind in ("read", "repair"))):
         problems.append("refused what it must do")
+    if error is None and replaces and place != "icechunk" and not any(  # (icechunk: same data, same bytes)
+            _store_key(k, owned, before, after) for k in before.files.keys() ^ after.files.keys() | {
+                k for k in before.files.keys() & after.files.keys() if before.files[k] != after.files[k]}):
+        problems.append("succeeded, yet wrote nothing to its target")
     outcome = f"refused: {type(error).__name__}: {error}" if error is not None else "succeeded"
     assert not problems, f"{outcome} | " + " | ".join(problems)
