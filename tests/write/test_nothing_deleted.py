@@ -15,6 +15,7 @@ Every file (S3 object, zip member, icechunk key) of the cell is hashed before an
   name starts with the target's) are never touched; ``mode="w-"`` changes no file that was there
   (but the metadata naming a group ``to_zarr_v3(group=...)`` adds), the modes that write into a
   store (``"a"`` with or without append_dim, xarray's ``"a-"`` and ``"r+"``) remove none;
+* what a write or ``repair`` that succeeds leaves opens with ``engine="zstrings"``;
 * the control: what every entry may do (replace a store or an empty folder with ``mode="w"`` /
   ``--overwrite``, read or repair a store; replace an icechunk session's store with Zarr v3)
   succeeds, and a replacement changes its target, so no cell passes by missing its target.
@@ -192,6 +193,8 @@ def _problems(before: Snapshot, after: Snapshot, *, refused: bool, entry: Entry,
                 if not (what == "removed" and k.endswith("/.zstrings-journal"))]
         return out
     for k, what in changes:
+        if what == "removed" and mode in ("w", "overwrite") and k in {f"{r}/{IN_STORE}" for r in owned}:
+            continue
         if not _store_key(k, owned, before, after):
             out.append(f"{k} {what}: not a key of the target store")
         elif mode in ("w-", "new") and what != "added" and not (
@@ -220,6 +223,9 @@ class Kind:
 
 KINDS = {
     "store": Kind("t.zarr", True),
+    "store+user-file": Kind("t.zarr", True),  # a store with a user's file at its root
+    "v3-store": Kind("t.zarr", True),  # written by to_zarr_v3
+    "xarray-store": Kind("t.zarr", True),  # written by xarray's to_zarr (Zarr v2, consolidated)
     "user-files": Kind("t.zarr", False),
     "empty-folder": Kind("t.zarr", False),
     "our-zip": Kind("t.zip", True),
@@ -237,6 +243,9 @@ KINDS = {
 #: on S3 (an empty folder is no object there, a symlink none either)
 S3_KINDS = tuple(k for k in KINDS if k not in ("empty-folder", "symlink-to-store") and not KINDS[k].url)
 NOTES = {"readme.txt": b"keep me\n", "sub/draft.md": b"and me\n"}
+#: a user's file at a store's root: a store still (mode="w" replaces it, that file with it, as
+#: docs/reliability.md says), but every other mode keeps it
+IN_STORE = "notes.txt"
 
 
 @pytest.fixture(scope="module")
@@ -246,6 +255,8 @@ def templates(tmp_path_factory: pytest.TempPathFactory) -> Path:
     d = tmp_path_factory.mktemp("templates")
     to_nczarr(DS, d / "store.zarr", unlimited_dims=["t"])
     to_nczarr(DS, d / "our.zip", unlimited_dims=["t"])
+    to_zarr_v3(DS, d / "v3.zarr")
+    DS.to_zarr(d / "xarray.zarr", zarr_format=2, consolidated=True)
     for rel, data in NOTES.items():
         (d / "notes" / rel).parent.mkdir(parents=True, exist_ok=True)
         (d / "notes" / rel).write_bytes(data)
@@ -297,10 +308,14 @@ def _foreign_journal(other: Path) -> bytes:
 def _make_local(kind: str, cell: Path, tpl: Path) -> None:
     t = cell / KINDS[kind].name
     kind = kind.removesuffix("-url")
-    if kind in ("store", "foreign-journal", "corrupt-journal"):
+    if kind in ("store", "foreign-journal", "corrupt-journal", "store+user-file"):
         shutil.copytree(tpl / "store.zarr", t)
-        if kind != "store":
+        if kind in ("foreign-journal", "corrupt-journal"):
             shutil.copy(tpl / kind, t / ".zstrings-journal")
+        if kind == "store+user-file":
+            (t / IN_STORE).write_bytes(b"a user's notes kept in the store's folder\n")
+    elif kind in ("v3-store", "xarray-store"):
+        shutil.copytree(tpl / f"{kind.removesuffix('-store')}.zarr", t)
     elif kind == "user-files":
         shutil.copytree(tpl / "notes", t)
     elif kind == "empty-folder":
@@ -355,6 +370,7 @@ class Call:
     src: str
     so: dict[str, Any] | None = None
     zarr_store: Callable[[], Any] | None = None  # the target as a zarr-python Store (xarray's writer)
+    written: Any = None  # what the call wrote to, when not ``target`` (that Store)
 
 
 class Refused(Exception):
@@ -392,6 +408,7 @@ def _to_zarr(call: Call, fmt: int) -> None:
     if call.mode == "a":
         extra["append_dim"] = "t"
     ds.zstrings.to_zarr(target, zarr_format=fmt, mode=call.mode, **extra)
+    call.written = target
 
 
 def _target(call: Call) -> str:
@@ -544,10 +561,18 @@ def test_a_call_changes_only_its_own_store(entry: str, place: str, kind: str, mo
     after = snapshot(read_target())
     problems = _problems(before, after, refused=error is not None, entry=ENTRIES[entry], mode=mode,
                          owned=owned, is_store=is_store)
+    if error is None and ENTRIES[entry].kind != "read":  # what a write or repair leaves opens
+        try:
+            written = call.target if call.written is None else call.written
+            xr.open_dataset(written, engine="zstrings", storage_options=None if call.written is not None else call.so,
+                            group="g" if ENTRIES[entry].group else None).close()
+        except Exception as e:
+            problems.append(f"succeeded, yet its target does not open: {type(e).__name__}: {e}")
     # the control: what every entry may do (replace a store or an empty folder, read or repair a
     # store) it does, and a replacement writes there, so a cell cannot pass by missing its target
     base = kind.removesuffix("-url")
-    replaces = (base in ("store", "empty-folder") and mode in ("w", "overwrite")) or (
+    replaces = (base in ("store", "empty-folder") and mode in ("w", "overwrite")
+                and not (ENTRIES[entry].group and base == "store")) or (  # (no v3 group in a v2 store)
         place == "icechunk" and mode == "w" and entry in ICECHUNK_WRITERS)
     if error is not None and (replaces or (base == "store" and ENTRIES[entry].kind in ("read", "repair"))):
         problems.append("refused what it must do")

@@ -23,7 +23,7 @@ import xarray as xr
 from xarray import conventions
 
 from ..codecs.v2 import build_pipeline
-from ..errors import DimensionError, ZStringsError
+from ..errors import DimensionError, UnsupportedError, ZStringsError
 from ..formats.nczarr_json import attrs_json
 from ..formats.netcdf_c import DEFAULT_LAYOUT, NETCDF_C, NCZarrLayout, layout_named, layout_of_generation, reader_of
 from ..io.zstore import ZStore
@@ -146,6 +146,11 @@ def _append_job(zstore: ZStore, tree: Any, gpath: str, name: str, var: xr.Variab
         raise ZStringsError(f"Cannot append {what}: it is not in {zstore.display}. Appending adds values "
                             "to existing variables only; write new variables with mode='w'.")
     axis = list(var.dims).index(append_dim)
+    if meta.string_kind is not None and meta.dtype.kind != "S" and text_kind(var) is not None:
+        # (checked before anything is written: the values are encoded as fixed-width bytes)
+        raise ZStringsError(f"Cannot append {what}: the new values are stored as fixed-width bytes (|S) but the "
+                            f"store has {meta.dtype_str}. Append to it with xarray's to_zarr(mode='a', "
+                            "append_dim=...), which wrote it.")
     offset = meta.shape[axis]
     decl = gpath
     if tree.root.is_nczarr:
@@ -242,7 +247,15 @@ def _store_layout(tree: Any) -> NCZarrLayout | None:
 
 
 def _refuse_unwritable(zstore: ZStore, tree: Any, action: str) -> None:
-    """An NCZarr store in a layout no writer writes (NCZarr 1.0) is refused, naming the fix."""
+    """A Zarr v3 store (to_nczarr writes NCZarr / Zarr v2 objects, which would sit beside its own:
+    it was left unreadable) and an NCZarr store in a layout no writer writes (NCZarr 1.0) are
+    refused before anything is written, naming the fix."""
+    if tree.root.zarr_format == 3:
+        raise UnsupportedError(
+            f"Cannot {action} {zstore.display} with to_nczarr: it is a Zarr v3 store, and to_nczarr writes "
+            "NCZarr / Zarr v2 metadata, which would sit beside its own. Write a new group with "
+            "xr_zstrings.to_zarr_v3(ds, target, group=...), append with xarray's to_zarr(mode='a', append_dim=...), "
+            "or write the whole dataset again with to_zarr_v3(..., mode='w').")
     layout = _store_layout(tree)
     if tree.root.is_nczarr and (layout is None or not layout.writable):
         raise ZStringsError(

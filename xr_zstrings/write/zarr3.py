@@ -41,7 +41,7 @@ from zarr.storage import WrapperStore
 from ..codecs.encoding import format_encoding
 from ..codecs.layouts import LAYOUT_NAMES, layout_named
 from ..codecs.v3 import V3Pipeline
-from ..errors import MissingStringsWarning, TargetExistsError, ZStringsError, user_stacklevel
+from ..errors import MissingStringsWarning, TargetExistsError, UnsupportedError, ZStringsError, user_stacklevel
 from ..io.atomic import CloneStore, local_commit, not_replaceable
 from ..io.commit import Transaction
 from ..io.redact import shown
@@ -638,6 +638,7 @@ def _write_local(target: Any, path: Any, is_zip: bool, prepared: list[Any], *, g
             zs = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display)
         else:
             zs = ZStore(CloneStore(tmp, read_only=False), display=display)
+        _refuse_v2_root(zs, group)
         if group is not None and mode == "w-" and zs.list_dir(group.strip("/")):
             raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
                                 "overwrites. Pass mode='w' to replace it.")
@@ -654,6 +655,7 @@ def _write_into(zs: ZStore, prepared: list[Any], *, group: str | None, mode: str
     """A store on object storage (or a zarr-python Store): a group written into it as it is; a
     transactional store's own commit; else a claimed write transaction."""
     if group is not None:
+        _refuse_v2_root(zs, group)
         _write_nodes(zs, prepared, mode, True, consolidated, kw)
         return
     if _transactional(zs):
@@ -666,6 +668,20 @@ def _write_into(zs: ZStore, prepared: list[Any], *, group: str | None, mode: str
     with Transaction.begin(zs, "new" if mode == "w-" else "replace", fmt="v3", mode=mode) as txn:
         _write_nodes(zs, prepared, mode, False, consolidated, kw)
         txn.finish()
+
+
+def _refuse_v2_root(zs: ZStore, group: str | None) -> None:
+    """A group written into a Zarr v2 / NCZarr store is refused before anything is written: every
+    reader of that store (its root ``.zgroup``) would miss a Zarr v3 group inside it."""
+    if group is None:
+        return
+    names = set(zs.list_dir(""))
+    if "zarr.json" not in names and names & {".zgroup", ".zarray", ".nczarr"}:
+        raise UnsupportedError(
+            f"Cannot write Zarr v3 group {group!r} into {zs.display}: it is a Zarr v2 / NCZarr store, whose "
+            "readers (engine='zstrings', netcdf-c, zarr-python) would not see a Zarr v3 group inside it. Migrate "
+            "the store to Zarr v3 first (xr_zstrings.migrate(target): netcdf-c keeps reading it), or write "
+            "the group to another store.")
 
 
 def _claim_transactional(zs: ZStore, mode: str) -> None:
