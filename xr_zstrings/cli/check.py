@@ -492,36 +492,41 @@ def _print_migration(tree: Any) -> None:
         print(f"  {path}: {why}")
 
 
-def _cmd_check(args: argparse.Namespace) -> int:
-    from ..errors import ZStringsError
-    from ..io.redact import redact
-    from ..write.nczarr import NETCDF_C_CODECS
-
-    required = _required_rows(args.netcdf_c)  # (a bad --netcdf-c is refused before the store is read)
-    target = redact(args.target)  # as the fixes name it
-    tree, state = _open_with_state(args.target, target)
-    if tree is None:
-        return PROBLEMS
+def _store_findings(tree: Any, target: str, state: tuple[str, str] | None) -> list[Finding]:
+    """What is wrong with the store as a whole: a layout netcdf-c does not open, names and depths it
+    refuses, what ``open_dataset`` raises, a journal nothing acts on."""
     findings: list[Finding] = []
+    if isinstance(state, _JournalState):  # (its state line says what is wrong with it)
+        findings.append(Finding(".zstrings-journal", "a journal that repair and every writer refuse to act on",
+                                "remove it if you know no writer is running"))
     if tree.root.zarr_format == 3:
         findings.append(Finding("/", f"Zarr v3 store: netcdf-c {CURRENT.example} does not open it ('NetCDF: "
                                 "Unknown file format')", f"zstrings convert {target} {_suggest_dst(target)}"))
     else:
         findings += _name_findings(tree) + _depth_findings(tree)
-    findings += _open_findings(tree)  # (the variables' values are read below)
-    if isinstance(state, _JournalState):  # (its state line says what is wrong with it)
-        findings.insert(0, Finding(".zstrings-journal", "a journal that repair and every writer refuse to act on",
-                                   "remove it if you know no writer is running"))
-    _print_state(f"check {tree.store.display}: {_describe_layout(tree)}", state)
-    for f in findings:
-        print(f"PROBLEM {f.where}: {f.problem}")
-        print(f"    fix: {f.fix}")
+    return findings + _open_findings(tree)  # (the variables' values are read by _array_findings)
+
+
+def _print_finding(f: Finding, *, under_its_line: bool = False) -> None:
+    """A problem and its fix: on a ``PROBLEM where: ...`` line of its own, or indented under the
+    line its array already printed."""
+    print(f"    {f.problem}" if under_its_line else f"PROBLEM {f.where}: {f.problem}")
+    print(f"    fix: {f.fix}")
+
+
+def _array_findings(tree: Any, target: str, full: bool) -> tuple[list[Finding], int]:
+    """Each array's values checked (a line each, printed as it is read) and the arrays the reader
+    leaves out; returns the problems and how many arrays were checked on a sample of their chunks."""
+    from ..errors import ZStringsError
+    from ..write.nczarr import NETCDF_C_CODECS
+
+    findings: list[Finding] = []
     n_sampled = 0
     for path in sorted(tree.arrays):
         meta = tree.arrays[path]
         sampled: list[str] = []
         try:
-            found = _check_array(tree, meta, target, NETCDF_C_CODECS, full_read=args.full, sampled=sampled)
+            found = _check_array(tree, meta, target, NETCDF_C_CODECS, full_read=full, sampled=sampled)
         except ZStringsError as e:
             found = [Finding(path, f"cannot be read: {_one_line(e)}", "rewrite the variable from its source")]
         findings += found
@@ -529,36 +534,56 @@ def _cmd_check(args: argparse.Namespace) -> int:
         note = f"  (sampled: read {sampled[0]}; --full reads all)" if sampled else ""
         print(f"{'PROBLEM' if found else 'ok':8}{path}{note}")
         for f in found:
-            print(f"    {f.problem}")
-            print(f"    fix: {f.fix}")
+            _print_finding(f, under_its_line=True)
     for path in sorted(tree.unreadable):  # left out of the Dataset (or read through zarr-python)
         f = _unread_finding(tree, path, tree.unreadable[path])
         findings.append(f)
         print(f"{'PROBLEM':8}{path}  (not read: xr_zstrings does not decode it)")
-        print(f"    {f.problem}")
-        print(f"    fix: {f.fix}")
+        _print_finding(f, under_its_line=True)
+    return findings, n_sampled
+
+
+def _print_versions(tree: Any, target: str, findings: list[Finding], required: set[str]) -> list[str]:
+    """The netcdf-c versions' verdicts; returns those that must read the store (--netcdf-c) and do not."""
     print("netcdf-c versions (what the wheels' netcdf-c measured; compressed variables also need the "
           "netcdf-c build's filter plugins):")
     whole = next((f"{f.where} {f.problem.split(': ', 1)[0]}: netcdf-c refuses the whole store" for f in findings
                   if "whole store" in f.problem), "")
-    failing = []  # the versions that must read the store (--netcdf-c) and do not
+    failing = []
     for version, reads, note, fix in netcdf_c_verdicts(tree, target, whole):
         print(f"  {version:12}{'reads' if reads else 'FAILS'}{': ' + note if note else ''}")
         if not reads:
             print(f"  {'':12}fix: {fix}")
             if version in required:
                 failing.append(version)
+    return failing
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ..io.redact import redact
+
+    required = _required_rows(args.netcdf_c)  # (a bad --netcdf-c is refused before the store is read)
+    target = redact(args.target)  # as the fixes name it
+    tree, state = _open_with_state(args.target, target)
+    if tree is None:
+        return PROBLEMS
+    findings = _store_findings(tree, target, state)
+    _print_state(f"check {tree.store.display}: {_describe_layout(tree)}", state)
+    for f in findings:
+        _print_finding(f)
+    found, n_sampled = _array_findings(tree, target, args.full)
+    findings += found
+    failing = _print_versions(tree, target, findings, required)
     _print_migration(tree)
     n = len(tree.arrays)
-    if tree.unreadable:
-        n_unread = len(tree.unreadable)
-        print(f"{n} variable(s) read, {n_unread} not read (xr_zstrings does not decode them), "
-              f"{len(findings)} problem(s) for netcdf-c.")
-        return PROBLEMS
     sample_note = (f" ({n_sampled} variable(s) checked on a sample of their chunks; --full reads every chunk)"
                    if n_sampled else "")
+    if tree.unreadable:
+        print(f"{n} variable(s) read, {len(tree.unreadable)} not read (xr_zstrings does not decode them), "
+              f"{len(findings)} problem(s) (above).")
+        return PROBLEMS
     if findings:
-        print(f"{n} variable(s) read, {len(findings)} problem(s) for netcdf-c.{sample_note}")
+        print(f"{n} variable(s) read, {len(findings)} problem(s) (above).{sample_note}")
         return PROBLEMS
     if failing == [CURRENT.label]:  # e.g. netcdf-c 4.9.0's layout or NCZarr 1.0: only older versions read it
         print(f"{n} variable(s) read, no problems in the data, but netcdf-c {CURRENT.example} does not read this store's "
