@@ -523,7 +523,7 @@ def _honours_conditions(ops: _ObstoreOps) -> bool:
             return _CONDITIONS[key]
         probe = ops._path(f".zstrings-probe-{new_id()}")
 
-        def refused(mode: Any) -> bool:
+        def put_refused(mode: Any) -> bool:
             try:
                 obstore.put(ops.obj, probe, b"2", mode=mode)
             except (obstore.exceptions.AlreadyExistsError, obstore.exceptions.PreconditionError):
@@ -533,7 +533,7 @@ def _honours_conditions(ops: _ObstoreOps) -> bool:
         with mapped_errors(f"Could not write to {ops.zstore.display}", ops.zstore.probe):
             obstore.put(ops.obj, probe, b"1", mode="create")
             # a second create-only write and one whose If-Match ETag is stale must both be refused
-            honours = all(ops.both(lambda: refused("create"), lambda: refused({"e_tag": '"stale-etag"'})))
+            honours = all(ops.both(lambda: put_refused("create"), lambda: put_refused({"e_tag": '"stale-etag"'})))
             with contextlib.suppress(FileNotFoundError, obstore.exceptions.NotFoundError):
                 obstore.delete(ops.obj, probe)
         _CONDITIONS[key] = honours
