@@ -227,3 +227,23 @@ def test_an_append_overflow_names_the_position_in_the_appended_values(tmp_path, 
         to_nczarr(more, p, mode="a", append_dim="t")
     msg = str(e.value)
     assert f"value [{pos}] = '{_LONG}'" in msg and "dask block" not in msg, msg
+
+
+@pytest.mark.parametrize("mode", ["w-", "w"])
+def test_a_group_into_an_existing_zip_is_refused_naming_the_fix_and_the_zip_is_unchanged(tmp_path, mode):
+    """A zip is only ever replaced whole: a group written into one is refused before anything is
+    written (it failed with a bare NotADirectoryError), and the zip still reads as before."""
+    import hashlib
+
+    ds = xr.Dataset({"s": ("x", np.array(["a", "bb"], dtype="T"))})
+    target = tmp_path / "x.zip"
+    to_zarr_v3(ds, target)
+    before = hashlib.sha256(target.read_bytes()).hexdigest()
+    with pytest.raises(ZStringsError, match=r"group 'g' into the zip store .*written whole.*DataTree"):
+        to_zarr_v3(ds, target, group="g", mode=mode)
+    assert hashlib.sha256(target.read_bytes()).hexdigest() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["x.zip"]  # nothing left beside it
+    from zarr.storage import ZipStore
+
+    with ZipStore(target, mode="r") as store:
+        assert xr.open_dataset(store, engine="zarr")["s"].values.tolist() == ["a", "bb"]

@@ -630,6 +630,11 @@ def _write_local(target: Any, path: Any, is_zip: bool, prepared: list[Any], *, g
     if found is not None:  # (else it would make a folder of other files a store's root)
         raise TargetExistsError(f"Cannot write group {group!r} into {display}: it is {found}. Write the "
                                 "group into a store, or choose another target.")
+    if into and is_zip:  # (a zip is only ever replaced whole: no writer changes one in place)
+        raise TargetExistsError(
+            f"Cannot write group {group!r} into the zip store {display}: a zip is written whole, never "
+            "changed in place. Write the whole tree at once (a DataTree, or a dict of groups), or write the "
+            "group into a folder store and zip that.")
     with local_commit(path, mode="a" if into else mode, display=display,
                       zip_file=is_zip) as tmp:
         if tmp is None:  # no hard links here: write into the target itself, metadata last
