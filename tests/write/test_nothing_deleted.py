@@ -506,6 +506,36 @@ def icechunk_repo() -> Any:
     return repo
 
 
+def _opens(call: Call, entry: Entry) -> list[str]:
+    """What a write or repair that succeeded leaves opens with engine="zstrings"."""
+    try:
+        written = call.target if call.written is None else call.written
+        xr.open_dataset(written, engine="zstrings", storage_options=None if call.written is not None else call.so,
+                        group="g" if entry.group else None).close()
+    except Exception as e:
+        return [f"succeeded, yet its target does not open: {type(e).__name__}: {e}"]
+    return []
+
+
+def _control(entry: str, place: str, kind: str, mode: str, error: Exception | None, before: Snapshot,
+             after: Snapshot, owned: tuple[str, ...]) -> list[str]:
+    """What every entry may do (replace a store or an empty folder, read or repair a store) it does,
+    and a replacement writes there: no cell passes by missing its target."""
+    e, base = ENTRIES[entry], kind.removesuffix("-url")
+    url_ok = place != "local" or not KINDS[kind].url or e.nczarr_urls
+    replaces = (base in ("store", "empty-folder") and mode in ("w", "overwrite") and url_ok
+                and not (e.group and base == "store")) or (  # (no v3 group in a v2 store)
+        place == "icechunk" and mode == "w" and entry in ICECHUNK_WRITERS)
+    if error is not None and (replaces or (base == "store" and url_ok and e.kind in ("read", "repair"))):
+        return ["refused what it must do"]
+    changed = before.files.keys() ^ after.files.keys() | {
+        k for k in before.files.keys() & after.files.keys() if before.files[k] != after.files[k]}
+    if error is None and replaces and place != "icechunk" and not any(  # (icechunk: same data, same bytes)
+            _store_key(k, owned, before, after) for k in changed):
+        return ["succeeded, yet wrote nothing to its target"]
+    return []
+
+
 #: the entries that write Zarr v3 (what an icechunk session holds): their mode="w" replaces its store
 ICECHUNK_WRITERS = ("to_zarr_v3", "migrate", "ds.zstrings.to_zarr-v3")
 #: one obstore client a bucket (each costs milliseconds to build)
@@ -580,25 +610,8 @@ def test_a_call_changes_only_its_own_store(entry: str, place: str, kind: str, mo
     after = snapshot(read_target())
     problems = _problems(before, after, refused=error is not None, entry=ENTRIES[entry], mode=mode,
                          owned=owned, is_store=is_store)
-    if error is None and ENTRIES[entry].kind != "read":  # what a write or repair leaves opens
-        try:
-            written = call.target if call.written is None else call.written
-            xr.open_dataset(written, engine="zstrings", storage_options=None if call.written is not None else call.so,
-                            group="g" if ENTRIES[entry].group else None).close()
-        except Exception as e:
-            problems.append(f"succeeded, yet its target does not open: {type(e).__name__}: {e}")
-    # the control: what every entry may do (replace a store or an empty folder, read or repair a
-    # store) it does, and a replacement writes there, so a cell cannot pass by missing its target
-    base = kind.removesuffix("-url")
-    url_ok = place != "local" or not KINDS[kind].url or ENTRIES[entry].nczarr_urls
-    replaces = (base in ("store", "empty-folder") and mode in ("w", "overwrite") and url_ok
-                and not (ENTRIES[entry].group and base == "store")) or (  # (no v3 group in a v2 store)
-        place == "icechunk" and mode == "w" and entry in ICECHUNK_WRITERS)
-    if error is not None and (replaces or (base == "store" and url_ok and ENTRIES[entry].kind in ("read", "repair"))):
-        problems.append("refused what it must do")
-    if error is None and replaces and place != "icechunk" and not any(  # (icechunk: same data, same bytes)
-            _store_key(k, owned, before, after) for k in before.files.keys() ^ after.files.keys() | {
-                k for k in before.files.keys() & after.files.keys() if before.files[k] != after.files[k]}):
-        problems.append("succeeded, yet wrote nothing to its target")
+    if error is None and ENTRIES[entry].kind != "read":
+        problems += _opens(call, ENTRIES[entry])
+    problems += _control(entry, place, kind, mode, error, before, after, owned)
     outcome = f"refused: {type(error).__name__}: {error}" if error is not None else "succeeded"
     assert not problems, f"{outcome} | " + " | ".join(problems)
