@@ -244,6 +244,8 @@ KINDS = {
     "symlink-to-store": Kind("t.zarr", True, ("real.zarr",)),
     "foreign-journal": Kind("t.zarr", True),
     "corrupt-journal": Kind("t.zarr", True),
+    "the-source": Kind("src.zarr", True),  # convert's and migrate's source itself
+    "the-source-url": Kind("src.zarr", True, url=True),  # the source, spelled another way
     "store-url": Kind("t.zarr", True, url=True),
     "user-files-url": Kind("t.zarr", False, url=True),
     "our-zip-url": Kind("t.zip", True, url=True),
@@ -335,6 +337,8 @@ def _make_local(kind: str, cell: Path, tpl: Path) -> None:
         shutil.copy(tpl / {"our-zip": "our.zip", "foreign-zip": "foreign.zip", "junk-zip": "junk.zip"}[kind], t)
     elif kind == "plain-file":
         shutil.copy(tpl / "plain", t)
+    elif kind == "the-source":
+        pass  # (every cell holds it)
     elif kind == "symlink-to-store":
         shutil.copytree(tpl / "store.zarr", cell / "real.zarr")
         t.symlink_to("real.zarr", target_is_directory=True)
@@ -350,7 +354,7 @@ def _make_s3(kind: str, store: Any, prefix: str, tpl: Path, cell: Path) -> dict[
     """Put the kind's objects below ``prefix``; returns them (key below ``prefix`` -> bytes)."""
     _make_local(kind, cell, tpl)
     files = {p.relative_to(cell).as_posix(): p.read_bytes() for p in cell.rglob("*")
-             if p.is_file() and not p.relative_to(cell).as_posix().startswith("src.zarr/")}
+             if p.is_file() and (kind == "the-source" or not p.relative_to(cell).as_posix().startswith("src.zarr/"))}
 
     async def put() -> None:
         await asyncio.gather(*(obstore.put_async(store, f"{prefix}/{k}", v) for k, v in files.items()))
@@ -528,6 +532,8 @@ def _control(entry: str, place: str, kind: str, mode: str, error: Exception | No
         place == "icechunk" and mode == "w" and entry in ICECHUNK_WRITERS)
     if error is not None and (replaces or (base == "store" and url_ok and e.kind in ("read", "repair"))):
         return ["refused what it must do"]
+    if error is None and base == "the-source" and entry in READS_THE_SOURCE:
+        return ["succeeded with its own source as its target"]
     changed = before.files.keys() ^ after.files.keys() | {
         k for k in before.files.keys() & after.files.keys() if before.files[k] != after.files[k]}
     if error is None and replaces and place != "icechunk" and not any(  # (icechunk: same data, same bytes)
@@ -536,6 +542,9 @@ def _control(entry: str, place: str, kind: str, mode: str, error: Exception | No
     return []
 
 
+#: the entries that read a source store: its own source as their target is refused (a replacement
+#: removed the chunks it was reading)
+READS_THE_SOURCE = ("convert", "migrate", "cli.convert", "cli.migrate")
 #: the entries that write Zarr v3 (what an icechunk session holds): their mode="w" replaces its store
 ICECHUNK_WRITERS = ("to_zarr_v3", "migrate", "ds.zstrings.to_zarr-v3")
 #: one obstore client a bucket (each costs milliseconds to build)
@@ -577,7 +586,10 @@ def test_a_call_changes_only_its_own_store(entry: str, place: str, kind: str, mo
             monkeypatch.setenv(var, value)  # the CLI's S3 configuration
         from obstore.store import S3Store
 
-        call = Call(f"s3://{bucket}/{prefix}/{k.name}", mode, src, so=s3.options(),
+        if kind == "the-source":  # on S3 too, named there by netcdf-c's path-style URL
+            src = f"s3://{bucket}/{prefix}/src.zarr"
+        call = Call(f"{s3.endpoint}/{bucket}/{prefix}/{k.name}#mode=nczarr,s3" if kind == "the-source"
+                    else f"s3://{bucket}/{prefix}/{k.name}", mode, src, so=s3.options(),
                     zarr_store=lambda: zarr.storage.ObjectStore(S3Store(
                         bucket, prefix=f"{prefix}/{k.name}", endpoint=s3.endpoint, access_key_id=KEY,
                         secret_access_key=SECRET, region=REGION, client_options={"allow_http": True})))

@@ -113,7 +113,15 @@ def convert(
                     f"Reading {shown(src)} needs the netCDF4 package: pip install 'xr_zstrings[netcdf]'."
                 ) from None
             raise
-    else:
+    else:  # a store: a target that is it (spelled otherwise), holds it or lies inside it is refused
+        from ..io.store import open_store
+        from .migrate import _overlaps
+
+        so = kwargs.get("storage_options")
+        if _overlaps(open_store(src, mode="r"), dst, dict(so) if so else None):
+            raise ZStringsError(f"Cannot convert {shown(src)} to {shown(dst)}: the target is the source, or holds it, "
+                                "or lies inside it, and writing it would remove what is being read. Choose another "
+                                "target.")
         groups = _open_groups(src, "zstrings", **RAW_DECODERS)
     try:
         to_nczarr(groups, dst, mode=mode, netcdf_c=netcdf_c, **kwargs)

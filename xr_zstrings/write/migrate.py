@@ -45,6 +45,7 @@ from ..formats.netcdf_c import is_nczarr
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
 from ..io.atomic import local_commit, recover, target_lock
 from ..io.commit import Transaction
+from ..io.redact import shown
 from ..io.store import open_store
 from ..io.targets import local_target
 from ..io.zstore import ZStore
@@ -403,6 +404,47 @@ def _local_root(zs: ZStore) -> Path | None:
     return None
 
 
+def _local_place(zs: ZStore) -> Path | None:
+    """The local folder or zip file a store is (None: not local)."""
+    root = _local_root(zs)
+    path = getattr(zs.store, "path", None) if root is None else root
+    return Path(os.path.realpath(path)) if path is not None else None
+
+
+def _s3_bucket(zs: ZStore) -> tuple[str, str] | None:
+    """(service endpoint, bucket) of an S3 store, whatever its credentials or the URL form that named
+    it (an ``s3://`` URL takes its endpoint from the AWS environment)."""
+    s3 = getattr(zs.store, "store", None)
+    if s3 is None or type(s3).__name__ != "S3Store":
+        return None
+    c = dict(s3.config)
+    endpoint = (c.get("endpoint") or c.get("aws_endpoint") or os.environ.get("AWS_ENDPOINT_URL")
+                or os.environ.get("AWS_ENDPOINT") or "aws")
+    return str(endpoint).rstrip("/"), str(c.get("bucket"))
+
+
+def _overlaps(src: ZStore, target: Any, tso: JSONObject | None) -> bool:
+    """Whether ``target`` is the source store, holds it or lies inside it (a local path or zip, an
+    S3 prefix of the same bucket of the same service, a zarr-python Store over one of those)."""
+    if isinstance(target, str | os.PathLike):
+        local = local_target(target)
+        dst: ZStore | None = None
+        b = Path(os.path.realpath(os.path.abspath(local[0]))) if local is not None else None
+        if local is None:
+            dst = open_store(os.fspath(target), mode="r", storage_options=tso)
+            b = _local_place(dst)
+    else:
+        dst = open_store(target, mode="r")
+        b = _local_place(dst)
+    a = _local_place(src)
+    if a is not None or b is not None:
+        return a is not None and b is not None and (a == b or a.is_relative_to(b) or b.is_relative_to(a))
+    if dst is None or _s3_bucket(src) is None or _s3_bucket(src) != _s3_bucket(dst):
+        return False
+    pa, pb = src.prefix.strip("/"), dst.prefix.strip("/")
+    return pa == pb or not pa or not pb or pa.startswith(pb + "/") or pb.startswith(pa + "/")
+
+
 def _link_local(src: Path, dst: Path, pairs: list[tuple[str, str]]) -> tuple[int, str]:
     """Hard-link (or, across file systems, copy) each chunk file; never-written chunks are skipped.
     (Plain strings, not pathlib: 10,000 chunks cost the kernel's links, not Python's paths.)"""
@@ -673,6 +715,11 @@ def migrate(
                             "the fill) or 'optional' (rewrite such arrays into zarrs' nullable optional type).")
     so = dict(storage_options) if storage_options else None
     src = open_store(source, mode="r", storage_options=so)
+    if target is not None and _overlaps(src, target, dict(target_storage_options) if target_storage_options else None):
+        raise ZStringsError(
+            f"Cannot migrate {src.display} to {shown(target)}: the target is the source, or holds it, or lies "
+            "inside it, and writing it would remove the chunks being migrated. Pass no target to migrate in "
+            "place (zstrings migrate SRC), which keeps the source's v2 metadata, or choose another target.")
     tree = open_tree(src)
     in_place = target is None
     arrays, groups = plan_migration(tree, in_place=in_place, missing=missing)
