@@ -155,9 +155,9 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise UsageError(f"No such file: {src}; check the path.")
     if not source_is_nc and fmt != "netcdf4":  # the same store spelled otherwise, or one inside the other
         from ..io.store import open_store
-        from ..write.migrate import _overlaps
+        from ..write.migrate import overlaps
 
-        if _overlaps(open_store(src, mode="r"), dst, None):
+        if overlaps(open_store(src, mode="r"), dst, None):
             raise UsageError(f"DST {redact(dst)} is SRC, or holds it, or lies inside it: writing it would remove "
                              "what is being read; choose another target.")
     open_kw: dict[str, Any] = dict(raw_options)

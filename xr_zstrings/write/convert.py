@@ -115,10 +115,10 @@ def convert(
             raise
     else:  # a store: a target that is it (spelled otherwise), holds it or lies inside it is refused
         from ..io.store import open_store
-        from .migrate import _overlaps
+        from .migrate import overlaps
 
         so = kwargs.get("storage_options")
-        if _overlaps(open_store(src, mode="r"), dst, dict(so) if so else None):
+        if overlaps(open_store(src, mode="r"), dst, dict(so) if so else None):
             raise ZStringsError(f"Cannot convert {shown(src)} to {shown(dst)}: the target is the source, or holds it, "
                                 "or lies inside it, and writing it would remove what is being read. Choose another "
                                 "target.")

@@ -55,7 +55,7 @@ from ..read.tree import TreeMeta, open_tree
 from ..read.variables import MISSING_MARKER, joined_char_arrays, resolve_dims
 from .zarr3 import _claim_transactional, _consolidated_root, _transactional
 
-__all__ = ["ArrayPlan", "MigrationReport", "migrate", "plan_migration"]
+__all__ = ["ArrayPlan", "MigrationReport", "migrate", "overlaps", "plan_migration"]
 
 #: a JSON object of metadata (a zarr.json, a codec)
 JSONObject = dict[str, Any]
@@ -423,7 +423,7 @@ def _s3_bucket(zs: ZStore) -> tuple[str, str] | None:
     return str(endpoint).rstrip("/"), str(c.get("bucket"))
 
 
-def _overlaps(src: ZStore, target: Any, tso: JSONObject | None) -> bool:
+def overlaps(src: ZStore, target: Any, tso: JSONObject | None) -> bool:
     """Whether ``target`` is the source store, holds it or lies inside it (a local path or zip, an
     S3 prefix of the same bucket of the same service, a zarr-python Store over one of those)."""
     if isinstance(target, str | os.PathLike):
@@ -684,7 +684,7 @@ def migrate(
     mode: str = "w-",
     consolidated: bool = True,
     dry_run: bool = False,
-    missing: str = "values",
+    missing: str | None = None,
     check_utf8: bool = False,
     storage_options: Mapping[str, Any] | None = None,
     target_storage_options: Mapping[str, Any] | None = None,
@@ -701,8 +701,9 @@ def migrate(
 
     String values missing in the source stay missing for xarray where the v3 metadata can say so (a
     CF ``missing_value``); where they cannot (bytes), the report names the array (``missing_lost``)
-    and ``missing="optional"`` rewrites it into zarrs' nullable ``optional`` type instead of keeping
-    its chunks (``"values"``: they read as the fill). ``check_utf8`` reads the text arrays given
+    and, with the default ``missing=None``, nothing is written until the caller chooses:
+    ``missing="optional"`` rewrites such arrays into zarrs' nullable ``optional`` type (kept
+    missing), ``"values"`` keeps their chunks (the missing values then read as the fill). ``check_utf8`` reads the text arrays given
     ``_Encoding`` and names those engine="zarr" cannot decode (``not_utf8``).
 
     The read side needs the plugin for NC_CHAR (``xr_zstrings.nc_char``): zarr-python loads it from
@@ -710,19 +711,19 @@ def migrate(
     """
     if mode not in ("w-", "w"):
         raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (never overwrite) or 'w' (replace the target).")
-    if missing not in _MISSING_MODES:
+    if missing is not None and missing not in _MISSING_MODES:
         raise ZStringsError(f"Invalid missing={missing!r}: expected 'values' (keep the chunks; missing bytes read as "
                             "the fill) or 'optional' (rewrite such arrays into zarrs' nullable optional type).")
     so = dict(storage_options) if storage_options else None
     src = open_store(source, mode="r", storage_options=so)
-    if target is not None and _overlaps(src, target, dict(target_storage_options) if target_storage_options else None):
+    if target is not None and overlaps(src, target, dict(target_storage_options) if target_storage_options else None):
         raise ZStringsError(
             f"Cannot migrate {src.display} to {shown(target)}: the target is the source, or holds it, or lies "
             "inside it, and writing it would remove the chunks being migrated. Pass no target to migrate in "
             "place (zstrings migrate SRC), which keeps the source's v2 metadata, or choose another target.")
     tree = open_tree(src)
     in_place = target is None
-    arrays, groups = plan_migration(tree, in_place=in_place, missing=missing)
+    arrays, groups = plan_migration(tree, in_place=in_place, missing=missing or "values")
     report = MigrationReport(
         source=src.display, in_place=in_place,
         target=src.display if in_place else os.fspath(target) if isinstance(target, str | os.PathLike)
@@ -738,6 +739,14 @@ def migrate(
         report.utf8_unchecked = text
     if dry_run:
         return report
+    if missing is None and report.missing_lost:  # (said before anything changes, never after)
+        raise ZStringsError(
+            f"Cannot migrate {src.display} without a choice: the missing values of {len(report.missing_lost)} bytes "
+            f"array(s) ({', '.join(report.missing_lost)}) would read as values after migration, because no Zarr v3 "
+            "metadata marks a bytes value missing for xarray. Pass missing='optional' (zstrings migrate --missing "
+            "optional) to rewrite just those arrays into zarrs' nullable optional type, which keeps them missing, "
+            "or missing='values' (--missing values) to keep their chunks, the missing values then reading as the "
+            "fill. Nothing was written.")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # zarr-python: numcodecs.* are not in the v3 spec
         if in_place:
