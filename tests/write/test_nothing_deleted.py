@@ -258,6 +258,11 @@ KINDS = {
 #: of user files take no path there that the others do not)
 S3_KINDS = tuple(k for k in KINDS if k not in ("empty-folder", "symlink-to-store", "xarray-store", "foreign-zip")
                  and not KINDS[k].url)
+#: on S3 for the CLI (which calls the functions above: what it adds there is its reading of the
+#: AWS_* environment and of its arguments) and for xarray's writer (a prefix, whatever objects
+#: are named like it)
+S3_CLI = ("store", "user-files", "our-zip", "foreign-journal", "the-source")
+S3_PREFIXES = ("store", "store+user-file", "v3-store", "user-files", "foreign-journal")
 NOTES = {"readme.txt": b"keep me\n", "sub/draft.md": b"and me\n"}
 #: a user's file at a store's root: a store still (mode="w" replaces it, that file with it, as
 #: docs/reliability.md says), but every other mode keeps it
@@ -439,6 +444,7 @@ class Entry:
     places: tuple[str, ...] = ("local", "s3", "icechunk")
     group: bool = False  # writes a group into a store (whose metadata then names it, also with "w-")
     s3_modes: tuple[str, ...] | None = None  # the modes run on S3 (default: every mode)
+    s3_kinds: tuple[str, ...] | None = None  # the kinds of target on S3 (default: S3_KINDS)
     #: takes netcdf-c's file:// URLs (#mode=nczarr,...): not xarray's writer, for which zarr-python
     #: reads the URL (3.1 keeps the fragment in the path, 3.4 drops it)
     nczarr_urls: bool = True
@@ -466,22 +472,25 @@ ENTRIES: dict[str, Entry] = {
         c.target, storage_options=c.so, **_nczarr_args(c.mode)[1]), ("w-", "w", "a", "a-vars"),
         places=("local", "icechunk")),
     "ds.zstrings.to_zarr-v2": Entry(lambda c: _to_zarr(c, 2), ("w-", "w", "a", "a-", "r+"), s3_modes=("w-", "w", "a"),
-                                    nczarr_urls=False),
+                                    s3_kinds=S3_PREFIXES, nczarr_urls=False),
     "ds.zstrings.to_zarr-v3": Entry(lambda c: _to_zarr(c, 3), ("w-", "w", "a", "a-", "r+"), s3_modes=("w-", "w", "a"),
-                                    nczarr_urls=False),
+                                    s3_kinds=S3_PREFIXES, nczarr_urls=False),
     "cli.convert": Entry(lambda c: _cli("convert", c.src, _target(c), "-q",
                                         *(["--overwrite"] if c.mode == "overwrite" else [])),
-                         ("new", "overwrite"), places=("local", "s3")),
+                         ("new", "overwrite"), places=("local", "s3"), s3_kinds=S3_CLI),
     "cli.migrate": Entry(lambda c: _cli("migrate", c.src, _target(c),
                                         *(["--overwrite"] if c.mode == "overwrite" else [])),
-                         ("new", "overwrite"), places=("local", "s3")),
-    "cli.migrate-in-place": Entry(lambda c: _cli("migrate", _target(c)), ("",), places=("local", "s3")),
+                         ("new", "overwrite"), places=("local", "s3"), s3_kinds=S3_CLI),
+    "cli.migrate-in-place": Entry(lambda c: _cli("migrate", _target(c)), ("",), places=("local", "s3"),
+                                  s3_kinds=S3_CLI),
     "cli.migrate-dry-run": Entry(lambda c: _cli("migrate", _target(c), "--dry-run"), ("",), kind="read",
-                                 places=("local", "s3")),
-    "cli.repair": Entry(lambda c: _cli("repair", _target(c)), ("",), kind="repair", places=("local", "s3")),
-    "cli.check": Entry(lambda c: _cli("check", _target(c)), ("",), kind="read", places=("local", "s3")),
-    "cli.info": Entry(lambda c: _cli("info", _target(c)), ("",), kind="read", places=("local", "s3")),
-    "cli.dump": Entry(lambda c: _cli("dump", _target(c)), ("",), kind="read", places=("local", "s3")),
+                                 places=("local", "s3"), s3_kinds=S3_CLI),
+    "cli.repair": Entry(lambda c: _cli("repair", _target(c)), ("",), kind="repair", places=("local", "s3"),
+                        s3_kinds=S3_CLI),
+    "cli.check": Entry(lambda c: _cli("check", _target(c)), ("",), kind="read", places=("local", "s3"),
+                       s3_kinds=S3_CLI),
+    "cli.info": Entry(lambda c: _cli("info", _target(c)), ("",), kind="read", places=("local", "s3"), s3_kinds=S3_CLI),
+    "cli.dump": Entry(lambda c: _cli("dump", _target(c)), ("",), kind="read", places=("local", "s3"), s3_kinds=S3_CLI),
 }
 
 ICECHUNK_SKIP = pytest.mark.skipif(not ICECHUNK, reason="peer limit: icechunk supports Python >= 3.12 only "
@@ -496,7 +505,7 @@ def _cells() -> Iterator[Any]:
                 for kind in KINDS:
                     yield pytest.param(name, "local", kind, mode, id=f"{name}-{kind}{suffix}")
             if "s3" in entry.places and mode in (entry.s3_modes or entry.modes):
-                for kind in S3_KINDS:
+                for kind in entry.s3_kinds or S3_KINDS:
                     yield pytest.param(name, "s3", kind, mode, id=f"{name}-s3:{kind}{suffix}")
             if "icechunk" in entry.places:
                 yield pytest.param(name, "icechunk", "session", mode, id=f"{name}-icechunk-session{suffix}",
