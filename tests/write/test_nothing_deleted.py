@@ -1,8 +1,9 @@
 """Nothing is deleted that a call should leave alone (issue 36): every public entry that writes or
-repairs, and the reads, on every kind of target (a store, a folder of user files, an empty folder,
-our zip, a foreign zip, a junk ``.zip``, a plain file, a symlink to a store, a store holding a
-foreign or corrupt journal, some also named by a ``file://`` URL), locally, on S3 (moto) and in an
-icechunk session, in every mode the entry takes. Ids: entry-target-mode.
+repairs, and the reads, on every kind of target (``KINDS``: our store, a Zarr v3 store, one xarray
+wrote, one holding a user's file or a foreign or corrupt journal, the source of convert/migrate
+itself, a folder of user files, an empty folder, our zip, a zip of user files, a junk ``.zip``, a
+plain file, a symlink to a store; some also named by a ``file://`` URL), locally, on S3 (moto) and
+in an icechunk session, in every mode the entry takes. Ids: entry-target-mode.
 
 Every file (S3 object, zip member, icechunk key) of the cell is hashed before and after the call:
 
