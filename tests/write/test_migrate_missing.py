@@ -50,6 +50,10 @@ def _values(store: Path, name: str, engine: str) -> list[Any]:
             for v in np.asarray(values, dtype=object).reshape(-1).tolist()]
 
 
+def _tree_bytes(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def _migrated(src: Path, tmp_path: Path, where: str, **kw: Any) -> tuple[Path, xr_zstrings.MigrationReport]:
     if where == "new":
         out = tmp_path / "v3.zarr"
@@ -112,7 +116,7 @@ def test_xarray_v2_fill_stays_missing(tmp_path):
 def test_golden_zarr_python_2_text_stays_missing(tmp_path):
     """zarr-python 2.18's store: vlen-utf8 with fill_value null (never-written chunks missing), "" and
     "N/A"; <U4 with "NA"."""
-    out, report = _migrated(GOLDEN_MISSING, tmp_path, "new")
+    out, report = _migrated(GOLDEN_MISSING, tmp_path, "new", missing="values")  # (its bytes arrays: below)
     for name in ("vlen_null", "vlen_empty", "vlen_text", "fixed_U"):
         before = _missing(GOLDEN_MISSING, name, "zstrings")
         assert before == [False, False, True, True, True, True], name
@@ -165,8 +169,19 @@ def test_bytes_fill_is_named_before_anything_changes(tmp_path, capsys):
     main(["check", str(src)])  # and check, which says whether a store migrates metadata-only
     out = capsys.readouterr().out
     assert "the missing values of 1 bytes array(s) would read as values (/b)" in out and "--missing optional" in out
-    # without the option the values are b"" after it, in both engines (as the report said)
-    plain, _ = _migrated(src, tmp_path / "plain", "new")
+    # without a choice nothing is written, and the refusal names the array and both choices
+    before = _tree_bytes(src)
+    with pytest.raises(xr_zstrings.ZStringsError, match=r"without a choice.*\(/b\).*missing='optional'.*"
+                       r"missing='values'.*Nothing was written"):
+        xr_zstrings.migrate(src, tmp_path / "refused.zarr")
+    with pytest.raises(xr_zstrings.ZStringsError, match="without a choice"):
+        xr_zstrings.migrate(src)  # in place
+    assert main(["migrate", str(src), str(tmp_path / "refused.zarr")]) == 2
+    err = capsys.readouterr().err
+    assert "(/b)" in err and "--missing optional" in err and "--missing values" in err and "missing='" not in err
+    assert _tree_bytes(src) == before and not (tmp_path / "refused.zarr").exists()
+    # missing='values': the values are b"" after it, in both engines (as the report said)
+    plain, _ = _migrated(src, tmp_path / "plain", "new", missing="values")
     assert not any(_missing(plain, "b", "zarr")) and not any(_missing(plain, "b", "zstrings"))
 
 

@@ -17,10 +17,20 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.src} is a netCDF file, not a Zarr store: 'zstrings convert {args.src} OUT.zarr "
                          "--format zarr3' writes it as Zarr v3.")
     from ..errors import TargetExistsError
+    from ..io.redact import redact
     from .convert import _check_target, _exists_text
 
     if args.dst is not None and not args.dry_run:  # an existing DST in the command's words (as convert)
         _check_target(args.dst, "zarr3", overwrite=args.overwrite)
+    if args.missing is None and not args.dry_run:  # the API's refusal, in the command's words
+        lost = migrate(args.src, args.dst, dry_run=True).missing_lost
+        if lost:
+            raise UsageError(
+                f"Cannot migrate {redact(args.src)} without a choice: the missing values of {len(lost)} bytes array(s) "
+                f"({', '.join(lost)}) would read as values after migration (no Zarr v3 metadata marks a bytes value "
+                "missing for xarray). Pass --missing optional to rewrite just those arrays into zarrs' nullable "
+                "optional type, which keeps them missing, or --missing values to keep their chunks (the missing "
+                "values then read as the fill). Nothing was written.")
     try:
         report = migrate(args.src, args.dst, mode="w" if args.overwrite else "w-", dry_run=args.dry_run,
                          consolidated=not args.no_consolidated, missing=args.missing, check_utf8=args.check_utf8)
@@ -49,10 +59,11 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--overwrite", action="store_true", help="replace DST if it exists")
     p.add_argument("--no-consolidated", action="store_true",
                    help="no consolidated metadata in the root zarr.json (default: written)")
-    p.add_argument("--missing", choices=("values", "optional"), default="values",
-                   help="bytes arrays whose missing values no Zarr v3 metadata keeps missing for xarray (the "
-                        "summary names them): 'values' keeps their chunks (they read as the fill), 'optional' "
-                        "rewrites them into zarrs' nullable optional type (kept missing; default: values)")
+    p.add_argument("--missing", choices=("values", "optional"), default=None,
+                   help="bytes arrays whose missing values no Zarr v3 metadata keeps missing for xarray (--dry-run "
+                        "names them): 'values' keeps their chunks (they read as the fill), 'optional' rewrites "
+                        "them into zarrs' nullable optional type (kept missing); default: refuse to migrate "
+                        "such a store until one is chosen")
     p.add_argument("--check-utf8", action="store_true",
                    help="read the text arrays and name those xarray's engine='zarr' cannot decode (not valid "
                         "UTF-8, e.g. cut inside a character by netcdf-c); default: not read")
