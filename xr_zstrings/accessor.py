@@ -56,7 +56,37 @@ class ZStringsAccessor:
 
         fmt = _checked_format(store, zarr_format, kwargs)
         fmt = default_zarr_format() if fmt is None else fmt
+        _refuse_format(store, fmt)
         return for_zarr(self._obj, fmt).to_zarr(store, zarr_format=fmt, **kwargs)
+
+
+def _refuse_format(store: Any, fmt: int) -> None:
+    """Refuse Zarr v2 into an icechunk session's store before xarray runs: icechunk takes Zarr v3
+    keys only, and xarray's ``mode="w"`` would first have deleted what the session held."""
+    from .errors import UnsupportedError
+    from .io.store import zarr_v3_only
+
+    if fmt == 2 and zarr_v3_only(store):
+        raise UnsupportedError("Cannot write Zarr v2 into an icechunk session's store: icechunk holds Zarr v3 only. "
+                               "Pass zarr_format=3 (or leave it out).")
+
+
+def _refuse_nczarr(store: Any, mode: str, storage_options: Any) -> None:
+    """Refuse xarray's writes into an NCZarr store: zarr-python rewrites the root group's
+    ``.zgroup``/``.zattrs`` without NCZarr's ``_nczarr_*`` keys, so the store's dimensions would be
+    lost for netcdf-c and engine="zstrings" (this package's NCZarr writer keeps them)."""
+    from .errors import UnsupportedError
+    from .io.store import open_store
+    from .read.tree import open_tree
+
+    so = dict(storage_options) if storage_options else None
+    zs = open_store(store, mode="r", storage_options=so)
+    if open_tree(zs).root.is_nczarr:
+        raise UnsupportedError(
+            f"Cannot write into the NCZarr store {zs.display} through xarray's to_zarr (mode={mode!r}): zarr-python "
+            "rewrites its root group's metadata without NCZarr's _nczarr_* keys, so netcdf-c and engine='zstrings' "
+            "would lose its dimensions. Use ds.zstrings.to_nczarr(target, mode='a') (with append_dim=... to "
+            "append), which keeps the store NCZarr. Nothing was written.")
 
 
 def _checked_format(store: Any, zarr_format: int | None, kwargs: dict[str, Any]) -> int | None:
@@ -85,6 +115,8 @@ def _checked_format(store: Any, zarr_format: int | None, kwargs: dict[str, Any])
             f"Cannot write into {root.display} with zarr_format={zarr_format}: it is a Zarr v{was} store, and "
             f"xarray would add Zarr v{zarr_format} metadata beside its own. Pass zarr_format={was} (or leave it "
             "out), or mode='w' to replace the store.")
+    if 2 in have:
+        _refuse_nczarr(store, mode, kwargs.get("storage_options"))
     return zarr_format if zarr_format is not None or len(have) != 1 else have.pop()
 
 

@@ -256,3 +256,42 @@ def test_appending_without_zarr_format_takes_the_stores(tmp_path: Path, have: in
     MORE.zstrings.to_zarr(p, append_dim="x", consolidated=False)
     assert _values(p) == ["a", "bé", "c"]
     assert zarr.open_group(p, mode="r").metadata.zarr_format == have
+
+
+@pytest.mark.parametrize("mode", ["a", "a-"])
+def test_xarrays_write_into_an_nczarr_store_is_refused_and_netcdf_c_still_reads_it(tmp_path, mode):
+    """xarray's to_zarr into an NCZarr store rewrote the root group's metadata without NCZarr's keys
+    (engine='zstrings' then raised 'Dangling dimension reference'): refused before xarray runs,
+    naming to_nczarr; the store is unchanged and netcdf-c (netCDF4) still reads its dimension."""
+    import netCDF4
+
+    from xr_zstrings import UnsupportedError
+
+    target = tmp_path / "s.zarr"
+    to_nczarr(DS, target)
+    before = _snapshot(target)
+    extra = xr.Dataset({"u": ("x", np.array(["x", "y"], dtype=object))})
+    with pytest.raises(UnsupportedError, match=r"NCZarr store .*_nczarr_\* keys.*ds\.zstrings\.to_nczarr"):
+        extra.zstrings.to_zarr(target, zarr_format=2, mode=mode)
+    assert _snapshot(target) == before
+    with netCDF4.Dataset(f"file://{target}#mode=nczarr,file") as nc:
+        assert nc.dimensions["x"].size == 2 and list(nc["s"][:]) == ["a", "bé"]
+
+
+def test_zarr_v2_into_an_icechunk_session_is_refused_before_xarray_deletes_it(tmp_path):
+    """icechunk holds Zarr v3 only: xarray's mode='w' deleted the session's store, then failed on
+    '.zattrs'. Refused first; the session still holds its store."""
+    import sys
+
+    if sys.version_info < (3, 12):
+        pytest.skip("icechunk publishes no wheel for Python < 3.12 (the test extra installs it from 3.12)")
+    import icechunk
+
+    from xr_zstrings import UnsupportedError
+
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")))
+    session = repo.writable_session("main")
+    DS.zstrings.to_zarr(session.store, zarr_format=3, mode="w", consolidated=False)
+    with pytest.raises(UnsupportedError, match="icechunk holds Zarr v3 only.*zarr_format=3"):
+        DS.zstrings.to_zarr(session.store, zarr_format=2, mode="w", consolidated=False)
+    assert xr.open_zarr(session.store, consolidated=False)["s"].values.tolist() == ["a", "bé"]
