@@ -22,7 +22,7 @@ from typing import Any, NamedTuple, cast
 
 from zarr.abc.store import RangeByteRequest, Store, SuffixByteRequest
 from zarr.buffer import cpu, default_buffer_prototype
-from zarr.storage import LocalStore
+from zarr.storage import LocalStore, StorePath
 from zarr.storage import ObjectStore as _ObjectStore
 
 from ..errors import StoreReplacedError, ZStringsError
@@ -308,6 +308,11 @@ class ZStore:
     async def _get_many(self, keys: Sequence[str], limit: int = _MAX_CONCURRENCY,
                         copy: bool = True) -> list[Any]:
         fetch = self._fetcher(copy)
+        # a Store the caller made but never opened (zarr 3.1's ZipStore.get fails on its missing lock):
+        # opened first, as zarr-python's own functions open one (a no-op once open; io.zip's remote
+        # zip is this package's own reader, no zarr Store)
+        if isinstance(self.store, Store):
+            await StorePath.open(self.store, path="")
         return await self._gather([(fetch, (self.full_key(k),)) for k in keys], limit)
 
     async def _gather(self, calls: Sequence[tuple[Any, tuple]], limit: int) -> list[Any]:
