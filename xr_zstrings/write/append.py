@@ -42,6 +42,7 @@ from .plan import (
     _what,
     text_kind,
 )
+from .v2_text import OWN_LAYOUTS, encode_as_stored, fill_missing, missing_fill
 
 if TYPE_CHECKING:
     from ..io.commit import Transaction
@@ -86,6 +87,9 @@ class _AppendJob:
     offset: int
     decl: str
     opts: _Options
+    #: a pure Zarr v2 text array (another writer's): what a missing value is written as
+    #: (``v2_text.missing_fill``), in a 1-tuple; None for NCZarr and numbers
+    v2_fill: tuple[Any] | None = None
 
     @property
     def path(self) -> str:
@@ -146,11 +150,15 @@ def _append_job(zstore: ZStore, tree: Any, gpath: str, name: str, var: xr.Variab
         raise ZStringsError(f"Cannot append {what}: it is not in {zstore.display}. Appending adds values "
                             "to existing variables only; write new variables with mode='w'.")
     axis = list(var.dims).index(append_dim)
-    if meta.string_kind is not None and meta.dtype.kind != "S" and text_kind(var) is not None:
-        # (checked before anything is written: the values are encoded as fixed-width bytes)
+    v2_text = not tree.root.is_nczarr and meta.string_kind in ("string", *OWN_LAYOUTS)
+    if meta.string_kind is not None and meta.dtype.kind != "S" and text_kind(var) is not None and not v2_text:
+        # (checked before anything is written: NCZarr text is fixed-width bytes)
         raise ZStringsError(f"Cannot append {what}: the new values are stored as fixed-width bytes (|S) but the "
                             f"store has {meta.dtype_str}. Append to it with xarray's to_zarr(mode='a', "
                             "append_dim=...), which wrote it.")
+    if v2_text and text_kind(var) is None:
+        raise ZStringsError(f"Cannot append {what} to {zstore.display}: the store holds text ({meta.dtype_str}) "
+                            f"but the new values are {var.dtype}. Convert them to str first.")
     offset = meta.shape[axis]
     decl = gpath
     if tree.root.is_nczarr:
@@ -165,7 +173,14 @@ def _append_job(zstore: ZStore, tree: Any, gpath: str, name: str, var: xr.Variab
     policy = "error" if opts.on_overflow == "widen" else opts.on_overflow
     one = _Options(fmt=opts.fmt, on_overflow=policy, maxstrlen=None, default_maxstrlen=None,
                    compressor=None, strict_codecs=False)
-    return _AppendJob(gpath, name, meta, _as_stored(var, meta), axis, offset, decl, one)
+    if not v2_text:
+        return _AppendJob(gpath, name, meta, _as_stored(var, meta), axis, offset, decl, one)
+    # the store's own fill is what missing values become: never a fill the new values bring
+    stored = _as_stored(var, meta)
+    stored.encoding.pop("_FillValue", None)
+    stored.attrs.pop("_FillValue", None)
+    return _AppendJob(gpath, name, meta, stored, axis, offset, decl, one,
+                      v2_fill=(missing_fill(meta, netcdf_c=tree.netcdf_c),))
 
 
 def _as_stored(var: xr.Variable, meta: Any) -> xr.Variable:
@@ -198,7 +213,7 @@ def _write_appended(zstore: ZStore, job: _AppendJob, append_dim: str) -> int:
             start = tuple(new_len - offset if i == axis else 0 for i in range(var.ndim))
             with strings.at_offset(start, block=None):
                 new_len = _append_piece(zstore, job.meta, piece, kind, job.opts, job.gpath, job.name, append_dim,
-                                        new_len)
+                                        new_len, v2_fill=job.v2_fill)
     return new_len
 
 
@@ -281,16 +296,27 @@ def _pieces(var: xr.Variable, axis: int, append_dim: str, offset: int, c: int) -
 
 
 def _append_piece(zstore: ZStore, meta: Any, var: xr.Variable, kind: str | None, one: _Options, gpath: str,
-                  name: str, append_dim: str, offset: int) -> int:
-    """Encode ``var`` as the stored array and write it at ``offset`` along ``append_dim``; the new length."""
+                  name: str, append_dim: str, offset: int, *, v2_fill: tuple[Any] | None = None) -> int:
+    """Encode ``var`` as the stored array and write it at ``offset`` along ``append_dim``; the new length.
+
+    ``v2_fill``: a pure Zarr v2 text array's missing-value fill (``_AppendJob.v2_fill``): its
+    missing values become it (or are refused), and ``<U``/``|O`` take the layout's own encoder."""
     from ..read.chunked import open_chunked
 
     what = _what(gpath, name)
     axis = list(var.dims).index(append_dim)
     var = var.compute() if _is_dask(var.data) else var
-    a = (_string_array(gpath, name, var, kind, one, set()) if kind is not None
-         else _numeric_array(gpath, name, var, one, set()))
-    storage = np.asarray(a.data)
+    if v2_fill is not None:
+        where = f"{zstore.display} key {meta.path.strip('/')}/.zarray"
+        var = var.copy(deep=False, data=fill_missing(np.asarray(var.data), v2_fill[0], as_bytes=kind == "bytes",
+                                                     what=what, where=where))
+    if v2_fill is not None and meta.string_kind in OWN_LAYOUTS:
+        storage = encode_as_stored(np.asarray(var.data), meta, one.on_overflow, what, where)
+        a_kind: str | None = "string"
+    else:
+        a = (_string_array(gpath, name, var, kind, one, set()) if kind is not None
+             else _numeric_array(gpath, name, var, one, set()))
+        storage, a_kind = np.asarray(a.data), a.kind
     if storage.dtype != meta.dtype:
         if meta.string_kind is not None:
             raise ZStringsError(f"Cannot append {what}: the new values are stored as {storage.dtype} "
@@ -315,7 +341,7 @@ def _append_piece(zstore: ZStore, meta: Any, var: xr.Variable, kind: str | None,
         group=gpath, name=name, dims=(), ref_hints=(), unlimited=frozenset(),
         shape=tuple(storage.shape), chunks=meta.chunks, dtype=meta.dtype, dtype_str=meta.dtype_str,
         fill_json=None, fill_storage=open_chunked(zstore, meta, meta.shape).stored_fill(),
-        compressor=None, filters=None, attrs={}, kind=a.kind, data=storage,
+        compressor=None, filters=None, attrs={}, kind=a_kind, data=storage,
         pipeline=build_pipeline(meta.compressor, meta.filters, dtype=meta.dtype,
                                 string_kind=meta.string_kind, where=what),
     )
