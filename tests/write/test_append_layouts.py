@@ -197,3 +197,41 @@ def test_xarray_appends_after_ours(tmp_path: Path) -> None:
     got = _readings(path)
     assert got["zstrings"][:7] == got["zarr"][:7] == ["a", "bb", "hello", "cc", None, "dd", None]
     assert got["zarr-python"] == ["a", "bb", "hello", "cc", "N/A", "dd", "N/A"]
+
+
+def test_a_refusal_after_written_chunks_leaves_the_values(tmp_path: Path) -> None:
+    """dask pieces: the first completes the stored partial chunk, the second holds a missing value
+    the array cannot hold; the refusal names it and the rollback leaves what every reader read."""
+    path = tmp_path / "s.zarr"
+    _make(path, "vlen-utf8", None)
+    before = _readings(path)
+    with pytest.raises(ZStringsError, match=r"element \[2\], but .*s/\.zarray has no fill value"):
+        to_nczarr(_ours(["cc", "dd", None], chunks=1), path, mode="a", append_dim="t")
+    assert _readings(path) == before
+
+
+def test_chunk_keys_keep_the_stores_separator(tmp_path: Path) -> None:
+    """A 2-d array zarr-python wrote with ``dimension_separator: "/"`` (chunk keys ``1/0``): the
+    appended chunks go where every reader looks (they were written as ``1.0``: read as fill)."""
+    ours, theirs = tmp_path / "ours.zarr", tmp_path / "xarray.zarr"
+    g = zarr.open_group(ours, mode="w", zarr_format=2)
+    for name, dtype, fill, values in (("s", "<U4", "", [["a", "b"], ["c", "d"], ["e", "f"]]),
+                                      ("n", "<i4", -1, [[1, 2], [3, 4], [5, 6]])):
+        g.create_array(name, shape=(3, 2), chunks=(2, 2), dtype=dtype, fill_value=fill,
+                       chunk_key_encoding={"name": "v2", "separator": "/"},
+                       attributes={"_ARRAY_DIMENSIONS": ["t", "k"]})[:] = np.array(values, dtype=dtype)
+    zarr.consolidate_metadata(ours)
+    shutil.copytree(ours, theirs)
+    new = {"s": [["g", "h"], [None, "j"]], "n": [[7, 8], [9, 10]]}
+    xr.Dataset({"s": (("t", "k"), np.array(new["s"], dtype=object)),
+                "n": (("t", "k"), np.array(new["n"], dtype="<i4"))}).to_zarr(theirs, mode="a", append_dim="t")
+    to_nczarr(xr.Dataset({"s": (("t", "k"), np.array(new["s"], dtype=NA)),
+                          "n": (("t", "k"), np.array(new["n"], dtype="<i4"))}), ours, mode="a", append_dim="t")
+    for engine in ("zarr", "zstrings"):
+        with xr.open_dataset(ours, engine=engine) as a, xr.open_dataset(theirs, engine=engine) as b:
+            assert [[_plain(v) for v in row] for row in a["s"].values.tolist()] == \
+                [[_plain(v) for v in row] for row in b["s"].values.tolist()]
+            assert a["n"].values.tolist() == b["n"].values.tolist() == [[1, 2], [3, 4], [5, 6], [7, 8], [9, 10]]
+    for name in ("s", "n"):
+        assert zarr.open_array(ours / name, mode="r")[:].tolist() == zarr.open_array(theirs / name, mode="r")[:].tolist()
+    assert sorted(p.name for p in (ours / "s").iterdir()) == sorted(p.name for p in (theirs / "s").iterdir())

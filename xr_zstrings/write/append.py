@@ -344,6 +344,7 @@ def _append_piece(zstore: ZStore, meta: Any, var: xr.Variable, kind: str | None,
         compressor=None, filters=None, attrs={}, kind=a_kind, data=storage,
         pipeline=build_pipeline(meta.compressor, meta.filters, dtype=meta.dtype,
                                 string_kind=meta.string_kind, where=what),
+        separator=meta.dimension_separator,  # (zarr-python writes "/" where asked: 0/1, not 0.1)
     )
     origin = tuple(start // c if i == axis else 0 for i in range(len(meta.shape)))
     _write_numpy(zstore, target, storage, origin)

@@ -28,7 +28,7 @@ _BATCH_BYTES = 64 << 20
 
 
 def chunk_key(a: _Array, idx: tuple[int, ...]) -> str:
-    return f"{a.key}/{'.'.join(str(i) for i in idx) or '0'}"
+    return f"{a.key}/{a.separator.join(str(i) for i in idx) or '0'}"
 
 
 def _encode_chunk(a: _Array, block: np.ndarray, chunk_shape: tuple[int, ...]) -> bytes:

@@ -78,6 +78,8 @@ class _Array:
     maxstrlen: int | None = None
     dimrefs: tuple[str, ...] = ()
     pipeline: ChunkPipeline | None = field(default=None, repr=False)
+    #: the chunk keys' separator: "." as netcdf-c writes them; an append takes the stored array's
+    separator: str = "."
 
     @property
     def path(self) -> str:
