@@ -60,10 +60,10 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self, cast
+from typing import Any, NoReturn, Self, cast
 
 from ..errors import (
     ConcurrentWriteError,
@@ -378,37 +378,86 @@ class _LocalOps(_Ops):
             return None
 
     def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
-        p = self.root / key
-        if match is not None and self.get(key)[1] != match:
-            raise CommitConflict(key)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f"{p.name}.{uuid.uuid4().hex[:8]}.partial")
-        self.zstore._count()
-        with open(tmp, "wb") as f:
-            f.write(data)
+        if match is None:
+            return self._put(key, data, create=create)
+        with self._exclusive():  # the check and the replacement as one step for every process
+            if self.get(key)[1] != match:
+                raise CommitConflict(key)
+            return self._put(key, data, create=create)
+
+    @contextlib.contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold an exclusive ``flock`` on the store's root directory while a conditional write checks
+        and replaces its object: a file system has no compare-and-swap, and two writers that check
+        at once would both replace (a renewal racing a release put a released claim back). Held for
+        microseconds; waits at most the lease for a holder (a stopped process keeps it)."""
         try:
+            import fcntl
+        except ImportError:  # (Windows: no flock; conditional writes are then check-then-write)
+            yield
+            return
+        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            end = time.monotonic() + lock_timeout()
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > end:
+                        raise ConcurrentWriteError(
+                            f"Cannot write to {self.zstore.display}: another process holds its root folder's "
+                            f"lock for longer than the lease ({lock_timeout():.0f} s; a stopped process?). "
+                            "Try again when it has ended.") from None
+                    time.sleep(0.005)
+            yield
+        finally:
+            os.close(fd)  # (releases the lock)
+
+    def _put(self, key: str, data: bytes, *, create: bool) -> str | None:
+        from .atomic import partial_name
+        from .store_errors import local_os_error
+
+        p = self.root / key
+        tmp = p.with_name(partial_name(p.name))  # (one a killed writer left: `repair` removes it, TEMPORARY)
+        self.zstore._count()
+        try:  # the temporary file goes whatever fails, a full disk's write of it too
+            p.parent.mkdir(parents=True, exist_ok=True)
+            with open(tmp, "wb") as f:
+                f.write(data)
             if create:
                 try:
                     os.link(tmp, p)  # fails when the key exists: an atomic create-only write
                 except FileExistsError:
                     raise CommitConflict(key) from None
-                finally:
-                    os.unlink(tmp)
             else:
                 os.replace(tmp, p)
-        except BaseException:
+        except OSError as e:  # a full disk, a permission: named with the path and the fix
+            err = local_os_error(e, f"Could not write to {self.zstore.where(key)}")
+            if err is None:
+                raise
+            raise err from e
+        finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            raise
         return self.get(key)[1]
 
     def delete(self, keys: Sequence[str]) -> None:
+        from .store_errors import local_os_error
+
         folders: set[Path] = set()
         for k in keys:
             self.zstore._count()
-            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+            try:
                 os.remove(self.root / k)
-                folders.add((self.root / k).parent)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            except OSError as e:  # (a permission: named with the path)
+                err = local_os_error(e, f"Could not delete {self.zstore.where(k)}")
+                if err is None:
+                    raise
+                raise err from e
+            folders.add((self.root / k).parent)
         for d in sorted(folders, key=lambda p: -len(p.parts)):  # folders a rollback emptied go too
             while d != self.root and d.is_relative_to(self.root):
                 try:
@@ -598,6 +647,26 @@ def describe_writer(w: Mapping[str, Any]) -> str:
     return f"process {w.get('pid')} on {w.get('host')}"
 
 
+def release(ops: _Ops, journal: Journal, etag: str | None, *, proven: bool = False) -> bool:
+    """End the claim ``journal`` whose object has ETag ``etag``, only while it is ours: a conditional
+    write renews it (proving it is ours and restarting its lease; ``proven``: the caller renewed it
+    less than half a lease ago), then it is deleted at once.
+    Neither S3 nor a file system deletes conditionally on a version, so the delete leans on the
+    lease as every fenced batch of writes does (``Transaction._fence``): nobody may take a claim over
+    until it has gone unrenewed for a whole lease. False (nothing changed) when another writer or
+    repair took it over since: it is theirs."""
+    if etag is None:
+        return False
+    if not proven:
+        journal.writer["renewed"] = time.time()
+        try:
+            ops.put(JOURNAL, journal.to_bytes(), match=etag)
+        except CommitConflict:
+            return False
+    ops.delete([JOURNAL])
+    return True
+
+
 #: what ``repair`` does about a journal no write of the store left (``errors.JournalError``), in words
 #: (``StoreState.describe``, ``zstrings check``)
 JOURNAL_REFUSED = (f"refuses: nothing acts on a journal no write of this store left; remove {JOURNAL} if you know no "
@@ -614,7 +683,7 @@ class Journal:
     and cleared (removing the old objects)."""
 
     txn: str
-    kind: str  # "append", "add", "new", "replace"
+    kind: str  # "append", "add", "new", "replace", "migrate" (Zarr v3 metadata beside the v2: write.migrate)
     fmt: str  # "v2", "v3"
     writer: dict[str, Any]
     lineage: str
@@ -653,7 +722,7 @@ class Journal:
 
     def _bad_field(self) -> str | None:
         """What field of a parsed journal has a value no writer writes, or None."""
-        if self.kind not in ("append", "add", "new", "replace") or self.fmt not in ("v2", "v3"):
+        if self.kind not in ("append", "add", "new", "replace", "migrate") or self.fmt not in ("v2", "v3"):
             return f"kind {self.kind!r}, format {self.fmt!r}"
         if not all(isinstance(v, str) for v in (self.txn, self.lineage, self.commit, self.phase)) or \
                 not isinstance(self.version, int) or not isinstance(self.writer, dict) or \
@@ -693,6 +762,8 @@ class StoreState:
     consolidated: dict[str, Any] | None  # the metadata objects of .zmetadata
     root_obj: Any = None
     root_zattrs: Any = None
+    #: the ETag of the root object of the store's format (``.zgroup`` or ``zarr.json``), None when absent
+    root_etag: str | None = None
     #: why ``journal`` does not belong to this store (``journal_foreign``), None when it may
     foreign: str | None = None
 
@@ -742,7 +813,8 @@ class StoreState:
         who = describe_writer(j.writer)
         age = f"{self.journal_age:.0f} s" if self.journal_age is not None else "an unknown time"
         what = {"append": "an append", "add": "added variables", "new": "a new store's first write",
-                "replace": "a replacement (mode='w')"}.get(j.kind, j.kind)
+                "replace": "a replacement (mode='w')", "migrate": "a migration in place (Zarr v3 metadata)"
+                }.get(j.kind, j.kind)
         alive = ("its writer has ended" if self.writer_gone else
                  f"its claim has not been renewed for {age}, longer than the lease" if self.lease_expired else
                  f"its writer may still be running (last renewed {age} ago)")
@@ -755,6 +827,10 @@ class StoreState:
         elif j.whole_store:
             state = f"{what} by {who} is under way or was interrupted before removing anything; {alive}"
             action = "roll back: drop the claim (the old version is intact; its root object put back)"
+        elif j.kind == "migrate":  # (write.migrate: it changes no v2 object nor chunk)
+            state = f"{what} by {who} is under way or was interrupted; v2 readers are unaffected; {alive}"
+            action = ("roll back: remove the Zarr v3 metadata it was writing (v3 readers then read the v2 metadata); "
+                      "migrate again" if j.phase != "claimed" else "drop the claim (it wrote nothing)")
         else:
             base = f"version {self.committed.version}" if self.committed else "the old version"
             state = f"{what} by {who} is under way or was interrupted before its commit point; readers see {base}; {alive}"
@@ -769,7 +845,7 @@ def inspect_store(zstore: ZStore, ops: _Ops | None = None) -> StoreState:
     a whole-store write's journal without its root: whether the store is empty). ``JournalError``
     when the journal is not one; ``StoreState.foreign`` says why one does not belong to ``zstore``."""
     ops = ops or ops_for(zstore)
-    (raw_j, etag_j), (raw_z, etag_z), (raw_g, _), (raw_a, _), (raw_3, _) = ops.get_many(
+    (raw_j, etag_j), (raw_z, etag_z), (raw_g, etag_g), (raw_a, _), (raw_3, etag_3) = ops.get_many(
         [JOURNAL, ZMETADATA, ".zgroup", ".zattrs", "zarr.json"])
     journal = Journal.from_bytes(raw_j, where=zstore.where(JOURNAL)) if raw_j is not None else None
     age = None
@@ -800,7 +876,7 @@ def inspect_store(zstore: ZStore, ops: _Ops | None = None) -> StoreState:
         root=version_of(root) if fmt == "v2" else None, root_placeholder=is_placeholder(root),
         zmetadata_etag=etag_z, consolidated=meta, root_obj=root,
         root_zattrs=parse_json(raw_a, where=zstore.where(".zattrs")) if raw_a is not None else None,
-        foreign=foreign,
+        foreign=foreign, root_etag=etag_3 if fmt == "v3" else etag_g,
     )
 
 
@@ -829,8 +905,10 @@ def journal_foreign(j: Journal, committed: VersionRecord | None, consolidated: M
     c = committed
     if c is not None and j.commit and c.commit == j.commit:  # (random ids: only this write commits it)
         return None
+    if j.kind == "migrate" and c is None and j.base is None:
+        return None  # a migration of a store without our version record (it changes no v2 object)
     what = {"append": "an append", "add": "added variables", "new": "a new store's write",
-            "replace": "a replacement (mode='w')"}[j.kind]
+            "replace": "a replacement (mode='w')", "migrate": "a migration in place"}[j.kind]
     ours = f"{what} of lineage {j.lineage or '?'} (version {j.version}, commit {j.commit or '?'}" + \
         (f", from commit {j.base}" if j.base else "")
     has = (f"the store's committed version record (.zmetadata) is lineage {c.lineage}, version {c.version}, "
@@ -886,9 +964,43 @@ def _old_object(ops: _Ops, journal: Journal, zstore: ZStore) -> Callable[[str], 
     return get
 
 
+def foreign_appends(ops: _Ops, journal: Journal) -> dict[str, int | None]:
+    """The arrays ``journal``'s append records that another writer or tool grew or changed since:
+    path -> their length along the appended axis now (None: no readable ``.zarray``), one batch of
+    reads. An array's per-object ``.zarray`` shows the journal's ``old`` length until the write's
+    metadata window, and its ``new`` one after (phase "committing"); any other length is a change
+    this write cannot prove its own (xarray's ``to_zarr(mode="a")`` takes no claim), so a rollback
+    neither removes nor rewrites that array's chunks or metadata."""
+    if journal.fmt != "v2" or not journal.appends:
+        return {}
+    paths = list(journal.appends)
+    found: dict[str, int | None] = {}
+    for path, (raw, _) in zip(paths, ops.get_many([f"{p.strip('/')}/.zarray" for p in paths]), strict=True):
+        r = journal.appends[path]
+        try:
+            n: int | None = int(json.loads(raw)["shape"][int(r["axis"])]) if raw is not None else None
+        except (ValueError, TypeError, KeyError, IndexError):
+            n = None
+        if n != r["old"] and not (journal.phase == "committing" and n == r["new"]):
+            found[path] = n
+    return found
+
+
+def _kept_words(journal: Journal, foreign: Mapping[str, int | None]) -> str:
+    """What a recovery left alone (``foreign_appends``), in words for its report."""
+    if not foreign:
+        return ""
+    each = ", ".join(f"{p.strip('/')} ({'no readable .zarray' if n is None else f'length {n}'}; this write "
+                     f"recorded {journal.appends[p]['old']} -> {journal.appends[p]['new']})" for p, n in foreign.items())
+    return (f"; kept as another writer or tool left them, untouched (not this write's to undo): {each}")
+
+
 def _write_objects(ops: _Ops, objects: Mapping[str, Any], root: str) -> None:
-    """Write metadata objects (None: delete), the root one last."""
+    """Write metadata objects (None: delete), the root one last, after the store's fence check (a
+    write's claim; as every batch of chunk writes): on every kind of store, a writer taken over
+    while stalled changes no metadata."""
     zs = ops.zstore
+    zs.check_fence()
     rest = [(k, v) for k, v in objects.items() if k != root]
     puts = [(k, bytes(v) if isinstance(v, bytes | bytearray) else dumps(v)) for k, v in rest if v is not None]
     if puts:
@@ -906,19 +1018,24 @@ def _write_objects(ops: _Ops, objects: Mapping[str, Any], root: str) -> None:
             ops.put(root, bytes(v) if isinstance(v, bytes | bytearray) else dumps(v))
 
 
-def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | None = None) -> str:
-    """Complete or undo the write ``state.journal`` records, then remove its journal; returns what
-    was done, in words. The caller knows that write's writer is gone (or was told to go ahead)."""
+def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | None = None, *,
+            claim: str | None = None) -> str:
+    """Complete or undo the write ``state.journal`` records; returns what was done, in words. The
+    caller holds the claim (its journal object has ETag ``claim``, released here when given; a
+    taker that goes on writing passes None) and knows that write's writer is gone (or was told to
+    go ahead)."""
     ops = ops or ops_for(zstore)
     j = state.journal
     if j is None:
         return _finish_lagging(zstore, state, ops) if _lagging(state) else "nothing to do"
     root = "zarr.json" if j.fmt == "v3" else ".zgroup"
+    foreign = {} if j.whole_store else foreign_appends(ops, j)  # (never undone nor overwritten)
+    theirs = {f"{p.strip('/')}/{n}" for p in foreign for n in _METADATA_NAMES}
     if state.in_journal_commit:
         if j.fmt == "v2" and state.consolidated is not None:
             keys = [root] if j.whole_store else list(j.old_meta or state.consolidated)
-            _write_objects(ops, {k: state.consolidated.get(k) for k in {*keys, root}}, root)
-        done = f"rolled forward to version {j.version}"
+            _write_objects(ops, {k: state.consolidated.get(k) for k in {*keys, root} if k not in theirs}, root)
+        done = f"rolled forward to version {j.version}" + _kept_words(j, foreign)
     elif j.whole_store and j.phase == "clearing":  # nothing of the old version removed but its root
         if j.old_meta and j.old_meta.get(root) is not None and state.root_placeholder:
             ops.put(root, dumps(j.old_meta[root]))
@@ -940,13 +1057,20 @@ def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | No
         done = "dropped the claim of a write that had not changed anything"  # (a replacement, "claimed")
     else:
         if undo is not None:
-            undo(zstore, j, _old_object(ops, j, zstore))
+            mine = replace(j, appends={p: r for p, r in j.appends.items() if p not in foreign})
+            undo(zstore, mine, _old_object(ops, j, zstore))
         if j.old_meta:
-            _write_objects(ops, dict(j.old_meta), root)
+            # a root another tool wrote over this write's placeholder is theirs too
+            if foreign and not state.root_placeholder and _canonical(state.root_obj) != _canonical(j.old_meta.get(root)):
+                theirs.add(root)
+            _write_objects(ops, {k: v for k, v in j.old_meta.items() if k not in theirs}, root)
         elif state.root_placeholder and state.consolidated is not None and root in state.consolidated:
             ops.put(root, dumps(state.consolidated[root]))  # the placeholder landed, the old values not
-        done = "rolled back the interrupted write (its chunks removed, its metadata changes undone)"
-    ops.delete([JOURNAL])
+        done = "rolled back the interrupted write (its chunks removed, its metadata changes undone)" + \
+            _kept_words(j, foreign)
+    if claim is not None and not release(ops, j, claim):
+        raise ConcurrentWriteError(f"{zstore.display}: another writer or repair took the store over while this "
+                                   f"one {done}; look again with `zstrings check`.")
     return done
 
 
@@ -1018,6 +1142,8 @@ class Transaction:
         self._renewed_at = -float("inf")
         self._fence_after = lock_timeout() / 2
         self._confirm_lock = threading.Lock()
+        #: the ETag of the placeholder root this write put: the root it may replace at its end
+        self._root_etag: str | None = None
 
     # --- claim -------------------------------------------------------------------------------
     @classmethod
@@ -1048,7 +1174,7 @@ class Transaction:
         zs = self.zstore
         journal = Journal(new_id(), self.kind, self.fmt, this_writer(), "", "", 0)
         state: StoreState | None = None
-        for _ in range(3):
+        for _ in range(5):
             sent = time.monotonic()
             try:
                 self.etag = ops.put(JOURNAL, journal.to_bytes(), create=True)
@@ -1138,7 +1264,7 @@ class Transaction:
         else:  # an empty target: whatever is there later is this write's
             self.journal.phase = "cleared"
             self._put_journal()
-        ops.put(root, placeholder)
+        self._root_etag = ops.put(root, placeholder)
         if existing:
             self.journal.phase = "cleared"
             self._put_journal()
@@ -1189,6 +1315,51 @@ class Transaction:
         self.journal.phase = "writing"
         self._put_journal()
         sys.audit("xr_zstrings.commit", "writing")
+        self._check_unchanged("writing")
+
+    def _check_unchanged(self, step: str) -> None:
+        """Refuse to go on (``ConcurrentWriteError``) when another tool (xarray's or zarr-python's
+        writer, which take no claim) changed a metadata object this append or add changes (an
+        appended array's ``.zarray``, an added one's, the root ``.zgroup``/``.zattrs``) or
+        ``.zmetadata`` since ``set_base``: one batch of reads. At ``step`` "writing" no chunk of this
+        write is written yet, so its journal is emptied first and the rollback deletes nothing; at
+        "commit" the rollback leaves the arrays the other tool changed alone (``foreign_appends``)."""
+        j, ops = self.journal, self.ops
+        if j is None or ops is None or not self.inplace or self.fmt != "v2" or self.base_meta is None or \
+                self.kind not in ("append", "add"):
+            return
+        arrays = [f"{p.strip('/')}/.zarray" for p in [*j.appends, *j.new_arrays]]
+        keys = [*arrays, ".zgroup", ".zattrs"]
+        *got, (_, zm_etag) = ops.get_many([*keys, ZMETADATA])
+        changed: list[str] = []
+        for key, (raw, _) in zip(keys, got, strict=True):
+            try:
+                now = None if raw is None else parse_json(raw, where=self.zstore.where(key))
+            except MetadataError:
+                now = "unreadable"
+            was = self.base_meta.get(key)
+            if _canonical(now) == _canonical(was):
+                continue
+            if key in arrays and isinstance(now, Mapping) and isinstance(was, Mapping):
+                changed.append(f"{key} (shape {now.get('shape')}; this write started from {was.get('shape')})")
+            else:
+                changed.append(f"{key} ({'removed' if now is None else 'written' if was is None else 'rewritten'})")
+        if zm_etag != self.base_etag:
+            changed.append(f"{ZMETADATA} ({'removed' if zm_etag is None else 'rewritten'})")
+        if not changed:
+            return
+        if step == "writing":  # nothing of this write's chunks is written yet: nothing to undo
+            j.appends, j.new_arrays, j.phase = {}, [], "claimed"
+            self._put_journal()
+        kept = "" if step == "writing" else (
+            "; this write's chunks are removed from the arrays only it changed, and the arrays the other tool "
+            "changed are left as that tool wrote them")
+        self._stop.set()
+        raise ConcurrentWriteError(
+            f"Cannot write to {self.zstore.display}: another writer or tool (one that takes no claim, such as "
+            f"xarray's to_zarr or zarr-python) changed {', '.join(changed)} while this write was under way. Nothing "
+            f"of this write was committed and the other tool's change was kept{kept}. Write again: the store is no "
+            "longer the version this write started from.")
 
     def commit(self, objects: Mapping[str, Any], *, root: str = ".zgroup", consolidated: bool = True,
                full: bool = False) -> None:
@@ -1220,6 +1391,7 @@ class Transaction:
         ops = self.ops
         assert ops is not None and self.journal is not None
         self._check_owner()
+        self._check_unchanged("commit")  # (before the window: another tool's change since set_base)
         whole = self.kind in ("new", "replace")
         if not whole:  # the old values (for a rollback) and the window: readers of objects refuse
             old = self.base_meta or {}
@@ -1228,8 +1400,24 @@ class Transaction:
             rec = VersionRecord(self.record.lineage, self.record.commit, self.record.version, self.kind)
             placeholder = incomplete_v2_group(rec.as_json()) if root == ".zgroup" else incomplete_v3_root(rec.as_json())
             # at once: a rollback that finds the placeholder but not the old values puts the root
-            # back from the base version's .zmetadata (nothing else changed yet)
-            ops.both(self._put_journal, lambda: ops.put(root, placeholder))
+            # back from the base version's .zmetadata (nothing else changed yet). The placeholder
+            # only over the root this write started from: a root changed since (a writer that took
+            # the store over while this one stalled, another tool) is not ours to replace
+            was = self.state.root_etag if self.state is not None else None
+            lost = object()
+
+            def window() -> object:
+                try:
+                    return ops.put(root, placeholder, match=was) if was else ops.put(root, placeholder, create=True)
+                except CommitConflict:
+                    return lost
+
+            put = ops.both(self._put_journal, window)[1]
+            if put is lost:  # nothing of the metadata changed: a rollback must not restore any of it
+                self.journal.old_meta, self.journal.phase = None, "writing"
+                self._put_journal()
+                self._lose(f"its root object {root!r} changed under it (another writer or tool wrote it)")
+            self._root_etag = cast("str | None", put)
             sys.audit("xr_zstrings.commit", "window")
         _write_objects(ops, {k: v for k, v in objects.items() if k != root}, root)
         if consolidated and self.fmt == "v2":
@@ -1243,15 +1431,46 @@ class Transaction:
                 self._lose(f"{ZMETADATA!r} changed under it: another writer committed first")
         sys.audit("xr_zstrings.commit", "committed")
         # at once: the root naming the new version, and the claim released (a root left behind is
-        # finished by the next writer or repair: .zmetadata says which version is committed)
-        self._stop.set()
-        done: list[Callable[[], object]] = [lambda: ops.delete([JOURNAL])]
+        # finished by the next writer or repair: .zmetadata says which version is committed). Each
+        # only while it is ours (conditional writes): a writer resumed after a takeover leaves the
+        # taker's claim and root alone (the taker rolled this committed write forward)
+        self._stop_renewal()
+        done: list[Callable[[], object]] = [self._release_claim]
         if objects.get(root) is not None:
-            done.append(lambda: ops.put(root, dumps(objects[root])))
+            done.append(lambda: self._put_root(root, dumps(objects[root])))
         ops.both(*done)
         self._done = True
 
-    def _lose(self, why: str) -> None:
+    def _put_root(self, root: str, data: bytes) -> None:
+        """The root object naming the committed version, only over this write's placeholder."""
+        ops = self.ops
+        assert ops is not None
+        with contextlib.suppress(CommitConflict):  # replaced since: a taker finished this version
+            ops.put(root, data, match=self._root_etag) if self._root_etag else ops.put(root, data)
+
+    def _stop_renewal(self) -> None:
+        """Stop the claim's renewal thread and wait for it: a renewal in flight must not race the
+        release (a renewal after it would put the claim back)."""
+        self._stop.set()
+        if self._renewer is not None and self._renewer is not threading.current_thread():
+            self._renewer.join()
+
+    def _release_claim(self) -> bool:
+        """Release this write's claim while it is still ours (``release``); False when it was taken
+        over (then it is the taker's and stays)."""
+        self._stop_renewal()
+        if self.ops is None or self.journal is None:
+            return False
+        with self._lock:
+            proven = not self._lost.is_set() and time.monotonic() - self._renewed_at < self._fence_after
+            ok = release(self.ops, self.journal, self.etag, proven=proven)
+            if ok:
+                self.etag = None
+            else:
+                self._lost.set()
+            return ok
+
+    def _lose(self, why: str) -> NoReturn:
         self._stop.set()
         raise ConcurrentWriteError(
             f"Cannot commit the write to {self.zstore.display}: {why}. This write was not committed: readers "
@@ -1329,20 +1548,16 @@ class Transaction:
             self.zstore.fence = None
 
     def finish(self) -> None:
-        """End the write: the claim is released (the v3 writer, whose root zarr.json is its commit
-        point, calls it after writing that)."""
-        self._stop.set()
+        """End the write: the claim is released while it is ours (the v3 writer, whose root
+        zarr.json is its commit point, calls it after writing that)."""
         self._unfence()
-        if self.ops is not None and self.journal is not None:
-            self.ops.delete([JOURNAL])
+        self._release_claim()
         self._done = True
 
     def _release(self) -> None:
-        self._stop.set()
         self._unfence()
-        if self.ops is not None and self.journal is not None:
-            with contextlib.suppress(Exception):
-                self.ops.delete([JOURNAL])
+        with contextlib.suppress(Exception):
+            self._release_claim()
 
     def abort(self) -> None:
         """Undo a write that failed (an exception, not a kill): as a recovery would."""
@@ -1350,10 +1565,12 @@ class Transaction:
         if self._done or not self.inplace or self.journal is None or self._lost.is_set():
             return
         assert self.ops is not None
+        self._stop_renewal()
         state = inspect_store(self.zstore, self.ops)
-        if state.journal is None or state.journal.txn != self.journal.txn:
-            return
-        recover(self.zstore, state, self.undo, self.ops)
+        if state.journal is None or state.journal.txn != self.journal.txn or state.journal_etag != self.etag:
+            return  # not ours any more: the taker undoes or completes it
+        recover(self.zstore, state, self.undo, self.ops, claim=self.etag)
+        self.etag = None
 
     def __enter__(self) -> Self:
         return self

@@ -13,6 +13,7 @@ of the write that was undone); an added array loses every object below its folde
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -22,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConcurrentWriteError, IncompleteStoreError, StoreNotFoundError
+from ..io.atomic import leftover_temporaries, leftovers_beside
 from ..io.commit import (
     JOURNAL,
     ZMETADATA,
@@ -29,12 +31,15 @@ from ..io.commit import (
     JournalError,
     StoreState,
     Transaction,
+    VersionRecord,
+    foreign_appends,
     inspect_store,
     new_id,
     ops_for,
     recover,
     refuse_foreign,
 )
+from ..io.drift import Drift, find_drift
 from ..io.zstore import ZStore
 
 __all__ = ["RepairReport", "repair", "undo", "undo_chunks"]
@@ -42,12 +47,16 @@ __all__ = ["RepairReport", "repair", "undo", "undo_chunks"]
 
 def undo_chunks(zstore: ZStore, journal: Journal, old_object: Callable[[str], Any]) -> None:
     """Remove what an uncommitted write of ``journal`` may have written to chunks (see the module
-    docstring). ``old_object(key)`` gives a metadata object as it was before that write."""
+    docstring). ``old_object(key)`` gives a metadata object as it was before that write. An array
+    another tool grew since (``io.commit.foreign_appends``) is left as it is."""
     from ..formats.nczarr import NC_DEFAULT_MAXSTRLEN, NodeObjects, parse_array
     from ..read.chunked import open_chunked
 
     ops = ops_for(zstore)
+    theirs = foreign_appends(ops, journal)  # grown by another tool since: not this write's to undo
     for path, rng in journal.appends.items():
+        if path in theirs:
+            continue
         key = path.strip("/")
         zarray = old_object(f"{key}/.zarray")
         if zarray is None:
@@ -107,9 +116,28 @@ def undo_new_arrays(zstore: ZStore, journal: Journal) -> None:
 
 
 def undo(zstore: ZStore, journal: Journal, old_object: Callable[[str], Any]) -> None:
-    """The ``io.commit.Undo`` of every NCZarr / Zarr v2 writer: appended ranges and added arrays."""
+    """The ``io.commit.Undo`` of every NCZarr / Zarr v2 writer: appended ranges and added arrays; an
+    in-place migration's v3 metadata (``remove_v3_metadata``)."""
+    if journal.kind == "migrate":
+        if journal.phase != "claimed":  # (claimed: it wrote nothing)
+            remove_v3_metadata(zstore)
+        return
     undo_chunks(zstore, journal, old_object)
     undo_new_arrays(zstore, journal)
+
+
+def remove_v3_metadata(zstore: ZStore) -> None:
+    """Remove the Zarr v3 metadata an in-place migration writes beside the v2 metadata (every
+    ``zarr.json``, the root's first, so v3 readers fall back to the v2 metadata at once; a rewritten
+    array's ``c/`` chunks; a root zarr.json's temporary file): what an interrupted one may have left.
+    No v2 object nor v2 chunk is touched (a v2 chunk key never starts with ``c/``)."""
+    ops = ops_for(zstore)
+    keys = [k for k in ops.list("") if k != JOURNAL]
+    arrays = {k.rsplit("/", 1)[0] if "/" in k else "" for k in keys if k.rsplit("/", 1)[-1] == ".zarray"}
+    v3 = [k for k in keys if k.rsplit("/", 1)[-1] == "zarr.json" or k.startswith(".zarr.json.zstrings-tmp-")]
+    chunks = [k for k in keys if any(k.startswith(f"{a}/c/" if a else "c/") for a in arrays)]
+    ops.delete(sorted(v3, key=lambda k: (k.count("/"), k)))
+    ops.delete(chunks)
 
 
 @dataclass(frozen=True)
@@ -162,12 +190,41 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
         path = Path(os.path.abspath(local[0]))
         if not path.is_dir():
             raise StoreNotFoundError(f"No store at {display}: {str(path)!r} is not a directory.")
+        beside = [q.name for q in leftovers_beside(path)]
         recover_siblings(path, display)
         with target_lock(path, display):
             zstore = open_store(target if isinstance(target, str | os.PathLike) else str(path), mode="a")
-            return _repair(zstore, display, force=True)
+            return _remove_temporaries(zstore, display, _v3_in_step(zstore, _repair(zstore, display, force=True)), beside)
     zstore = open_store(target, mode="a", storage_options=so, writer="repair")
-    return _repair(zstore, display, force=force)
+    return _remove_temporaries(zstore, display, _v3_in_step(zstore, _repair(zstore, display, force=force)))
+
+
+def _remove_temporaries(zstore: ZStore, display: str, report: RepairReport, beside: list[str] | None = None) -> RepairReport:
+    """``report`` and the temporary files a killed writer or repair left in a local store (names
+    ``io.atomic.TEMPORARY`` matches exactly, nothing else), removed under a claim of the store (no
+    writer of ours is writing one then); ``beside``: what ``io.atomic.recover`` removed beside it."""
+    from pathlib import Path
+
+    from zarr.storage import LocalStore
+
+    gone = list(beside or ())
+    if isinstance(zstore.store, LocalStore):
+        root = Path(zstore.store.root) / zstore.prefix if zstore.prefix else Path(zstore.store.root)
+        if leftover_temporaries(root):
+            with Transaction.begin(zstore, "add", undo=undo) as txn:  # (a claim: writes nothing else)
+                found = leftover_temporaries(root)
+                for q in found:
+                    with contextlib.suppress(FileNotFoundError):
+                        q.unlink()
+                txn.finish()
+            gone += [q.relative_to(root).as_posix() for q in found]
+    if not gone:
+        return report
+    names = ", ".join(gone[:5]) + (f", ... ({len(gone)} in all)" if len(gone) > 5 else "")
+    removed = f"removed {len(gone)} temporary file(s) an interrupted write or repair left ({names})"
+    if not report.changed:
+        return RepairReport(report.target, report.state, removed, True)
+    return RepairReport(report.target, report.state, f"{report.action}; {removed}", True)
 
 
 def _inspect(zstore: ZStore, display: str, ops: Any = None) -> StoreState:
@@ -255,11 +312,16 @@ def _repair(zstore: ZStore, display: str, *, force: bool) -> RepairReport:
             raise ConcurrentWriteError(
                 f"Cannot repair {display}: {what}. Wait for it, or (only when you are sure that writer is not "
                 f"running) repair with force=True / `zstrings repair {display} --force`.")
-        taken = _take(zstore, ops, state)
-        done = recover(zstore, taken, undo, ops)
+        taken, claim = _take(zstore, ops, state)
+        done = recover(zstore, taken, undo, ops, claim=claim)
         return RepairReport(display, what, done, True)
     if "roll forward" in action:
         return RepairReport(display, what, recover(zstore, state, undo, ops), True)
+    drift = find_drift(zstore, state.consolidated, state.root_obj) if state.fmt == "v2" and (
+        action == "nothing to do" or "re-consolidate" in action) else None
+    if drift:
+        what, _ = drift.describe()
+        return RepairReport(display, what, _reconsolidate(zstore, drift, state), True)
     if "re-consolidate" in action:
         return RepairReport(display, what, _reconsolidate(zstore), True)
     if action == "nothing to do":
@@ -269,30 +331,64 @@ def _repair(zstore: ZStore, display: str, *, force: bool) -> RepairReport:
     return RepairReport(display, what, action, False)
 
 
-def _take(zstore: ZStore, ops: Any, state: StoreState) -> StoreState:
+def _v3_in_step(zstore: ZStore, report: RepairReport) -> RepairReport:
+    """After the repair: a store migrated in place whose Zarr v3 metadata disagree with its v2
+    metadata (a v2 write they missed: another tool's, or one whose writer was killed before it wrote
+    them) gets them written again from the v2 metadata (``migrate.keep_v3_in_step``)."""
+    from ..errors import ZStringsError
+    from ..read.tree import open_tree
+    from .migrate import keep_v3_in_step, v3_out_of_step
+
+    fresh = ZStore(zstore.store, prefix=zstore.prefix, display=zstore.display, modes=zstore.modes,
+                   remote=zstore.remote)
+    try:
+        stale = v3_out_of_step(open_tree(fresh))
+    except ZStringsError:
+        return report
+    if not stale or not keep_v3_in_step(fresh):
+        return report
+    state = (f"{report.state}; the Zarr v3 metadata (zarr.json) of {len(stale)} array(s) disagree with the v2 "
+             f"metadata ({', '.join(sorted(stale))})")
+    wrote = "wrote the Zarr v3 metadata again from the v2 metadata"
+    return RepairReport(report.target, state, f"{report.action}; {wrote}" if report.changed else wrote, True)
+
+
+def _take(zstore: ZStore, ops: Any, state: StoreState) -> tuple[StoreState, str | None]:
     """Take a dead writer's journal over (one taker wins: a compare-and-swap on its ETag), so that
-    no second repair or writer acts on it at the same time; returns the state to recover."""
+    no second repair or writer acts on it at the same time; returns the state to recover and the
+    ETag of the claim (released when the recovery is done)."""
     from ..io.commit import CommitConflict
 
     assert state.journal is not None
     mine = Journal(**{**state.journal.__dict__, "writer": {**state.journal.writer, "repair": new_id()}})
     try:
-        ops.put(JOURNAL, mine.to_bytes(), match=state.journal_etag)
+        claim = ops.put(JOURNAL, mine.to_bytes(), match=state.journal_etag)
     except CommitConflict:
         raise ConcurrentWriteError(f"Cannot repair {zstore.display}: another writer or repair took the store "
                                    "over at the same moment; look again with `zstrings check`.") from None
     state.journal = mine
-    return state
+    return state, claim
 
 
-def _reconsolidate(zstore: ZStore) -> str:
+def _reconsolidate(zstore: ZStore, drift: Drift | None = None, state: StoreState | None = None) -> str:
     """Rewrite ``.zmetadata`` from the store's objects (another tool changed them): a write that
-    changes nothing, committed as a new version (its root ``.zgroup`` names it), under a claim."""
+    changes nothing (but for the keys ``drift`` says objects lost, put back), committed as a new
+    version (its root ``.zgroup`` names it, of the committed lineage), under a claim."""
     from .append import _base_tree
 
+    mended = dict(drift.mended) if drift else {}
     with Transaction.begin(zstore, "add", undo=undo) as txn:
-        _, base = _base_tree(zstore)
+        _, base = _base_tree(zstore, consolidated=False)
+        c = state.committed if state is not None else None
+        if c is not None and ".zgroup" in mended and txn.record.lineage != c.lineage:
+            # the root lost our version record: the version made continues the committed lineage
+            txn.record = VersionRecord(c.lineage, txn.record.commit, c.version + 1)
+            if txn.journal is not None:
+                txn.journal.lineage, txn.journal.version = c.lineage, c.version + 1
         txn.set_base(base, consolidated_in_step=True)  # (the stale one is replaced at the commit point)
-        txn.commit({})
-    return f"rewrote {ZMETADATA} from the store's {len(base)} metadata objects (version {txn.record.version})"
+        txn.commit(mended)
+    done = f"rewrote {ZMETADATA} from the store's {len(base)} metadata objects (version {txn.record.version})"
+    if mended and drift is not None:
+        done = f"put back what {drift.lost_text()} (from {drift.source}); {done}"
+    return done
 

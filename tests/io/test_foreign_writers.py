@@ -1,0 +1,216 @@
+"""Another tool's append while one of ours is under way (issue 37 item 4): xarray's
+``to_zarr(mode="a", append_dim=...)`` and zarr-python take no claim, so our writer must notice their
+change and never delete it: our write fails without touching it, and a rollback or repair keeps
+the arrays it cannot prove its own.
+
+Our append runs in a child process paused at a commit step (tests/pause_writer.py), or in this
+process with the other tool's append run just before its commit; the other tool writes through
+zarr-python's own store (a path, a ``LocalStore``, an ``ObjectStore`` on moto S3). The values are
+read back through engine="zstrings", engine="zarr" and zarr-python.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from pause_writer import Writer, rows
+from s3_server import KEY, REGION, SECRET
+
+from xr_zstrings import repair, to_nczarr
+from xr_zstrings.cli.main import main
+from xr_zstrings.errors import ConcurrentWriteError, JournalError
+from xr_zstrings.io.commit import Transaction
+
+BASE, ADDED = 100, 50
+
+
+@dataclass
+class Target:
+    """One store, as our writer (``ours``, ``so``) and zarr-python (``peer()``) open it."""
+
+    url: str  # what engine="zstrings", repair and `zstrings check` open
+    ours: str  # pause_writer's target
+    so: dict[str, Any] | None
+    peer: Callable[[], Any]  # a zarr-python store (or path) of it: xarray's writer, engine="zarr"
+
+    def ours_store(self) -> Any:
+        """What this process's to_nczarr writes to (a ``LocalStore`` object for "local:")."""
+        if self.ours.startswith("local:"):
+            return zarr.storage.LocalStore(self.ours[len("local:"):])
+        return self.url
+
+
+@pytest.fixture(params=["dir", "localstore", "s3"])
+def target(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Target]:
+    """A store of ``BASE`` rows, written by our writer; on S3, `zstrings check` reaches it through
+    the ``AWS_*`` variables."""
+    if request.param == "s3":
+        from obstore.store import S3Store
+
+        s3 = request.getfixturevalue("s3")
+        bucket, key = s3.bucket("zstrings-foreign"), f"{uuid.uuid4().hex}.zarr"
+        for name, value in (("AWS_ENDPOINT_URL", s3.endpoint), ("AWS_ACCESS_KEY_ID", KEY),
+                            ("AWS_SECRET_ACCESS_KEY", SECRET), ("AWS_REGION", REGION), ("AWS_ALLOW_HTTP", "true")):
+            monkeypatch.setenv(name, value)
+        url = f"s3://{bucket}/{key}"
+        t = Target(url, url, s3.options(), lambda: zarr.storage.ObjectStore(S3Store(
+            bucket, prefix=key, endpoint=s3.endpoint, access_key_id=KEY, secret_access_key=SECRET, region=REGION,
+            client_options={"allow_http": True})))
+    else:
+        path = str(tmp_path / "s.zarr")
+        ours = f"local:{path}" if request.param == "localstore" else path
+        t = Target(path, ours, None,
+                   (lambda: zarr.storage.LocalStore(path)) if request.param == "localstore" else (lambda: path))
+    to_nczarr(rows(0, BASE, "base"), t.url, unlimited_dims=["t"], storage_options=t.so)
+    yield t
+
+
+def _xarray_append(t: Target, *, consolidated: bool, n: int = ADDED) -> None:
+    """xarray's own append of ``n`` rows tagged "x" (the text as the store's bytes: xarray refuses
+    to append StringDType to a |S array)."""
+    ds = rows(BASE, n, "x")
+    ds["name"] = ("t", np.array([s.encode() for s in ds["name"].values], dtype="S24"))
+    ds.to_zarr(t.peer(), mode="a", append_dim="t", zarr_format=2, consolidated=consolidated)
+
+
+def _expected(tag: str, n: int = ADDED) -> list[str]:
+    return [*rows(0, BASE, "base")["name"].values.tolist(), *rows(BASE, n, tag)["name"].values.tolist()]
+
+
+def _text(values: Any) -> list[str]:
+    return [v.decode() if isinstance(v, bytes) else str(v) for v in np.asarray(values).tolist()]
+
+
+def _read_all(t: Target, *, consolidated: bool) -> dict[str, list[str]]:
+    """The "name" values as engine="zstrings", engine="zarr" and zarr-python read them (the peers
+    from the objects when the other tool left ``.zmetadata`` as it was)."""
+    got = {"zstrings": _text(xr.open_dataset(t.url, engine="zstrings", storage_options=t.so)["name"].values)}
+    with xr.open_dataset(t.peer(), engine="zarr", consolidated=consolidated) as ds:
+        got["zarr"] = _text(ds["name"].values)
+    g = zarr.open_group(t.peer(), mode="r", zarr_format=2, use_consolidated=consolidated)
+    got["zarr-python"] = _text(g["name"][:])
+    return got
+
+
+def _check_names_state(t: Target, capsys: pytest.CaptureFixture[str]) -> str:
+    """`zstrings check`: its state line says the store is complete, or what repair does; never a
+    write of ours left under way."""
+    main(["check", t.url])
+    out = capsys.readouterr().out
+    state = next((ln for ln in out.splitlines() if ln.startswith("state:")), "")
+    assert "complete" in state or "\n    repair: " in out, out
+    assert "interrupted" not in out and "under way" not in out, out
+    return out
+
+
+def _paused(t: Target, pause: str, n: int = ADDED) -> Writer:
+    return Writer({"op": "append", "target": t.ours, "start": BASE, "n": n, "tag": "a", "pause": pause,
+                   "so": t.so}).start().paused()
+
+
+@pytest.mark.parametrize("consolidated", [True, False], ids=["consolidated", "unconsolidated"])
+def test_an_append_paused_at_writing_keeps_xarrays_rows(target: Target, consolidated: bool,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    """xarray appends while ours waits at `writing`: ours fails before it writes a chunk, naming the
+    changed objects; xarray's rows stay (they were rolled away, or overwritten, before)."""
+    ours = _paused(target, "writing")
+    try:
+        _xarray_append(target, consolidated=consolidated)
+    finally:
+        out = ours.resume().result()
+    assert _read_all(target, consolidated=consolidated) == dict.fromkeys(("zstrings", "zarr", "zarr-python"),
+                                                                         _expected("x"))
+    assert out["outcome"] == "ConcurrentWriteError", out
+    assert "name/.zarray" in out["message"] and "other tool's change was kept" in out["message"], out
+    assert "Nothing of this write was committed" in out["message"], out
+    _check_names_state(target, capsys)
+
+
+@pytest.mark.parametrize("consolidated", [True, False], ids=["consolidated", "unconsolidated"])
+def test_a_change_during_our_chunk_writes_fails_our_commit_and_keeps_theirs(
+        target: Target, consolidated: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """xarray appends after our chunks are written, before our commit: the commit refuses before its
+    metadata window, and the rollback leaves the arrays xarray grew as xarray wrote them."""
+    commit = Transaction.commit
+
+    def foreign_first(self: Transaction, *args: Any, **kw: Any) -> None:
+        if self.kind == "append":
+            _xarray_append(target, consolidated=consolidated)
+        commit(self, *args, **kw)
+
+    monkeypatch.setattr(Transaction, "commit", foreign_first)
+    with pytest.raises(ConcurrentWriteError) as e:
+        to_nczarr(rows(BASE, ADDED, "a"), target.ours_store(), mode="a", append_dim="t", storage_options=target.so)
+    monkeypatch.setattr(Transaction, "commit", commit)
+    assert _read_all(target, consolidated=consolidated) == dict.fromkeys(("zstrings", "zarr", "zarr-python"),
+                                                                         _expected("x"))
+    assert "name/.zarray" in str(e.value) and "other tool's change was kept" in str(e.value)
+
+
+@pytest.mark.parametrize("consolidated", [True, False], ids=["consolidated", "unconsolidated"])
+def test_repair_of_a_killed_append_keeps_rows_another_tool_appended(
+        target: Target, consolidated: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ours is killed at `writing` (its journal records the append), xarray appends, then repair:
+    the arrays xarray grew are neither removed nor rewritten. Where xarray left our ``.zmetadata``
+    (unconsolidated) repair rolls ours back and says what it kept; where it replaced it, nothing
+    shows the journal is this store's any more, so repair changes nothing and `check` says what to do."""
+    ours = _paused(target, "writing")
+    ours.kill()
+    _xarray_append(target, consolidated=consolidated)
+    if consolidated:
+        with pytest.raises(JournalError, match="does not belong to this store"):
+            repair(target.ours_store(), storage_options=target.so, force=True)
+    else:
+        report = repair(target.ours_store(), storage_options=target.so, force=True)
+        assert "kept as another writer or tool left them" in report.action, report
+        assert "name (length 150" in report.action, report
+    assert _read_all(target, consolidated=consolidated) == dict.fromkeys(("zstrings", "zarr", "zarr-python"),
+                                                                         _expected("x"))
+    if consolidated:
+        main(["check", target.url])
+        assert "remove .zstrings-journal if you know no writer is running" in capsys.readouterr().out
+    else:
+        _check_names_state(target, capsys)
+
+
+def test_repair_of_an_append_killed_in_its_window_keeps_an_array_another_tool_grew(
+        target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ours is killed in its metadata window (placeholder root: xarray's writer is refused), then
+    zarr-python appends 30 rows to one array directly (no root read): repair rolls ours back but
+    leaves that array, its chunks and its .zarray, as zarr-python wrote them."""
+    ours = _paused(target, "window")
+    ours.kill()
+    with pytest.raises(ValueError, match="zarr_format"):  # the placeholder: xarray refuses the store
+        _xarray_append(target, consolidated=True)
+    arr = zarr.open_array(target.peer(), path="name", mode="r+", zarr_format=2)
+    arr.append(np.array([s.encode() for s in rows(BASE, 30, "x")["name"].values], dtype="S24"))
+    report = repair(target.ours_store(), storage_options=target.so, force=True)
+    assert "kept as another writer or tool left them" in report.action and "name (length 130" in report.action, report
+    g = zarr.open_group(target.peer(), mode="r", zarr_format=2, use_consolidated=False)
+    assert _text(g["name"][:]) == _expected("x", 30)
+    assert g["value"].shape == (BASE,)  # ours, rolled back
+    np.testing.assert_array_equal(g["value"][:], rows(0, BASE, "base")["value"].values)
+
+
+@pytest.mark.parametrize("pause", ["window", "commit"])
+def test_xarray_is_refused_while_our_append_is_in_its_window(target: Target, pause: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """From the window on, the root is our placeholder: xarray's append is refused before it writes
+    anything, ours commits, and every reader reads our rows."""
+    ours = _paused(target, pause)
+    try:
+        with pytest.raises(ValueError, match="zarr_format"):
+            _xarray_append(target, consolidated=True)
+    finally:
+        out = ours.resume().result()
+    assert out == {"outcome": "ok"}
+    assert _read_all(target, consolidated=True) == dict.fromkeys(("zstrings", "zarr", "zarr-python"), _expected("a"))
+    assert "state: complete" in _check_names_state(target, capsys)
