@@ -428,16 +428,66 @@ def _commit_state(target: str) -> tuple[str, str] | None:
     if _is_netcdf_file(target):
         return None
     try:
-        state = inspect_store(open_store(target))
+        zstore = open_store(target)
+        state = inspect_store(zstore)
     except JournalError as e:  # not a journal: repair and every writer refuse the store
         return _JournalState((e.found, JOURNAL_REFUSED))
     except Exception:  # noqa: BLE001 - the open that follows reports what is wrong with the target
         return None
-    return _JournalState(state.describe()) if state.foreign is not None else state.describe()
+    if state.foreign is not None:
+        return _JournalState(state.describe())
+    return _drift_state(zstore, state) or state.describe()
+
+
+def _drift_state(zstore: Any, state: Any) -> _DriftState | None:
+    """A complete Zarr v2 store whose objects another tool changed without keeping ``.zmetadata``
+    or the root's NCZarr keys in step (``io.drift``): every object compared."""
+    from ..io.drift import find_drift
+
+    action = state.describe()[1]
+    if state.journal is not None or state.fmt != "v2" or not (action == "nothing to do" or "re-consolidate" in action):
+        return None
+    try:
+        drift = find_drift(zstore, state.consolidated, state.root_obj)
+    except Exception:  # noqa: BLE001 - the open that follows reports what is wrong with the objects
+        return None
+    return _DriftState.of(drift.describe(), drift) if drift else None
 
 
 class _JournalState(tuple[str, str]):
     """A commit state that is a journal nothing acts on (``io.commit.JournalError``): a problem."""
+
+
+class _DriftState(tuple[str, str]):
+    """A commit state of objects another tool changed out of step (``io.drift.Drift``): a problem."""
+
+    drift: Any
+
+    @classmethod
+    def of(cls, described: tuple[str, str], drift: Any) -> _DriftState:
+        out = cls(described)
+        out.drift = drift
+        return out
+
+
+def _drift_findings(state: tuple[str, str] | None, target: str) -> list[Finding]:
+    """The problems of a ``_DriftState``: the root's lost keys, the stale consolidated metadata."""
+    if not isinstance(state, _DriftState):
+        return []
+    d, out = state.drift, []
+    for key, lost in sorted(d.lost.items()):
+        effect = ("netcdf-c and engine='zstrings' read the store as pure Zarr, without its NCZarr dimensions"
+                  if key == ".zgroup" else "netcdf-c refuses the store ('NCZarr error')"
+                  if key.endswith(".zarray") else "")
+        out.append(Finding("/" + key if key.startswith(".") else key,
+                           f"lost {', '.join(lost)} (another tool rewrote it){': ' + effect if effect else ''}",
+                           f"zstrings repair {target} (puts them back from {d.source})"))
+    if d.differ:
+        shown = ", ".join(d.differ[:5]) + (f", ... ({len(d.differ)} in all)" if len(d.differ) > 5 else "")
+        out.append(Finding(".zmetadata", f"consolidated metadata is stale for {shown}: another tool changed them "
+                           "without re-consolidating; readers of .zmetadata do not see the change",
+                           f"zstrings repair {target} (re-consolidates)"))
+    return out
 
 
 def _open_with_state(target: str, shown: str) -> tuple[Any, tuple[str, str] | None]:
@@ -499,6 +549,7 @@ def _store_findings(tree: Any, target: str, state: tuple[str, str] | None) -> li
     if isinstance(state, _JournalState):  # (its state line says what is wrong with it)
         findings.append(Finding(".zstrings-journal", "a journal that repair and every writer refuse to act on",
                                 "remove it if you know no writer is running"))
+    findings += _drift_findings(state, target)
     if tree.root.zarr_format == 3:
         findings.append(Finding("/", f"Zarr v3 store: netcdf-c {CURRENT.example} does not open it ('NetCDF: "
                                 "Unknown file format')", f"zstrings convert {target} {_suggest_dst(target)}"))

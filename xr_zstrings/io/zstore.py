@@ -246,6 +246,10 @@ class ZStore:
         self._consolidated = {str(k).strip("/"): v for k, v in meta.items()}
         return True
 
+    def drop_consolidated(self) -> None:
+        """Stop serving metadata from the ``.zmetadata`` ``use_consolidated`` took: read the objects."""
+        self._consolidated = None
+
     @property
     def consolidated(self) -> dict[str, Any]:
         """The consolidated metadata objects in use (key -> JSON), empty when none are."""

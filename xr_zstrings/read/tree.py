@@ -7,6 +7,7 @@ tree level per batch of concurrent requests and fill the same ``TreeMeta``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,18 +63,20 @@ class TreeMeta:
         return group.dimensions[name]
 
 
-def open_tree(zstore: ZStore) -> TreeMeta:
+def open_tree(zstore: ZStore, *, consolidated: bool = True, serve: Mapping[str, Any] | None = None) -> TreeMeta:
     """Read all group and array metadata, concurrently, one tree level at a time.
 
     A local store that a writer swaps in while it is read (a replacement in another process commits
     by exchanging directories) is read again, so the metadata always comes from one version: the
     old one or the new one, never the root of one and the arrays of the other. Changes in place
     (appends, added variables: the same lineage) are served whole from ``.zmetadata``.
+    ``consolidated=False`` reads every metadata object (a writer that found one changed since);
+    ``serve`` (key -> JSON) serves the metadata objects given instead (a writer's mended copies).
     """
     for _ in range(10):
         before = zstore.version_token()
         try:
-            tree = _open_tree(zstore)
+            tree = _open_tree(zstore, consolidated=consolidated, serve=serve)
         except ZStringsError:
             if before is None or zstore.version_token() == before:
                 raise
@@ -82,22 +85,26 @@ def open_tree(zstore: ZStore) -> TreeMeta:
             tree.version = before
             zstore.read_lineage = tree.lineage
             return tree
-    return _open_tree(zstore)
+    return _open_tree(zstore, consolidated=consolidated, serve=serve)
 
 
-def _open_tree(zstore: ZStore) -> TreeMeta:
+def _open_tree(zstore: ZStore, *, consolidated: bool = True, serve: Mapping[str, Any] | None = None) -> TreeMeta:
     """Fetch the root's objects of every format and ``.zmetadata`` in one batch, decide how the
     store is read (``commit.consolidated_view``), then walk the format found."""
     tree = TreeMeta(store=zstore)
+    zstore.drop_consolidated()  # (an earlier read's copy: this read decides again)
     root_names = tree_v2.ROOT_OBJECTS + ("zarr.json", ZMETADATA)
     root_objs = dict(zip(root_names, zstore.get_json_many([node_key("/", o) for o in root_names]), strict=True))
     zmetadata = root_objs.pop(ZMETADATA, None)
     zarr_json = root_objs.pop("zarr.json")
-    view = consolidated_view(root_objs[".zgroup"], root_objs[".zattrs"], zmetadata, remote=zstore.remote)
+    view = consolidated_view(root_objs[".zgroup"], root_objs[".zattrs"], zmetadata, remote=zstore.remote) \
+        if consolidated else "objects"
+    if serve is not None:
+        zmetadata, view = {"zarr_consolidated_format": 1, "metadata": dict(serve)}, "given"
     if view == "use" and version_of((consolidated_meta(zmetadata) or {}).get(".zgroup")) is None \
             and not _same_children(zstore, zmetadata):
         view = "objects"  # another tool's .zmetadata that misses nodes added since (or lists removed ones)
-    if view == "use" and zstore.use_consolidated(zmetadata, force=True):
+    if view in ("use", "given") and zstore.use_consolidated(zmetadata, force=True):
         served = zstore.consolidated
         root_objs[".zgroup"], root_objs[".zattrs"] = served.get(".zgroup"), served.get(".zattrs")
         tree.consolidated = True

@@ -110,6 +110,10 @@ def _read_root(tree: TreeMeta, root_objs: dict[str, Any], zmetadata: Any) -> _Wa
     v1 = root_objs[".nczarr"] is not None or root_objs[".nczgroup"] is not None
     root = parse_group(NodeObjects("/", root_objs), store=zstore.display)
     tree.groups["/"] = root
+    if not root.is_nczarr and not v1:
+        # netcdf-c reads a root without an NCZarr superblock as pure Zarr, whatever the arrays'
+        # NCZarr keys say (zinfer.c; docs/format-notes.md): so do we (a root rewritten by zarr-python)
+        pure = True
     default_maxstrlen = root.default_maxstrlen
     if root.is_nczarr and default_maxstrlen is None:
         default_maxstrlen = NC_DEFAULT_MAXSTRLEN

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -48,17 +48,86 @@ if TYPE_CHECKING:
     from ..io.commit import Transaction
 
 
-def _base_tree(zstore: ZStore) -> tuple[Any, dict[str, Any]]:
+def _base_tree(zstore: ZStore, *, consolidated: bool = True, touched: Callable[[Any], Iterable[str]] | None = None,
+               mended: dict[str, Any] | None = None) -> tuple[Any, dict[str, Any]]:
     """The store's metadata as the write starts from it (read after the claim) and every metadata
-    object read (key -> JSON), for ``Transaction.set_base``."""
+    object read (key -> JSON), for ``Transaction.set_base``.
+
+    Served from ``.zmetadata``, the objects of the nodes ``touched(tree)`` names (the ones the write
+    rewrites) are read too: when another tool changed one without re-consolidating, the whole tree
+    is read from the objects, so that the write neither reverts that change nor hides it. A
+    ``.zgroup``/``.zarray`` that lost NCZarr keys our ``.zmetadata`` has (zarr-python rewrites them
+    without) is read with them put back, and is put in ``mended`` (key -> object) for the write to
+    commit (``io.drift``)."""
     from ..read.tree import open_tree
 
     recorded: dict[str, Any] = {}
     zstore.recorded = recorded
     try:
-        return open_tree(zstore), recorded
+        tree = open_tree(zstore, consolidated=consolidated)
+        served: dict[str, Any] | None = dict(recorded) if tree.consolidated else None
+        if served is not None and (touched is None or not _changed_since(zstore, served, touched(tree))):
+            return tree, recorded
+        if served is not None:
+            recorded.clear()
+            tree = open_tree(zstore, consolidated=False)
+        lost = _lost_keys(zstore, recorded, served)
+        if lost:  # (the base stays what the store holds: a rollback restores it, the claim compares it)
+            real = dict(recorded)
+            tree = open_tree(zstore, serve={**real, **lost})
+            recorded.clear()
+            recorded.update(real)
+            if mended is not None:
+                mended.update(lost)
+        return tree, recorded
     finally:
         zstore.recorded = None
+
+
+def _lost_keys(zstore: ZStore, objects: Mapping[str, Any], served: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The ``.zgroup``/``.zarray`` objects that lost keys our ``.zmetadata`` (``served``, else read
+    here) holds for them, with those keys put back (``io.drift``): none without our ``.zmetadata``."""
+    from ..io.commit import ZMETADATA, consolidated_meta, version_of
+    from ..io.drift import lost_keys
+
+    if served is None:
+        served = consolidated_meta(zstore.get_json_many([ZMETADATA])[0]) or {}
+    if version_of(served.get(".zgroup")) is None:
+        return {}
+    out: dict[str, Any] = {}
+    for k, obj in objects.items():
+        lost = lost_keys(k, obj, served.get(k))
+        if lost:
+            out[k] = {**(obj or {}), **{n: served[k][n] for n in lost}}
+    return out
+
+
+def _changed_since(zstore: ZStore, served: Mapping[str, Any], nodes: Iterable[str]) -> bool:
+    """Whether a metadata object of ``nodes`` (group and array paths) differs from the copy
+    ``.zmetadata`` served (one batch of requests)."""
+    import json
+
+    from ..formats.nczarr import parse_json
+
+    keys = []
+    for node in dict.fromkeys(nodes):
+        lead = "" if node.strip("/") == "" else f"{node.strip('/')}/"
+        keys += [lead + (".zarray" if f"{lead}.zarray" in served else ".zgroup"), lead + ".zattrs"]
+    raws = zstore.get_many(keys)
+    for k, raw in zip(keys, raws, strict=True):
+        obj = None if raw is None else parse_json(bytes(raw), where=zstore.where(k), attributes=k.endswith(".zattrs"))
+        if json.dumps(obj, sort_keys=True, default=str) != json.dumps(served.get(k), sort_keys=True, default=str):
+            return True
+    return False
+
+
+def _groups_and_above(tree: Any, gpaths: Iterable[str]) -> list[str]:
+    """``gpaths`` and every group above them (the groups whose objects a write may rewrite)."""
+    out: list[str] = ["/"]
+    for g in gpaths:
+        parts = [p for p in g.strip("/").split("/") if p]
+        out += ["/" + "/".join(parts[:i]) for i in range(1, len(parts) + 1)]
+    return [g for g in dict.fromkeys(out) if g in tree.groups]
 
 
 def _start_writes(zstore: ZStore, txn: Transaction, tree: Any, base: dict[str, Any], *,
@@ -109,7 +178,13 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
     The order is the crash-safety contract, read top to bottom: plan and check every variable,
     record the ranges, write the chunks, then return the metadata.
     """
-    tree, base = _base_tree(zstore)
+    def touched(tree: Any) -> list[str]:  # every group above those written, every array on append_dim
+        on_dim = [p for p, m in tree.arrays.items()
+                  if append_dim in [r.rpartition("/")[2] for r in (m.dimension_references or m.array_dimensions or ())]]
+        return _groups_and_above(tree, groups) + on_dim
+
+    mended: dict[str, Any] = {}  # objects another tool rewrote without their NCZarr keys, mended
+    tree, base = _base_tree(zstore, touched=touched, mended=mended)
     _refuse_unwritable(zstore, tree, "append to")
     jobs = [_append_job(zstore, tree, gpath, str(name), var, append_dim, opts)
             for gpath, ds in _appended_groups(zstore, tree, groups)
@@ -127,8 +202,8 @@ def _append(zstore: ZStore, groups: Mapping[str, xr.Dataset], append_dim: str, o
     layout = _store_layout(tree)
     if layout is not None:
         updates.update(_grown_alongside(tree, dim_growth, append_dim, touched={k.rsplit("/", 1)[0] for k in updates}))
-        updates.update(_grown_dimensions(layout, base, updates, dim_growth, append_dim))
-    return updates
+        updates.update(_grown_dimensions(layout, {**base, **mended}, updates, dim_growth, append_dim))
+    return {**mended, **updates}
 
 
 def _appended_groups(zstore: ZStore, tree: Any, groups: Mapping[str, xr.Dataset]) -> Iterator[tuple[str, xr.Dataset]]:
@@ -380,7 +455,8 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     Long because planning, the same-values check for variables the store already holds and the
     metadata update share one opened tree and must happen in this order.
     """
-    tree, base = _base_tree(zstore)
+    mended: dict[str, Any] = {}  # objects another tool rewrote without their NCZarr keys, mended
+    tree, base = _base_tree(zstore, touched=lambda tree: _groups_and_above(tree, groups), mended=mended)
     nczarr = tree.root.is_nczarr
     _refuse_unwritable(zstore, tree, "add variables to")
     layout = _store_layout(tree)
@@ -424,13 +500,13 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     # the groups: new arrays and dimensions in the NCZarr group listing, attributes updated
     for gpath, planned in plans.items():
         prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
-        za = copy.deepcopy(base.get(prefix + ".zattrs") or {})
+        za = copy.deepcopy(mended.get(prefix + ".zattrs", base.get(prefix + ".zattrs")) or {})
         values, types = attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
         za.update(values)
         if layout is not None:
             za.setdefault(layout.key("attr"), {}).setdefault("types", {}).update(_typed(types, layout))
             obj = layout.obj("group")
-            holder = za if obj == ".zattrs" else copy.deepcopy(base.get(prefix + obj) or {})
+            holder = za if obj == ".zattrs" else copy.deepcopy(mended.get(prefix + obj, base.get(prefix + obj)) or {})
             info = holder.setdefault(layout.key("group"), {})
             dims = info.setdefault(layout.dims_key, {})
             for name, (size, unl) in declared.get(gpath, {}).items():
@@ -440,4 +516,4 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
             if holder is not za:
                 updates[prefix + obj] = holder
         updates[prefix + ".zattrs"] = za
-    return updates
+    return {**mended, **updates}
