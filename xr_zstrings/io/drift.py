@@ -55,9 +55,14 @@ class Drift:
         """(what is wrong, what ``repair`` does), in words (``zstrings check``'s state line)."""
         parts, does = [], []
         if self.lost:
-            parts.append(f"{self.lost_text()} (another tool rewrote them: zarr-python's attrs[...] = ... does); "
-                         "netcdf-c refuses an NCZarr array without its _nczarr_array and reads a root .zgroup "
-                         "without _nczarr_superblock as pure Zarr (no NCZarr dimensions)")
+            effects = []
+            if any(k.endswith(".zarray") for k in self.lost):
+                effects.append("netcdf-c refuses an NCZarr array without its _nczarr_array ('NCZarr error')")
+            if ".zgroup" in self.lost or ".zattrs" in self.lost:
+                effects.append("netcdf-c and engine='zstrings' read a root without its NCZarr superblock as pure "
+                               "Zarr (no NCZarr dimensions)")
+            parts.append(f"{self.lost_text()} (another tool rewrote them: zarr-python's attrs[...] = ... does)"
+                         + (f"; {'; '.join(effects)}" if effects else ""))
             does.append(f"put the lost keys back (from {self.source})")
         if self.differ:
             shown = ", ".join(self.differ[:5]) + (f", ... ({len(self.differ)} in all)" if len(self.differ) > 5 else "")
