@@ -18,7 +18,9 @@ that readers must never see half done, and that a killed writer must never leave
 2. **Chunks.** Before writing any chunk the journal records what the write may leave (the ranges
    an append writes, the arrays a write adds). An append's new chunks lie outside the old shape,
    and its rewritten partial last chunk keeps the old values, so readers of the old metadata never
-   see them.
+   see them. Other tools take no claim (xarray's ``to_zarr(mode="a")``): after recording, and again
+   before the window, the write re-reads the objects it changes and ``.zmetadata``'s ETag, and
+   fails on a change since it began (``Transaction._check_unchanged``), keeping that change.
 3. **Metadata window.** The journal records the old value of every metadata object the write
    changes; the root ``.zgroup`` becomes a *placeholder* (refused by every per-object reader:
    netcdf-c says "NCZarr error", zarr-python and xarray refuse it); the metadata objects change.
@@ -36,7 +38,8 @@ window, then the new version.
 **Recovery** (the next writer, ``repair``): a journal whose commit id is the one in ``.zmetadata`` is
 *rolled forward* (the per-object metadata are written from ``.zmetadata``); any other is *rolled
 back* (the chunks it may have written are undone by the caller's ``undo`` function, the metadata
-objects get their recorded old values back). A whole-store write (new store, ``mode="w"``) that
+objects get their recorded old values back), but for an appended array another tool grew since
+(``foreign_appends``): its chunks and metadata are left as they are. A whole-store write (new store, ``mode="w"``) that
 had not committed cannot be completed without its writer: it is rolled back to an empty target
 once the old version was removed, else to the old version.
 

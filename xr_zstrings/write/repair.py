@@ -32,7 +32,6 @@ from ..io.commit import (
     StoreState,
     Transaction,
     VersionRecord,
-    VersionRecord,
     foreign_appends,
     inspect_store,
     new_id,
@@ -40,7 +39,6 @@ from ..io.commit import (
     recover,
     refuse_foreign,
 )
-from ..io.drift import Drift, find_drift
 from ..io.drift import Drift, find_drift
 from ..io.zstore import ZStore
 
@@ -324,11 +322,6 @@ def _repair(zstore: ZStore, display: str, *, force: bool) -> RepairReport:
     if drift:
         what, _ = drift.describe()
         return RepairReport(display, what, _reconsolidate(zstore, drift, state), True)
-    drift = find_drift(zstore, state.consolidated, state.root_obj) if state.fmt == "v2" and (
-        action == "nothing to do" or "re-consolidate" in action) else None
-    if drift:
-        what, _ = drift.describe()
-        return RepairReport(display, what, _reconsolidate(zstore, drift, state), True)
     if "re-consolidate" in action:
         return RepairReport(display, what, _reconsolidate(zstore), True)
     if action == "nothing to do":
@@ -398,3 +391,4 @@ def _reconsolidate(zstore: ZStore, drift: Drift | None = None, state: StoreState
     if mended and drift is not None:
         done = f"put back what {drift.lost_text()} (from {drift.source}); {done}"
     return done
+
