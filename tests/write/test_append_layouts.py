@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import uuid
 import warnings
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ import zarr
 from xr_zstrings import to_nczarr
 from xr_zstrings.errors import StringOverflowError, StringTruncationWarning, ZStringsError
 
+BUCKET = "zstrings-append-layouts"
 NA = np.dtypes.StringDType(na_object=None)
 OLD = ["a", "bb", "hello"]
 
@@ -235,3 +237,19 @@ def test_chunk_keys_keep_the_stores_separator(tmp_path: Path) -> None:
     for name in ("s", "n"):
         assert zarr.open_array(ours / name, mode="r")[:].tolist() == zarr.open_array(theirs / name, mode="r")[:].tolist()
     assert sorted(p.name for p in (ours / "s").iterdir()) == sorted(p.name for p in (theirs / "s").iterdir())
+
+
+@pytest.mark.parametrize(("layout", "fill", "new"), [CASES[0], CASES[4]])
+def test_append_on_s3_reads_as_xarrays_own_append(s3: Any, tmp_path: Path, layout: str, fill: Any,
+                                                  new: list[str | None]) -> None:
+    """The same in object storage (moto): the store uploaded, appended there, read back locally."""
+    made, theirs = tmp_path / "made.zarr", tmp_path / "xarray.zarr"
+    _make(made, layout, fill)
+    shutil.copytree(made, theirs)
+    _xarray_append(theirs, layout, new)
+    prefix = f"layouts-{uuid.uuid4().hex[:8]}/s.zarr"
+    url = s3.upload(made, BUCKET, prefix)
+    to_nczarr(_ours(new), url, mode="a", append_dim="t", storage_options=s3.options())
+    ours = s3.download(BUCKET, prefix, tmp_path / "ours.zarr")
+    assert _readings(ours) == _readings(theirs)
+    assert _without_our_record(_metadata(ours)) == _metadata(theirs)
