@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -550,12 +551,33 @@ def _store_findings(tree: Any, target: str, state: tuple[str, str] | None) -> li
         findings.append(Finding(".zstrings-journal", "a journal that repair and every writer refuse to act on",
                                 "remove it if you know no writer is running"))
     findings += _drift_findings(state, target)
+    findings += _leftover_findings(target)
     if tree.root.zarr_format == 3:
         findings.append(Finding("/", f"Zarr v3 store: netcdf-c {CURRENT.example} does not open it ('NetCDF: "
                                 "Unknown file format')", f"zstrings convert {target} {_suggest_dst(target)}"))
     else:
         findings += _name_findings(tree) + _depth_findings(tree)
     return findings + _open_findings(tree)  # (the variables' values are read by _array_findings)
+
+
+def _leftover_findings(target: str) -> list[Finding]:
+    """The temporary files a killed writer or ``repair`` left in a local store or beside it (what
+    ``zstrings repair`` removes: ``io.atomic.leftover_temporaries``, ``leftovers_beside``)."""
+    from pathlib import Path
+
+    from ..io.atomic import leftover_temporaries, leftovers_beside, lock_held
+    from ..io.targets import local_target
+
+    local = local_target(target)
+    if local is None or local[1] or not local[0].is_dir():
+        return []
+    path = Path(os.path.abspath(local[0]))
+    if lock_held(path):  # a write under way: what is there is its own
+        return []
+    inside = [q.relative_to(path).as_posix() for q in leftover_temporaries(path)]
+    beside = [f"../{q.name}" for q in leftovers_beside(path)]
+    return [Finding(name, "a temporary file an interrupted write or repair left (no version readers see holds it)",
+                    f"zstrings repair {target} removes it") for name in inside + beside]
 
 
 def _print_finding(f: Finding, *, under_its_line: bool = False) -> None:

@@ -24,7 +24,9 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -36,7 +38,8 @@ from zarr.storage import LocalStore
 from ..errors import ConcurrentWriteError, TargetExistsError
 from .zstore import ZStore, refuse_links
 
-__all__ = ["INCOMPLETE_MARKER", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "local_commit", "target_lock"]
+__all__ = ["INCOMPLETE_MARKER", "TEMPORARY", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "leftover_temporaries",
+           "leftovers_beside", "local_commit", "lock_held", "partial_name", "target_lock"]
 
 # The key that marks a placeholder root object written first and replaced last on stores that cannot
 # swap (object storage, zarr-python Store objects); the reader refuses it with "incomplete".
@@ -81,6 +84,72 @@ def lock_timeout() -> float:
 
 def _sibling(target: Path, tag: str, suffix: str = "") -> Path:
     return target.with_name(f".{target.name}.zstrings-{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
+
+
+def partial_name(name: str) -> str:
+    """The temporary file an object ``name`` is written to before it is renamed over the object
+    (``commit._LocalOps.put``): ``<name>.<8 hex digits>.partial`` (``TEMPORARY`` matches exactly these)."""
+    return f"{name}.{uuid.uuid4().hex[:8]}.partial"
+
+
+#: the temporary files our writers and ``repair`` make inside a local store, and nothing else: an object
+#: being written (``partial_name``) and the root ``zarr.json`` of an in-place ``migrate``
+#: (``write.migrate._replace``). zarr-python's own (``<stem>.<32 hex digits>.partial``) do not match.
+TEMPORARY = re.compile(r"(?:.+\.[0-9a-f]{8}\.partial|\.zarr\.json\.zstrings-tmp-[0-9]+)")
+
+
+def leftover_temporaries(store: Path) -> list[Path]:
+    """Temporary files a killed writer or ``repair`` left inside the local store ``store`` (names
+    ``TEMPORARY`` matches exactly; the in-place ``migrate``'s only at the root), sorted. Every folder
+    is listed: they can lie beside any metadata object. Links are neither followed nor listed (a
+    stack, not ``os.walk``: see ``_link_tree``)."""
+    found: list[Path] = []
+    stack = [os.fspath(store)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                stack.append(e.path)
+            elif e.is_file(follow_symlinks=False) and TEMPORARY.fullmatch(e.name) and \
+                    (e.name.endswith(".partial") or folder == os.fspath(store)):
+                found.append(Path(e.path))
+    return sorted(found)
+
+
+def lock_held(target: Path) -> bool:
+    """Whether a writer holds ``target``'s writer lock now (``target_lock``): what is beside the target
+    and in it may then be that writer's, not a leftover. Takes no lock; False without ``fcntl``."""
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows
+        return False
+    try:
+        fd = os.open(target.with_name(f".{target.name}.zstrings-lock"), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def leftovers_beside(target: Path) -> list[Path]:
+    """What killed writers left beside ``target`` (``_recover`` removes them): their unfinished
+    temporary trees and zip files, and an old version a fallback swap renamed aside; not the lock."""
+    prefix = f".{target.name}.zstrings-"
+    try:
+        siblings = list(target.parent.iterdir())
+    except OSError:
+        return []
+    return sorted(p for p in siblings if p.name.startswith(prefix) and p.name != f"{prefix}lock")
 
 
 @contextlib.contextmanager
@@ -305,14 +374,76 @@ class CloneStore(LocalStore):
             pass
 
     async def set(self, key: str, value: Any) -> None:
-        self._unshare(key)
-        await super().set(key, value)
+        with _writing(self.root, key):
+            self._unshare(key)
+            await super().set(key, value)
+
+    async def set_if_not_exists(self, key: str, value: Any) -> None:
+        with _writing(self.root, key):
+            await super().set_if_not_exists(key, value)
+
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> Any:
+        with _writing(self.root, key):  # (a store not yet opened makes its folder on a read)
+            return await super().get(key, prototype, byte_range)
 
     if hasattr(LocalStore, "set_sync"):  # zarr >= 3.2 writes through it without the event loop
 
         def set_sync(self, key: str, value: Any) -> None:
-            self._unshare(key)
-            super().set_sync(key, value)
+            with _writing(self.root, key):
+                self._unshare(key)
+                super().set_sync(key, value)
+
+    if hasattr(LocalStore, "get_sync"):
+
+        def get_sync(self, key: str, *args: Any, **kw: Any) -> Any:
+            with _writing(self.root, key):
+                return super().get_sync(key, *args, **kw)
+
+
+class _Gate:
+    """The writes under way into one temporary store (``CloneStore``), and whether it is shut."""
+
+    def __init__(self) -> None:
+        self.cond = threading.Condition()
+        self.writing = 0
+        self.shut = False
+
+
+_GATES: dict[str, _Gate] = {}
+_GATES_LOCK = threading.Lock()
+
+
+def _gate(root: Any) -> _Gate:
+    with _GATES_LOCK:
+        return _GATES.setdefault(os.path.abspath(root), _Gate())
+
+
+@contextlib.contextmanager
+def _writing(root: Any, key: str) -> Iterator[None]:
+    """One write (or read: a store not yet opened makes its folder) into the temporary store
+    ``root``, refused once it is shut (``_shut``)."""
+    gate = _gate(root)
+    with gate.cond:
+        if gate.shut:
+            raise OSError(errno.ECANCELED, "the write into this temporary store failed and it was removed",
+                          os.path.join(root, key))
+        gate.writing += 1
+    try:
+        yield
+    finally:
+        with gate.cond:
+            gate.writing -= 1
+            gate.cond.notify_all()
+
+
+def _shut(tmp: Path, wait: float = 60.0) -> None:
+    """Refuse every later write into ``tmp`` and wait (at most ``wait`` s) for those under way: when
+    one write of a batch fails (a full disk) zarr-python raises while its other writes go on in
+    threads, which would make the folder again after it is removed."""
+    gate = _gate(tmp)
+    with gate.cond:
+        gate.shut = True
+        gate.cond.wait_for(lambda: gate.writing == 0, wait)
 
 
 #: the root objects of a store a write could have made (Zarr v2 / NCZarr 2 group or array, consolidated
@@ -565,5 +696,8 @@ def local_commit(target: Path, *, mode: str, display: str, zip_file: bool = Fals
             yield tmp
             _swap_in(tmp, target)
         except BaseException:
+            _shut(tmp)  # threads still writing into it finish first; later ones are refused (kept shut)
             _remove(tmp)
             raise
+        with _GATES_LOCK:  # (a write that succeeded: nothing is writing into it any more)
+            _GATES.pop(os.path.abspath(tmp), None)

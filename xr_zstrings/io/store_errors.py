@@ -42,13 +42,22 @@ _RETRY_HELP = ("each request gives up after storage_options 'timeout' (default 3
 def local_os_error(e: BaseException, what: str) -> ZStringsError | None:
     """A local file system's refusal (an ``OSError`` the OS raised, which carries an errno and the
     path; object storage's errors carry none) in words naming the path and the local cause: a
-    permission problem, or a read-only file system. None for any other error."""
+    permission problem, a read-only file system, or a full one (no space, or the user's quota). None
+    for any other error."""
     import errno
 
-    if not isinstance(e, OSError) or e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+    full = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+    if not isinstance(e, OSError) or e.errno not in (errno.EACCES, errno.EPERM, errno.EROFS, *full):
         return None
     path = redact(e.filename if e.filename is not None else "?")
     cause = f"[Errno {e.errno}] {e.strerror}"
+    if e.errno in full:
+        where = f"the file system holding {path!r} is full" if e.filename is not None else "the file system is full"
+        return ZStringsError(
+            f"{what}: {where} ({cause}): the disk is full. Free space there (or write to another location), "
+            "then write again. An append or added variables that found no space left to undo itself leave the "
+            "store as `zstrings check` names it (an interrupted write; readers see the version before it): "
+            "then run `zstrings repair` on the store once space is freed, before writing again.")
     if e.errno == errno.EROFS:
         return ZStringsError(
             f"{what}: {path!r} is on a read-only file system ({cause}). Write to a location on a "

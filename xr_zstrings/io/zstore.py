@@ -592,13 +592,24 @@ class ZStore:
 
         async def run() -> None:
             sem = asyncio.Semaphore(_MAX_CONCURRENCY)
+            failed: list[Exception] = []
 
             async def one(k: str, v: bytes) -> None:
                 async with sem:
+                    if failed:  # (one failed: the rest are not started)
+                        return
                     self._count()
-                    await self.store.set(self.full_key(k), cpu.Buffer.from_bytes(v))
+                    try:
+                        await self.store.set(self.full_key(k), cpu.Buffer.from_bytes(v))
+                    except Exception as e:  # noqa: BLE001 - raised below, once every write has ended
+                        failed.append(e)
 
+            # every write started has ended when this returns: a local write's thread left running
+            # would write into a folder its writer removes on the error (a full disk: the temporary
+            # store came back beside the target)
             await asyncio.gather(*(one(k, v) for k, v in items))
+            if failed:
+                raise failed[0]
 
         with mapped_errors(f"Could not write to {self.display}", self.probe):
             sync(run())

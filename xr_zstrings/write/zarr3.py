@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import base64
 import collections
+import contextlib
 import functools
 import itertools
 import json
@@ -648,11 +649,26 @@ def _write_local(target: Any, path: Any, is_zip: bool, prepared: list[Any], *, g
             raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
                                 "overwrites. Pass mode='w' to replace it.")
         try:
-            with local_scheduler(zs):
+            with local_scheduler(zs), _local_errors(display):
                 _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
         finally:
             if is_zip and tmp is not None:
                 zs.store.close()
+
+
+@contextlib.contextmanager
+def _local_errors(display: str) -> Iterator[None]:
+    """A local file system's refusal raised by zarr-python's writes (a full disk, a permission) as
+    our error naming the target and the fix (``io.store_errors.local_os_error``), not a bare OSError."""
+    from ..io.store_errors import local_os_error
+
+    try:
+        yield
+    except OSError as e:
+        err = local_os_error(e, f"Could not write to {display}")
+        if err is None:
+            raise
+        raise err from e
 
 
 def _write_into(zs: ZStore, prepared: list[Any], *, group: str | None, mode: str, consolidated: bool,
