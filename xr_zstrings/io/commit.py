@@ -1553,6 +1553,7 @@ class Transaction:
     def finish(self) -> None:
         """End the write: the claim is released while it is ours (the v3 writer, whose root
         zarr.json is its commit point, calls it after writing that)."""
+        sys.audit("xr_zstrings.commit", "committed")
         self._unfence()
         self._release_claim()
         self._done = True
