@@ -115,6 +115,40 @@ def test_a_resumed_writer_leaves_the_takers_claim_alone(target: Target) -> None:
     assert target.journal() is None
 
 
+def test_a_resumed_zarr_v3_writer_leaves_the_takers_claim_alone(tmp_path: Path, s3: S3Server,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37, scenario 1 with ``to_zarr_v3(mode="w")`` on S3: A replaces the store and stops right
+    after writing its root zarr.json (its commit point); B takes over once A's lease ran out and
+    stops at its claim; A continues and must leave B's claim alone, so C, running while B writes,
+    is refused or runs after B (before: 390-410 of 690 values were another writer's)."""
+    monkeypatch.setenv("XR_ZSTRINGS_LOCK_TIMEOUT", str(LEASE))
+    t = Target("s3", tmp_path, s3)
+    from xr_zstrings import to_zarr_v3
+
+    to_zarr_v3(rows(0, 40, "base"), t.store(), storage_options=t.so)
+    a = Writer(t.spec("v3-replace", 0, 60, "a", pause="committed")).start().paused()
+    time.sleep(LEASE + 1)
+    b = Writer(t.spec("v3-replace", 0, 70, "b", pause="claimed", slow=0.25)).start().paused()
+    try:
+        assert a.resume().result() == {"outcome": "ok"}
+        assert t.journal() is not None  # B's claim
+        b.resume()
+        c = Writer(t.spec("v3-replace", 0, 80, "c")).start().result()
+        got_b = b.result()
+    finally:
+        a.kill()
+        b.kill()
+    assert got_b == {"outcome": "ok"}, got_b
+    last = (0, 80, "c") if c["outcome"] == "ok" else (0, 70, "b")
+    if c["outcome"] != "ok":
+        assert c["outcome"] == "ConcurrentWriteError" and "another writer" in c["message"], c
+    want = _expect([last])
+    assert xr.open_dataset(t.store(), engine="zstrings", storage_options=t.so)["name"].values.tolist() == want
+    peer = zarr.open_group(t.local_copy(), mode="r")["name"][:].tolist()
+    assert peer == want
+    assert t.journal() is None
+
+
 def test_a_stalled_writer_writes_no_metadata_after_the_takeover(target: Target) -> None:
     """Issue 37, scenario 2. A stops in its metadata window (step ``window``: its placeholder root
     written, its metadata objects not yet); B takes the store over when A's lease ran out (rolling
