@@ -556,7 +556,7 @@ def _store_findings(tree: Any, target: str, state: tuple[str, str] | None) -> li
         findings.append(Finding("/", f"Zarr v3 store: netcdf-c {CURRENT.example} does not open it ('NetCDF: "
                                 "Unknown file format')", f"zstrings convert {target} {_suggest_dst(target)}"))
     else:
-        findings += _name_findings(tree) + _depth_findings(tree)
+        findings += _name_findings(tree) + _depth_findings(tree) + _v3_findings(tree, target)
     return findings + _open_findings(tree)  # (the variables' values are read by _array_findings)
 
 
@@ -578,6 +578,17 @@ def _leftover_findings(target: str) -> list[Finding]:
     beside = [f"../{q.name}" for q in leftovers_beside(path)]
     return [Finding(name, "a temporary file an interrupted write or repair left (no version readers see holds it)",
                     f"zstrings repair {target} removes it") for name in inside + beside]
+
+
+def _v3_findings(tree: Any, target: str) -> list[Finding]:
+    """A store migrated in place whose Zarr v3 metadata (what engine="zarr" reads) disagree with its
+    v2 metadata: v3 readers see another version than v2 readers (``migrate.v3_out_of_step``)."""
+    from ..write.migrate import v3_out_of_step
+
+    return [Finding(path, f"its Zarr v3 metadata disagree with the v2 metadata: {why}, so engine='zarr' and "
+                    "zarr-python read another version than engine='zstrings' and netcdf-c",
+                    f"zstrings repair {target} (writes the v3 metadata again from the v2 metadata)")
+            for path, why in sorted(v3_out_of_step(tree).items())]
 
 
 def _print_finding(f: Finding, *, under_its_line: bool = False) -> None:

@@ -173,15 +173,19 @@ class ZStore:
         self.pinned_lineage = self.read_lineage if token is not None else None
 
     def lineage_now(self) -> str | None:
-        """The lineage the local store's root ``.zgroup`` names now (also a placeholder's)."""
+        """The lineage the local store's root ``.zgroup`` names now (also a placeholder's). A root
+        without our version record (another tool's store) stands for its lineage itself, by its file
+        identity (``"zgroup:<inode>-<mtime>-<size>"``): a replacement writes it again (xarray's
+        mode="w" removes the folder), an in-place migration (zarr.json beside it) leaves it."""
         from .commit import version_of  # (commit imports this module)
 
         try:
             with open(Path(cast(Any, self.store).root) / self.full_key(".zgroup"), "rb") as f:  # (a LocalStore)
+                st = os.fstat(f.fileno())
                 rec = version_of(parse_json(f.read(), where=self.where(".zgroup")))
         except (OSError, ZStringsError):
             return None
-        return rec.lineage if rec is not None else None
+        return rec.lineage if rec is not None else f"zgroup:{st.st_ino}-{st.st_mtime_ns}-{st.st_size}"
 
     def same_version(self, token: tuple[int, int] | None, lineage: str | None) -> bool:
         """Whether the local store still holds the version of ``token``/``lineage``: the same

@@ -75,15 +75,21 @@ def open_tree(zstore: ZStore, *, consolidated: bool = True, serve: Mapping[str, 
     """
     for _ in range(10):
         before = zstore.version_token()
+        # a root without our version record: its identity is its lineage (ZStore.lineage_now), taken
+        # before the read and compared after it (same_version), so it is the read version's
+        root_id = zstore.lineage_now() if before is not None else None
         try:
             tree = _open_tree(zstore, consolidated=consolidated, serve=serve)
         except ZStringsError:
             if before is None or zstore.version_token() == before:
                 raise
             continue
-        if before is None or zstore.same_version(before, tree.lineage):
+        lineage = tree.lineage
+        if lineage is None and root_id is not None and root_id.startswith("zgroup:"):
+            lineage = root_id
+        if before is None or zstore.same_version(before, lineage):
             tree.version = before
-            zstore.read_lineage = tree.lineage
+            zstore.read_lineage = lineage
             return tree
     return _open_tree(zstore, consolidated=consolidated, serve=serve)
 

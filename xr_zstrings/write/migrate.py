@@ -19,13 +19,21 @@ plan -> commit, like every writer here:
   swapped in whole; on object storage the root ``zarr.json`` is written last (a new location gets
   the placeholder root first). Nothing of a reusable array's chunks is read.
 
-After an in-place migration the v3 metadata describe the store as it was: a later v2 write
-(``to_nczarr(..., mode="a")``, netcdf-c) is not seen by v3 readers until ``migrate`` runs again.
+In place, ``migrate`` is a writer like an append: it claims the store (a local path's writer lock
+and the journal, ``io.commit.Transaction``) before it reads it, so it migrates the version it holds
+(an append running meanwhile is waited for locally, or makes it refuse with ``ConcurrentWriteError``).
+A killed migration leaves its journal: ``repair`` (or the next writer) removes the v3 metadata it was
+writing (v3 readers then read the v2 metadata; v2 readers never noticed). Our appends and added
+variables to a store migrated in place write its v3 metadata again after their commit
+(``keep_v3_in_step``); another tool's v2 write is not seen by v3 readers until ``migrate`` or
+``repair`` runs again, and ``zstrings check`` names the arrays whose v3 metadata disagree
+(``v3_out_of_step``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -39,7 +47,7 @@ import numpy as np
 
 from ..codecs.encoding import v2_codec_as_v3
 from ..codecs.v3 import V3Pipeline
-from ..errors import UnsupportedError, ZStringsError
+from ..errors import ConcurrentWriteError, UnsupportedError, ZStringsError
 from ..formats.nczarr import ArrayMetaV2
 from ..formats.netcdf_c import is_nczarr
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
@@ -53,9 +61,11 @@ from ..read.chunked import open_chunked
 from ..read.paths import join_path, node_key
 from ..read.tree import TreeMeta, open_tree
 from ..read.variables import MISSING_MARKER, joined_char_arrays, resolve_dims
+from .repair import undo
 from .zarr3 import _claim_transactional, _consolidated_root, _transactional
 
-__all__ = ["ArrayPlan", "MigrationReport", "migrate", "overlaps", "plan_migration"]
+__all__ = ["ArrayPlan", "MigrationReport", "keep_v3_in_step", "migrate", "overlaps", "plan_migration",
+           "v3_out_of_step"]
 
 #: a JSON object of metadata (a zarr.json, a codec)
 JSONObject = dict[str, Any]
@@ -715,13 +725,29 @@ def migrate(
         raise ZStringsError(f"Invalid missing={missing!r}: expected 'values' (keep the chunks; missing bytes read as "
                             "the fill) or 'optional' (rewrite such arrays into zarrs' nullable optional type).")
     so = dict(storage_options) if storage_options else None
+    if target is None and not dry_run:  # a writer: claimed before it reads what it migrates
+        return _migrate_in_place(source, so, consolidated=consolidated, missing=missing, check_utf8=check_utf8)
     src = open_store(source, mode="r", storage_options=so)
     if target is not None and overlaps(src, target, dict(target_storage_options) if target_storage_options else None):
         raise ZStringsError(
             f"Cannot migrate {src.display} to {shown(target)}: the target is the source, or holds it, or lies "
             "inside it, and writing it would remove the chunks being migrated. Pass no target to migrate in "
             "place (zstrings migrate SRC), which keeps the source's v2 metadata, or choose another target.")
-    tree = open_tree(src)
+    arrays, groups, report = _planned(src, open_tree(src), target, missing=missing, check_utf8=check_utf8,
+                                      dry_run=dry_run)
+    if dry_run:
+        return report
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # zarr-python: numcodecs.* are not in the v3 spec
+        tso = dict(target_storage_options) if target_storage_options else so
+        report.chunks_transferred, report.transfer = _commit_new(src, target, mode, arrays, groups, consolidated, tso)
+    return report
+
+
+def _planned(src: ZStore, tree: TreeMeta, target: Any, *, missing: str | None, check_utf8: bool,
+             dry_run: bool) -> tuple[dict[str, ArrayPlan], dict[str, JSONObject], MigrationReport]:
+    """The migration of ``tree`` (read from ``src``) and its report; refuses (before anything is
+    written) a store whose bytes arrays would lose their missing values while ``missing`` is None."""
     in_place = target is None
     arrays, groups = plan_migration(tree, in_place=in_place, missing=missing or "values")
     report = MigrationReport(
@@ -737,9 +763,7 @@ def migrate(
         report.not_utf8 = {p: why for p in text if (why := _utf8_problem(src, arrays[p]))}
     else:
         report.utf8_unchecked = text
-    if dry_run:
-        return report
-    if missing is None and report.missing_lost:  # (said before anything changes, never after)
+    if not dry_run and missing is None and report.missing_lost:  # (said before anything changes, never after)
         raise ZStringsError(
             f"Cannot migrate {src.display} without a choice: the missing values of {len(report.missing_lost)} bytes "
             f"array(s) ({', '.join(report.missing_lost)}) would read as values after migration, because no Zarr v3 "
@@ -747,41 +771,144 @@ def migrate(
             "optional) to rewrite just those arrays into zarrs' nullable optional type, which keeps them missing, "
             "or missing='values' (--missing values) to keep their chunks, the missing values then reading as the "
             "fill. Nothing was written.")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # zarr-python: numcodecs.* are not in the v3 spec
-        if in_place:
-            report.chunks_transferred, report.transfer = _commit_in_place(source, src, arrays, groups, consolidated, so)
-        else:
-            tso = dict(target_storage_options) if target_storage_options else so
-            report.chunks_transferred, report.transfer = _commit_new(src, target, mode, arrays, groups, consolidated,
-                                                                     tso)
+    return arrays, groups, report
+
+
+def _migrate_in_place(source: Any, so: JSONObject | None, *, consolidated: bool, missing: str | None,
+                      check_utf8: bool) -> MigrationReport:
+    """v3 metadata beside the v2 metadata, as a writer like an append: the store is claimed (the
+    writer lock of a local path, and the journal, ``io.commit.Transaction``) *before* it is read, so
+    the v3 metadata describe the version the claim holds, never one an append committed meanwhile."""
+    with _claimed(source, so) as (zs, txn):
+        arrays, groups, report = _planned(zs, open_tree(zs), None, missing=missing, check_utf8=check_utf8,
+                                          dry_run=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # zarr-python: numcodecs.* are not in the v3 spec
+            report.chunks_transferred, report.transfer = _write_in_place(zs, txn, arrays, groups, consolidated)
     return report
 
 
-def _commit_in_place(source: Any, src: ZStore, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, JSONObject],
-                     consolidated: bool, so: JSONObject | None) -> tuple[int, str]:
-    """v3 metadata beside the v2 metadata. Nothing a v2 reader reads changes, so no clone is made:
-    under the writers' lock (``io.atomic``, serialised with appends), an older migration's root
-    zarr.json goes first, the arrays' metadata are written, and the root last (locally by a rename)."""
+@contextlib.contextmanager
+def _claimed(source: Any, so: JSONObject | None) -> Iterator[tuple[ZStore, Transaction]]:
+    """The store ``source`` claimed for an in-place migration (released at the end; on an exception
+    what the migration wrote is undone: ``write.repair.undo``)."""
     local = local_target(source) if isinstance(source, str | os.PathLike) else None
     if local is not None and local[1]:
-        raise UnsupportedError(f"Cannot migrate the zip file {src.display} in place: zip files are not changed "
+        raise UnsupportedError(f"Cannot migrate the zip file {shown(source)} in place: zip files are not changed "
                                "in place. Pass a target (a directory) to migrate into.")
     if local is None:
-        dst = open_store(source, mode="a", storage_options=so)
-        if dst.get_bytes("zarr.json") is not None:
-            _delete(dst, "zarr.json")  # v3 readers fall back to the v2 metadata until the new root
-        return _write(src, dst, arrays, groups, consolidated, True)
+        zs = open_store(source, mode="a", storage_options=so)
+        with Transaction.begin(zs, "migrate", undo=undo) as txn:
+            yield zs, txn
+            txn.finish()
+        return
     from zarr.storage import LocalStore
 
+    display = open_store(source, mode="r", storage_options=so).display  # (no store there: its error)
     path = Path(os.path.abspath(local[0]))
-    recover(path, src.display)
-    with target_lock(path, src.display):
-        if (path / "zarr.json").exists():
-            os.unlink(path / "zarr.json")
-            _stale_v3(path)
-        dst = ZStore(LocalStore(path, read_only=False), display=src.display)
-        return _write(src, dst, arrays, groups, consolidated, True, put_root=lambda b: _replace(path / "zarr.json", b))
+    recover(path, display)
+    with target_lock(path, display):
+        zs = ZStore(LocalStore(path, read_only=False), display=display)
+        with Transaction.begin(zs, "migrate", undo=undo) as txn:
+            yield zs, txn
+            txn.finish()
+
+
+def _write_in_place(zs: ZStore, txn: Transaction, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, JSONObject],
+                    consolidated: bool) -> tuple[int, str]:
+    """Nothing a v2 reader reads changes, so no clone is made: the journal says v3 metadata are being
+    written (a recovery removes them: ``write.repair.undo``), an older migration's root zarr.json goes
+    first (v3 readers fall back to the v2 metadata until the new root), the arrays' metadata are
+    written, and the root last (locally by a rename)."""
+    txn.record_writes()
+    root = _local_root(zs)
+    if zs.get_bytes("zarr.json") is not None:
+        if root is not None:
+            os.unlink(root / "zarr.json")
+            _stale_v3(root)
+        else:
+            _delete(zs, "zarr.json")
+    put_root = None if root is None else (lambda b: _replace(root / "zarr.json", b))
+    return _write(zs, zs, arrays, groups, consolidated, True, put_root=put_root)
+
+
+def keep_v3_in_step(zstore: ZStore) -> bool:
+    """After a Zarr v2 write committed to a store migrated in place: its v3 metadata written again
+    from the v2 metadata, under a claim of their own, so that v3 readers (engine="zarr") see the
+    write too; False when there was nothing to do or another writer holds the store (that writer
+    brings them in step when it ends: every writer of ours does). The choices of the migration are
+    kept: consolidated or not, ``missing="optional"`` where its arrays have zarrs' optional type."""
+    zs = ZStore(zstore.store, prefix=zstore.prefix, display=zstore.display, modes=zstore.modes,
+                remote=zstore.remote)  # (nothing cached from before the write)
+    raw = zs.get_bytes("zarr.json")
+    if raw is None or zs.get_bytes(".zgroup") is None:
+        return False
+    try:
+        with Transaction.begin(zs, "migrate", undo=undo) as txn:
+            tree = open_tree(zs)
+            old = _v3_objects(zs, tree)
+            consolidated = isinstance(old.get("/"), Mapping) and old["/"].get("consolidated_metadata") is not None
+            missing = "optional" if "zarrs.optional" in json.dumps(old) else "values"
+            arrays, groups = plan_migration(tree, in_place=True, missing=missing)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)
+                _write_in_place(zs, txn, arrays, groups, consolidated)
+            txn.finish()
+    except ConcurrentWriteError:
+        return False
+    return True
+
+
+def _v3_objects(zs: ZStore, tree: TreeMeta) -> dict[str, Any]:
+    """The v3 metadata beside a v2 tree: node path -> its zarr.json (None: none), the root's included."""
+    paths = ["/", *sorted(tree.arrays), *sorted(p for p in tree.groups if p != "/")]
+    got = zs.get_json_many([node_key(p, "zarr.json") for p in paths])
+    return dict(zip(paths, got, strict=True))
+
+
+def v3_out_of_step(tree: TreeMeta) -> dict[str, str]:
+    """Where the Zarr v3 metadata beside a v2 / NCZarr store (migrated in place) disagree with its v2
+    metadata: array path -> what differs (shape, data type, a v3 array missing or left over), in its
+    own zarr.json or in the root's consolidated metadata, which engine="zarr" reads. Empty for a
+    store without v3 metadata, or in step."""
+    zs = tree.store
+    if tree.root.zarr_format == 3 or zs.get_bytes("zarr.json") is None:
+        return {}
+    try:
+        plans, _ = plan_migration(tree, in_place=True, missing="values")
+    except ZStringsError:
+        return {}
+    objs = _v3_objects(zs, tree)
+    root = objs.get("/")
+    cons = root.get("consolidated_metadata") if isinstance(root, Mapping) else None
+    cons_meta = cons.get("metadata") if isinstance(cons, Mapping) else None
+    out: dict[str, str] = {}
+
+    def differs(path: str, plan: ArrayPlan, got: Any, where: str) -> str:
+        if not isinstance(got, Mapping) or got.get("node_type") != "array":
+            return f"{where} has no Zarr v3 array for it (the v2 metadata have it, shape {plan.zarr_json['shape']})"
+        if list(got.get("shape") or ()) != list(plan.zarr_json["shape"]):
+            return (f"{where} says shape {list(got.get('shape') or ())}, the v2 metadata (.zarray) "
+                    f"{list(plan.zarr_json['shape'])}")
+        want, have = plan.zarr_json["data_type"], got.get("data_type")
+        optional = isinstance(have, Mapping) and have.get("name") == "zarrs.optional"
+        if have != want and not optional:
+            return f"{where} says data type {have!r}, the v2 metadata {want!r}"
+        return ""
+
+    for path, plan in plans.items():
+        why = differs(path, plan, objs.get(path), "its zarr.json")
+        if not why and isinstance(cons_meta, Mapping):
+            why = differs(path, plan, cons_meta.get(path.strip("/")), "the root zarr.json's consolidated metadata")
+        if why:
+            out[path] = why
+    if isinstance(cons_meta, Mapping):
+        for key, obj in cons_meta.items():
+            path = "/" + str(key).strip("/")
+            if isinstance(obj, Mapping) and obj.get("node_type") == "array" and path not in plans:
+                out[path] = ("the root zarr.json's consolidated metadata has a Zarr v3 array the v2 metadata no "
+                             "longer have")
+    return out
 
 
 def _replace(path: Path, data: bytes) -> None:

@@ -294,6 +294,9 @@ def to_nczarr(
             else:
                 updates = _append(zstore, groups, append_dim, opts, txn)
             txn.commit(updates)
+            from .migrate import keep_v3_in_step
+
+            keep_v3_in_step(zstore)  # a store migrated in place: v3 readers see the write too
         return
     if append_dim is not None:
         raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
