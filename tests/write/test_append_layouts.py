@@ -253,3 +253,21 @@ def test_append_on_s3_reads_as_xarrays_own_append(s3: Any, tmp_path: Path, layou
     ours = s3.download(BUCKET, prefix, tmp_path / "ours.zarr")
     assert _readings(ours) == _readings(theirs)
     assert _without_our_record(_metadata(ours)) == _metadata(theirs)
+
+
+def test_a_refused_append_to_a_slash_separated_store_leaves_its_keys(tmp_path: Path) -> None:
+    """The rollback of a refused append rewrites the partial chunk under the store's own key
+    (``1/0``): no ``1.0`` object is left beside the chunks, and every reader reads what it read."""
+    path = tmp_path / "s.zarr"
+    g = zarr.open_group(path, mode="w", zarr_format=2)
+    g.create_array("s", shape=(3, 2), chunks=(2, 2), dtype="<U4", fill_value="",
+                   chunk_key_encoding={"name": "v2", "separator": "/"},
+                   attributes={"_ARRAY_DIMENSIONS": ["t", "k"]})[:] = np.array([["a", "b"], ["c", "d"], ["e", "f"]])
+    zarr.consolidate_metadata(path)
+    keys = sorted(str(p.relative_to(path)) for p in (path / "s").rglob("*") if p.is_file())
+    before = [zarr.open_array(path / "s", mode="r")[:].tolist()]
+    new = np.array([["g", "h"], ["i", "j"], ["much too long", "k"]], dtype=NA)
+    with pytest.raises(StringOverflowError, match=r"value \(2, 0\) = .much too long."):
+        to_nczarr(xr.Dataset({"s": (("t", "k"), new)}).chunk({"t": 1}), path, mode="a", append_dim="t")
+    assert sorted(str(p.relative_to(path)) for p in (path / "s").rglob("*") if p.is_file()) == keys
+    assert [zarr.open_array(path / "s", mode="r")[:].tolist()] == before

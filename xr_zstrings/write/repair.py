@@ -104,6 +104,7 @@ def _rewrite_tail(zstore: ZStore, meta: Any, axis: int, n: int) -> None:
         attrs={}, kind=None, data=storage,
         pipeline=build_pipeline(meta.compressor, meta.filters, dtype=meta.dtype, string_kind=meta.string_kind,
                                 where=where),
+        separator=meta.dimension_separator,  # (the chunk's own key: 1/0 where the array says "/")
     )
     _write_numpy(zstore, target, storage, tuple(start // c if i == axis else 0 for i in range(len(meta.shape))))
 
