@@ -338,6 +338,41 @@ def test_a_repair_killed_before_its_rename_leaves_files_the_next_repair_removes(
         assert ds.sizes["obs"] == 230
 
 
+def test_what_a_killed_writer_left_beside_the_store_is_named_and_its_removal_said(tmp_path):
+    """A replacement (``mode="w"``) killed just before its swap leaves its temporary store beside the
+    target: `check` names it, `repair` removes it and says so (before: removed without a word, and
+    `check` said nothing); a user's file beside the store, named like it, stays."""
+    from kill_writer import dataset
+
+    from xr_zstrings.write.nczarr import to_nczarr
+
+    path = tmp_path / "s.zarr"
+    to_nczarr(dataset(1), path, unlimited_dims=["obs"])
+    code = ("import os, signal, sys\n"
+            "sys.addaudithook(lambda e, a: os.kill(os.getpid(), signal.SIGKILL) "
+            "if e == 'xr_zstrings.exchange' else None)\n"
+            "from kill_writer import dataset\nfrom xr_zstrings.write.nczarr import to_nczarr\n"
+            f"to_nczarr(dataset(2), {str(path)!r}, mode='w')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=_env())
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".s.zarr.zstrings-tmp-"))
+    assert len(left) == 1 and (tmp_path / left[0]).is_dir(), sorted(os.listdir(tmp_path))
+    theirs = tmp_path / ".s.zarr.notes"
+    theirs.write_text("mine")
+    check = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(path)], capture_output=True, text=True,
+                           check=False)
+    assert f"PROBLEM ../{left[0]}: a temporary file an interrupted write or repair left" in check.stdout, check.stdout
+    assert check.returncode == 1, check.stdout
+    repaired = subprocess.run([sys.executable, "-m", "xr_zstrings", "repair", str(path)], capture_output=True,
+                              text=True, check=False)
+    assert repaired.returncode == 0, repaired.stderr
+    assert f"removed 1 temporary file(s) an interrupted write or repair left ({left[0]})" in repaired.stdout, \
+        repaired.stdout
+    assert sorted(os.listdir(tmp_path)) == [".s.zarr.notes", "s.zarr"]
+    assert theirs.read_text() == "mine"
+    assert _read_all(path)["netcdf4"] == _old_values()
+
+
 if __name__ == "__main__":
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     command, arg = sys.argv[1], json.loads(sys.argv[2])
