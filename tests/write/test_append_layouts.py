@@ -271,3 +271,21 @@ def test_a_refused_append_to_a_slash_separated_store_leaves_its_keys(tmp_path: P
         to_nczarr(xr.Dataset({"s": (("t", "k"), new)}).chunk({"t": 1}), path, mode="a", append_dim="t")
     assert sorted(str(p.relative_to(path)) for p in (path / "s").rglob("*") if p.is_file()) == keys
     assert [zarr.open_array(path / "s", mode="r")[:].tolist()] == before
+
+
+def test_S_keeps_its_width_by_the_overflow_policy(tmp_path: Path) -> None:
+    """``|S5`` (xarray's bytes): a longer bytes value is refused by default, cut under
+    on_overflow="truncate" with the StringTruncationWarning the refusal promises (it was cut without
+    a word), and the readers read what xarray's own append of the same objects gives."""
+    ours, theirs = tmp_path / "ours.zarr", tmp_path / "xarray.zarr"
+    _make(ours, "S", None)
+    shutil.copytree(ours, theirs)
+    new = [b"cc", b"toolongvalue"]
+    xr.Dataset({"s": ("t", np.array(new, dtype=object)), "x": ("t", [3.0, 4.0])}).to_zarr(
+        theirs, mode="a", append_dim="t")
+    ds = xr.Dataset({"s": ("t", np.array(new)), "x": ("t", [3.0, 4.0])})
+    with pytest.raises(StringOverflowError, match=r"value \[1\] = b'toolongvalue', needs 12 bytes.*width is 5"):
+        to_nczarr(ds, ours, mode="a", append_dim="t")
+    with pytest.warns(StringTruncationWarning, match="1 value.*longer than 5 bytes"):
+        to_nczarr(ds, ours, mode="a", append_dim="t", on_overflow="truncate")
+    assert _readings(ours) == _readings(theirs)

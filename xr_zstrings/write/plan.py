@@ -8,6 +8,7 @@ or NC_CHAR ``>S1`` (via ``strings``), everything else CF-encoded to numbers; ``_
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
@@ -20,7 +21,7 @@ from xarray import conventions
 from .. import __version__
 from ..codecs.encoding import OBJECT_CODECS, v2_configs
 from ..codecs.v2 import ChunkPipeline
-from ..errors import DimensionError, UnsupportedError, ZStringsError
+from ..errors import DimensionError, StringTruncationWarning, UnsupportedError, ZStringsError, user_stacklevel
 from ..formats import netcdf_c as netcdf_c_table
 from ..formats.nczarr import NC_FILL_VALUES, name_problem
 from ..formats.nczarr_json import attrs_json, json_value
@@ -30,7 +31,7 @@ from ..text import fixed as strings
 from ..text.kind import is_dask as _is_dask
 from ..text.kind import text_kind
 from ..text.nc_char import encode_char_array
-from ..text.policy import OnOverflow, overflow_error, position_label
+from ..text.policy import OnOverflow, overflow_error, position_label, what_prefix
 
 Format = Literal["nczarr", "zarr2"]
 
@@ -649,6 +650,10 @@ def _bytes_encoder(what: str, *, chars: bool = True) -> Callable[[np.ndarray, in
             longest = int(lengths.max())
             if longest > w and policy == "error":
                 raise overflow_error(what, lengths, w, "", arr, arr.shape)
+            if longest > w and policy == "truncate":  # (cut as asked, and said, as text is)
+                warnings.warn(StringTruncationWarning(
+                    f"{what_prefix(what)}{int((lengths > w).sum())} value(s) longer than {w} bytes (longest "
+                    f"{longest}) were cut to {w} bytes"), stacklevel=user_stacklevel())
             n = w if policy == "truncate" else max(longest, w)
         elif w is not None:
             n = w
