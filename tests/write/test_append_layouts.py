@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 import zarr
@@ -289,3 +290,19 @@ def test_S_keeps_its_width_by_the_overflow_policy(tmp_path: Path) -> None:
     with pytest.warns(StringTruncationWarning, match="1 value.*longer than 5 bytes"):
         to_nczarr(ds, ours, mode="a", append_dim="t", on_overflow="truncate")
     assert _readings(ours) == _readings(theirs)
+
+
+@pytest.mark.parametrize("na", [np.nan, pd.NA, None], ids=["nan", "pd.NA", "None"])
+@pytest.mark.parametrize("layout", ["vlen-utf8", "U", "S"])
+def test_every_na_object_is_missing(tmp_path: Path, layout: str, na: Any) -> None:
+    """Whatever the StringDType's NA object, a missing value is written as the store's fill (read back
+    missing), as xarray's own append of None writes it."""
+    ours, theirs = tmp_path / "ours.zarr", tmp_path / "xarray.zarr"
+    _make(ours, layout, "N/A")
+    shutil.copytree(ours, theirs)
+    _xarray_append(theirs, layout, ["cc", None])
+    dtype = np.dtypes.StringDType(na_object=na)
+    to_nczarr(_ours(["cc", na], dtype=dtype), ours, mode="a", append_dim="t")
+    got = _readings(ours)
+    assert got == _readings(theirs)
+    assert got["zstrings"][4] is None and got["zarr"][4] is None
