@@ -891,6 +891,13 @@ def refuse_foreign(state: StoreState, zstore: ZStore, doing: str) -> None:
                               doing)
 
 
+def _length_in(consolidated: Mapping[str, Any], path: str, axis: int) -> int | None:
+    """The length along ``axis`` of array ``path`` as consolidated metadata shows it, None if it does not."""
+    z = consolidated.get(f"{path.strip('/')}/.zarray")
+    shape = z.get("shape") if isinstance(z, Mapping) else None
+    return shape[axis] if isinstance(shape, list) and 0 <= axis < len(shape) else None
+
+
 def journal_foreign(j: Journal, committed: VersionRecord | None, consolidated: Mapping[str, Any] | None,
                     root: Any, others: Callable[[], list[str]]) -> str | None:
     """Why journal ``j`` cannot have been left by a write of the store it lies in, or None when it can.
@@ -901,7 +908,9 @@ def journal_foreign(j: Journal, committed: VersionRecord | None, consolidated: M
     object (``root``: of the journal's format) is its placeholder, naming its lineage and commit,
     from before it removes anything (while it clears, the old root it recorded) until its commit
     point (``.zmetadata`` names ``j.commit``), or the target was empty (``others()`` lists the store's
-    objects). A journal that records nothing yet (phase "claimed") changes nothing when dropped.
+    objects). A journal that records nothing yet (phase "claimed") changes nothing when dropped, nor
+    does an append's whose every array another tool grew and consolidated since (xarray's
+    ``to_zarr(mode="a")``: its recovery keeps them, ``foreign_appends``).
     Any other journal (a copy, a restore from backup, a file moved between stores) is refused."""
     if j.phase == "claimed" and not (j.appends or j.new_arrays or j.old_meta):
         return None
@@ -933,6 +942,9 @@ def journal_foreign(j: Journal, committed: VersionRecord | None, consolidated: M
         return f"it records {ours}), but the store's root shows {shows}; {has}"
     if c is not None and j.base is not None and c.commit == j.base:
         return None  # built on the committed version
+    if c is None and consolidated is not None and j.appends and not (j.new_arrays or j.old_meta) and all(
+            _length_in(consolidated, p, r["axis"]) not in (None, r["old"]) for p, r in j.appends.items()):
+        return None  # another tool grew every array it records, then consolidated: a recovery keeps them all
     if c is None and j.base is None and consolidated is not None:
         # another tool's consolidated metadata, in step, that the write left as it was: it shows the
         # appended arrays at their old length and none of the added ones
