@@ -249,3 +249,33 @@ def test_an_append_after_zarr_python_rewrote_the_root(store: Store, capsys: pyte
     assert seen["attrs"]["x"] == "y" and seen["dims"] == {"t": 8}
     code, out = store.check(capsys)
     assert code == 0, out
+
+
+def test_writes_into_a_subgroup_keep_foreign_changes_there(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """zarr-python rewrote a subgroup's .zgroup (without its _nczarr_group) and .zattrs, and an array's
+    .zattrs/.zarray there: adding a variable to that subgroup and appending keep both changes, and
+    netcdf-c reads the subgroup's NCZarr dimensions again (the write put its lost keys back)."""
+    root = _data(0, 5)
+    path = tmp_path / "s.zarr"
+    to_nczarr(xr.DataTree.from_dict({"/": root, "/g": xr.Dataset({"v": ("t", np.arange(5.0) * 2)}, attrs={"a": "b"})}),
+              path)
+    g = zarr.open_group(path, mode="r+", zarr_format=2, use_consolidated=False)
+    g["g"].attrs["gx"] = "gy"
+    g["g/v"].attrs["vx"] = "vy"
+    assert "_nczarr_group" not in json.loads((path / "g" / ".zgroup").read_text())  # (the premise)
+    to_nczarr({"/g": xr.Dataset({"w": ("t", np.arange(5.0))})}, path, mode="a")
+    to_nczarr({"/": _data(5, 2), "/g": xr.Dataset({"v": ("t", np.arange(2.0))})}, path, mode="a", append_dim="t")
+    with netCDF4.Dataset(nc_url(path)) as d:
+        nc = d.groups["g"]
+        assert (nc.getncattr("a"), nc.getncattr("gx"), nc.variables["v"].getncattr("vx")) == ("b", "gy", "vy")
+        assert sorted(nc.variables) == ["v", "w"]
+        v, w = nc.variables["v"][:].filled(np.nan), nc.variables["w"][:].filled(np.nan)
+    ours = xr.open_dataset(path, engine="zstrings", group="g").load()
+    theirs = xr.open_dataset(path, engine="zarr", group="g").load()
+    for ds in (ours, theirs):
+        assert (ds.attrs["a"], ds.attrs["gx"], ds["v"].attrs["vx"]) == ("b", "gy", "vy")
+        np.testing.assert_array_equal(ds["v"].values, v)
+        np.testing.assert_array_equal(ds["w"].values, w)
+    np.testing.assert_array_equal(v, [0.0, 2.0, 4.0, 6.0, 8.0, 0.0, 1.0])
+    code, out = main(["check", str(path)]), capsys.readouterr().out
+    assert code == 0, out
