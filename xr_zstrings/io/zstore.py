@@ -120,6 +120,7 @@ class ZStore:
         self.pinned_version: tuple[int, int] | None = None  # see pin_version
         self.pinned_lineage: str | None = None
         self.read_lineage: str | None = None  # the lineage of the metadata last read (open_tree)
+        self.read_v3_beside = False  # the metadata last read (open_tree) had a root zarr.json beside them
         #: when a dict: every metadata object get_json_many returns is recorded here by key (a
         #: writer's record of the version it read, see commit.Transaction.set_base)
         self.recorded: dict[str, Any] | None = None

@@ -103,6 +103,7 @@ def _open_tree(zstore: ZStore, *, consolidated: bool = True, serve: Mapping[str,
     root_objs = dict(zip(root_names, zstore.get_json_many([node_key("/", o) for o in root_names]), strict=True))
     zmetadata = root_objs.pop(ZMETADATA, None)
     zarr_json = root_objs.pop("zarr.json")
+    zstore.read_v3_beside = zarr_json is not None  # (a store migrated in place: write.migrate.keep_v3_in_step)
     view = consolidated_view(root_objs[".zgroup"], root_objs[".zattrs"], zmetadata, remote=zstore.remote) \
         if consolidated else "objects"
     if serve is not None:

@@ -47,7 +47,7 @@ import numpy as np
 
 from ..codecs.encoding import v2_codec_as_v3
 from ..codecs.v3 import V3Pipeline
-from ..errors import ConcurrentWriteError, UnsupportedError, ZStringsError
+from ..errors import ConcurrentWriteError, UnsupportedError, ZStringsError, user_stacklevel
 from ..formats.nczarr import ArrayMetaV2
 from ..formats.netcdf_c import is_nczarr
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
@@ -855,6 +855,12 @@ def keep_v3_in_step(zstore: ZStore) -> bool:
                 _write_in_place(zs, txn, arrays, groups, consolidated)
             txn.finish()
     except ConcurrentWriteError:
+        return False
+    except ZStringsError as e:  # (the write itself is committed: said, not raised)
+        warnings.warn(f"{zs.display}: the write is committed, but the Zarr v3 metadata this store was migrated in "
+                      f"place with could not be written again ({e}), so v3 readers (engine='zarr') may not see it. "
+                      f"`zstrings check {zs.display}` names what differs; `zstrings repair {zs.display}` writes them "
+                      "again once the cause is fixed.", UserWarning, stacklevel=user_stacklevel())
         return False
     return True
 

@@ -294,9 +294,10 @@ def to_nczarr(
             else:
                 updates = _append(zstore, groups, append_dim, opts, txn)
             txn.commit(updates)
-            from .migrate import keep_v3_in_step
+            if zstore.read_v3_beside:  # a store migrated in place (as read under the claim): v3 readers see it too
+                from .migrate import keep_v3_in_step
 
-            keep_v3_in_step(zstore)  # a store migrated in place: v3 readers see the write too
+                keep_v3_in_step(zstore)
         return
     if append_dim is not None:
         raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
