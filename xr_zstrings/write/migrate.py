@@ -884,7 +884,10 @@ def v3_out_of_step(tree: TreeMeta) -> dict[str, str]:
         plans, _ = plan_migration(tree, in_place=True, missing="values")
     except ZStringsError:
         return {}
-    objs = _v3_objects(zs, tree)
+    try:
+        objs = _v3_objects(zs, tree)
+    except ZStringsError as e:  # (a zarr.json that is not JSON: v3 readers fail on it)
+        return {"/": f"its Zarr v3 metadata cannot be read ({e})"}
     root = objs.get("/")
     cons = root.get("consolidated_metadata") if isinstance(root, Mapping) else None
     cons_meta = cons.get("metadata") if isinstance(cons, Mapping) else None
