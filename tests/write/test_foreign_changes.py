@@ -61,9 +61,9 @@ class Store:
         """What the issue's foreign tool opens: the objects, not the consolidated metadata."""
         if self.s3 is None:
             return zarr.open_group(self.url, mode="r+", zarr_format=2, use_consolidated=False)
-        return zarr.open_group(self._objects(), mode="r+", zarr_format=2, use_consolidated=False)
+        return zarr.open_group(self.objects(), mode="r+", zarr_format=2, use_consolidated=False)
 
-    def _objects(self, read_only: bool = False) -> zarr.storage.ObjectStore:
+    def objects(self, read_only: bool = False) -> zarr.storage.ObjectStore:
         from obstore.store import S3Store
         from s3_server import KEY, REGION, SECRET
 
@@ -78,7 +78,7 @@ class Store:
             warnings.simplefilter("ignore")
             if self.s3 is None:
                 return xr.open_dataset(self.url, engine="zarr").load()
-            return xr.open_dataset(self._objects(read_only=True), engine="zarr").load()
+            return xr.open_dataset(self.objects(read_only=True), engine="zarr").load()
 
     def local(self) -> Path:
         if self.s3 is None:
@@ -278,4 +278,23 @@ def test_writes_into_a_subgroup_keep_foreign_changes_there(tmp_path: Path, capsy
         np.testing.assert_array_equal(ds["w"].values, w)
     np.testing.assert_array_equal(v, [0.0, 2.0, 4.0, 6.0, 8.0, 0.0, 1.0])
     code, out = main(["check", str(path)]), capsys.readouterr().out
+    assert code == 0, out
+
+
+def test_repair_lists_a_variable_xarray_added_without_re_consolidating(store: Store,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """xarray's to_zarr(mode="a", consolidated=False) adds a variable (not in the NCZarr listing) and
+    rewrites the root without its NCZarr keys: check names both, and after repair every reader sees
+    the variable on the store's dimension."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        target = store.url if store.s3 is None else store.objects()
+        xr.Dataset({"extra": ("t", np.arange(5.0) + 10)}).to_zarr(target, mode="a", consolidated=False, zarr_format=2)
+    code, out = store.check(capsys)
+    assert code == 1 and "PROBLEM /extra: not in its group's NCZarr listing" in out, out
+    report = repair(store.url, storage_options=store.so)
+    assert "listed /extra" in report.action, report
+    seen = _agree(store)
+    assert seen["vars"]["extra"][:2] == (("t",), [str(float(i)) for i in range(10, 15)])
+    code, out = store.check(capsys)
     assert code == 0, out

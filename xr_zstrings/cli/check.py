@@ -483,6 +483,12 @@ def _drift_findings(state: tuple[str, str] | None, target: str) -> list[Finding]
         out.append(Finding("/" + key if key.startswith(".") else key,
                            f"lost {', '.join(lost)} (another tool rewrote it){': ' + effect if effect else ''}",
                            f"zstrings repair {target} (puts them back from {d.source})"))
+    for path in d.hidden:
+        out.append(Finding(path, "not in its group's NCZarr listing (another tool added it): netcdf-c and "
+                           "engine='zstrings' do not see it",
+                           f"zstrings repair {target} (lists it, its dimensions from _ARRAY_DIMENSIONS)"
+                           if path in d.adopted else "give it _ARRAY_DIMENSIONS naming every axis, then "
+                           f"zstrings repair {target}"))
     if d.differ:
         shown = ", ".join(d.differ[:5]) + (f", ... ({len(d.differ)} in all)" if len(d.differ) > 5 else "")
         out.append(Finding(".zmetadata", f"consolidated metadata is stale for {shown}: another tool changed them "

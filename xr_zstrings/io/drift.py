@@ -43,9 +43,13 @@ class Drift:
     mended: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: where the lost keys come back from: ".zmetadata" or "the arrays"
     source: str = ""
+    #: arrays another tool added to an NCZarr group without listing them (netcdf-c does not see them)
+    hidden: list[str] = field(default_factory=list)
+    #: of those, the ones ``mended`` lists (their dimensions named by ``_ARRAY_DIMENSIONS``)
+    adopted: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.differ or self.lost)
+        return bool(self.differ or self.lost or self.hidden)
 
     def lost_text(self) -> str:
         """``/.zgroup``: ``_nczarr_group``, ... in words."""
@@ -64,6 +68,11 @@ class Drift:
             parts.append(f"{self.lost_text()} (another tool rewrote them: zarr-python's attrs[...] = ... does)"
                          + (f"; {'; '.join(effects)}" if effects else ""))
             does.append(f"put the lost keys back (from {self.source})")
+        if self.hidden:
+            parts.append(f"{', '.join(self.hidden)} not in its group's NCZarr listing (another tool added it): "
+                         "netcdf-c and engine='zstrings' do not see it")
+            if self.adopted:
+                does.append(f"list {', '.join(self.adopted)} (dimensions from _ARRAY_DIMENSIONS)")
         if self.differ:
             shown = ", ".join(self.differ[:5]) + (f", ... ({len(self.differ)} in all)" if len(self.differ) > 5 else "")
             parts.append(f"consolidated metadata is stale for {shown}: another tool changed them without "
@@ -131,7 +140,9 @@ def find_drift(zs: ZStore, consolidated: Mapping[str, Any] | None, root_zgroup: 
                 drift.lost[k] = lost
                 drift.mended[k] = {**(obj or {}), **{n: copy[n] for n in lost}}
         drift.source = ".zmetadata"
-        drift.differ += _unlisted(zs, consolidated)
+        children = _children_of(zs, consolidated)
+        drift.differ += _unlisted(zs, consolidated, children)
+        _adopt(zs, drift, {**found, **drift.mended}, children)
     if drift.lost or not isinstance(root_zgroup, Mapping) or any(k in root_zgroup for k in _ROOT_KEYS):
         return drift
     rebuilt = _rebuild_root(zs)
@@ -142,17 +153,106 @@ def find_drift(zs: ZStore, consolidated: Mapping[str, Any] | None, root_zgroup: 
     return drift
 
 
-def _unlisted(zs: ZStore, consolidated: Mapping[str, Any]) -> list[str]:
-    """Metadata objects of nodes ``.zmetadata`` does not name (a node another tool added): one
-    listing per group it names."""
+def _children_of(zs: ZStore, consolidated: Mapping[str, Any]) -> dict[str, list[str]]:
+    """The children (names) of every group ``.zmetadata`` names, as the store lists them."""
     groups = sorted({k.rpartition("/")[0] for k in consolidated if k.rpartition("/")[2] == ".zgroup"})
+    return {g: [n for n in zs.list_dir(g) if not n.startswith(".") and n != "zarr.json"] for g in groups}
+
+
+def _unlisted(zs: ZStore, consolidated: Mapping[str, Any], listed: Mapping[str, list[str]]) -> list[str]:
+    """Metadata objects of nodes ``.zmetadata`` does not name (a node another tool added)."""
     named = {k.rpartition("/")[0] for k in consolidated}
-    children = [(g, n) for g in groups for n in zs.list_dir(g)
-                if not n.startswith(".") and n != "zarr.json" and (f"{g}/{n}" if g else n) not in named]
+    children = [(g, n) for g, names in listed.items() for n in names if (f"{g}/{n}" if g else n) not in named]
     if not children:
         return []
     keys = [f"{g}/{n}/{o}" if g else f"{n}/{o}" for g, n in children for o in (".zarray", ".zgroup")]
     return [k for k, v in zip(keys, _get_json(zs, keys), strict=True) if v is not None]
+
+
+def _layout_of(objects: Mapping[str, Any]) -> NCZarrLayout | None:
+    """The NCZarr layout whose superblock the root objects (``objects[".zgroup"]``/``[".zattrs"]``) hold."""
+    for layout in LAYOUTS:
+        for o, k in layout.superblock:
+            holder = objects.get(o)
+            if k is not None and layout.scalar is not None and isinstance(holder, Mapping) and k in holder:
+                return layout
+    return None
+
+
+def _adopt(zs: ZStore, drift: Drift, objects: Mapping[str, Any], children: Mapping[str, list[str]]) -> None:
+    """Arrays another tool added to an NCZarr group without listing them (xarray's ``to_zarr(mode="a")``):
+    netcdf-c and engine="zstrings" read a group's listing, so they do not see them. Each is listed,
+    with NCZarr dimension references from its ``_ARRAY_DIMENSIONS`` (``_references``): ``drift.hidden``
+    names them, ``drift.mended`` holds the objects that list them."""
+    layout = _layout_of(objects)
+    if layout is None:
+        return
+    gkey, akey = layout.obj("group"), layout.obj("array")
+
+    def info(g: str) -> Mapping[str, Any] | None:
+        key = f"{g}/{gkey}" if g else gkey
+        obj = drift.mended.get(key, objects.get(key))
+        found = obj.get(layout.key("group")) if isinstance(obj, Mapping) else None
+        return found if isinstance(found, Mapping) else None
+
+    new = [(g, n) for g, names in children.items() if info(g) is not None for n in names
+           if n not in (info(g) or {}).get(layout.arrays_key, []) and n not in (info(g) or {}).get("groups", [])]
+    if not new:
+        return
+    keys = [f"{g}/{n}/{o}" if g else f"{n}/{o}" for g, n in new for o in (".zarray", ".zattrs")]
+    got = dict(zip(keys, _get_json(zs, keys), strict=True))
+    for g, n in new:
+        lead = f"{g}/{n}/" if g else f"{n}/"
+        zarray, zattrs = got[lead + ".zarray"], got[lead + ".zattrs"] or {}
+        if not isinstance(zarray, Mapping) or not isinstance(zattrs, Mapping):
+            continue  # (a group: netcdf-c ignores an unlisted group too; not adopted)
+        path = f"/{g}/{n}" if g else f"/{n}"
+        drift.hidden.append(path)
+        refs = _references(layout, g, zattrs.get("_ARRAY_DIMENSIONS"), zarray.get("shape"), info, drift, objects)
+        if refs is None:
+            continue  # (no _ARRAY_DIMENSIONS naming every axis: left unlisted, said so)
+        holder = dict(zarray if akey == ".zarray" else zattrs)
+        holder[layout.key("array")] = layout.array_info(refs, scalar=False)
+        if akey == ".zattrs" and layout.in_zattrs:
+            types = dict(holder.get(layout.key("attr"), {}).get("types", {}))
+            holder[layout.key("attr")] = {"types": {**types, layout.key("array"): "|J0"}}
+        drift.mended[lead + akey] = holder
+        _group_update(drift, layout, g, objects, lambda i, n=n: {**i, layout.arrays_key: [*i.get(layout.arrays_key, []), n]})
+        drift.adopted.append(path)
+
+
+def _group_update(drift: Drift, layout: NCZarrLayout, g: str, objects: Mapping[str, Any], change: Any) -> None:
+    """``drift.mended``'s copy of group ``g``'s listing object with ``change(info)`` applied."""
+    key = f"{g}/{layout.obj('group')}" if g else layout.obj("group")
+    obj = dict(drift.mended.get(key, objects.get(key)) or {})
+    obj[layout.key("group")] = change(dict(obj.get(layout.key("group")) or {}))
+    drift.mended[key] = obj
+
+
+def _references(layout: NCZarrLayout, g: str, names: Any, shape: Any, info: Any, drift: Drift,
+                objects: Mapping[str, Any]) -> list[str] | None:
+    """NCZarr dimension references for an array of group ``g`` with ``_ARRAY_DIMENSIONS`` ``names``:
+    the dimension of that name ``g`` or the nearest group above declares, else a new one at the root
+    (where netcdf-c's pure Zarr reading puts it); None when the names do not name every axis or the
+    dimension found has another size."""
+    if not isinstance(names, list) or not isinstance(shape, list) or len(names) != len(shape):
+        return None
+    refs = []
+    for name, size in zip(names, shape, strict=True):
+        parts = [p for p in g.split("/") if p]
+        for i in range(len(parts), -1, -1):  # the nearest group declaring it: at this size, or a conflict
+            here = "/".join(parts[:i])
+            spec = (info(here) or {}).get(layout.dims_key, {}).get(name)
+            if spec is not None:
+                if (spec.get("size") if isinstance(spec, Mapping) else spec) != size:
+                    return None
+                refs.append(f"/{here}/{name}" if here else f"/{name}")
+                break
+        else:  # declared nowhere above: at the root
+            _group_update(drift, layout, "", objects,
+                          lambda i, name=name, size=size: {**i, layout.dims_key: {**i.get(layout.dims_key, {}), name: size}})
+            refs.append(f"/{name}")
+    return refs
 
 
 def _rebuild_root(zs: ZStore) -> dict[str, Any] | None:

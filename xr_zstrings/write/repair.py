@@ -389,7 +389,9 @@ def _reconsolidate(zstore: ZStore, drift: Drift | None = None, state: StoreState
         txn.set_base(base, consolidated_in_step=True)  # (the stale one is replaced at the commit point)
         txn.commit(mended)
     done = f"rewrote {ZMETADATA} from the store's {len(base)} metadata objects (version {txn.record.version})"
-    if mended and drift is not None:
+    if drift is not None and drift.adopted:
+        done = f"listed {', '.join(drift.adopted)} in its group's NCZarr listing; {done}"
+    if drift is not None and drift.lost:
         done = f"put back what {drift.lost_text()} (from {drift.source}); {done}"
     return done
 
