@@ -298,3 +298,39 @@ def test_repair_lists_a_variable_xarray_added_without_re_consolidating(store: St
     assert seen["vars"]["extra"][:2] == (("t",), [str(float(i)) for i in range(10, 15)])
     code, out = store.check(capsys)
     assert code == 0, out
+
+
+@pytest.mark.parametrize("damage", ["xarray to_zarr(mode='a')", "root .zattrs removed"])
+def test_repair_rebuilds_a_netcdf_c_root_in_its_zattrs_layout(tmp_path: Path, damage: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A store netcdf-c 4.10.1 wrote (NCZarr keys in .zattrs, no .zmetadata) whose root .zattrs another
+    tool rewrote: xarray's append replaces the root's attributes (and adds a variable it does not
+    list), or the object is gone. netcdf-c reads it as pure Zarr; check names what was lost, and after
+    repair netcdf-c reads every variable with its NCZarr dimensions (and xarray's), as before."""
+    import shutil
+
+    from xr_zstrings.sample import sample_path
+
+    path = Path(shutil.copytree(sample_path(), tmp_path / "s.zarr"))
+    assert not (path / ".zmetadata").exists()
+    before = _netcdf4(path)
+    if damage == "root .zattrs removed":
+        (path / ".zattrs").unlink()
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            xr.Dataset({"extra": ("station", np.arange(5.0))}).to_zarr(path, mode="a", consolidated=False,
+                                                                       zarr_format=2)
+    code, out = main(["check", str(path)]), capsys.readouterr().out
+    assert code == 1 and "PROBLEM /.zattrs: lost _nczarr_superblock, _nczarr_group" in out, out
+    report = repair(path)
+    assert report.changed and "from the arrays" in report.action, report
+    after = _netcdf4(path)
+    extra = {"extra": (("station",), [str(float(i)) for i in range(5)], {})} if damage.startswith("xarray") else {}
+    assert after["vars"] == {**before["vars"], **extra}
+    assert {n: s for n, (s, _) in after["dims"].items()} == {n: s for n, (s, _) in before["dims"].items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours = xr.open_dataset(path, engine="zstrings").load()
+    assert sorted(ours.data_vars) == sorted(n for n in after["vars"] if n not in ours.coords)
+    assert main(["check", str(path)]) == 0, capsys.readouterr().out

@@ -26,10 +26,6 @@ __all__ = ["Drift", "find_drift", "lost_keys", "metadata_keys_of"]
 
 _NAMES = (".zgroup", ".zattrs", ".zarray")
 _VERSION_KEY = "xr_zstrings"  # (io.commit.VERSION_KEY: that module imports this one's users)
-#: the NCZarr keys a root ``.zgroup`` holds in some layout
-_ROOT_KEYS = tuple(dict.fromkeys(k for layout in LAYOUTS for o, k in (*layout.superblock, *layout.group)
-                                 if o == ".zgroup" and k is not None))
-
 
 @dataclass
 class Drift:
@@ -143,13 +139,11 @@ def find_drift(zs: ZStore, consolidated: Mapping[str, Any] | None, root_zgroup: 
         children = _children_of(zs, consolidated)
         drift.differ += _unlisted(zs, consolidated, children)
         _adopt(zs, drift, {**found, **drift.mended}, children)
-    if drift.lost or not isinstance(root_zgroup, Mapping) or any(k in root_zgroup for k in _ROOT_KEYS):
+    if drift.lost or not isinstance(root_zgroup, Mapping) or consolidated is not None:
         return drift
-    rebuilt = _rebuild_root(zs)
-    if rebuilt is not None:
-        drift.lost[".zgroup"] = [k for k in rebuilt if k not in root_zgroup]
-        drift.mended[".zgroup"] = {**root_zgroup, **rebuilt}
-        drift.source = "the arrays (their dimension references and shapes)"
+    root_zattrs = _get_json(zs, [".zattrs"])[0]
+    if _layout_of({".zgroup": root_zgroup, ".zattrs": root_zattrs}) is None:
+        _rebuild_root(zs, drift, root_zgroup, root_zattrs if isinstance(root_zattrs, Mapping) else {})
     return drift
 
 
@@ -255,28 +249,47 @@ def _references(layout: NCZarrLayout, g: str, names: Any, shape: Any, info: Any,
     return refs
 
 
-def _rebuild_root(zs: ZStore) -> dict[str, Any] | None:
-    """The NCZarr keys of a root ``.zgroup`` that lost them and has no copy in ``.zmetadata``:
-    rebuilt from what the arrays still hold (their NCZarr dimension references name the root's
-    dimensions, their shapes give the sizes); None when no array of the root is an NCZarr array.
-    Whether a dimension was unlimited is not in any array: it comes back fixed."""
+def _rebuild_root(zs: ZStore, drift: Drift, root_zgroup: Mapping[str, Any], root_zattrs: Mapping[str, Any]) -> None:
+    """The NCZarr keys of a root that lost them and has no copy in ``.zmetadata``, rebuilt from what
+    the arrays still hold (their NCZarr dimension references name the root's dimensions, their
+    shapes give the sizes) into ``drift``; nothing when no array of the root is an NCZarr array. An
+    array of the root without NCZarr information (another tool's) gets it from its
+    ``_ARRAY_DIMENSIONS`` (``_adopt``). Whether a dimension was unlimited is in no array: it comes
+    back fixed."""
     arrays, groups = _children(zs, "")
     layout = _array_layout(arrays.values())
     if layout is None:
-        return None
+        return
     dims: dict[str, int] = {}
-    for zarray, zattrs in [*arrays.values(), *_below(zs, list(groups))]:
+    ours: list[str] = []
+    for name, (zarray, zattrs) in [*arrays.items(), *(("", a) for a in _below(zs, list(groups)))]:
         info = _array_info(layout, zarray, zattrs)
         refs = info.get(layout.dimrefs_key) if isinstance(info, Mapping) else None
         shape = zarray.get("shape") if isinstance(zarray, Mapping) else None
         if not isinstance(refs, list) or not isinstance(shape, list) or len(refs) != len(shape):
             continue
+        if name:
+            ours.append(name)
         for ref, n in zip(refs, shape, strict=True):
             parts = str(ref).strip("/").split("/")
             if len(parts) == 1 and parts[0]:
                 dims[parts[0]] = max(dims.get(parts[0], 0), int(n))
-    return {layout.key("superblock"): {"version": "2.0.0"},
-            layout.key("group"): {layout.dims_key: dims, layout.arrays_key: sorted(arrays), "groups": sorted(groups)}}
+    objects = {".zgroup": dict(root_zgroup), ".zattrs": dict(root_zattrs)}
+    before = {k: set(v) for k, v in objects.items()}
+    objects[layout.obj("superblock")][layout.key("superblock")] = {"version": "2.0.0"}
+    objects[layout.obj("group")][layout.key("group")] = {layout.dims_key: dims, layout.arrays_key: sorted(ours),
+                                                         "groups": sorted(groups)}
+    if layout.in_zattrs:  # (typed as netcdf-c 4.10 types them)
+        za = objects[".zattrs"]
+        types = dict((za.get(layout.key("attr")) or {}).get("types", {}))
+        za[layout.key("attr")] = {"types": {**types, **dict.fromkeys(
+            (layout.key("superblock"), layout.key("group"), layout.key("attr")), "|J0")}}
+    for key, obj in objects.items():
+        lost = [k for k in obj if k not in before[key]]
+        if lost:
+            drift.lost[key], drift.mended[key] = lost, obj
+    drift.source = "the arrays' dimension references and shapes"
+    _adopt(zs, drift, objects, {"": [n for n in arrays if n not in ours]})
 
 
 def _children(zs: ZStore, path: str) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
@@ -308,12 +321,12 @@ def _below(zs: ZStore, groups: list[str]) -> list[tuple[Any, Any]]:
 
 
 def _array_layout(arrays: Any) -> NCZarrLayout | None:
-    """The NCZarr layout whose array information the arrays hold (in ``.zarray`` only: a layout that
-    keeps it in ``.zattrs`` keeps the superblock there too, which zarr-python does not drop)."""
-    for zarray, _ in arrays:
+    """The NCZarr layout whose array information the arrays hold (one that can be extended)."""
+    for zarray, zattrs in arrays:
         for layout in LAYOUTS:
-            if layout.group and layout.obj("group") == ".zgroup" and isinstance(zarray, Mapping) \
-                    and any(o == ".zarray" and k in zarray for o, k in layout.array):
+            if layout.scalar is not None and layout.group and any(
+                    isinstance(h, Mapping) and k in h for o, k in layout.array
+                    for h in [zarray if o == ".zarray" else zattrs]):
                 return layout
     return None
 
