@@ -101,6 +101,8 @@ def hostile(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     za = json.loads((cur / "v" / ".zattrs").read_text())
     za["_nczarr_array"]["dimension_references"] = ["/" + "/".join(["g"] * 1000) + "/y"]
     (cur / "v" / ".zattrs").write_text(json.dumps(za))
+    for store in stores.values():  # (the edits above left it stale: check would say so, exit 1)
+        (store / ".zmetadata").unlink(missing_ok=True)
     yield stores
     subprocess.run(["rm", "-rf", str(p)], check=True)  # pytest's cleanup recurses per level too
 
@@ -189,6 +191,7 @@ def test_check_samples_a_grid_of_1e18_chunks(tmp_path: Path) -> None:
     zattrs = json.loads((p / ".zattrs").read_text())
     zattrs["_nczarr_group"]["dimensions"].update(x={"size": n, "unlimited": 0}, y={"size": n, "unlimited": 0})
     (p / ".zattrs").write_text(json.dumps(zattrs))
+    (p / ".zmetadata").unlink()  # (the edits left it stale: check would say so, exit 1)
     r = _run("check", str(p))
     _answered(r)
     assert r.returncode == 0, r.stdout + r.stderr
