@@ -162,7 +162,8 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
     rolled back (its chunks and metadata changes undone: the version before it); a new store or a
     replacement (``mode="w"``) that was interrupted after it removed the old version leaves an empty
     target (write it again). A consolidated ``.zmetadata`` that another tool left stale (the objects
-    changed since) is rewritten from the objects. Nothing is done while the write may still be
+    changed since) is rewritten from the objects, with the NCZarr keys that tool's rewrite dropped
+    put back and the arrays it added listed (``io.drift``). Nothing is done while the write may still be
     running (its writer is on another machine, or on this one and alive, and renewed its claim less
     than ``XR_ZSTRINGS_LOCK_TIMEOUT`` seconds ago) unless ``force=True``: then ``ConcurrentWriteError``
     says who holds the store. Local stores are repaired under their writer lock (a running writer is
