@@ -191,6 +191,25 @@ def test_repair_of_an_append_killed_in_its_window_keeps_an_array_another_tool_gr
     np.testing.assert_array_equal(g["value"][:], rows(0, BASE, "base")["value"].values)
 
 
+@pytest.mark.parametrize("n", [30, ADDED])
+def test_an_array_another_tool_grows_in_our_window_fails_ours_and_is_kept(target: Target, n: int) -> None:
+    """zarr-python appends ``n`` rows to one array directly (no root read: the placeholder does not
+    stop it) while ours waits in its metadata window: ours fails and is rolled back, that array is
+    left as zarr-python wrote it, also when it grew to exactly our write's length (before: ours
+    returned OK over it, its .zarray ours)."""
+    ours = _paused(target, "window")
+    try:
+        arr = zarr.open_array(target.peer(), path="name", mode="r+", zarr_format=2)
+        arr.append(np.array([s.encode() for s in rows(BASE, n, "x")["name"].values], dtype="S24"))
+    finally:
+        out = ours.resume().result()
+    g = zarr.open_group(target.peer(), mode="r", zarr_format=2, use_consolidated=False)
+    assert _text(g["name"][:]) == _expected("x", n)
+    assert g["value"].shape == (BASE,)  # ours, rolled back
+    np.testing.assert_array_equal(g["value"][:], rows(0, BASE, "base")["value"].values)
+    assert out["outcome"] == "ConcurrentWriteError" and "name/.zarray" in out["message"], out
+
+
 @pytest.mark.parametrize("pause", ["window", "commit"])
 def test_xarray_is_refused_while_our_append_is_in_its_window(target: Target, pause: str,
                                                               capsys: pytest.CaptureFixture[str]) -> None:

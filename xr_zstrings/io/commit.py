@@ -18,9 +18,10 @@ that readers must never see half done, and that a killed writer must never leave
 2. **Chunks.** Before writing any chunk the journal records what the write may leave (the ranges
    an append writes, the arrays a write adds). An append's new chunks lie outside the old shape,
    and its rewritten partial last chunk keeps the old values, so readers of the old metadata never
-   see them. Other tools take no claim (xarray's ``to_zarr(mode="a")``): after recording, and again
-   before the window, the write re-reads the objects it changes and ``.zmetadata``'s ETag, and
-   fails on a change since it began (``Transaction._check_unchanged``), keeping that change.
+   see them. Other tools take no claim (xarray's ``to_zarr(mode="a")``): after recording, before
+   the metadata window and once it opened, the write re-reads the objects it changes and
+   ``.zmetadata``'s ETag, and fails on a change since it began (``Transaction._check_unchanged``),
+   keeping that change.
 3. **Metadata window.** The journal records the old value of every metadata object the write
    changes; the root ``.zgroup`` becomes a *placeholder* (refused by every per-object reader:
    netcdf-c says "NCZarr error", zarr-python and xarray refuse it); the metadata objects change.
@@ -317,6 +318,8 @@ class _ObstoreOps(_Ops):
             return sync(run())
 
     def age(self, key: str) -> float | None:
+        """By the server's ``Last-Modified``, which has whole seconds (an HTTP date): one second
+        less than it shows, so that a claim renewed within the lease never looks expired."""
         import obstore
 
         with mapped_errors(f"Could not read {self.zstore.where(key)}", self.zstore.probe):
@@ -324,7 +327,7 @@ class _ObstoreOps(_Ops):
                 meta = obstore.head(self.obj, self._path(key))
             except (FileNotFoundError, obstore.exceptions.NotFoundError):
                 return None
-        return max(0.0, time.time() - meta["last_modified"].timestamp())
+        return max(0.0, time.time() - meta["last_modified"].timestamp() - 1.0)
 
     def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
         import obstore
@@ -1200,8 +1203,8 @@ class Transaction:
                     raise JournalError.of(e.found, f"Cannot write to {zs.display}: ") from None
                 if other.journal is None:
                     continue  # it ended between our write and our look: try again
+                self._refuse_unless_gone(other, mode)  # (a live writer's: wait, whatever it records)
                 refuse_foreign(other, zs, f"Cannot write to {zs.display}: ")
-                self._refuse_unless_gone(other, mode)
                 sent = time.monotonic()
                 try:
                     self.etag = ops.put(JOURNAL, journal.to_bytes(), match=other.journal_etag)  # one taker wins
@@ -1213,6 +1216,8 @@ class Transaction:
             self._renewed_at = sent
             sys.audit("xr_zstrings.commit", "claimed")  # (tests stop a writer at each step)
             state = inspect_store(zs, ops)
+            if state.journal_etag != self.etag:  # taken over while it stalled right after its claim
+                self._lose("its claim was taken over while it was stalled")
             break
         if state is None:
             raise ConcurrentWriteError(f"Cannot write to {zs.display}: other writers keep claiming it; try again.")
@@ -1338,15 +1343,17 @@ class Transaction:
         appended array's ``.zarray``, an added one's, the root ``.zgroup``/``.zattrs``) or
         ``.zmetadata`` since ``set_base``: one batch of reads. At ``step`` "writing" no chunk of this
         write is written yet, so its journal is emptied first and the rollback deletes nothing; at
-        "commit" the rollback leaves the arrays the other tool changed alone (``foreign_appends``)."""
+        "commit" (before the window) and "window" (once the placeholder root, whose conditional write
+        checked the root, is ours: a change during the window) the arrays the other tool changed
+        leave the journal, so the rollback never touches them."""
         j, ops = self.journal, self.ops
         if j is None or ops is None or not self.inplace or self.fmt != "v2" or self.base_meta is None or \
                 self.kind not in ("append", "add"):
             return
-        arrays = [f"{p.strip('/')}/.zarray" for p in [*j.appends, *j.new_arrays]]
-        keys = [*arrays, ".zgroup", ".zattrs"]
+        paths = {f"{p.strip('/')}/.zarray": p for p in [*j.appends, *j.new_arrays]}
+        keys = [*paths, ".zattrs", *([".zgroup"] if step != "window" else [])]
         *got, (_, zm_etag) = ops.get_many([*keys, ZMETADATA])
-        changed: list[str] = []
+        changed: dict[str, str] = {}
         for key, (raw, _) in zip(keys, got, strict=True):
             try:
                 now = None if raw is None else parse_json(raw, where=self.zstore.where(key))
@@ -1355,26 +1362,32 @@ class Transaction:
             was = self.base_meta.get(key)
             if _canonical(now) == _canonical(was):
                 continue
-            if key in arrays and isinstance(now, Mapping) and isinstance(was, Mapping):
-                changed.append(f"{key} (shape {now.get('shape')}; this write started from {was.get('shape')})")
+            if key in paths and isinstance(now, Mapping) and isinstance(was, Mapping):
+                changed[key] = f"{key} (shape {now.get('shape')}; this write started from {was.get('shape')})"
             else:
-                changed.append(f"{key} ({'removed' if now is None else 'written' if was is None else 'rewritten'})")
+                changed[key] = f"{key} ({'removed' if now is None else 'written' if was is None else 'rewritten'})"
         if zm_etag != self.base_etag:
-            changed.append(f"{ZMETADATA} ({'removed' if zm_etag is None else 'rewritten'})")
+            changed[ZMETADATA] = f"{ZMETADATA} ({'removed' if zm_etag is None else 'rewritten'})"
         if not changed:
             return
+        theirs = {paths[k] for k in changed if k in paths}
         if step == "writing":  # nothing of this write's chunks is written yet: nothing to undo
             j.appends, j.new_arrays, j.phase = {}, [], "claimed"
-            self._put_journal()
+        else:  # the arrays another tool changed are not this write's to undo
+            j.appends = {p: r for p, r in j.appends.items() if p not in theirs}
+            j.new_arrays = [p for p in j.new_arrays if p not in theirs]
+            gone = {p.strip("/") for p in theirs}
+            j.old_meta = {k: v for k, v in (j.old_meta or {}).items() if k.rsplit("/", 1)[0] not in gone}
+        self._put_journal()
         kept = "" if step == "writing" else (
             "; this write's chunks are removed from the arrays only it changed, and the arrays the other tool "
-            "changed are left as that tool wrote them")
+            "changed are left as that tool wrote them (some of their chunks may hold this write's values)")
         self._stop.set()
         raise ConcurrentWriteError(
             f"Cannot write to {self.zstore.display}: another writer or tool (one that takes no claim, such as "
-            f"xarray's to_zarr or zarr-python) changed {', '.join(changed)} while this write was under way. Nothing "
-            f"of this write was committed and the other tool's change was kept{kept}. Write again: the store is no "
-            "longer the version this write started from.")
+            f"xarray's to_zarr or zarr-python) changed {', '.join(changed.values())} while this write was under way. "
+            f"Nothing of this write was committed and the other tool's change was kept{kept}. Write again: the store "
+            "is no longer the version this write started from.")
 
     def commit(self, objects: Mapping[str, Any], *, root: str = ".zgroup", consolidated: bool = True,
                full: bool = False) -> None:
@@ -1405,35 +1418,34 @@ class Transaction:
             return
         ops = self.ops
         assert ops is not None and self.journal is not None
-        self._check_owner()
-        self._check_unchanged("commit")  # (before the window: another tool's change since set_base)
         whole = self.kind in ("new", "replace")
+        if whole:  # (in place, the journal's conditional write below proves the claim is still ours)
+            self._check_owner()
+        self._check_unchanged("commit")  # (before the window: another tool's change since set_base)
         if not whole:  # the old values (for a rollback) and the window: readers of objects refuse
             old = self.base_meta or {}
             self.journal.old_meta = {k: old.get(k) for k in objects}
             self.journal.phase = "committing"
             rec = VersionRecord(self.record.lineage, self.record.commit, self.record.version, self.kind)
             placeholder = incomplete_v2_group(rec.as_json()) if root == ".zgroup" else incomplete_v3_root(rec.as_json())
-            # at once: a rollback that finds the placeholder but not the old values puts the root
-            # back from the base version's .zmetadata (nothing else changed yet). The placeholder
-            # only over the root this write started from: a root changed since (a writer that took
-            # the store over while this one stalled, another tool) is not ours to replace
+            # the journal first (a conditional write: the claim is still ours, and its lease starts
+            # again), then the placeholder; only over the root this write started from: a root
+            # changed since (a writer that took the store over while this one stalled, another
+            # tool) is not ours to replace
+            self._put_journal()
             was = self.state.root_etag if self.state is not None else None
             lost = object()
-
-            def window() -> object:
-                try:
-                    return ops.put(root, placeholder, match=was) if was else ops.put(root, placeholder, create=True)
-                except CommitConflict:
-                    return lost
-
-            put = ops.both(self._put_journal, window)[1]
+            try:
+                put: object = ops.put(root, placeholder, match=was) if was else ops.put(root, placeholder, create=True)
+            except CommitConflict:
+                put = lost
             if put is lost:  # nothing of the metadata changed: a rollback must not restore any of it
                 self.journal.old_meta, self.journal.phase = None, "writing"
                 self._put_journal()
                 self._lose(f"its root object {root!r} changed under it (another writer or tool wrote it)")
             self._root_etag = cast("str | None", put)
             sys.audit("xr_zstrings.commit", "window")
+            self._check_unchanged("window")  # (another tool's change since set_base, the window included)
         _write_objects(ops, {k: v for k, v in objects.items() if k != root}, root)
         if consolidated and self.fmt == "v2":
             sys.audit("xr_zstrings.commit", "commit")
