@@ -136,7 +136,7 @@ def test_an_append_paused_at_writing_keeps_xarrays_rows(target: Target, consolid
 
 @pytest.mark.parametrize("consolidated", [True, False], ids=["consolidated", "unconsolidated"])
 def test_a_change_during_our_chunk_writes_fails_our_commit_and_keeps_theirs(
-        target: Target, consolidated: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+        target: Target, consolidated: bool, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """xarray appends after our chunks are written, before our commit: the commit refuses before its
     metadata window, and the rollback leaves the arrays xarray grew as xarray wrote them."""
     commit = Transaction.commit
@@ -153,6 +153,7 @@ def test_a_change_during_our_chunk_writes_fails_our_commit_and_keeps_theirs(
     assert _read_all(target, consolidated=consolidated) == dict.fromkeys(("zstrings", "zarr", "zarr-python"),
                                                                          _expected("x"))
     assert "name/.zarray" in str(e.value) and "other tool's change was kept" in str(e.value)
+    _check_names_state(target, capsys)
 
 
 @pytest.mark.parametrize("consolidated", [True, False], ids=["consolidated", "unconsolidated"])
@@ -192,7 +193,8 @@ def test_repair_of_an_append_killed_in_its_window_keeps_an_array_another_tool_gr
 
 
 @pytest.mark.parametrize("n", [30, ADDED])
-def test_an_array_another_tool_grows_in_our_window_fails_ours_and_is_kept(target: Target, n: int) -> None:
+def test_an_array_another_tool_grows_in_our_window_fails_ours_and_is_kept(target: Target, n: int,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
     """zarr-python appends ``n`` rows to one array directly (no root read: the placeholder does not
     stop it) while ours waits in its metadata window: ours fails and is rolled back, that array is
     left as zarr-python wrote it, also when it grew to exactly our write's length (before: ours
@@ -208,6 +210,7 @@ def test_an_array_another_tool_grows_in_our_window_fails_ours_and_is_kept(target
     assert g["value"].shape == (BASE,)  # ours, rolled back
     np.testing.assert_array_equal(g["value"][:], rows(0, BASE, "base")["value"].values)
     assert out["outcome"] == "ConcurrentWriteError" and "name/.zarray" in out["message"], out
+    _check_names_state(target, capsys)
 
 
 @pytest.mark.parametrize("pause", ["window", "commit"])
