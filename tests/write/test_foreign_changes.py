@@ -334,3 +334,34 @@ def test_repair_rebuilds_a_netcdf_c_root_in_its_zattrs_layout(tmp_path: Path, da
         ours = xr.open_dataset(path, engine="zstrings").load()
     assert sorted(ours.data_vars) == sorted(n for n in after["vars"] if n not in ours.coords)
     assert main(["check", str(path)]) == 0, capsys.readouterr().out
+
+
+@pytest.mark.parametrize("then", ["repair", "append"])
+def test_rows_zarr_python_appended_to_one_array_are_kept(tmp_path: Path, then: str,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """zarr-python's ``append`` on one array grows its .zarray only (the NCZarr dimension and the other
+    arrays stay at 5). repair grows the dimension and the other arrays (fill); our append puts its
+    rows after the other tool's, at the same index in every array (it wrote over them: the
+    dimension's size was its offset). engine="zstrings", engine="zarr" and netCDF4 agree."""
+    path = tmp_path / "s.zarr"
+    ds = xr.Dataset({"obs": ("t", np.arange(5.0)), "o2": ("t", np.arange(5.0))})
+    to_nczarr(ds, path, unlimited_dims=["t"])
+    zarr.open_array(path, path="obs", mode="r+", zarr_format=2).append(np.array([100.0, 101.0]))
+    code, out = main(["check", str(path)]), capsys.readouterr().out
+    assert code == 1 and "PROBLEM /t: an array on this unlimited dimension has 7 elements" in out, out
+    nan = np.nan
+    if then == "repair":
+        assert "grew /t to 7" in repair(path).action
+        want = {"obs": [0, 1, 2, 3, 4, 100, 101], "o2": [0, 1, 2, 3, 4, nan, nan]}
+    else:
+        to_nczarr(xr.Dataset({"obs": ("t", [5.0, 6.0]), "o2": ("t", [5.0, 6.0])}), path, mode="a", append_dim="t")
+        want = {"obs": [0, 1, 2, 3, 4, 100, 101, 5, 6], "o2": [0, 1, 2, 3, 4, nan, nan, 5, 6]}
+    with netCDF4.Dataset(nc_url(path)) as d:
+        nc = {n: d.variables[n][:].filled(nan) for n in want}
+    for engine in ("zstrings", "zarr"):
+        got = xr.open_dataset(path, engine=engine).load()
+        for n, values in want.items():
+            np.testing.assert_array_equal(got[n].values, values, err_msg=f"{engine} {n}")
+    for n, values in want.items():
+        np.testing.assert_array_equal(nc[n], values, err_msg=f"netCDF4 {n}")
+    assert main(["check", str(path)]) == 0, capsys.readouterr().out

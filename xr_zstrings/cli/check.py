@@ -483,6 +483,10 @@ def _drift_findings(state: tuple[str, str] | None, target: str) -> list[Finding]
         out.append(Finding("/" + key if key.startswith(".") else key,
                            f"lost {', '.join(lost)} (another tool rewrote it){': ' + effect if effect else ''}",
                            f"zstrings repair {target} (puts them back from {d.source})"))
+    for dim, n in sorted(d.grown.items()):
+        out.append(Finding(dim, f"an array on this unlimited dimension has {n} elements, more than its size (another "
+                           "tool appended to that array alone): readers refuse the store once .zmetadata shows it",
+                           f"zstrings repair {target} (grows the dimension, and the other arrays on it with fill)"))
     for path in d.hidden:
         out.append(Finding(path, "not in its group's NCZarr listing (another tool added it): netcdf-c and "
                            "engine='zstrings' do not see it",

@@ -43,9 +43,11 @@ class Drift:
     hidden: list[str] = field(default_factory=list)
     #: of those, the ones ``mended`` lists (their dimensions named by ``_ARRAY_DIMENSIONS``)
     adopted: list[str] = field(default_factory=list)
+    #: unlimited dimensions an array outgrew (another tool appended to it alone): path -> new size
+    grown: dict[str, int] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
-        return bool(self.differ or self.lost or self.hidden)
+        return bool(self.differ or self.lost or self.hidden or self.grown)
 
     def lost_text(self) -> str:
         """``/.zgroup``: ``_nczarr_group``, ... in words."""
@@ -69,6 +71,11 @@ class Drift:
                          "netcdf-c and engine='zstrings' do not see it")
             if self.adopted:
                 does.append(f"list {', '.join(self.adopted)} (dimensions from _ARRAY_DIMENSIONS)")
+        if self.grown:
+            grown = ", ".join(f"{d} ({n})" for d, n in sorted(self.grown.items()))
+            parts.append(f"arrays are longer than their unlimited dimension {grown} (another tool appended to them "
+                         "alone): netcdf-c and engine='zstrings' refuse the store once .zmetadata shows them")
+            does.append(f"grow {grown} and the other arrays on it (fill)")
         if self.differ:
             shown = ", ".join(self.differ[:5]) + (f", ... ({len(self.differ)} in all)" if len(self.differ) > 5 else "")
             parts.append(f"consolidated metadata is stale for {shown}: another tool changed them without "
@@ -139,6 +146,7 @@ def find_drift(zs: ZStore, consolidated: Mapping[str, Any] | None, root_zgroup: 
         children = _children_of(zs, consolidated)
         drift.differ += _unlisted(zs, consolidated, children)
         _adopt(zs, drift, {**found, **drift.mended}, children)
+        _grow(drift, found)
     if drift.lost or not isinstance(root_zgroup, Mapping) or consolidated is not None:
         return drift
     root_zattrs = _get_json(zs, [".zattrs"])[0]
@@ -161,6 +169,52 @@ def _unlisted(zs: ZStore, consolidated: Mapping[str, Any], listed: Mapping[str, 
         return []
     keys = [f"{g}/{n}/{o}" if g else f"{n}/{o}" for g, n in children for o in (".zarray", ".zgroup")]
     return [k for k, v in zip(keys, _get_json(zs, keys), strict=True) if v is not None]
+
+
+def _grow(drift: Drift, found: Mapping[str, Any]) -> None:
+    """Unlimited dimensions an array outgrew (zarr-python's ``append`` on one array grows its
+    ``.zarray`` only): grown to the longest array, and every other array on them to the dimension,
+    as netcdf-c requires (their new part reads as fill) and as our appends do (``_grown_alongside``)."""
+    objects = {**found, **drift.mended}
+    layout = _layout_of(objects)
+    if layout is None:
+        return
+    gkey = layout.obj("group")
+    arrays: dict[str, tuple[list[str], list[Any]]] = {}  # array node -> (references, shape)
+    for key, zarray in objects.items():
+        node, _, name = key.rpartition("/")
+        if name != ".zarray" or not isinstance(zarray, Mapping):
+            continue
+        info = _array_info(layout, zarray, objects.get(f"{node}/.zattrs" if node else ".zattrs"))
+        refs = info.get(layout.dimrefs_key) if isinstance(info, Mapping) else None
+        shape = zarray.get("shape")
+        if isinstance(refs, list) and isinstance(shape, list) and len(refs) == len(shape):
+            arrays[node] = ([str(r) for r in refs], shape)
+
+    def spec(ref: str) -> tuple[str, Any]:
+        g, _, name = ref.strip("/").rpartition("/")
+        key = f"{g}/{gkey}" if g else gkey
+        info = (objects.get(key) or {}).get(layout.key("group")) if isinstance(objects.get(key), Mapping) else None
+        return key, (info or {}).get(layout.dims_key, {}).get(name) if isinstance(info, Mapping) else None
+
+    sizes: dict[str, int] = {}
+    for refs, shape in arrays.values():
+        for ref, n in zip(refs, shape, strict=True):
+            _, sp = spec(ref)
+            if isinstance(sp, Mapping) and sp.get("unlimited") and isinstance(n, int) and n > int(sp.get("size", 0)):
+                sizes[ref] = max(sizes.get(ref, 0), n)
+    for ref, n in sizes.items():
+        key, sp = spec(ref)
+        g, _, name = ref.strip("/").rpartition("/")
+        _group_update(drift, layout, g, objects, lambda i, name=name, sp=sp, n=n: {
+            **i, layout.dims_key: {**i.get(layout.dims_key, {}), name: {**sp, "size": n}}})
+        objects[key] = drift.mended[key]
+        drift.grown["/" + ref.strip("/")] = n
+    for node, (refs, shape) in arrays.items():
+        new = [max(s, sizes.get(r, 0)) if isinstance(s, int) else s for r, s in zip(refs, shape, strict=True)]
+        if new != shape:
+            key = f"{node}/.zarray" if node else ".zarray"
+            drift.mended[key] = {**objects[key], "shape": new}
 
 
 def _layout_of(objects: Mapping[str, Any]) -> NCZarrLayout | None:

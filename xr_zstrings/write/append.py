@@ -243,7 +243,10 @@ def _append_job(zstore: ZStore, tree: Any, gpath: str, name: str, var: xr.Variab
             raise ZStringsError(
                 f"Cannot append {what} along {append_dim!r}: the dimension is not unlimited in "
                 f"{zstore.display}. Write the store with unlimited_dims=[{append_dim!r}] first.")
-        offset = dim.size
+        # after the rows of an array another tool appended to alone (its .zarray only): every array
+        # on the dimension gets this batch at the same index
+        offset = max([dim.size, *(m.shape[i] for m in tree.arrays.values()
+                                  for i, r in enumerate(m.dimension_references or ()) if r == ref)])
         decl = (ref or "").rpartition("/")[0] or "/"
     policy = "error" if opts.on_overflow == "widen" else opts.on_overflow
     one = _Options(fmt=opts.fmt, on_overflow=policy, maxstrlen=None, default_maxstrlen=None,

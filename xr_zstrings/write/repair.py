@@ -390,6 +390,8 @@ def _reconsolidate(zstore: ZStore, drift: Drift | None = None, state: StoreState
         txn.set_base(base, consolidated_in_step=True)  # (the stale one is replaced at the commit point)
         txn.commit(mended)
     done = f"rewrote {ZMETADATA} from the store's {len(base)} metadata objects (version {txn.record.version})"
+    if drift is not None and drift.grown:
+        done = f"grew {', '.join(f'{d} to {n}' for d, n in sorted(drift.grown.items()))}; {done}"
     if drift is not None and drift.adopted:
         done = f"listed {', '.join(drift.adopted)} in its group's NCZarr listing; {done}"
     if drift is not None and drift.lost:
