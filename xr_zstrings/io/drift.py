@@ -1,14 +1,16 @@
 """What another tool changed in a Zarr v2 / NCZarr store without keeping our metadata in step:
 the per-object metadata (``.zgroup``/``.zattrs``/``.zarray``) compared with the consolidated copy in
-``.zmetadata``, and a root ``.zgroup`` that lost its NCZarr keys or our version record.
+``.zmetadata``; the NCZarr keys (and the root's version record) an object lost; arrays added
+without being listed in their NCZarr group; unlimited dimensions an array outgrew.
 
 Readers keep serving ``.zmetadata`` while the root says it is in step (``commit.consolidated_view``,
 as zarr-python's consolidated readers do), so a change another tool made to an array's objects
-without re-consolidating shows only after ``repair`` (which re-consolidates). zarr-python's
-``group.attrs[...] = ...`` on a store opened without consolidated metadata rewrites the root
-``.zgroup`` as ``{"zarr_format": 2}``: netcdf-c then reads the store as pure Zarr (no superblock:
-docs/format-notes.md), and ``repair`` puts the keys back. ``zstrings check`` and ``repair`` use this
-module; writers do not (``write.append._base_tree`` compares the objects it rewrites itself).
+without re-consolidating shows only after ``repair`` (which re-consolidates) or one of our writes
+that rewrites that node. zarr-python's ``attrs[...] = ...`` on a store opened without consolidated
+metadata rewrites the node's ``.zgroup``/``.zarray`` without its NCZarr keys: netcdf-c then reads a
+root without a superblock as pure Zarr and refuses an array without ``_nczarr_array``
+(docs/format-notes.md). ``zstrings check`` reports a ``Drift``, ``repair`` commits its ``mended``
+objects and re-consolidates; writers use ``lost_keys`` (``write.append._base_tree``).
 """
 
 from __future__ import annotations
