@@ -91,6 +91,10 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     so = spec.get("so")
     ds = rows(int(spec.get("start", 0)), int(spec.get("n", 0)), spec.get("tag", "a"), int(spec.get("chunk", CHUNK)))
     op, target = spec["op"], spec["target"]
+    if op == "soak":
+        from xr_zstrings.io import commit
+
+        return {"outcome": "ok", "attempts": soak(spec), "conditional": sorted(set(commit._CONDITIONS.values()))}
     try:
         if op == "append":
             to_nczarr(ds, _store(target), mode="a", append_dim="t", storage_options=so)
@@ -108,6 +112,60 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     except Exception as e:  # reported to the test
         return {"outcome": type(e).__name__, "message": str(e)}
     return {"outcome": "ok"}
+
+
+def soak(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """``spec["appends"]`` appends of 1-12 rows each (``tag`` ``<writer>s<k>``), each retried until it
+    returns OK, with the whole process stopped at a random commit step for ``stall`` seconds (past
+    the lease) with probability ``p`` per step: every attempt's outcome, in order."""
+    import random
+
+    from xr_zstrings import to_nczarr
+
+    rng = random.Random(spec.get("seed"))
+    p, stall = float(spec.get("p", 0.05)), float(spec.get("stall", 3))
+
+    def hook(event: str, args: tuple[Any, ...]) -> None:
+        if event == "xr_zstrings.commit" and rng.random() < p:
+            # stopped whole (the claim's renewal thread too), woken by a process of its own
+            subprocess.Popen(["sh", "-c", f"sleep {stall}; kill -CONT {os.getpid()}"])
+            os.kill(os.getpid(), signal.SIGSTOP)
+
+    sys.addaudithook(hook)
+    trace: list[Any] = []
+    if spec.get("trace"):  # (debugging a failure: every step and claim, with times)
+        from xr_zstrings.io import commit
+
+        def log(event: str, args: tuple[Any, ...]) -> None:
+            if event == "xr_zstrings.commit":
+                trace.append((round(time.time(), 3), args[0]))
+
+        sys.addaudithook(log)
+        begin = commit.Transaction.begin.__func__  # type: ignore[attr-defined]
+
+        def traced(cls: Any, *a: Any, **kw: Any) -> Any:
+            txn = begin(cls, *a, **kw)
+            trace.append((round(time.time(), 3), "begun", txn.journal.txn if txn.journal else None,
+                          txn.record.commit, txn.recovered))
+            return txn
+
+        commit.Transaction.begin = classmethod(traced)  # type: ignore[method-assign,assignment]
+    so, done = spec.get("so"), []
+    for k in range(int(spec["appends"])):
+        tag, n = f"{spec['tag']}s{k}", rng.randint(1, 12)
+        ds = rows(0, n, tag, int(spec.get("chunk", CHUNK)))
+        for _ in range(200):
+            try:
+                to_nczarr(ds, _store(spec["target"]), mode="a", append_dim="t", storage_options=so)
+            except Exception as e:  # every attempt's outcome is the test's evidence
+                done.append({"tag": tag, "n": n, "outcome": type(e).__name__, "message": str(e), "trace": trace[:]})
+                trace.clear()
+                time.sleep(rng.uniform(0.05, 0.3))
+                continue
+            done.append({"tag": tag, "n": n, "outcome": "ok", **({"trace": trace[:]} if trace else {})})
+            trace.clear()
+            break
+    return done
 
 
 @dataclass

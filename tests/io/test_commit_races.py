@@ -91,7 +91,7 @@ def test_a_resumed_writer_leaves_the_takers_claim_alone(target: Target) -> None:
     C's rows while every reader and `check` said the store was fine). Then C runs while B writes
     slowly: refused (B's claim holds) or after B; never both at once."""
     a = Writer(target.spec("append", BASE, 80, "a", pause="committed")).start().paused()
-    time.sleep(LEASE + 1)
+    time.sleep(LEASE + 2)
     b = Writer(target.spec("append", BASE + 80, 80, "b", pause="writing", slow=0.25)).start().paused()
     try:
         assert a.resume().result() == {"outcome": "ok"}  # its write was committed before it stopped
@@ -127,7 +127,7 @@ def test_a_resumed_zarr_v3_writer_leaves_the_takers_claim_alone(tmp_path: Path, 
 
     to_zarr_v3(rows(0, 40, "base"), t.store(), storage_options=t.so)
     a = Writer(t.spec("v3-replace", 0, 60, "a", pause="committed")).start().paused()
-    time.sleep(LEASE + 1)
+    time.sleep(LEASE + 2)
     b = Writer(t.spec("v3-replace", 0, 70, "b", pause="claimed", slow=0.25)).start().paused()
     try:
         assert a.resume().result() == {"outcome": "ok"}
@@ -157,7 +157,7 @@ def test_a_stalled_writer_writes_no_metadata_after_the_takeover(target: Target) 
     read 310 rows, netcdf-c failed "Invalid dimension size", and `check` said complete)."""
     a = Writer(target.spec("append", BASE, 80, "a", pause="window")).start().paused()
     try:
-        time.sleep(LEASE + 1)
+        time.sleep(LEASE + 2)
         to_nczarr(rows(BASE, 60, "b"), target.store(), mode="a", append_dim="t", storage_options=target.so)
         got_a = a.resume().result()
     finally:
@@ -168,6 +168,29 @@ def test_a_stalled_writer_writes_no_metadata_after_the_takeover(target: Target) 
         assert values == want, (reader, len(values), len(want))
     zarray = zarr.open_group(target.local_copy(), mode="r", use_consolidated=False)["name"].shape
     assert zarray == (BASE + 60,)
+    assert target.journal() is None
+
+
+def test_a_writer_taken_over_before_its_commit_point_does_not_commit(target: Target) -> None:
+    """Found by the soak: A stops right before its commit point (step ``commit``: chunks and metadata
+    objects written); B takes the store over when A's lease ran out, rolls A back (its chunks
+    removed) and stops at ``writing``; A continues: its conditional ``.zmetadata`` write proves only
+    that nobody committed since, so before it committed a version whose chunks B had removed (and B
+    then failed). Now A checks its claim first and raises; B commits; every reader reads B's rows."""
+    a = Writer(target.spec("append", BASE, 80, "a", pause="commit")).start().paused()
+    time.sleep(LEASE + 2)
+    b = Writer(target.spec("append", BASE, 60, "b", pause="writing")).start().paused()
+    try:
+        got_a = a.resume().result()
+        got_b = b.resume().result()
+    finally:
+        a.kill()
+        b.kill()
+    assert got_a["outcome"] == "ConcurrentWriteError" and "taken over" in got_a["message"], got_a
+    assert got_b == {"outcome": "ok"}, got_b
+    want = _expect([(0, BASE, "base"), (BASE, 60, "b")])
+    for reader, values in target.read_all().items():
+        assert values == want, (reader, len(values), len(want))
     assert target.journal() is None
 
 
@@ -203,3 +226,39 @@ def test_a_claim_is_not_put_back_by_its_renewal_after_the_commit(tmp_path: Path,
     assert xr.open_dataset(path, engine="zstrings")["name"].values.tolist() == _expect([(0, 20, "base"), (20, 20, "a")])
     # (the event stays set: the hook never waits again in this process)
 
+
+
+@pytest.mark.once  # ~3 min of one worker: .ci/run runs it in one job
+def test_soak_three_writers_with_pauses_past_the_lease(tmp_path: Path, s3: S3Server,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 37's soak: 3 writer processes x 50 appends against one moto store, each process stopped
+    whole (SIGSTOP, its renewal thread too) for longer than the lease at random commit steps, each
+    append retried until it returns OK. Every append that returned OK is in the store exactly once,
+    whole and in one piece; no attempt that raised left a row; every reader agrees."""
+    monkeypatch.setenv("XR_ZSTRINGS_LOCK_TIMEOUT", "2")
+    t = Target("s3", tmp_path, s3)
+    to_nczarr(rows(0, 5, "base"), t.store(), unlimited_dims=["t"], storage_options=t.so)
+    spec = {"op": "soak", "target": t.url, "so": t.so, "appends": 50, "p": 0.05, "stall": 4,
+            "env": {"XR_ZSTRINGS_LOCK_TIMEOUT": 2}}
+    writers = [Writer({**spec, "tag": w, "seed": i}).start() for i, w in enumerate("xyz")]
+    try:
+        attempts = [a for w in writers for a in w.result(timeout=900)["attempts"]]
+    finally:
+        for w in writers:
+            w.kill()
+    ok = {a["tag"]: a["n"] for a in attempts if a["outcome"] == "ok"}
+    assert len(ok) == 150
+    refused = [a for a in attempts if a["outcome"] != "ok"]
+    odd = [a for a in refused if a["outcome"] != "ConcurrentWriteError"]
+    assert not odd, odd[:3]
+    for reader, values in t.read_all().items():
+        assert values[:5] == _expect([(0, 5, "base")]), reader
+        seen: list[str] = []  # the batches in store order, each a run of its own rows
+        for v in values[5:]:
+            tag = v.split("-", 1)[0]
+            if not seen or seen[-1] != tag or values.count(v) != 1:
+                seen.append(tag)
+        assert sorted(seen) == sorted(ok), (reader, [s for s in seen if seen.count(s) != 1][:5])
+        for tag in seen:
+            assert [v for v in values if v.split("-", 1)[0] == tag] == _expect([(0, ok[tag], tag)]), (reader, tag)
+    assert t.journal() is None

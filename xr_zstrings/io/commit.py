@@ -1423,32 +1423,14 @@ class Transaction:
             self._check_owner()
         self._check_unchanged("commit")  # (before the window: another tool's change since set_base)
         if not whole:  # the old values (for a rollback) and the window: readers of objects refuse
-            old = self.base_meta or {}
-            self.journal.old_meta = {k: old.get(k) for k in objects}
-            self.journal.phase = "committing"
-            rec = VersionRecord(self.record.lineage, self.record.commit, self.record.version, self.kind)
-            placeholder = incomplete_v2_group(rec.as_json()) if root == ".zgroup" else incomplete_v3_root(rec.as_json())
-            # the journal first (a conditional write: the claim is still ours, and its lease starts
-            # again), then the placeholder; only over the root this write started from: a root
-            # changed since (a writer that took the store over while this one stalled, another
-            # tool) is not ours to replace
-            self._put_journal()
-            was = self.state.root_etag if self.state is not None else None
-            lost = object()
-            try:
-                put: object = ops.put(root, placeholder, match=was) if was else ops.put(root, placeholder, create=True)
-            except CommitConflict:
-                put = lost
-            if put is lost:  # nothing of the metadata changed: a rollback must not restore any of it
-                self.journal.old_meta, self.journal.phase = None, "writing"
-                self._put_journal()
-                self._lose(f"its root object {root!r} changed under it (another writer or tool wrote it)")
-            self._root_etag = cast("str | None", put)
-            sys.audit("xr_zstrings.commit", "window")
-            self._check_unchanged("window")  # (another tool's change since set_base, the window included)
+            self._open_window(objects, root)
         _write_objects(ops, {k: v for k, v in objects.items() if k != root}, root)
         if consolidated and self.fmt == "v2":
             sys.audit("xr_zstrings.commit", "commit")
+            # the claim is still ours (renewed first when the writer stalled): the conditional write
+            # below proves only that nobody committed since, and a writer taken over after its
+            # objects were written would commit a version whose chunks the taker removed
+            self._fence()
             try:  # the commit point
                 if whole or self.base_etag is None:
                     ops.put(ZMETADATA, consolidated_bytes(meta), create=True)
@@ -1467,6 +1449,36 @@ class Transaction:
             done.append(lambda: self._put_root(root, dumps(objects[root])))
         ops.both(*done)
         self._done = True
+
+    def _open_window(self, objects: Mapping[str, Any], root: str) -> None:
+        """The metadata window of an append or add: the journal records the old values of
+        ``objects`` (for a rollback), then the root becomes the placeholder every per-object reader
+        refuses."""
+        ops = self.ops
+        assert ops is not None and self.journal is not None
+        old = self.base_meta or {}
+        self.journal.old_meta = {k: old.get(k) for k in objects}
+        self.journal.phase = "committing"
+        rec = VersionRecord(self.record.lineage, self.record.commit, self.record.version, self.kind)
+        placeholder = incomplete_v2_group(rec.as_json()) if root == ".zgroup" else incomplete_v3_root(rec.as_json())
+        # the journal first (a conditional write: the claim is still ours, and its lease starts
+        # again), then the placeholder; only over the root this write started from: a root
+        # changed since (a writer that took the store over while this one stalled, another
+        # tool) is not ours to replace
+        self._put_journal()
+        was = self.state.root_etag if self.state is not None else None
+        lost = object()
+        try:
+            put: object = ops.put(root, placeholder, match=was) if was else ops.put(root, placeholder, create=True)
+        except CommitConflict:
+            put = lost
+        if put is lost:  # nothing of the metadata changed: a rollback must not restore any of it
+            self.journal.old_meta, self.journal.phase = None, "writing"
+            self._put_journal()
+            self._lose(f"its root object {root!r} changed under it (another writer or tool wrote it)")
+        self._root_etag = cast("str | None", put)
+        sys.audit("xr_zstrings.commit", "window")
+        self._check_unchanged("window")  # (another tool's change since set_base, the window included)
 
     def _put_root(self, root: str, data: bytes) -> None:
         """The root object naming the committed version, only over this write's placeholder."""
