@@ -10,8 +10,7 @@ exception's class and message.
     python pause_writer.py '{"op": "append", "target": "local:/tmp/s", "pause": "committed", ...}'
 
 ``op``: "append" (``to_nczarr(mode="a")``), "v3-replace" (``to_zarr_v3(mode="w")``), "migrate"
-(in place), "xarray-append" (xarray's own ``to_zarr(mode="a", append_dim=...)``, ``consolidated``
-as given), "repair". ``target``: "local:PATH" (a zarr-python ``LocalStore`` object), a path or a URL.
+(in place), "soak" (``soak``: many appends, stopped at random). ``target``: "local:PATH" (a zarr-python ``LocalStore`` object), a path or a URL.
 ``start``/``n``/``tag``: the rows written (``rows``); ``slow``: seconds each chunk write takes (a
 slow writer), ``env``: environment variables (``XR_ZSTRINGS_LOCK_TIMEOUT``).
 """
@@ -74,7 +73,7 @@ def _slow(seconds: float) -> None:
 
 def run(spec: dict[str, Any]) -> dict[str, Any]:
     """Run the write ``spec`` names (in this process); its outcome."""
-    from xr_zstrings import migrate, repair, to_nczarr, to_zarr_v3
+    from xr_zstrings import migrate, to_nczarr, to_zarr_v3
 
     pause, count = spec.get("pause"), int(spec.get("pause_count", 1))
     seen = [0]
@@ -102,11 +101,6 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             to_zarr_v3(ds, _store(target), mode="w", storage_options=so)
         elif op == "migrate":
             migrate(_store(target), storage_options=so, **spec.get("kw", {}))
-        elif op == "repair":
-            repair(_store(target), storage_options=so, **spec.get("kw", {}))
-        elif op == "xarray-append":
-            ds.to_zarr(target, mode="a", append_dim="t", zarr_format=2, storage_options=so,
-                       consolidated=bool(spec.get("consolidated", True)))
         else:
             raise ValueError(f"unknown op {op!r}")
     except Exception as e:  # reported to the test
