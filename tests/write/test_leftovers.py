@@ -74,10 +74,8 @@ def _cli(*argv: str) -> dict[str, Any]:
 
 
 def _claimed(store: Path) -> bool:
-    """Whether the store holds a claim (a write under way or left unfinished; a write that ended
-    may leave its journal released)."""
-    j = store / ".zstrings-journal"
-    return j.exists() and json.loads(j.read_bytes()).get("phase") != "released"
+    """Whether the store holds a claim (a write under way or left unfinished: its journal)."""
+    return (store / ".zstrings-journal").exists()
 
 
 def full_disk(spec: dict[str, Any]) -> dict[str, Any]:

@@ -240,7 +240,7 @@ def test_killed_migrate_is_named_and_repaired(target: Target, capsys: pytest.Cap
         assert "migration in place" in out and "roll back" in out, out
     report = xr_zstrings.repair(target.url, storage_options=target.so)
     assert report.changed, report
-    assert zs.get_bytes(JOURNAL) is None or b'"released"' in zs.get_bytes(JOURNAL)
+    assert zs.get_bytes(JOURNAL) is None
     want = expected((0, BASE, "x"), (BASE, 20, "a"))
     assert_all_read(target, want)
     assert run_now(target.spec("migrate")) == {"outcome": "ok"}
