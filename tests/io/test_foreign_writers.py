@@ -11,6 +11,7 @@ read back through engine="zstrings", engine="zarr" and zarr-python.
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -29,6 +30,10 @@ from xr_zstrings.cli.main import main
 from xr_zstrings.errors import ConcurrentWriteError
 from xr_zstrings.io.commit import Transaction
 
+#: how zarr-python refuses our placeholder root when xarray opens the store: zarr 3.4 a ValueError on
+#: its "zarr_format", zarr 3.1.6 a TypeError naming its "xr_zstrings_incomplete" key
+PLACEHOLDER_REFUSED = (ValueError, TypeError)
+PLACEHOLDER_SAYS = "zarr_format|xr_zstrings_incomplete"
 BASE, ADDED = 100, 50
 
 
@@ -180,7 +185,7 @@ def test_repair_of_an_append_killed_in_its_window_keeps_an_array_another_tool_gr
     leaves that array, its chunks and its .zarray, as zarr-python wrote them."""
     ours = _paused(target, "window")
     ours.kill()
-    with pytest.raises(ValueError, match="zarr_format"):  # the placeholder: xarray refuses the store
+    with pytest.raises(PLACEHOLDER_REFUSED, match=PLACEHOLDER_SAYS):  # the placeholder: xarray refuses the store
         _xarray_append(target, consolidated=True)
     arr = zarr.open_array(target.peer(), path="name", mode="r+", zarr_format=2)
     arr.append(np.array([s.encode() for s in rows(BASE, 30, "x")["name"].values], dtype="S24"))
@@ -220,7 +225,7 @@ def test_xarray_is_refused_while_our_append_is_in_its_window(target: Target, pau
     anything, ours commits, and every reader reads our rows."""
     ours = _paused(target, pause)
     try:
-        with pytest.raises(ValueError, match="zarr_format"):
+        with pytest.raises(PLACEHOLDER_REFUSED, match=PLACEHOLDER_SAYS):
             _xarray_append(target, consolidated=True)
     finally:
         out = ours.resume().result()
@@ -239,3 +244,40 @@ def test_the_next_append_after_a_killed_one_and_xarrays_keeps_every_row(target: 
     to_nczarr(rows(BASE + ADDED, 20, "b"), target.ours_store(), mode="a", append_dim="t", storage_options=target.so)
     want = [*_expected("x"), *rows(BASE + ADDED, 20, "b")["name"].values.tolist()]
     assert _read_all(target, consolidated=True) == dict.fromkeys(("zstrings", "zarr", "zarr-python"), want)
+
+
+
+#: step -> what to run when this process's writer reports it (``sys.audit``); a hook added once
+_AT_STEP: dict[str, Callable[[], None]] = {}
+
+
+def _at_step(event: str, args: tuple[Any, ...]) -> None:
+    if event == "xr_zstrings.commit" and args and args[0] in _AT_STEP:
+        _AT_STEP.pop(args[0])()
+
+
+sys.addaudithook(_at_step)
+
+
+@pytest.mark.parametrize("step", ["writing", "window"])
+def test_an_array_our_append_only_grows_alongside_is_kept_when_another_tool_appends_to_it(
+        target: Target, step: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Ours appends "value" alone ("name", on the same unlimited dimension, is grown alongside with
+    fill) while zarr-python appends 60 rows to "name" directly (before our chunk writes, or in our
+    metadata window): ours fails and "name" keeps all 60 (before: ours returned OK and wrote name/.zarray back
+    at 150 rows, hiding 10 of them)."""
+    def foreign() -> None:
+        arr = zarr.open_array(target.peer(), path="name", mode="r+", zarr_format=2)
+        arr.append(np.array([s.encode() for s in rows(BASE, 60, "x")["name"].values], dtype="S24"))
+
+    _AT_STEP[step] = foreign
+    try:
+        with pytest.raises(ConcurrentWriteError, match="name/.zarray"):
+            to_nczarr(rows(BASE, ADDED, "a")[["value"]], target.ours_store(), mode="a", append_dim="t",
+                      storage_options=target.so)
+    finally:
+        _AT_STEP.clear()
+    g = zarr.open_group(target.peer(), mode="r", zarr_format=2, use_consolidated=False)
+    assert _text(g["name"][:]) == _expected("x", 60)
+    assert g["value"].shape == (BASE,)  # ours, rolled back
+    np.testing.assert_array_equal(g["value"][:], rows(0, BASE, "base")["value"].values)

@@ -1337,10 +1337,11 @@ class Transaction:
         sys.audit("xr_zstrings.commit", "writing")
         self._check_unchanged("writing")
 
-    def _check_unchanged(self, step: str) -> None:
+    def _check_unchanged(self, step: str, objects: Mapping[str, Any] | None = None) -> None:
         """Refuse to go on (``ConcurrentWriteError``) when another tool (xarray's or zarr-python's
         writer, which take no claim) changed a metadata object this append or add changes (an
-        appended array's ``.zarray``, an added one's, the root ``.zgroup``/``.zattrs``) or
+        appended array's ``.zarray``, an added one's, every ``.zarray`` in ``objects``: an array
+        grown alongside; the root ``.zgroup``/``.zattrs``) or
         ``.zmetadata`` since ``set_base``: one batch of reads. At ``step`` "writing" no chunk of this
         write is written yet, so its journal is emptied first and the rollback deletes nothing; at
         "commit" (before the window) and "window" (once the placeholder root, whose conditional write
@@ -1351,6 +1352,7 @@ class Transaction:
                 self.kind not in ("append", "add"):
             return
         paths = {f"{p.strip('/')}/.zarray": p for p in [*j.appends, *j.new_arrays]}
+        paths.update({k: k.rsplit("/", 1)[0] for k in objects or {} if k.endswith("/.zarray") and k not in paths})
         keys = [*paths, ".zattrs", *([".zgroup"] if step != "window" else [])]
         *got, (_, zm_etag) = ops.get_many([*keys, ZMETADATA])
         changed: dict[str, str] = {}
@@ -1421,7 +1423,7 @@ class Transaction:
         whole = self.kind in ("new", "replace")
         if whole:  # (in place, the journal's conditional write below proves the claim is still ours)
             self._check_owner()
-        self._check_unchanged("commit")  # (before the window: another tool's change since set_base)
+        self._check_unchanged("commit", objects)  # (before the window: another tool's change since set_base)
         if not whole:  # the old values (for a rollback) and the window: readers of objects refuse
             self._open_window(objects, root)
         _write_objects(ops, {k: v for k, v in objects.items() if k != root}, root)
@@ -1478,7 +1480,7 @@ class Transaction:
             self._lose(f"its root object {root!r} changed under it (another writer or tool wrote it)")
         self._root_etag = cast("str | None", put)
         sys.audit("xr_zstrings.commit", "window")
-        self._check_unchanged("window")  # (another tool's change since set_base, the window included)
+        self._check_unchanged("window", objects)  # (another tool's change since set_base, the window included)
 
     def _put_root(self, root: str, data: bytes) -> None:
         """The root object naming the committed version, only over this write's placeholder."""
