@@ -402,7 +402,10 @@ class _LocalOps(_Ops):
         except ImportError:  # (Windows: no flock; conditional writes are then check-then-write)
             yield
             return
-        fd = os.open(self.root, os.O_RDONLY)
+        try:
+            fd = os.open(self.root, os.O_RDONLY)
+        except FileNotFoundError:  # the store is gone: no object is as the write expects
+            raise CommitConflict(str(self.root)) from None
         try:
             end = time.monotonic() + lock_timeout()
             while True:
