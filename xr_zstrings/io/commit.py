@@ -12,7 +12,8 @@ that readers must never see half done, and that a killed writer must never leave
    A thread renews the claim every quarter lease, and every batch of writes through the store
    checks it first (``Transaction._fence``): a writer stalled past its lease and taken over stops
    before its next batch, so of its writes only the batch in flight when it stalled can land after
-   the taker's. Local directory paths are also serialised by the writer lock
+   the taker's. On a local folder a conditional write checks and replaces under an ``flock`` of the
+   folder (``_LocalOps._exclusive``). Local directory paths are also serialised by the writer lock
    (``atomic.target_lock``), so there a journal always belongs to a writer that is gone; a
    zarr-python ``LocalStore`` object has no such lock and relies on the claim.
 2. **Chunks.** Before writing any chunk the journal records what the write may leave (the ranges
@@ -28,7 +29,10 @@ that readers must never see half done, and that a killed writer must never leave
 4. **Commit point.** The consolidated ``.zmetadata`` (the Zarr v2 form netcdf-c 4.10 reads in its
    ``consolidated`` mode) is replaced with a conditional write (``If-Match`` the version the write
    started from): this single object switches every consolidated reader from the old version to the
-   new one. Then the real root ``.zgroup`` (which names the new version), and the journal removed.
+   new one. Then the real root ``.zgroup`` (which names the new version), and the journal removed:
+   each only while it is the writer's (``_put_root``: over its own placeholder; ``release``: after
+   proving the claim). Before the window, its objects and the commit point the writer proves its
+   claim again (``_fence``), so a writer resumed after a takeover changes nothing of the taker's.
 
 Readers (``consolidated_view``) are served whole versions: ``engine="zstrings"`` and netcdf-c 4.10
 with ``#mode=...,consolidated`` read ``.zmetadata``, which is the old version until the commit point
