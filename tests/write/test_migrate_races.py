@@ -286,3 +286,35 @@ if __name__ == "__main__":  # LockPausedWriter's child: stop at the first writer
 
     sys.addaudithook(_hook)
     print(json.dumps(run(json.loads(sys.argv[1]))), flush=True)
+
+
+def test_append_after_migrate_is_committed_when_the_v3_metadata_cannot_be_written(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills while an append to a store migrated in place writes its v3 metadata again
+    (after the append committed): the append returns with a warning naming the fix, and its rows are
+    read (before: a raw OSError, so a caller retrying the append would have written its rows twice)."""
+    import errno
+
+    from xr_zstrings.write import migrate as migrate_module
+
+    path = tmp_path / "s.zarr"
+    xr_zstrings.to_nczarr(rows(0, BASE, "x"), path, unlimited_dims=["t"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        xr_zstrings.migrate(path)
+
+    def full(p: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(p))
+
+    monkeypatch.setattr(migrate_module, "_replace", full)
+    with pytest.warns(UserWarning, match="zstrings repair"):
+        xr_zstrings.to_nczarr(rows(BASE, 80, "a"), path, mode="a", append_dim="t")
+    monkeypatch.undo()
+    want = expected((0, BASE, "x"), (BASE, 80, "a"))
+    with xr.open_dataset(path, engine="zstrings") as ds:
+        assert ([str(v) for v in ds["name"].values], ds["value"].values.tolist()) == want
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with xr.open_dataset(path, engine="zarr") as ds:  # (its v3 metadata rolled back: read as v2)
+            got = [v.decode() if isinstance(v, bytes) else str(v) for v in ds["name"].values.tolist()]
+            assert (got, ds["value"].values.tolist()) == want

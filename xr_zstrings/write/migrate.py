@@ -856,7 +856,7 @@ def keep_v3_in_step(zstore: ZStore) -> bool:
             txn.finish()
     except ConcurrentWriteError:
         return False
-    except ZStringsError as e:  # (the write itself is committed: said, not raised)
+    except (ZStringsError, OSError) as e:  # (the write itself is committed: said, not raised; a full disk too)
         warnings.warn(f"{zs.display}: the write is committed, but the Zarr v3 metadata this store was migrated in "
                       f"place with could not be written again ({e}), so v3 readers (engine='zarr') may not see it. "
                       f"`zstrings check {zs.display}` names what differs; `zstrings repair {zs.display}` writes them "
