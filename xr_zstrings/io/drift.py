@@ -15,19 +15,18 @@ objects and re-consolidates; writers use ``lost_keys`` (``write.append._base_tre
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats.nczarr import parse_json
 from ..formats.netcdf_c import LAYOUTS, NCZarrLayout
+from .commit import _METADATA_NAMES as _NAMES
+from .commit import VERSION_KEY, _canonical
 from .zstore import ZStore
 
 __all__ = ["Drift", "find_drift", "lost_keys", "metadata_keys_of"]
 
-_NAMES = (".zgroup", ".zattrs", ".zarray")
-_VERSION_KEY = "xr_zstrings"  # (io.commit.VERSION_KEY: that module imports this one's users)
 
 @dataclass
 class Drift:
@@ -99,10 +98,6 @@ def metadata_keys_of(meta: Mapping[str, Any]) -> list[str]:
     return keys
 
 
-def _canonical(obj: Any) -> str:
-    return json.dumps(obj, sort_keys=True, default=str)
-
-
 def _get_json(zs: ZStore, keys: Sequence[str]) -> list[Any]:
     """The objects themselves (never a consolidated copy), None where missing."""
     raws = zs.get_many(list(keys))
@@ -113,7 +108,7 @@ def _get_json(zs: ZStore, keys: Sequence[str]) -> list[Any]:
 def _ours(key: str, name: str) -> bool:
     """A key only NCZarr (or our version record) writes: what zarr-python drops when it rewrites a
     ``.zgroup``/``.zarray`` from its own model, or xarray when it rewrites a group's attributes."""
-    return name.lower().startswith("_nczarr") or (key == ".zgroup" and name == _VERSION_KEY)
+    return name.lower().startswith("_nczarr") or (key == ".zgroup" and name == VERSION_KEY)
 
 
 def lost_keys(key: str, obj: Any, copy: Any) -> list[str]:
