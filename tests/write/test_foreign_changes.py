@@ -170,6 +170,25 @@ def test_check_names_a_foreign_change_to_an_array_and_repair_shows_it(store: Sto
     assert "complete" in out
 
 
+def test_check_names_a_metadata_object_that_is_not_json(store: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    """An array's .zattrs cut short (not JSON): zarr-python reading the objects fails on it, and
+    check says so, naming the key (exit 1; before: "complete", no problem, exit 0, as the store opens
+    from .zmetadata)."""
+    if store.s3 is None:
+        (Path(store.url) / "obs" / ".zattrs").write_bytes(b'{"units": ')
+    else:
+        import obstore
+
+        assert store.s3 is not None
+        obstore.put(store.s3.obstore(BUCKET), f"{store.prefix}/obs/.zattrs", b'{"units": ')
+    with pytest.raises(ValueError):  # (json's error)
+        zarr.open_group(store.objects(read_only=True) if store.s3 else store.url, mode="r", zarr_format=2,
+                        use_consolidated=False)["obs"].attrs.asdict()
+    code, out = store.check(capsys)
+    assert code == 1, out
+    assert "key 'obs/.zattrs': malformed JSON" in out and "PROBLEM metadata" in out, out
+
+
 def test_an_append_keeps_and_shows_a_foreign_change_to_an_array(store: Store,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     store.group()["obs"].attrs["x"] = "y"

@@ -440,9 +440,11 @@ def _commit_state(target: str) -> tuple[str, str] | None:
     return _drift_state(zstore, state) or state.describe()
 
 
-def _drift_state(zstore: Any, state: Any) -> _DriftState | None:
+def _drift_state(zstore: Any, state: Any) -> tuple[str, str] | None:
     """A complete Zarr v2 store whose objects another tool changed without keeping ``.zmetadata``
-    or the root's NCZarr keys in step (``io.drift``): every object compared."""
+    or the root's NCZarr keys in step (``io.drift``): every object compared; one of them that is not
+    metadata (``_UnreadableState``)."""
+    from ..errors import MetadataError
     from ..io.drift import find_drift
 
     action = state.describe()[1]
@@ -450,9 +452,22 @@ def _drift_state(zstore: Any, state: Any) -> _DriftState | None:
         return None
     try:
         drift = find_drift(zstore, state.consolidated, state.root_obj)
+    except MetadataError as e:  # (the open that follows reads .zmetadata: it would not say so)
+        what = (f"{state.describe()[0]}, but {_one_line(e).rstrip('.')}: readers of the objects (zarr-python without "
+                "consolidated metadata, netcdf-c) fail on it")
+        return _UnreadableState((what, f"refuses it: {_UNREADABLE_FIX}"))
     except Exception:  # noqa: BLE001 - the open that follows reports what is wrong with the objects
         return None
     return _DriftState.of(drift.describe(), drift) if drift else None
+
+
+#: what to do about a metadata object that is not one (``_UnreadableState``): ``repair`` fails on it too
+_UNREADABLE_FIX = ("put that object back from a copy of the store (or remove it when it is a .zattrs), then "
+                   "`zstrings repair` re-consolidates")
+
+
+class _UnreadableState(tuple[str, str]):
+    """A commit state of a complete store one of whose metadata objects cannot be read: a problem."""
 
 
 class _JournalState(tuple[str, str]):
@@ -560,6 +575,8 @@ def _store_findings(tree: Any, target: str, state: tuple[str, str] | None) -> li
     if isinstance(state, _JournalState):  # (its state line says what is wrong with it)
         findings.append(Finding(".zstrings-journal", "a journal that repair and every writer refuse to act on",
                                 "remove it if you know no writer is running"))
+    if isinstance(state, _UnreadableState):  # (its state line names the object)
+        findings.append(Finding("metadata", "an object that is not readable metadata", _UNREADABLE_FIX))
     findings += _drift_findings(state, target)
     findings += _leftover_findings(target)
     if tree.root.zarr_format == 3:
