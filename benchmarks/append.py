@@ -20,7 +20,7 @@ value right), *refused* (an error) or *wrong* (anything else). Locally, and on a
 locally. Readers: ``engine="zstrings"``; ``engine="zarr"`` with consolidated metadata; icechunk's
 read-only session of ``main``, opened afresh for each read. The goal: >= 95% served, 0 wrong.
 
-Prints Markdown tables (README and docs/reliability.md keep the numbers of a run).
+Prints Markdown tables (docs/performance.md and docs/reliability.md keep the numbers of a run).
 """
 
 from __future__ import annotations

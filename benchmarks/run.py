@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only is None:
         # each section in a fresh interpreter: after the read section, alternating with netCDF4's
         # writes made some to_nczarr encodes take 120+ ms instead of 25 ms on the development VM
-        # (not reproducible in a fresh process; cause not pinned down, see the README)
+        # (not reproducible in a fresh process; cause not pinned down, see docs/performance.md)
         import subprocess
 
         for section in ("read", "write"):
@@ -413,7 +413,7 @@ def main(argv: list[str] | None = None) -> int:
             dds = ds.chunk({"x": min(len(strings), 100_000)})  # 10 dask blocks, threaded scheduler
             counter = iter(range(10**6))
             # both writers write to tmpfs when there is one: on this VM's disk the page cache makes the
-            # same 48 MB write take 10 ms or 110 ms depending on what was written before (README)
+            # same 48 MB write take 10 ms or 110 ms depending on what was written before (docs/performance.md)
             wdir = Path(tempfile.mkdtemp(dir="/dev/shm")) if os.path.isdir("/dev/shm") else tmpd
             zstd_v3 = [{"name": "zstd", "configuration": {"level": 3}}]
             writers: list[tuple[str, str | None, Callable[[Path], None]]] = [

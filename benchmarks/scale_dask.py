@@ -69,7 +69,7 @@ server holding every object in its memory: 1e7 strings at most on a shared machi
 xr_zstrings goes through obstore, ``ds.to_zarr``/engine="zarr" through zarr-python's ``ObjectStore``
 over the same obstore client.
 
-Prints a markdown table (the README's benchmark section carries it), each uncompressed ``to_nczarr``
+Prints a markdown table (docs/performance.md carries it), each uncompressed ``to_nczarr``
 row also as a fraction of its bare ceiling ("xr_zstrings / bare": the share of what this machine
 allows that the row reaches; ``--repeat N`` measures those rows and their ceilings N times, each
 beside its bare one, and gives medians with their range, and the fraction per pair), and, with
@@ -565,7 +565,7 @@ def main() -> None:
                     help="largest size also run in one process (the same graphs on dask's synchronous scheduler)")
     ap.add_argument("--v3", action="store_true", help="also to_zarr_v3 (vlen-utf8)")
     ap.add_argument("--compressor", default="none",
-                    help="to_nczarr's compressor: none (netcdf-c's default, the README's rows) or ID[:LEVEL], "
+                    help="to_nczarr's compressor: none (netcdf-c's default, docs/performance.md's rows) or ID[:LEVEL], "
                          "e.g. zstd:1 (ds.to_zarr compresses with zstd by default: on S3, where the "
                          "server's work grows with the bytes, this compares like with like)")
     ap.add_argument("--dir", default=None, help="where the local stores go (default: a temporary dir)")
@@ -755,7 +755,7 @@ def main() -> None:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """The README's table: per size, place and operation, ours vs engine="zarr" side by side, and
+    """docs/performance.md's table: per size, place and operation, ours vs engine="zarr" side by side, and
     ours on the cluster vs the same graph in one process."""
     def rate(r: dict[str, Any] | None) -> str:
         if r is None:

@@ -115,6 +115,21 @@ def test_every_page_with_examples_runs_some() -> None:
     assert doc_examples.parse(doc_examples.ROOT / "README.md").steps
 
 
+def test_readme_is_a_newcomers_page() -> None:
+    """The README stays short (issue 38): at most 250 lines, its first code block the two commands a
+    newcomer runs; the benchmark tables and the CI notes live in docs/performance.md and
+    docs/development.md, which it links."""
+    readme = (doc_examples.ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 250, f"README.md has {len(readme.splitlines())} lines (at most 250)"
+    first = re.search(r"```\w*\n(.*?)```", readme, re.DOTALL)
+    assert first is not None, "README.md has no code block"
+    commands = [line for line in first[1].splitlines() if line and not line.startswith("#")]
+    assert commands == ['python -m pip install . && zstrings',
+                        'python -m pip install -e ".[test]" && python -m pytest'], commands
+    for page in ("docs/performance.md", "docs/development.md"):
+        assert f"]({page})" in readme and (doc_examples.ROOT / page).exists(), page
+
+
 def test_the_harness_refuses_what_it_cannot_run_and_compares_outputs(tmp_path: Path) -> None:
     page = tmp_path / "p.md"
     page.write_text("```bash\npython -m pip install x\n```\n")

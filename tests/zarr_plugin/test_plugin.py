@@ -3,7 +3,7 @@ engine="zarr" and dask, compared with what engine="zstrings" reads and with the 
 (zarrs' documented encodings, netcdf-c's own stores), in whichever zarr-python this runs.
 
 What zarr-python still refuses is pinned with strict xfails naming the check: each one fails the
-day zarr-python lifts its limit, so the README's plugin table can be updated then.
+day zarr-python lifts its limit, so the plugin table (docs/guide.md) can be updated then.
 """
 
 from __future__ import annotations
