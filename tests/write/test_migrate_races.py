@@ -318,3 +318,46 @@ def test_append_after_migrate_is_committed_when_the_v3_metadata_cannot_be_writte
         with xr.open_dataset(path, engine="zarr") as ds:  # (its v3 metadata rolled back: read as v2)
             got = [v.decode() if isinstance(v, bytes) else str(v) for v in ds["name"].values.tolist()]
             assert (got, ds["value"].values.tolist()) == want
+
+
+def test_a_migrate_taken_over_before_its_root_leaves_the_takers_store_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An in-place migrate through a ``LocalStore`` object (the journal claim only) stalls past its
+    lease after its arrays' zarr.json, before its root zarr.json; repair takes the store over and rolls it back,
+    then an append commits. The migrate then refuses (``ConcurrentWriteError``) and writes no root
+    zarr.json: engine="zarr" reads the append (before: its root zarr.json, written as a file
+    without the claim's fence, described the store without the append)."""
+    import time
+
+    from zarr.storage import LocalStore
+
+    from xr_zstrings.io.commit import Transaction
+    from xr_zstrings.io.zstore import ZStore
+
+    path = tmp_path / "s.zarr"
+    xr_zstrings.to_nczarr(rows(0, BASE, "x"), path, unlimited_dims=["t"])
+    monkeypatch.setenv("XR_ZSTRINGS_LOCK_TIMEOUT", "1")
+    monkeypatch.setattr(Transaction, "_start_renewal", lambda self: None)  # (stalled: nothing renews its claim)
+    set_many, stalled = ZStore.set_many, []
+
+    def then_stall(self: ZStore, items: Any, **kw: Any) -> None:
+        items = list(items)
+        set_many(self, items, **kw)
+        if not stalled and any(k.endswith("/zarr.json") for k, _ in items):  # (the arrays' v3 metadata)
+            stalled.append(True)
+            time.sleep(1.2)  # past the lease
+            xr_zstrings.repair(LocalStore(path), force=True)
+            xr_zstrings.to_nczarr(rows(BASE, 80, "a"), path, mode="a", append_dim="t")
+
+    monkeypatch.setattr(ZStore, "set_many", then_stall)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(xr_zstrings.ConcurrentWriteError):
+            xr_zstrings.migrate(LocalStore(path, read_only=False))
+    monkeypatch.undo()
+    want = expected((0, BASE, "x"), (BASE, 80, "a"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with xr.open_dataset(path, engine="zarr") as ds:
+            got = [v.decode() if isinstance(v, bytes) else str(v) for v in ds["name"].values.tolist()]
+            assert (got, ds["value"].values.tolist()) == want

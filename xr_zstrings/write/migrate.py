@@ -824,12 +824,18 @@ def _write_in_place(zs: ZStore, txn: Transaction, arrays: Mapping[str, ArrayPlan
     root = _local_root(zs)
     if zs.get_bytes("zarr.json") is not None:
         if root is not None:
+            zs.check_fence()  # (files changed directly: the claim checked as for every batch through zs)
             os.unlink(root / "zarr.json")
             _stale_v3(root)
         else:
             _delete(zs, "zarr.json")
-    put_root = None if root is None else (lambda b: _replace(root / "zarr.json", b))
-    return _write(zs, zs, arrays, groups, consolidated, True, put_root=put_root)
+
+    def put_root(data: bytes) -> None:
+        assert root is not None
+        zs.check_fence()  # (a writer taken over while it stalled must not put a stale root back)
+        _replace(root / "zarr.json", data)
+
+    return _write(zs, zs, arrays, groups, consolidated, True, put_root=None if root is None else put_root)
 
 
 def keep_v3_in_step(zstore: ZStore) -> bool:
