@@ -154,12 +154,11 @@ _gc_was_enabled = False
 def _gc_paused() -> Iterator[None]:
     """Python's cyclic garbage collector paused while a store is opened.
 
-    Opening builds a few hundred small objects per variable (metadata, chunk readers, xarray's
-    variables and encodings) that all live as long as the dataset; each full collection during
-    the open walks every one of them again, so opening 10,000 variables cost 15x the time of 1,000
-    (0.5 s of 1.7 s was collection; 10x paused: benchmarks/wide.py). Opening makes almost no
-    garbage to collect. Nested and concurrent opens share the pause; the collector is turned
-    back on only if it was on before the first of them began.
+    Opening builds a few hundred small objects per variable that all live as long as the dataset;
+    each full collection during the open walks every one of them again, so a wide open grew faster
+    than its variable count (numbers: docs/performance.md, "Measured notes behind the code").
+    Opening makes almost no garbage to collect. Nested and concurrent opens share the pause; the
+    collector is turned back on only if it was on before the first of them began.
     """
     global _gc_holders, _gc_was_enabled
     with _gc_lock:

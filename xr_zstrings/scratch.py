@@ -50,6 +50,6 @@ class ThreadScratch:
 def fresh(n: int) -> np.ndarray:
     """``n`` bytes of new memory for a buffer over a scratch's limit: ``np.empty``, for which numpy
     asks the kernel for transparent huge pages on large arrays (``madvise``), so filling it faults
-    once per 2 MiB instead of once per 4 KiB; ``bytes``/``f.read()`` cannot (a 128 MiB chunk
-    file read: 576 faults and 40 ms against 32,769 and 84 ms; reused memory: 31 ms)."""
+    once per 2 MiB instead of once per 4 KiB; ``bytes``/``f.read()`` cannot (measured:
+    docs/performance.md, "Measured notes behind the code")."""
     return np.empty(n, np.uint8)

@@ -11,9 +11,9 @@ silently run on the slower public fallback), and ``show_versions()`` reports the
   bound to that loop.  Fallback: our own event loop on a daemon thread, which serves every
   loop-agnostic store (local, zip, memory, obstore).
 * ``Codec._decode_sync`` / ``Codec._encode_sync``: one chunk through one codec without the event
-  loop.  The public ``Codec.decode([(chunk, spec)])`` is a coroutine; measured on 2 cores it costs
-  ~80-250 us per call against 2-40 us for a 1 kB chunk (crc32c of a shard index: ~40x), which
-  dominates sharded reads.  Fallback: the public batch method through :func:`sync`.
+  loop.  The public ``Codec.decode([(chunk, spec)])`` is a coroutine, whose event-loop round trip
+  costs many times a small chunk's decoding and dominates sharded reads (numbers:
+  docs/performance.md).  Fallback: the public batch method through :func:`sync`.
 * ``zarr.core.array_spec.ArraySpec`` / ``ArrayConfig``: the chunk description every codec method
   takes.  zarr-python exports no constructor for it; there is no public path, so a zarr that
   moved it fails with a clear UnsupportedError when a codec chain needs it (and in the test).

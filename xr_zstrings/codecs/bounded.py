@@ -203,8 +203,8 @@ def _stream_reader(cid: str, codec: Codec, raw: io.BytesIO) -> Any:
                          filters=getattr(codec, "filters", None) if fmt == lzma.FORMAT_RAW else None)
 
 
-# Decompressing into fresh memory costs a page fault per 4 KiB (zstd: ~40% of the time for 5 MB
-# chunks); callers that consume the output before their thread decodes again can ask for a
+# Decompressing into fresh memory costs a page fault per 4 KiB (a large share of zstd's time:
+# docs/performance.md); callers that consume the output before their thread decodes again can ask for a
 # per-thread scratch buffer instead (reused, at most 16 MiB, so at most that much per thread).
 _SCRATCH = ThreadScratch(16 << 20)
 

@@ -52,9 +52,9 @@ class Zarr:
 
     @classmethod
     def spec(cls, shape: tuple[int, ...], dtype: np.dtype) -> Any:
-        """zarr-python's ArraySpec for a chunk, memoised: zarr's dtype registry lookup costs about
-        1 ms a call, i.e. a second when opening 1,000 compressed Zarr v3 variables (ArraySpec and
-        zarr's dtypes are frozen dataclasses, safe to share)."""
+        """zarr-python's ArraySpec for a chunk, memoised: zarr's dtype registry lookup is slow enough
+        to dominate opening many compressed Zarr v3 variables (docs/performance.md); ArraySpec and
+        zarr's dtypes are frozen dataclasses, safe to share."""
         key = (tuple(shape), np.dtype(dtype))
         found = cls._specs.get(key)
         if found is not None:

@@ -1,7 +1,7 @@
 """Native stores' runtimes and this process: refused in forked children, let finish before exit.
 
-obstore (0.12.1, checked) and icechunk (2.3, checked) run their requests on tokio runtimes, in
-threads of their own.
+obstore and icechunk run their requests on tokio runtimes, in threads of their own (the versions
+this was checked with: docs/reliability.md, "Forked processes, and the exit after a read").
 
 Forks: ``fork`` copies only the calling thread, so a child forked after such a runtime started
 waits forever on every request through it, on any store (a new one too); obstore's maintainers:
@@ -17,9 +17,8 @@ Exit: each request completes from a runtime thread that calls the event loop's
 ``call_soon_threadsafe``, whose wake-up write releases the GIL. The loop can finish the read
 before that thread has the GIL back; if the script then ends, the interpreter starts finalizing,
 and CPython up to 3.13 ends a thread that asks for the GIL then with ``pthread_exit``, which
-crashes the process inside Rust frames (SIGABRT or SIGSEGV with either, after all the work
-succeeded; seen in 0.4-3% of short scripts reading from S3, four at a time on two cores;
-engine="zarr" on obstore too; CPython 3.14 parks such threads instead). No public API of obstore,
+crashes the process inside Rust frames (SIGABRT or SIGSEGV, after all the work succeeded; how
+often: docs/reliability.md; CPython 3.14 parks such threads instead). No public API of obstore,
 icechunk, pyo3 or asyncio joins those threads, so an ``atexit`` hook (run before finalization
 starts) waits, at most ``_EXIT_WAIT`` seconds, until no thread unknown to ``threading`` is running
 Python code. The first request through any store that is not one of zarr-python's own installs it

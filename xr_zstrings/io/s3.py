@@ -56,7 +56,7 @@ def _aws_region(labels: list[str]) -> str | None:
 
 
 # netcdf-c's URL forms are parsed by hand. obstore's own ``S3Store.from_url`` and
-# ``obstore.store.from_url`` (0.12.1, checked) read ``s3://bucket/key`` and two AWS spellings
+# ``obstore.store.from_url`` (the version checked: docs/cloud.md) read ``s3://bucket/key`` and two AWS spellings
 # (``https://s3.<region>.amazonaws.com/bucket/key``, ``https://bucket.s3.<region>.amazonaws.com/key``)
 # but refuse netcdf-c's path style on any other host (``https://<host>/bucket/key#mode=nczarr,s3``:
 # MinIO, Ceph, ...), ``http://``, ``s3.amazonaws.com``, ``s3-<region>``, dualstack, ``.com.cn`` and
@@ -227,8 +227,8 @@ def s3_store(loc: S3Location, storage_options: dict[str, Any] | None = None) -> 
 
 
 # One S3Store per configuration, reused by every open and write in a process (as fsspec reuses a
-# filesystem instance): building one costs ~4 ms of CPU (obstore's HTTP client loads the system's
-# root certificates), a twentieth of opening a 1,000-variable store, and a reused one keeps its
+# filesystem instance): building one costs noticeable CPU (obstore's HTTP client loads the system's
+# root certificates; docs/performance.md), and a reused one keeps its
 # connections. Keyed by everything the S3Store is built from, the environment it reads included
 # (AWS_*, proxies, certificates: a changed variable gives a new store); emptied in a forked child,
 # whose stores must not share the parent's connections. obstore's stores are thread-safe.

@@ -50,9 +50,8 @@ _SYNC_BODY = 8192
 _MISSING = (FileNotFoundError, IsADirectoryError, NotADirectoryError)
 # Local chunks read with ``scratch=True`` go into one reused buffer per thread instead of a fresh
 # bytes object each: a fresh 32 MB object costs a page fault per 4 KiB every chunk once dask's
-# workers return freed memory to the system (MALLOC_TRIM_THRESHOLD_=65536): a 1e6-string |S32
-# chunk read and decoded took 78 ms fresh, 66 ms reused (1e8 reads on 2 workers, scale_dask.py:
-# 24.7 -> 25.3-26.9 M/s). Groups larger than 64 MiB get fresh memory on huge pages
+# workers return freed memory to the system (MALLOC_TRIM_THRESHOLD_=65536; measured:
+# docs/performance.md, "Measured notes behind the code"). Groups larger than 64 MiB get fresh memory on huge pages
 # (``ThreadScratch.take``; a thread keeps at most 64 MiB).
 _CHUNK_SCRATCH = ThreadScratch(64 << 20)
 
@@ -281,9 +280,8 @@ class ZStore:
         coroutine completes through a callback from a blocking-pool thread of obstore's runtime
         (a new Python thread state, a GIL handoff and an event loop wake-up: most of the client's
         CPU per GET), so an object small enough to have arrived with its headers is read with the
-        synchronous ``GetResult.bytes()``: one completion per GET instead of two. 2,008 GETs of an
-        NCZarr open on SeaweedFS (2 loaded cores): 0.36 -> 0.21 ms of client CPU per GET, all
-        threads. A larger object (more than a new connection's first TCP window) is awaited as
+        synchronous ``GetResult.bytes()``: one completion per GET instead of two (the client CPU it
+        saves: docs/performance.md). A larger object (more than a new connection's first TCP window) is awaited as
         ``bytes_async``, so the event loop never waits on the network."""
         obj: Any = getattr(self.store, "store", None)
         if type(self.store) is _ObjectStore and type(obj).__module__.startswith("obstore"):
@@ -373,9 +371,8 @@ class ZStore:
 
     def _get_many_local(self, keys: Sequence[str], scratch: bool = False) -> list[Any]:
         """LocalStore.get without the event loop round trip and its extra copy of each object
-        (same results: a missing file, a directory or a path through a file reads as None).
-        Measured 2x faster than LocalStore.get_sync (its Buffer copy) for 2000 small objects.
-        ``scratch``: see ``get_many``."""
+        (same results: a missing file, a directory or a path through a file reads as None), which
+        is faster for small objects (docs/performance.md). ``scratch``: see ``get_many``."""
         root = cast(Any, self.store).root  # (a LocalStore)
         out: list[Any] = []
         used = 0  # scratch bytes handed out so far

@@ -154,7 +154,7 @@ _pa: Any = None
 
 
 def _arrow() -> Any:
-    """pyarrow, imported on first use (it validates UTF-8 at ~100 M strings/s), or None."""
+    """pyarrow, imported on first use (its UTF-8 validation is fast: docs/performance.md), or None."""
     global _pa
     if _pa is None:
         try:
@@ -427,8 +427,7 @@ def kernel_values(values: Any, what: str) -> tuple[np.ndarray, tuple[int, ...]] 
 
 # A writer's block encodings may go into one buffer per thread instead of fresh memory: each fresh
 # 32 MB chunk (np.zeros) cost a page fault per 4 KiB once dask's workers return freed memory to the
-# system (the memcpy into those pages was a quarter of a worker's busy time writing 1e6-string |S32
-# chunks); see reused_output. Encodings over the cap get fresh memory.
+# system (how much: docs/performance.md); see reused_output. Encodings over the cap get fresh memory.
 # The switch is thread-local on purpose, not a context variable: the buffer belongs to the thread,
 # and a pool task that inherited the switch would hand back views of its thread's buffer, which
 # the thread's next task overwrites before the caller has written them.

@@ -158,7 +158,7 @@ class _BlockWriter:
     codecs, and its block encoder (``a`` without its data or attributes).
 
     It is one key of the graph (``block_writes``), so a task's message does not hold the whole
-    source graph (its size grew with the number of blocks: 1,000 blocks pickled 133 MB), and the
+    source graph (whose size grows with the number of blocks: docs/performance.md), and the
     tasks of a worker share one store object (object storage: one client and its connections
     instead of one per block)."""
 

@@ -8,10 +8,10 @@ engine="zstrings"' default UTF-8 policy (``"drop"``: a value cut inside a charac
 incomplete character, with a ``StringDecodeWarning``).
 
 What zarr-python itself refuses is not worked around here: it accepts a ``string`` array only with
-a codec whose class is named ``VLenUTF8Codec`` (``zarr.core.metadata.v3.validate_codecs``, zarr
-3.1.6 and 3.4.2), so ``string`` + ``zarrs.vlen`` / ``zarrs.vlen_v2`` stays unreadable there
-(``bytes`` + either codec, and ``zarrs.optional`` over both, read); the README's plugin table and
-``tests/zarr_plugin`` pin each refusal.
+a codec whose class is named ``VLenUTF8Codec`` (``zarr.core.metadata.v3.validate_codecs``), so
+``string`` + ``zarrs.vlen`` / ``zarrs.vlen_v2`` stays unreadable there (``bytes`` + either codec,
+and ``zarrs.optional`` over both, read); the plugin table of docs/guide.md (with the zarr versions
+checked) and ``tests/zarr_plugin`` pin each refusal.
 """
 
 from __future__ import annotations
