@@ -35,8 +35,8 @@ def test_docs_build_without_warnings(tmp_path):
     proc = build(DOCS, tmp_path / "html")
     assert proc.returncode == 0, proc.stderr + proc.stdout
     api = (tmp_path / "html" / "api.html").read_text()
-    for name in ("to_nczarr", "prepare_for_zarr", "to_zarr_v3", "open_tree", "read_arrow",
-                 "ZStringsError", "StringOverflowError", "sample_path", "ZStringsBackendEntrypoint"):
+    for name in ("to_nczarr", "to_zarr_v2", "with_netcdf_c_strings", "with_zarr_encoding", "to_zarr_v3",
+                 "open_tree", "read_arrow", "ZStringsError", "StringOverflowError", "sample_path", "ZStringsBackendEntrypoint"):
         assert name in api, name
     guide = (tmp_path / "html" / "guide.html").read_text()
     assert 'href="format-notes.html#zarr-v3-strings-one-name-two-layouts"' in guide

@@ -21,19 +21,25 @@ __version__ = "0.1.0"
 # light (name -> module that defines it)
 _LAZY = {
     "to_nczarr": "xr_zstrings.write.nczarr",
-    "prepare_for_zarr": "xr_zstrings.write.nczarr",
+    "to_zarr_v2": "xr_zstrings.write.nczarr",
+    "with_netcdf_c_strings": "xr_zstrings.write.nczarr",
     "to_zarr_v3": "xr_zstrings.write.zarr3",
     "convert": "xr_zstrings.write.convert",
     "repair": "xr_zstrings.write.repair",
     "migrate": "xr_zstrings.write.migrate",
-    "for_zarr": "xr_zstrings.codecs.encoding",
+    "with_zarr_encoding": "xr_zstrings.codecs.encoding",
     "read_arrow": "xr_zstrings.read.arrow",
     "show_versions": "xr_zstrings.versions",
+}
+#: the old names, still importable (calling one warns FutureWarning naming the new one); not in __all__
+_DEPRECATED = {
+    "prepare_for_zarr": "xr_zstrings.write.nczarr",  # -> with_netcdf_c_strings
+    "for_zarr": "xr_zstrings.codecs.encoding",  # -> with_zarr_encoding
 }
 
 
 def __getattr__(name: str) -> object:
-    module = _LAZY.get(name)
+    module = _LAZY.get(name) or _DEPRECATED.get(name)
     if module is None:
         raise AttributeError(f"module 'xr_zstrings' has no attribute {name!r}")
     import importlib

@@ -1,4 +1,5 @@
-"""``ds.zstrings.to_nczarr(...)`` / ``tree.zstrings.to_nczarr(...)``: the writer as an accessor.
+"""``ds.zstrings`` / ``tree.zstrings``: this package's writers (in ``xr_zstrings.write``) and its
+encodings for xarray's own ``to_zarr`` as an accessor, e.g. ``ds.zstrings.to_nczarr(...)``.
 
 Registered when ``xr_zstrings.write.nczarr`` or the xarray backend is imported (``import xr_zstrings.write.nczarr``;
 opening anything with ``engine="zstrings"`` also does).
@@ -11,6 +12,8 @@ from typing import Any
 
 import xarray as xr
 
+from .write import WriteMode  # (typing only: importing it loads no writer)
+
 __all__ = ["ZStringsAccessor"]
 
 
@@ -20,31 +23,49 @@ class ZStringsAccessor:
     def __init__(self, obj: xr.Dataset | xr.DataTree) -> None:
         self._obj = obj
 
-    def to_nczarr(self, target: str | os.PathLike[str] | Any, **kwargs: Any) -> None:
-        """Write this object as NCZarr 2 (or pure Zarr v2) that netcdf-c reads; see ``writer.to_nczarr``."""
+    def to_nczarr(self, target: str | os.PathLike[str] | Any, *, mode: WriteMode = "w-", **kwargs: Any) -> None:
+        """Write this object as NCZarr 2 (or pure Zarr v2) that netcdf-c reads; see ``write.nczarr.to_nczarr``."""
         from .write.nczarr import to_nczarr
 
-        to_nczarr(self._obj, target, **kwargs)
+        to_nczarr(self._obj, target, mode=mode, **kwargs)
 
-    def prepare_for_zarr(self, **kwargs: Any) -> xr.Dataset:
-        """Strings as ``|Sn`` bytes for ``.to_zarr(...)``; see ``writer.prepare_for_zarr``."""
-        from .write.nczarr import prepare_for_zarr
+    def to_zarr_v2(self, target: str | os.PathLike[str] | Any, *, mode: WriteMode = "w-", **kwargs: Any) -> None:
+        """Write this object as pure Zarr v2 that netcdf-c (``mode=zarr``) and zarr-python read; see
+        ``write.nczarr.to_zarr_v2``."""
+        from .write.nczarr import to_zarr_v2
+
+        to_zarr_v2(self._obj, target, mode=mode, **kwargs)
+
+    def with_netcdf_c_strings(self, **kwargs: Any) -> xr.Dataset:
+        """A copy whose strings are netcdf-c's NC_STRING ``|Sn`` bytes, for ``.to_zarr(..., zarr_format=2)``;
+        see ``write.nczarr.with_netcdf_c_strings``."""
+        from .write.nczarr import with_netcdf_c_strings
 
         if not isinstance(self._obj, xr.Dataset):
-            raise TypeError("prepare_for_zarr works on a Dataset; use tree.map_over_datasets for a DataTree.")
-        return prepare_for_zarr(self._obj, **kwargs)
+            raise TypeError("with_netcdf_c_strings works on a Dataset; use tree.map_over_datasets for a DataTree.")
+        return with_netcdf_c_strings(self._obj, **kwargs)
 
+    def prepare_for_zarr(self, **kwargs: Any) -> xr.Dataset:
+        """Deprecated: the old name of ``with_netcdf_c_strings``."""
+        _deprecated("prepare_for_zarr", "with_netcdf_c_strings()")
+        return self.with_netcdf_c_strings(**kwargs)
+
+    def with_zarr_encoding(self, zarr_format: int) -> xr.Dataset | xr.DataTree:
+        """A copy whose codecs are in ``zarr_format``'s vocabulary, for ``.to_zarr(..., zarr_format=...)``;
+        see ``codecs.encoding.with_zarr_encoding``."""
+        from .codecs.encoding import with_zarr_encoding
+
+        return with_zarr_encoding(self._obj, zarr_format)
 
     def for_zarr(self, zarr_format: int) -> xr.Dataset | xr.DataTree:
-        """A copy whose codecs are in ``zarr_format``'s vocabulary; see ``codecs.encoding.for_zarr``."""
-        from .codecs.encoding import for_zarr
-
-        return for_zarr(self._obj, zarr_format)
+        """Deprecated: the old name of ``with_zarr_encoding``."""
+        _deprecated("for_zarr", "with_zarr_encoding(zarr_format)")
+        return self.with_zarr_encoding(zarr_format)
 
     def to_zarr(self, store: Any = None, *, zarr_format: int | None = None, **kwargs: Any) -> Any:
         """``.to_zarr(store, zarr_format=..., **kwargs)`` with the store's exact codec chain for that
         format (netcdf-c's shuffle, v3 shards), which the format-neutral encoding engine="zstrings"
-        gives cannot hold for both formats; see ``codecs.encoding.for_zarr``.
+        gives cannot hold for both formats; see ``codecs.encoding.with_zarr_encoding``.
 
         The target is checked first, by the rule of this package's writers (``TargetExistsError``,
         nothing touched): a folder, S3 prefix or Store that is not empty and whose root is not a
@@ -52,12 +73,22 @@ class ZStringsAccessor:
         store (``mode="a"``, ``"r+"``, ``append_dim``) takes its Zarr format unless ``zarr_format``
         says another, which is refused, as is ``append_dim`` where no store is: xarray would first
         add metadata there, then fail."""
-        from .codecs.encoding import default_zarr_format, for_zarr
+        from .codecs.encoding import default_zarr_format, with_zarr_encoding
 
         fmt = _checked_format(store, zarr_format, kwargs)
         fmt = default_zarr_format() if fmt is None else fmt
         _refuse_format(store, fmt)
-        return for_zarr(self._obj, fmt).to_zarr(store, zarr_format=fmt, **kwargs)
+        return with_zarr_encoding(self._obj, fmt).to_zarr(store, zarr_format=fmt, **kwargs)
+
+
+def _deprecated(old: str, new: str) -> None:
+    """Warn that ``ds.zstrings.<old>`` is now ``ds.zstrings.<new>``, at the caller's line."""
+    import warnings
+
+    from .errors import user_stacklevel
+
+    warnings.warn(f"ds.zstrings.{old} is deprecated: use ds.zstrings.{new} (same arguments, same result).",
+                  FutureWarning, stacklevel=user_stacklevel())
 
 
 def _refuse_format(store: Any, fmt: int) -> None:

@@ -189,7 +189,7 @@ def test_netcdf_c_reads_the_store_migrated_in_place_as_before(target, base):
     mode = "nczarr"
     if target == "purezarr":  # what xarray writes, as netcdf-c's mode=zarr reads it
         mode = "zarr"
-        xr_zstrings.prepare_for_zarr(m.matrix_groups()["/"]).to_zarr(store, zarr_format=2, consolidated=False)
+        xr_zstrings.with_netcdf_c_strings(m.matrix_groups()["/"]).to_zarr(store, zarr_format=2, consolidated=False)
     else:
         m.write_target(target, store)
     readers = [r for r in m.available_readers() if r != "ncdump"]

@@ -24,7 +24,7 @@ from xr_zstrings import (
     ZStringsError,
 )
 from xr_zstrings.write.convert import convert
-from xr_zstrings.write.nczarr import prepare_for_zarr, to_nczarr
+from xr_zstrings.write.nczarr import to_nczarr, with_netcdf_c_strings
 
 T = np.dtypes.StringDType()
 MULTI = ["a", "héllo", "中文字", "😀x", "", "ß" * 70]
@@ -556,7 +556,7 @@ def test_prepare_for_zarr_to_zarr_netCDF4_mode_zarr(tmp_path):
     path = tmp_path / "x.zarr"
     ds = xr.Dataset({"names": ("x", np.array(MULTI, dtype=T)), "v": ("x", np.arange(6.0))},
                     coords={"x": np.array([f"k{i}é" for i in range(6)], dtype=T)})
-    prepare_for_zarr(ds).to_zarr(path, zarr_format=2, consolidated=False)
+    with_netcdf_c_strings(ds).to_zarr(path, zarr_format=2, consolidated=False)
     nc = netCDF4.Dataset(nc_url(path, "zarr"), "r")
     try:
         assert nc["names"][:].tolist() == MULTI

@@ -23,9 +23,9 @@ from corpus import MISSING, golden_sources, source, url
 from corpus import SOURCES as CORPUS_SOURCES
 
 from xr_zstrings import UnsupportedError, ZStringsError
-from xr_zstrings.codecs.encoding import for_zarr, v2_configs
+from xr_zstrings.codecs.encoding import v2_configs, with_zarr_encoding
 from xr_zstrings.sample import sample_path
-from xr_zstrings.write.nczarr import prepare_for_zarr, to_nczarr
+from xr_zstrings.write.nczarr import to_nczarr, with_netcdf_c_strings
 
 
 def _open(path: str | Path, **kw) -> xr.Dataset:
@@ -111,7 +111,7 @@ def test_sample_to_netcdf_keeps_zlib_and_shuffle(tmp_path, engine):
 
 def test_sample_prepare_for_zarr_v2_is_read_by_netcdf_c(tmp_path):
     ds = _open(sample_path())
-    prepare_for_zarr(ds).to_zarr(tmp_path / "a.zarr", zarr_format=2, consolidated=False)
+    with_netcdf_c_strings(ds).to_zarr(tmp_path / "a.zarr", zarr_format=2, consolidated=False)
     back = _open(tmp_path / "a.zarr").load()
     xr.testing.assert_equal(back, ds.load())
     assert "station" in back.indexes
@@ -134,12 +134,12 @@ def test_sample_through_our_writers_keeps_the_codecs(tmp_path):
 
 def test_for_zarr_round_trips_between_vocabularies():
     ds = _open(sample_path())
-    v2 = for_zarr(ds, 2)["temperature"].encoding
+    v2 = with_zarr_encoding(ds, 2)["temperature"].encoding
     assert [c.get_config() for c in v2["compressors"]] == [{"id": "zlib", "level": 4}]
     assert [c.get_config() for c in v2["filters"]] == [{"id": "shuffle", "elementsize": 4}]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        v3 = for_zarr(for_zarr(ds, 2), 3)["temperature"].encoding
+        v3 = with_zarr_encoding(with_zarr_encoding(ds, 2), 3)["temperature"].encoding
     assert [c.to_dict() for c in v3["compressors"]] == [
         {"name": "numcodecs.shuffle", "configuration": {"elementsize": 4}},
         {"name": "numcodecs.zlib", "configuration": {"level": 4}},
@@ -401,7 +401,7 @@ def _assert_codecs_kept(src: xr.Dataset, out: Path, fmt: int, where: str, exact:
     ``to_zarr``), or the store's own chain for that format (``exact``: ``ds.zstrings.to_zarr``,
     shards included) -- or with none where the source had none: never zarr-python's default in
     their place; and with the encoding's chunks."""
-    expected = for_zarr(src, fmt) if exact else src
+    expected = with_zarr_encoding(src, fmt) if exact else src
     for name, var in src.variables.items():
         enc = expected[name].encoding
         comps = enc.get("compressors") or ()
@@ -456,7 +456,7 @@ def test_datatree_writer_reader(sid, writer, reader, source_dir):
 
 
 # ---------------------------------------------------------------------------------------------
-# prepare_for_zarr(ds).to_zarr(zarr_format=2): what `zstrings check` recommends, read by netcdf-c
+# with_netcdf_c_strings(ds).to_zarr(zarr_format=2): what `zstrings check` recommends, read by netcdf-c
 # ---------------------------------------------------------------------------------------------
 
 
@@ -494,25 +494,25 @@ _PREPARE_CASES = [(s, r) for s in SOURCES for r in ("zstrings", "netcdf4")]
 
 
 @pytest.mark.parametrize(("sid", "reader"), _PREPARE_CASES,
-                         ids=[f"{s} -> prepare_for_zarr+to_zarr(v2) -> {r}" for s, r in _PREPARE_CASES])
+                         ids=[f"{s} -> with_netcdf_c_strings+to_zarr(v2) -> {r}" for s, r in _PREPARE_CASES])
 def test_prepare_for_zarr_v2(sid, reader, source_dir):
-    key = (sid, "prepare_for_zarr", False)
+    key = (sid, "with_netcdf_c_strings", False)
     if key not in _written:
         src = _open(source(sid, source_dir)).load()
         if sid in _NETCDF_C_CANNOT_READ:
             with pytest.raises(UnsupportedError, match=f"codec '{_NETCDF_C_CANNOT_READ[sid]}': netcdf-c 4.10 cannot read it"):
-                prepare_for_zarr(src)
+                with_netcdf_c_strings(src)
             return
         if _refused(sid, "to_nczarr", "*") is not None:  # the same plan: missing values without a fill
             with pytest.raises(ZStringsError, match="missing value"):
-                prepare_for_zarr(src)
+                with_netcdf_c_strings(src)
             return
-        prepared = prepare_for_zarr(src)
+        prepared = with_netcdf_c_strings(src)
         out = source_dir / f"{sid}.prepared.{len(_written)}.zarr"
         prepared.to_zarr(out, zarr_format=2, consolidated=False)
         _written[key] = (src, out)
     src, out = _written[key]
-    where = f"{sid} -> prepare_for_zarr+to_zarr(v2) -> {reader}"
+    where = f"{sid} -> with_netcdf_c_strings+to_zarr(v2) -> {reader}"
     if reader == "zstrings":
         back = _open(out).load()
         assert_same(back, src, where)
@@ -621,7 +621,7 @@ def test_numeric_codec_without_v3_equivalent_is_dropped_with_a_warning():
     ds["v"].encoding = {"compressors": (zarr.codecs.ZstdCodec(level=1),),
                         "filters": (zarr.codecs.TransposeCodec(order=(0,)),)}
     with pytest.warns(CodecDroppedWarning, match="transpose.*no Zarr v2"):
-        enc = for_zarr(ds, 2)["v"].encoding
+        enc = with_zarr_encoding(ds, 2)["v"].encoding
     assert [c.get_config() for c in enc["compressors"]] == [{"id": "zstd", "level": 1, "checksum": False}]
     assert enc["filters"] is None
 
@@ -668,7 +668,7 @@ def test_plain_to_zarr_of_what_we_read(sid, fmt, source_dir, tmp_path):
 def test_plain_to_zarr_v2_output_with_strings_is_not_read_by_netcdf_c(tmp_path):
     """netcdf-c 4.10.1 (mode=zarr) refuses a whole pure Zarr v2 store holding the strings xarray
     writes to v2 (``<Un`` for StringDType, vlen-utf8 ``|O`` for objects), so plain
-    ``to_zarr(zarr_format=2)`` output is not netcdf-c-compatible: ``prepare_for_zarr`` (|Sn +
+    ``to_zarr(zarr_format=2)`` output is not netcdf-c-compatible: ``with_netcdf_c_strings`` (|Sn +
     _nczarr_maxstrlen, tested above with netCDF4) is the route there. If a netcdf-c release reads
     it, this fails and docs/format-notes.md can say so."""
     ds = _open(sample_path()).load()

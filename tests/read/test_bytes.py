@@ -15,7 +15,7 @@ import zarr
 from peers import nc_url
 
 from xr_zstrings import StringDecodeWarning, ZStringsError
-from xr_zstrings.write.nczarr import prepare_for_zarr
+from xr_zstrings.write.nczarr import with_netcdf_c_strings
 
 BINARY = np.array([b"\x00\xff\x10", b"abc\xc3", b"\xc3\xa9t\xc3\xa9", b"\x89PNG\r\n\x1a\n", b""], dtype="S8")
 
@@ -81,9 +81,9 @@ def test_encoding_attribute_is_honoured_as_xarray_decodes_it(tmp_path):
 
 
 def test_declared_text_stays_str(tmp_path):
-    """netcdf-c's NC_STRING (NCZarr and its pure-Zarr mode) and prepare_for_zarr's |Sn are text."""
+    """netcdf-c's NC_STRING (NCZarr and its pure-Zarr mode) and with_netcdf_c_strings's |Sn are text."""
     path = tmp_path / "p.zarr"
-    prepare_for_zarr(xr.Dataset({"s": ("x", np.array(["a", "été"], dtype=object))})).to_zarr(
+    with_netcdf_c_strings(xr.Dataset({"s": ("x", np.array(["a", "été"], dtype=object))})).to_zarr(
         path, zarr_format=2, consolidated=False)
     assert _quiet_open(path, engine="zstrings")["s"].values.tolist() == ["a", "été"]
     for mode in ("nczarr", "zarr"):

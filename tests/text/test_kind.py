@@ -1,4 +1,4 @@
-"""text/kind.py: the one "is this text" rule (text_kind), asked by every writer and by for_zarr."""
+"""text/kind.py: the one "is this text" rule (text_kind), asked by every writer and by with_zarr_encoding."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import numcodecs
 import numpy as np
 import xarray as xr
 
-from xr_zstrings import for_zarr
+from xr_zstrings import with_zarr_encoding
 from xr_zstrings.text.kind import is_missing, text_kind
 
 
@@ -26,13 +26,13 @@ def test_missing_first_values_do_not_decide():
 
 
 def test_for_zarr_asks_the_writers_rule():
-    """An object variable of numbers is not text for for_zarr either: its filters are kept (the
+    """An object variable of numbers is not text for with_zarr_encoding either: its filters are kept (the
     old dtype-kind rule took every object array for text and dropped them)."""
     ds = xr.Dataset({"v": ("x", np.array([None, 1.5, 2.5], dtype=object)),
                      "s": ("x", np.array([None, "a", "b"], dtype=object))})
     delta = numcodecs.Delta(dtype="<f8")
     for name in ds.variables:
         ds[name].encoding = {"filters": (delta,), "compressors": (numcodecs.Zlib(level=1),)}
-    out = for_zarr(ds, 2)
+    out = with_zarr_encoding(ds, 2)
     assert out["v"].encoding["filters"] == (delta,)
     assert "filters" not in out["s"].encoding

@@ -176,7 +176,7 @@ def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[s
             out.append(Finding(where, f"{meta.dtype_str} fixed-width UTF-32 strings (as xarray/zarr-python "
                                "write str): netcdf-c refuses to open the whole store ('NetCDF: NCZarr error')",
                                f"{convert}  (NC_STRING |Sn), or write with "
-                               "xr_zstrings.prepare_for_zarr(ds).to_zarr(...)"))
+                               "xr_zstrings.with_netcdf_c_strings(ds).to_zarr(...)"))
         elif kind in ("vlen", "vlen-bytes"):
             out.append(Finding(where, f"|O {kind.replace('vlen', 'vlen-utf8') if kind == 'vlen' else kind} "
                                "variable-length strings (xarray/zarr-python): netcdf-c refuses to open the "

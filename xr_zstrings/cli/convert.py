@@ -9,11 +9,12 @@ import os
 import sys
 from collections.abc import Callable, Hashable
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, cast
 
 from ..codecs.layouts import LAYOUT_NAMES
 from ..formats.netcdf_c import CURRENT, DEFAULT_NETCDF_C, examples_text
 from ..io.redact import redact
+from ..write import NewMode
 from .common import _NETCDF_SUFFIXES, _TARGET_HELP, OK, UsageError, _is_netcdf_file
 
 
@@ -173,7 +174,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         bar = _progress(total, args.quiet, dst)
         try:
             counted = _counted(dict(groups), bar)
-            mode: Literal["w", "w-"] = "w" if args.overwrite else "w-"
+            mode: NewMode = "w" if args.overwrite else "w-"
             if fmt == "netcdf4":
                 _clamp_chunks(counted)
                 write_netcdf4(counted, dst)  # never a half-written file; the old one until done
@@ -299,7 +300,7 @@ def _clamp_chunks(groups: dict[str, Any]) -> None:
                 )
 
 
-def _write_zarr3(groups: dict[str, Any], dst: str, *, mode: str, layout: str) -> None:
+def _write_zarr3(groups: dict[str, Any], dst: str, *, mode: NewMode, layout: str) -> None:
     from ..write.zarr3 import to_zarr_v3
 
     paths = list(groups)
@@ -309,7 +310,7 @@ def _write_zarr3(groups: dict[str, Any], dst: str, *, mode: str, layout: str) ->
             var.encoding = {k: v for k, v in var.encoding.items() if k in ("chunks", "dtype", "units",
                                                                            "calendar")}
         to_zarr_v3(ds, dst, layout=layout,
-                   mode=mode if i == 0 else "w-",  # type: ignore[arg-type]  # "w" or "w-"
+                   mode=mode if i == 0 else "w-",
                    group=None if path == "/" else path.strip("/"), consolidated=i == len(paths) - 1)
 
 

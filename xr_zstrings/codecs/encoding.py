@@ -17,7 +17,7 @@ are the shard shape. What one encoding cannot hold for both formats (netcdf-c's 
 filter and a v3 bytes->bytes codec; several compressors; shards) stays in the store's own chain,
 recorded under ``zstrings_*`` keys (``zstrings_compressor``/``zstrings_filters`` for v2 and NCZarr,
 ``codecs``/``zstrings_shards`` for v3), which xarray's writers ignore and :func:`format_encoding`
-(``ds.zstrings.to_zarr(zarr_format=N)``, ``for_zarr``, ``to_nczarr``, ``to_zarr_v3``) turns into
+(``ds.zstrings.to_zarr(zarr_format=N)``, ``with_zarr_encoding``, ``to_nczarr``, ``to_zarr_v3``) turns into
 the exact chain for one format. Conversions keep the meaning: the same compressor with the same
 settings (zlib stays zlib, never gzip or zstd), netcdf-c's shuffle with the real element size; what
 has no equivalent in the target format is dropped with a ``CodecDroppedWarning`` naming it.
@@ -62,6 +62,7 @@ __all__ = [
     "v2_codec_as_v3",
     "v2_configs",
     "v3_codecs_encoding",
+    "with_zarr_encoding",
 ]
 
 _TEXT_KINDS = ("string", "char", "unicode", "vlen", "vlen-bytes")
@@ -544,7 +545,7 @@ def _is_array_bytes(codec: Mapping[str, Any]) -> bool:
 
 
 # ------------------------------------------------------------------------------------------
-# One format's exact vocabulary: ds.zstrings.to_zarr, for_zarr and our own writers
+# One format's exact vocabulary: ds.zstrings.to_zarr, with_zarr_encoding and our own writers
 # ------------------------------------------------------------------------------------------
 
 
@@ -710,10 +711,10 @@ def v2_configs(enc: Mapping[str, Any], *, where: str) -> tuple[Any, list[Any]]:
 
 
 @overload
-def for_zarr(obj: xr.Dataset, zarr_format: int) -> xr.Dataset: ...
+def with_zarr_encoding(obj: xr.Dataset, zarr_format: int) -> xr.Dataset: ...
 @overload
-def for_zarr(obj: xr.DataTree, zarr_format: int) -> xr.DataTree: ...
-def for_zarr(obj: Any, zarr_format: int) -> Any:
+def with_zarr_encoding(obj: xr.DataTree, zarr_format: int) -> xr.DataTree: ...
+def with_zarr_encoding(obj: Any, zarr_format: int) -> Any:
     """A copy of a Dataset or DataTree whose variables' codecs are in ``zarr_format``'s vocabulary,
     for ``.to_zarr(..., zarr_format=zarr_format)``: the store's exact chain where the encoding is
     still engine="zstrings"'s (shuffle, shards), else the encoding's own codecs converted; codecs
@@ -723,7 +724,7 @@ def for_zarr(obj: Any, zarr_format: int) -> Any:
     if zarr_format not in (2, 3):
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}.")
     if isinstance(obj, xr.DataTree):
-        return obj.map_over_datasets(lambda d: for_zarr(d, zarr_format))
+        return obj.map_over_datasets(lambda d: with_zarr_encoding(d, zarr_format))
     out = obj.copy()
     for name, var in obj.variables.items():
         kind = text_kind(var)  # the writers' rule (text/kind.py)
@@ -733,6 +734,17 @@ def for_zarr(obj: Any, zarr_format: int) -> Any:
         if zarr_format == 3 and kind == "str" and not as_chars:
             out[name].attrs, out[name].encoding = _v3_text_fill(dict(var.attrs), dict(out[name].encoding))
     return out
+
+
+@overload
+def for_zarr(obj: xr.Dataset, zarr_format: int) -> xr.Dataset: ...
+@overload
+def for_zarr(obj: xr.DataTree, zarr_format: int) -> xr.DataTree: ...
+def for_zarr(obj: Any, zarr_format: int) -> Any:
+    """Deprecated: the old name of ``with_zarr_encoding`` (same arguments, same result)."""
+    warnings.warn("xr_zstrings.for_zarr is deprecated: use xr_zstrings.with_zarr_encoding (same arguments, same "
+                  "result).", FutureWarning, stacklevel=user_stacklevel())
+    return with_zarr_encoding(obj, zarr_format)
 
 
 def _v3_text_fill(attrs: dict[str, Any], encoding: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

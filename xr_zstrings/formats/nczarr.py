@@ -155,7 +155,7 @@ class ArrayMetaV2:
     generation: str = ZARR_V2
     raw_zarray: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     #: a ``_nczarr_maxstrlen`` attribute declares a pure-Zarr ``|Sn`` array NC_STRING text
-    #: (``prepare_for_zarr`` and netcdf-c write it); without it ``|Sn`` is bytes, as in engine="zarr"
+    #: (``with_netcdf_c_strings`` and netcdf-c write it); without it ``|Sn`` is bytes, as in engine="zarr"
     maxstrlen_attr: bool = False
 
     @property

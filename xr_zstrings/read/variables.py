@@ -525,7 +525,7 @@ def _fixed_bytes_decode(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[s
     """(decode, text encoding) of a fixed-width bytes array (``|Sn``, v3 ``null_terminated_bytes``).
 
     It is text when the store says so: NCZarr's NC_STRING, anything netcdf-c wrote (its pure-Zarr
-    mode too), a ``_nczarr_maxstrlen`` attribute (``prepare_for_zarr``), or xarray's ``_Encoding``
+    mode too), a ``_nczarr_maxstrlen`` attribute (``with_netcdf_c_strings``), or xarray's ``_Encoding``
     attribute (decoded with it as xarray's CF decoding does, only trailing NULs ending a value).
     Otherwise it is bytes, returned as stored exactly as engine="zarr" and zarr-python return it:
     ``|Sn`` in a pure Zarr store is what xarray writes for a bytes variable (binary payloads too),

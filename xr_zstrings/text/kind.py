@@ -47,7 +47,7 @@ def _first_present(data: Any) -> Any:
 def text_kind(var: Any) -> Kind | None:
     """"str", "bytes" or None (not text), of a variable (anything with ``dtype`` and ``data``): the
     one rule every writer asks (to_nczarr, appends, convert, to_zarr_v3) and the accessor's
-    ``for_zarr``. ``U``/``T`` are text, ``S`` bytes; an object array is what its first value that
+    ``with_zarr_encoding``. ``U``/``T`` are text, ``S`` bytes; an object array is what its first value that
     is not missing is (a str: text, bytes: bytes, anything else: not text), and an object array of
     only missing values is text (strings are the only thing it can be written as)."""
     k = var.dtype.kind

@@ -1,4 +1,18 @@
-"""The writers: ``plan`` (what each variable becomes on disk) -> ``dimensions`` and ``chunks`` ->
-``append`` -> ``nczarr`` (``to_nczarr``: NCZarr 2 / Zarr v2) and ``zarr3`` (``to_zarr_v3``) ->
-``convert`` (whole netCDF-4 files).
+"""The writers: ``plan`` (what each variable becomes on disk) -> ``dimensions``, ``chunks`` (encode
+and write blocks) and ``v2_text`` (appended text in a pure Zarr v2 store's own string layouts) ->
+``append`` (append along a dimension, add variables) -> ``nczarr`` (``to_nczarr``: NCZarr 2 / Zarr
+v2) and ``zarr3`` (``to_zarr_v3``) -> ``convert`` (whole netCDF-4 files); ``migrate`` (Zarr v2 /
+NCZarr as Zarr v3, chunks unchanged) and ``repair`` (completing or undoing what a killed writer left,
+and the undo every writer's transaction runs first).
 """
+
+from typing import Literal
+
+__all__ = ["NewMode", "WriteMode"]
+
+#: the modes of the writers that only write a whole store (``to_zarr_v3``, ``migrate``): ``"w-"``
+#: creates and refuses a non-empty target, ``"w"`` replaces the target whole
+NewMode = Literal["w-", "w"]
+#: every writer's ``mode`` (``to_nczarr``, ``to_zarr_v2``, ``convert``, the accessor): ``NewMode``'s
+#: and ``"a"``, which writes into the store there (appends, adds variables)
+WriteMode = Literal[NewMode, "a"]

@@ -20,7 +20,8 @@ from ..codecs.encoding import v2_configs
 from ..errors import TargetExistsError, ZStringsError
 from ..io.atomic import NETCDF_MAGIC, local_commit
 from ..io.redact import shown
-from .nczarr import Mode, to_nczarr
+from . import WriteMode
+from .nczarr import to_nczarr
 from .plan import _is_dask, check_names, text_kind
 
 __all__ = ["RAW_DECODERS", "convert", "is_netcdf_file", "write_netcdf4", "write_netcdf4_file"]
@@ -68,7 +69,7 @@ def convert(
     source: str | os.PathLike[str],
     target: str | os.PathLike[str],
     *,
-    mode: Mode = "w-",
+    mode: WriteMode = "w-",
     netcdf_c: str | None = None,
     **kwargs: Any,
 ) -> None:

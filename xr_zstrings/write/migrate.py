@@ -61,6 +61,7 @@ from ..read.chunked import open_chunked
 from ..read.paths import join_path, node_key
 from ..read.tree import TreeMeta, open_tree
 from ..read.variables import MISSING_MARKER, joined_char_arrays, resolve_dims
+from . import NewMode
 from .repair import undo
 from .zarr3 import _claim_transactional, _consolidated_root, _transactional
 
@@ -691,7 +692,7 @@ def migrate(
     source: str | os.PathLike[str] | Any,
     target: str | os.PathLike[str] | Any | None = None,
     *,
-    mode: str = "w-",
+    mode: NewMode = "w-",
     consolidated: bool = True,
     dry_run: bool = False,
     missing: str | None = None,

@@ -27,13 +27,13 @@ import os
 import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import xarray as xr
 from zarr.storage import LocalStore, ZipStore
 
-from ..codecs.encoding import for_zarr
+from ..codecs.encoding import with_zarr_encoding
 from ..errors import UnsupportedError, ZStringsError, user_stacklevel
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
@@ -46,6 +46,7 @@ from ..io.targets import local_target, parse_nczarr_url
 from ..io.zstore import ZStore
 from ..text import policy as strings
 from ..zarr_compat import sync
+from . import WriteMode
 from .append import _add_variables, _append
 from .chunks import attach_pipelines, local_scheduler, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
@@ -71,9 +72,9 @@ __all__ = [
     "NETCDF_C_CODECS",
     "prepare_for_zarr",
     "to_nczarr",
+    "to_zarr_v2",
+    "with_netcdf_c_strings",
 ]
-
-Mode = Literal["w-", "w", "a"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -144,7 +145,7 @@ def _local_dir(target: Any) -> Path | None:
 
 
 @contextlib.contextmanager
-def _write_target(target: Any, mode: Mode, storage_options: Mapping[str, Any] | None = None, *,
+def _write_target(target: Any, mode: WriteMode, storage_options: Mapping[str, Any] | None = None, *,
                   kind: str | None = None) -> Iterator[tuple[ZStore, Transaction]]:
     """The store a write goes into and its transaction (``io.commit``), committed by the caller
     (``txn.commit``); on an exception the write is undone.
@@ -215,7 +216,7 @@ def to_nczarr(
     obj: xr.Dataset | xr.DataTree | Mapping[str, xr.Dataset],
     target: str | os.PathLike[str] | Any,
     *,
-    mode: Mode = "w-",
+    mode: WriteMode = "w-",
     format: Format = "nczarr",
     maxstrlen: int | Mapping[str, int] | None = None,
     default_maxstrlen: int | None = None,
@@ -250,7 +251,8 @@ def to_nczarr(
     ``ds.encoding["unlimited_dims"]`` when first written), or without ``append_dim`` adds the
     variables the store does not hold yet (identical ones, such as coordinates sent again, are
     left alone; different ones are refused) and updates group attributes. ``format="zarr2"`` writes pure Zarr v2
-    (``_ARRAY_DIMENSIONS`` only, no ``_nczarr_*`` metadata) that netcdf-c reads with ``mode=zarr``.
+    (``_ARRAY_DIMENSIONS`` only, no ``_nczarr_*`` metadata) that netcdf-c reads with ``mode=zarr``;
+    ``to_zarr_v2`` is its own name for that.
     ``compressor`` is the default for variables whose encoding names none (e.g. ``{"id": "zstd",
     "level": 3}``); codecs netcdf-c cannot read are refused unless ``netcdf_c_codecs_only=False``.
     ``storage_options`` go to the store layer for ``s3://`` / ``https://...#mode=nczarr,s3`` targets.
@@ -314,6 +316,29 @@ def to_nczarr(
     attach_pipelines(a for arrays in plans.values() for a in arrays)
     with _write_target(target, mode, storage_options) as (zstore, txn), local_scheduler(zstore):
         txn.commit(_write_all(zstore, groups, plans, gattrs, declared, opts), full=True)
+
+
+def to_zarr_v2(
+    obj: xr.Dataset | xr.DataTree | Mapping[str, xr.Dataset],
+    target: str | os.PathLike[str] | Any,
+    *,
+    mode: WriteMode = "w-",
+    maxstrlen: int | Mapping[str, int] | None = None,
+    default_maxstrlen: int | None = None,
+    on_overflow: strings.OnOverflow = "error",
+    unlimited_dims: Iterable[str] | None = None,
+    append_dim: str | None = None,
+    compressor: Any = None,
+    netcdf_c_codecs_only: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+    netcdf_c: str | None = None,
+) -> None:
+    """Write ``obj`` as pure Zarr v2 (``_ARRAY_DIMENSIONS``, no ``_nczarr_*`` metadata) that
+    zarr-python, ``engine="zarr"`` and netcdf-c (``mode=zarr``) read: ``to_nczarr(format="zarr2")``,
+    with the same arguments, strings, modes and commit."""
+    to_nczarr(obj, target, mode=mode, format="zarr2", maxstrlen=maxstrlen, default_maxstrlen=default_maxstrlen,
+              on_overflow=on_overflow, unlimited_dims=unlimited_dims, append_dim=append_dim, compressor=compressor,
+              netcdf_c_codecs_only=netcdf_c_codecs_only, storage_options=storage_options, netcdf_c=netcdf_c)
 
 
 def _write_all(
@@ -441,7 +466,7 @@ def _close(zstore: ZStore) -> None:
 # ---------------------------------------------------------------------------------------------
 
 
-def prepare_for_zarr(
+def with_netcdf_c_strings(
     ds: xr.Dataset,
     *,
     maxstrlen: int | Mapping[str, int] | None = None,
@@ -450,7 +475,7 @@ def prepare_for_zarr(
 ) -> xr.Dataset:
     """A copy of ``ds`` whose string variables are NUL-padded UTF-8 ``|Sn`` bytes, for ``ds.to_zarr``.
 
-    ``prepare_for_zarr(ds).to_zarr(path, zarr_format=2, consolidated=False)`` then writes strings as
+    ``with_netcdf_c_strings(ds).to_zarr(path, zarr_format=2, consolidated=False)`` then writes strings as
     netcdf-c's NC_STRING layout (``|Sn`` plus ``_nczarr_maxstrlen``) instead of ``<U``/vlen-utf8, which
     netcdf-c cannot read; open the result with ``netCDF4.Dataset(".../x.zarr#mode=zarr,file")`` or
     ``xr.open_dataset(path, engine="zstrings")`` (strings come back as ``str``). The width and the
@@ -490,11 +515,27 @@ def prepare_for_zarr(
         else:
             out[name] = new
     # engine="zstrings" gives codecs for the default (v3) format; netcdf-c reads Zarr v2 only
-    out = for_zarr(out, 2)
+    out = with_zarr_encoding(out, 2)
     if netcdf_c_codecs_only:
         for name, var in out.variables.items():
             _codecs_from_encoding(var.encoding, None, where=f"variable {name!r}", strict=True)  # raises
     return out
+
+
+def prepare_for_zarr(
+    ds: xr.Dataset,
+    *,
+    maxstrlen: int | Mapping[str, int] | None = None,
+    on_overflow: strings.OnOverflow = "error",
+    netcdf_c_codecs_only: bool = True,
+) -> xr.Dataset:
+    """Deprecated: the old name of ``with_netcdf_c_strings`` (same arguments, same result)."""
+    import warnings
+
+    warnings.warn("xr_zstrings.prepare_for_zarr is deprecated: use xr_zstrings.with_netcdf_c_strings (same "
+                  "arguments, same result).", FutureWarning, stacklevel=user_stacklevel())
+    return with_netcdf_c_strings(ds, maxstrlen=maxstrlen, on_overflow=on_overflow,
+                                 netcdf_c_codecs_only=netcdf_c_codecs_only)
 
 
 from .. import accessor as _accessor  # noqa: F401 - registers the .zstrings accessor

@@ -52,6 +52,7 @@ from ..io.zstore import ZStore
 from ..text.kernels import kernels
 from ..text.vlen import Kind, VlenChunk, values_to_vlen
 from ..threads import run_all
+from . import NewMode
 from .chunks import ChunkBatch, block_write, block_writes, compute_sums, local_scheduler
 from .plan import _is_dask, _missing, check_names, string_fill, text_kind
 
@@ -558,7 +559,7 @@ def to_zarr_v3(
     index_codecs: Sequence[Mapping[str, Any]] | None = None,
     data_codecs: Sequence[Mapping[str, Any]] | None = None,
     compressors: Sequence[Mapping[str, Any]] | None = None,
-    mode: Literal["w-", "w"] = "w-",
+    mode: NewMode = "w-",
     consolidated: bool = True,
     group: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
