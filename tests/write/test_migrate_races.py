@@ -361,3 +361,30 @@ def test_a_migrate_taken_over_before_its_root_leaves_the_takers_store_alone(
         with xr.open_dataset(path, engine="zarr") as ds:
             got = [v.decode() if isinstance(v, bytes) else str(v) for v in ds["name"].values.tolist()]
             assert (got, ds["value"].values.tolist()) == want
+
+
+def test_migrate_in_place_on_a_full_disk_names_the_fix_and_is_rolled_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The disk fills while an in-place migrate writes its root zarr.json: our error names the store,
+    the full disk and the fix (before: a bare OSError), and no v3 metadata are left: engine="zarr"
+    and engine="zstrings" read the v2 store as it was."""
+    import errno
+
+    from xr_zstrings.write import migrate as migrate_module
+
+    path = tmp_path / "s.zarr"
+    xr_zstrings.to_nczarr(rows(0, BASE, "x"), path, unlimited_dims=["t"])
+
+    def full(p: Path, data: bytes) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(p))
+
+    monkeypatch.setattr(migrate_module, "_replace", full)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(xr_zstrings.ZStringsError, match="is full.*Free space"):
+            xr_zstrings.migrate(path)
+    monkeypatch.undo()
+    assert not list(path.rglob("zarr.json"))
+    want = expected((0, BASE, "x"))
+    with xr.open_dataset(path, engine="zstrings") as ds:
+        assert ([str(v) for v in ds["name"].values], ds["value"].values.tolist()) == want
