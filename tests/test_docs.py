@@ -130,6 +130,20 @@ def test_readme_is_a_newcomers_page() -> None:
         assert f"]({page})" in readme and (doc_examples.ROOT / page).exists(), page
 
 
+@pytest.mark.parametrize("folder", ["io", "read", "write"])
+def test_package_maps_name_every_module(folder: str) -> None:
+    """The module docstring of io/, read/ and write/ is the folder's map (issue 38): it names every
+    module there, and the docs' layout page lists each module file."""
+    import importlib
+
+    pkg = doc_examples.ROOT / "xr_zstrings" / folder
+    doc = importlib.import_module(f"xr_zstrings.{folder}").__doc__ or ""
+    layout = (DOCS / "development.md").read_text(encoding="utf-8")
+    for module in sorted(p.stem for p in pkg.glob("*.py") if p.stem != "__init__"):
+        assert f"``{module}``" in doc, f"xr_zstrings/{folder}/__init__.py's docstring does not name {module}"
+        assert f"{module}.py" in layout, f"docs/development.md's layout does not list {folder}/{module}.py"
+
+
 def test_the_harness_refuses_what_it_cannot_run_and_compares_outputs(tmp_path: Path) -> None:
     page = tmp_path / "p.md"
     page.write_text("```bash\npython -m pip install x\n```\n")

@@ -176,7 +176,7 @@ def _gc_paused() -> Iterator[None]:
 
 
 class ZStringsBackendEntrypoint(BackendEntrypoint):
-    """Open NCZarr (every netcdf-c generation) and Zarr v2 stores with real ``str`` variables.
+    """Open NCZarr (every netcdf-c generation), Zarr v2 and Zarr v3 stores with real ``str`` variables.
 
     Extra keyword arguments: ``string_dtype`` ("T" numpy StringDType (default), "O" object, "U"
     fixed width, "bytes" the stored bytes of every string layout), ``utf8_errors`` ("drop" (default) drops a character that netcdf-c cut in half,

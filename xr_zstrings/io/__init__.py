@@ -1,6 +1,13 @@
-"""Stores, the only modules that read or write bytes: ``store`` (``open_store``: a path, URL, zip,
-S3 URL or zarr-python Store as one ``ZStore``) over ``targets`` (paths and URLs), ``zstore`` (the
-``ZStore`` wrapper), ``zip``, ``s3`` and ``store_errors`` (store exceptions as ours); ``atomic``
-(how every writer commits: nothing a reader can open until the data is complete); and ``redact``
-(no URL secret in any message, and no credentials in URLs at all).
+"""Stores, the only modules that read or write bytes.
+
+``store`` (``open_store``: a path, URL, zip, S3 URL or zarr-python Store as one ``ZStore``) over
+``targets`` (where a path or URL points, before anything is opened), ``zstore`` (the ``ZStore``
+wrapper every read and write goes through), ``zip`` (zip archives, local and in object storage),
+``s3`` (netcdf-c's S3 URLs, ``storage_options``, obstore clients) and ``store_errors`` (store
+exceptions as ours); ``runtime`` (obstore's and icechunk's runtimes: refused in forked children, let
+finish before exit); ``atomic`` (local writes: beside the target and swapped in, the writer lock,
+what a killed writer left); ``commit`` (the commit protocol of writes in place: journal, conditional
+writes, ``.zmetadata`` as the commit point, recovery); ``drift`` (what another tool changed without
+keeping our metadata in step); and ``redact`` (no URL secret in any message, and no credentials in
+URLs at all).
 """
