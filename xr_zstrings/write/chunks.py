@@ -256,8 +256,8 @@ def compute_sums(graphs: list[Any], zstore: ZStore) -> list[int]:
     and sum each; on an error, no block write goes on after it is raised (``abandon_block_writes``).
 
     In groups of ``_COMPUTE_GROUP`` arrays: dask's graph optimisation culls every layer against
-    every output key, so one ``dask.compute`` of n arrays costs n^2 (10,000 variables: minutes);
-    each group still runs its blocks in parallel."""
+    every output key, so one ``dask.compute`` of n arrays costs n^2 (docs/performance.md); each
+    group still runs its blocks in parallel."""
     import dask
 
     out: list[int] = []
