@@ -130,6 +130,19 @@ def test_readme_is_a_newcomers_page() -> None:
         assert f"]({page})" in readme and (doc_examples.ROOT / page).exists(), page
 
 
+def test_readme_links_reach_a_docs_page_and_heading() -> None:
+    """Every docs/ link of the README (outside the Sphinx build, which checks the docs' own links)
+    names a page that exists and, with an anchor, one of its headings (GitHub's anchors)."""
+    readme = (doc_examples.ROOT / "README.md").read_text(encoding="utf-8")
+    links = re.findall(r"\]\((docs/[\w-]+\.md)(?:#([\w-]+))?\)", readme)
+    assert links
+    for page, anchor in links:
+        text = (doc_examples.ROOT / page).read_text(encoding="utf-8")
+        slugs = {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+                 for h in re.findall(r"^#+ (.*)$", text, re.MULTILINE)}
+        assert not anchor or anchor in slugs, f"README.md links {page}#{anchor}: no such heading"
+
+
 @pytest.mark.parametrize("folder", ["io", "read", "write"])
 def test_package_maps_name_every_module(folder: str) -> None:
     """The module docstring of io/, read/ and write/ is the folder's map (issue 38): it names every
