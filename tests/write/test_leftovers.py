@@ -371,6 +371,53 @@ def test_what_a_killed_writer_left_beside_the_store_is_named_and_its_removal_sai
     assert _read_all(path)["netcdf4"] == _old_values()
 
 
+#: zarr-python's temporary file of an object its LocalStore writes (zarr/storage/_local.py ``_atomic_write``)
+ZARR_PARTIAL = re.compile(r".+\.[0-9a-f]{32}\.partial")
+
+
+def test_zarr_pythons_temporary_file_of_a_killed_chunk_write_is_named_and_removed_once_older_than_the_lease(
+        tmp_path, monkeypatch):
+    """Our chunk writes into a local folder go through zarr-python's LocalStore, which writes each to
+    ``<key with its suffix replaced>.<32 hex>.partial`` and renames it: an append SIGKILLed at that
+    rename leaves the file. Once older than the lease, `check` names it and `repair` removes it (and
+    says so); one as young as a live zarr-python writer's stays, unnamed. Before: both kept for ever."""
+    import uuid
+
+    from kill_writer import dataset
+
+    from xr_zstrings.write.nczarr import to_nczarr
+
+    monkeypatch.setenv("XR_ZSTRINGS_LOCK_TIMEOUT", "60")
+    path = tmp_path / "s.zarr"
+    to_nczarr(dataset(1), path, unlimited_dims=["obs"])
+    code = ("import os, re, signal, sys\n"
+            "sys.addaudithook(lambda e, a: os.kill(os.getpid(), signal.SIGKILL) if e == 'os.rename' and "
+            "re.fullmatch(r'.+\\.[0-9a-f]{32}\\.partial', os.path.basename(os.fsdecode(a[0]))) else None)\n"
+            "from kill_writer import dataset\nfrom xr_zstrings.write.nczarr import to_nczarr\n"
+            f"to_nczarr(dataset(2), {str(path)!r}, mode='a', append_dim='obs')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=_env())
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    killed = sorted(p for p in path.rglob("*") if ZARR_PARTIAL.fullmatch(p.name))  # (writes in parallel: 1 or more)
+    assert 1 <= len(killed) <= 4, sorted(p.relative_to(path).as_posix() for p in path.rglob("*"))
+    left = [p.relative_to(path).as_posix() for p in killed]
+    for p in killed:  # (written an hour ago: older than the 60 s lease)
+        os.utime(p, (p.stat().st_mtime - 3600, p.stat().st_mtime - 3600))
+    young = path / "value" / f"9.{uuid.uuid4().hex}.partial"  # a live zarr-python writer's, now
+    young.write_bytes(b"being written")
+    check = _cli("check", str(path))
+    for name in left:
+        assert f"PROBLEM {name}: a temporary file an interrupted write or repair left" in check["out"], check["out"]
+    assert young.name not in check["out"], check["out"]
+    repaired = _cli("repair", str(path))
+    assert repaired["rc"] == 0, repaired["err"]
+    assert (f"removed {len(left)} temporary file(s) an interrupted write or repair left ({', '.join(left)})"
+            in repaired["out"]), repaired["out"]
+    assert [p for p in path.rglob("*") if ZARR_PARTIAL.fullmatch(p.name)] == [young]
+    again = _cli("check", str(path))
+    assert "temporary file" not in again["out"] and "state: complete" in again["out"], again["out"]
+    assert _read_all(path)["netcdf4"] == _old_values()
+
+
 if __name__ == "__main__":
     sys.path[:0] = [str(HERE), str(HERE.parent)]
     command, arg = sys.argv[1], json.loads(sys.argv[2])

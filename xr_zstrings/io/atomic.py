@@ -38,7 +38,7 @@ from zarr.storage import LocalStore
 from ..errors import ConcurrentWriteError, TargetExistsError
 from .zstore import ZStore, refuse_links
 
-__all__ = ["INCOMPLETE_MARKER", "TEMPORARY", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "leftover_temporaries",
+__all__ = ["INCOMPLETE_MARKER", "TEMPORARY", "ZARR_TEMPORARY", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "leftover_temporaries",
            "leftovers_beside", "local_commit", "lock_held", "partial_name", "target_lock"]
 
 # The key that marks a placeholder root object written first and replaced last on stores that cannot
@@ -94,15 +94,23 @@ def partial_name(name: str) -> str:
 
 #: the temporary files our writers and ``repair`` make inside a local store, and nothing else: an object
 #: being written (``partial_name``) and the root ``zarr.json`` of an in-place ``migrate``
-#: (``write.migrate._replace``). zarr-python's own (``<stem>.<32 hex digits>.partial``) do not match.
+#: (``write.migrate._replace``). zarr-python's own (``ZARR_TEMPORARY``) do not match.
 TEMPORARY = re.compile(r"(?:.+\.[0-9a-f]{8}\.partial|\.zarr\.json\.zstrings-tmp-[0-9]+)")
+
+#: zarr-python's temporary file of an object its ``LocalStore`` writes (the key with its last suffix
+#: replaced by ``.<32 hex digits>.partial``, renamed over the key when written): our chunk writes into
+#: local folders go through it, so a killed one leaves it. It may be a live zarr-python writer's, which
+#: takes no claim of ours: only one older than the lease (``lock_timeout``) is a leftover.
+ZARR_TEMPORARY = re.compile(r".+\.[0-9a-f]{32}\.partial")
 
 
 def leftover_temporaries(store: Path) -> list[Path]:
     """Temporary files a killed writer or ``repair`` left inside the local store ``store`` (names
-    ``TEMPORARY`` matches exactly; the in-place ``migrate``'s only at the root), sorted. Every folder
-    is listed: they can lie beside any metadata object. Links are neither followed nor listed (a
-    stack, not ``os.walk``: see ``_link_tree``)."""
+    ``TEMPORARY`` matches exactly; the in-place ``migrate``'s only at the root; zarr-python's
+    ``ZARR_TEMPORARY`` last changed more than the lease ago), sorted. Every folder is listed: they
+    can lie beside any metadata object. Links are neither followed nor listed (a stack, not
+    ``os.walk``: see ``_link_tree``)."""
+    old = time.time() - lock_timeout()
     found: list[Path] = []
     stack = [os.fspath(store)]
     while stack:
@@ -115,10 +123,22 @@ def leftover_temporaries(store: Path) -> list[Path]:
         for e in entries:
             if e.is_dir(follow_symlinks=False):
                 stack.append(e.path)
-            elif e.is_file(follow_symlinks=False) and TEMPORARY.fullmatch(e.name) and \
-                    (e.name.endswith(".partial") or folder == os.fspath(store)):
+            elif e.is_file(follow_symlinks=False) and _leftover(e, at_root=folder == os.fspath(store), old=old):
                 found.append(Path(e.path))
     return sorted(found)
+
+
+def _leftover(entry: os.DirEntry[str], *, at_root: bool, old: float) -> bool:
+    """Whether the file ``entry`` is a leftover temporary file (``leftover_temporaries``); ``old``:
+    the time before which a zarr-python one last changed to be one."""
+    if TEMPORARY.fullmatch(entry.name):
+        return entry.name.endswith(".partial") or at_root
+    if not ZARR_TEMPORARY.fullmatch(entry.name):
+        return False
+    try:
+        return entry.stat(follow_symlinks=False).st_mtime < old
+    except OSError:  # (gone since it was listed)
+        return False
 
 
 def lock_held(target: Path) -> bool:

@@ -202,9 +202,10 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
 
 
 def _remove_temporaries(zstore: ZStore, display: str, report: RepairReport, beside: list[str] | None = None) -> RepairReport:
-    """``report`` and the temporary files a killed writer or repair left in a local store (names
-    ``io.atomic.TEMPORARY`` matches exactly, nothing else), removed under a claim of the store (no
-    writer of ours is writing one then); ``beside``: what ``io.atomic.recover`` removed beside it."""
+    """``report`` and the temporary files a killed writer or repair left in a local store
+    (``io.atomic.leftover_temporaries``: ours, and zarr-python's older than the lease), removed under
+    a claim of the store (no writer of ours is writing one then); ``beside``: what
+    ``io.atomic.recover`` removed beside it."""
     from pathlib import Path
 
     from zarr.storage import LocalStore
