@@ -223,6 +223,39 @@ def test_check_names_stale_v3_metadata(tmp_path: Path, capsys: pytest.CaptureFix
     assert "disagree" not in out, out
 
 
+def test_repairs_v3_step_on_a_store_never_migrated_asks_only_for_the_root_zarr_json(tmp_path: Path) -> None:
+    """``repair`` ends by bringing the v3 metadata of a store migrated in place in step; on a store
+    never migrated that step asks for the root ``zarr.json`` and stops (before: it read the whole tree
+    again first, 9 requests more of a 2-variable store). Counted by a zarr-python ``WrapperStore``
+    under repair: what it asked beyond the requests of the caller's ``ZStore`` is the step's."""
+    from zarr.storage import LocalStore, WrapperStore
+
+    from xr_zstrings.io.zstore import ZStore
+
+    asked: list[str] = []
+
+    class Counting(WrapperStore[LocalStore]):
+        async def get(self, key: str, *a: Any, **kw: Any) -> Any:
+            asked.append(key)
+            return await self._store.get(key, *a, **kw)
+
+        async def exists(self, key: str) -> bool:
+            asked.append(key)
+            return await self._store.exists(key)
+
+        async def list_dir(self, prefix: str) -> Any:
+            asked.append(f"{prefix}/ (listed)")
+            async for name in self._store.list_dir(prefix):
+                yield name
+
+    t = Target("path", tmp_path)
+    zs = ZStore(Counting(LocalStore(t.path)), display=str(t.path))
+    report = xr_zstrings.repair(zs)
+    assert not report.changed, report
+    assert len(asked) - zs.requests <= 1, (len(asked), zs.requests, asked)
+    assert "zarr.json" in asked
+
+
 def test_killed_migrate_is_named_and_repaired(target: Target, capsys: pytest.CaptureFixture[str]) -> None:
     """A migrate killed (SIGKILL) while it writes the v3 metadata leaves its journal: ``check`` names
     an interrupted migration, ``repair`` rolls it back (the v3 metadata removed: every reader reads

@@ -337,7 +337,8 @@ def _repair(zstore: ZStore, display: str, *, force: bool) -> RepairReport:
 def _v3_in_step(zstore: ZStore, report: RepairReport) -> RepairReport:
     """After the repair: a store migrated in place whose Zarr v3 metadata disagree with its v2
     metadata (a v2 write they missed: another tool's, or one whose writer was killed before it wrote
-    them) gets them written again from the v2 metadata (``migrate.keep_v3_in_step``)."""
+    them) gets them written again from the v2 metadata (``migrate.keep_v3_in_step``). The tree is
+    read again only where a root ``zarr.json`` says the store has v3 metadata at all (one request)."""
     from ..errors import ZStringsError
     from ..read.tree import open_tree
     from .migrate import keep_v3_in_step, v3_out_of_step
@@ -345,6 +346,8 @@ def _v3_in_step(zstore: ZStore, report: RepairReport) -> RepairReport:
     fresh = ZStore(zstore.store, prefix=zstore.prefix, display=zstore.display, modes=zstore.modes,
                    remote=zstore.remote)
     try:
+        if fresh.get_bytes("zarr.json") is None:  # never migrated (nor Zarr v3)
+            return report
         stale = v3_out_of_step(open_tree(fresh))
     except ZStringsError:
         return report
