@@ -262,3 +262,30 @@ def test_soak_three_writers_with_pauses_past_the_lease(tmp_path: Path, s3: S3Ser
         for tag in seen:
             assert [v for v in values if v.split("-", 1)[0] == tag] == _expect([(0, ok[tag], tag)]), (reader, tag)
     assert t.journal() is None
+
+
+def test_a_claim_whose_temporary_file_a_repair_removed_is_refused_in_words(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer's create-only claim on a local folder writes ``.zstrings-journal.<hex>.partial`` and
+    links it into place; a repair holding the store removes such leftovers, and can remove it in
+    between (made certain here). The writer is then refused as when another writer claimed first
+    (``ConcurrentWriteError`` naming the repair's claim), not with a bare FileNotFoundError."""
+    from xr_zstrings import ConcurrentWriteError
+    from xr_zstrings.io import commit
+
+    path = tmp_path / "s.zarr"
+    to_nczarr(rows(0, 20, "base"), path, unlimited_dims=["t"])
+    repairing = commit.Journal(commit.new_id(), "add", "v2", commit.this_writer(), "", "", 0)
+    link = os.link
+
+    def removed_first(src: Any, dst: Any) -> None:
+        if str(dst).endswith(JOURNAL):  # the repair removes the writer's leftover, then claims
+            os.unlink(src)
+            (path / JOURNAL).write_bytes(repairing.to_bytes())
+        link(src, dst)
+
+    monkeypatch.setattr(os, "link", removed_first)
+    with pytest.raises(ConcurrentWriteError, match="another writer"):
+        to_nczarr(rows(20, 5, "a"), zarr.storage.LocalStore(path, read_only=False), mode="a", append_dim="t")
+    assert (path / JOURNAL).read_bytes() == repairing.to_bytes()  # the repair's claim, untouched
+    assert not list(path.glob("*.partial"))

@@ -11,6 +11,7 @@ read back through engine="zstrings", engine="zarr" and zarr-python.
 
 from __future__ import annotations
 
+import json
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -178,21 +179,25 @@ def test_repair_of_a_killed_append_keeps_rows_another_tool_appended(
     _check_names_state(target, capsys)
 
 
+@pytest.mark.parametrize("n", [30, ADDED])
 def test_repair_of_an_append_killed_in_its_window_keeps_an_array_another_tool_grew(
-        target: Target, capsys: pytest.CaptureFixture[str]) -> None:
+        target: Target, n: int, capsys: pytest.CaptureFixture[str]) -> None:
     """Ours is killed in its metadata window (placeholder root: xarray's writer is refused), then
-    zarr-python appends 30 rows to one array directly (no root read): repair rolls ours back but
-    leaves that array, its chunks and its .zarray, as zarr-python wrote them."""
+    zarr-python appends rows to one array directly (no root read): repair rolls ours back but
+    leaves that array, its chunks and its .zarray, as zarr-python wrote them; also when it appended
+    exactly as many rows as ours (its .zarray has our length: the content ours would have had,
+    recorded in the journal, tells them apart; before, repair deleted those rows as ours)."""
     ours = _paused(target, "window")
     ours.kill()
     with pytest.raises(PLACEHOLDER_REFUSED, match=PLACEHOLDER_SAYS):  # the placeholder: xarray refuses the store
         _xarray_append(target, consolidated=True)
     arr = zarr.open_array(target.peer(), path="name", mode="r+", zarr_format=2)
-    arr.append(np.array([s.encode() for s in rows(BASE, 30, "x")["name"].values], dtype="S24"))
+    arr.append(np.array([s.encode() for s in rows(BASE, n, "x")["name"].values], dtype="S24"))
     report = repair(target.ours_store(), storage_options=target.so, force=True)
-    assert "kept as another writer or tool left them" in report.action and "name (length 130" in report.action, report
+    assert "kept as another writer or tool left them" in report.action and f"name (length {BASE + n}" in report.action, \
+        report
     g = zarr.open_group(target.peer(), mode="r", zarr_format=2, use_consolidated=False)
-    assert _text(g["name"][:]) == _expected("x", 30)
+    assert _text(g["name"][:]) == _expected("x", n)
     assert g["value"].shape == (BASE,)  # ours, rolled back
     np.testing.assert_array_equal(g["value"][:], rows(0, BASE, "base")["value"].values)
 
@@ -281,3 +286,21 @@ def test_an_array_our_append_only_grows_alongside_is_kept_when_another_tool_appe
     assert _text(g["name"][:]) == _expected("x", 60)
     assert g["value"].shape == (BASE,)  # ours, rolled back
     np.testing.assert_array_equal(g["value"][:], rows(0, BASE, "base")["value"].values)
+
+
+def test_a_window_refusal_restores_only_the_root_it_wrote(tmp_path: Path) -> None:
+    """Ours pauses in its metadata window (only its placeholder root written) of a store in netcdf-c
+    4.9.4's layout, whose root ``.zattrs`` holds the dimensions (so the append rewrites it); another
+    tool adds an attribute to that ``.zattrs`` meanwhile. Ours fails (the change is seen) and its
+    rollback puts back only the root ``.zgroup`` it replaced (before, it also wrote its recorded old
+    ``.zattrs`` back over the other tool's, which it had never written)."""
+    path = tmp_path / "s.zarr"
+    to_nczarr(rows(0, BASE, "base"), path, unlimited_dims=["t"], netcdf_c="4.9.4")
+    assert "_nczarr_group" in json.loads((path / ".zattrs").read_text())  # (the layout this test needs)
+    ours = _paused(Target(str(path), str(path), None, lambda: str(path)), "window")
+    attrs = json.loads((path / ".zattrs").read_text())
+    (path / ".zattrs").write_text(json.dumps({**attrs, "added_by": "another tool"}))
+    out = ours.resume().result()
+    assert out["outcome"] == "ConcurrentWriteError" and ".zattrs" in out["message"], out
+    assert json.loads((path / ".zattrs").read_text()).get("added_by") == "another tool"
+    assert xr.open_dataset(path, engine="zstrings")["name"].values.tolist() == rows(0, BASE, "base")["name"].values.tolist()

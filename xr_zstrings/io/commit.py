@@ -389,11 +389,11 @@ class _LocalOps(_Ops):
 
     def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
         if match is None:
-            return self._put(key, data, create=create)
+            return self._put(key, data, create=create, conditional=create)
         with self._exclusive():  # the check and the replacement as one step for every process
             if self.get(key)[1] != match:
                 raise CommitConflict(key)
-            return self._put(key, data, create=create)
+            return self._put(key, data, create=create, conditional=True)
 
     @contextlib.contextmanager
     def _exclusive(self) -> Iterator[None]:
@@ -427,7 +427,7 @@ class _LocalOps(_Ops):
         finally:
             os.close(fd)  # (releases the lock)
 
-    def _put(self, key: str, data: bytes, *, create: bool) -> str | None:
+    def _put(self, key: str, data: bytes, *, create: bool, conditional: bool) -> str | None:
         from .atomic import partial_name
         from .store_errors import local_os_error
 
@@ -438,13 +438,19 @@ class _LocalOps(_Ops):
             p.parent.mkdir(parents=True, exist_ok=True)
             with open(tmp, "wb") as f:
                 f.write(data)
-            if create:
-                try:
+            try:
+                if create:
                     os.link(tmp, p)  # fails when the key exists: an atomic create-only write
-                except FileExistsError:
-                    raise CommitConflict(key) from None
-            else:
-                os.replace(tmp, p)
+                else:
+                    os.replace(tmp, p)
+            except FileExistsError:
+                raise CommitConflict(key) from None
+            except FileNotFoundError:
+                if not conditional:
+                    raise
+                # its temporary file was removed (a repair holding the claim removes leftovers):
+                # the condition is lost as when another writer wrote first
+                raise CommitConflict(key) from None
         except OSError as e:  # a full disk, a permission: named with the path and the fix
             err = local_os_error(e, f"Could not write to {self.zstore.where(key)}")
             if err is None:
@@ -707,6 +713,9 @@ class Journal:
     appends: dict[str, dict[str, int]] = field(default_factory=dict)
     new_arrays: list[str] = field(default_factory=list)
     old_meta: dict[str, Any] | None = None
+    #: the metadata objects (key -> JSON) the write puts, recorded with ``old_meta``: a recovery
+    #: tells its own objects from another tool's of the same shape by their content
+    new_meta: dict[str, Any] | None = None
 
     def to_bytes(self) -> bytes:
         return json.dumps({"xr_zstrings_journal": 1, **asdict(self)}, sort_keys=True).encode()
@@ -746,8 +755,8 @@ class Journal:
                 for r in self.appends.values()):
             return "its appends are not {path: {axis, old, new}}"
         if not isinstance(self.new_arrays, list) or not all(isinstance(a, str) for a in self.new_arrays) or \
-                not (self.old_meta is None or isinstance(self.old_meta, dict)):
-            return "its new_arrays or old_meta have the wrong type"
+                not all(m is None or isinstance(m, dict) for m in (self.old_meta, self.new_meta)):
+            return "its new_arrays, old_meta or new_meta have the wrong type"
         return None
 
     @property
@@ -993,8 +1002,9 @@ def foreign_appends(ops: _Ops, journal: Journal) -> dict[str, int | None]:
     """The arrays ``journal``'s append records that another writer or tool grew or changed since:
     path -> their length along the appended axis now (None: no readable ``.zarray``), one batch of
     reads. An array's per-object ``.zarray`` shows the journal's ``old`` length until the write's
-    metadata window, and its ``new`` one after (phase "committing"); any other length is a change
-    this write cannot prove its own (xarray's ``to_zarr(mode="a")`` takes no claim), so a rollback
+    metadata window, and its ``new`` one after (phase "committing": then only with the content the
+    journal recorded the write puts, ``new_meta``); any other length or content is a change this
+    write cannot prove its own (xarray's ``to_zarr(mode="a")`` takes no claim), so a rollback
     neither removes nor rewrites that array's chunks or metadata."""
     if journal.fmt != "v2" or not journal.appends:
         return {}
@@ -1003,10 +1013,14 @@ def foreign_appends(ops: _Ops, journal: Journal) -> dict[str, int | None]:
     for path, (raw, _) in zip(paths, ops.get_many([f"{p.strip('/')}/.zarray" for p in paths]), strict=True):
         r = journal.appends[path]
         try:
-            n: int | None = int(json.loads(raw)["shape"][int(r["axis"])]) if raw is not None else None
+            now = json.loads(raw) if raw is not None else None
+            n: int | None = int(now["shape"][int(r["axis"])]) if now is not None else None
         except (ValueError, TypeError, KeyError, IndexError):
-            n = None
-        if n != r["old"] and not (journal.phase == "committing" and n == r["new"]):
+            now, n = None, None
+        written = (journal.new_meta or {}).get(f"{path.strip('/')}/.zarray")
+        ours = journal.phase == "committing" and n == r["new"] and \
+            (journal.new_meta is None or _canonical(now) == _canonical(written))
+        if n != r["old"] and not ours:
             found[path] = n
     return found
 
@@ -1387,6 +1401,9 @@ class Transaction:
             j.new_arrays = [p for p in j.new_arrays if p not in theirs]
             gone = {p.strip("/") for p in theirs}
             j.old_meta = {k: v for k, v in (j.old_meta or {}).items() if k.rsplit("/", 1)[0] not in gone}
+            if step == "window":  # only the placeholder root is written: a rollback restores only it
+                j.old_meta = {k: v for k, v in j.old_meta.items() if k == ".zgroup"}
+                j.new_meta, j.phase = None, "writing"
         self._put_journal()
         kept = "" if step == "writing" else (
             "; this write's chunks are removed from the arrays only it changed, and the arrays the other tool "
@@ -1467,6 +1484,7 @@ class Transaction:
         assert ops is not None and self.journal is not None
         old = self.base_meta or {}
         self.journal.old_meta = {k: old.get(k) for k in objects}
+        self.journal.new_meta = {k: v for k, v in objects.items() if k != root and isinstance(v, Mapping)}
         self.journal.phase = "committing"
         rec = VersionRecord(self.record.lineage, self.record.commit, self.record.version, self.kind)
         placeholder = incomplete_v2_group(rec.as_json()) if root == ".zgroup" else incomplete_v3_root(rec.as_json())
