@@ -15,7 +15,7 @@ objects and re-consolidates; writers use ``lost_keys`` (``write.append._base_tre
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +25,7 @@ from .commit import _METADATA_NAMES as _NAMES
 from .commit import VERSION_KEY, _canonical
 from .zstore import ZStore
 
-__all__ = ["Drift", "find_drift", "lost_keys", "metadata_keys_of"]
+__all__ = ["Drift", "changed_objects", "find_drift", "lost_keys", "metadata_keys_of"]
 
 
 @dataclass
@@ -86,10 +86,14 @@ class Drift:
         return "; ".join(parts), "; then ".join(does)
 
 
-def metadata_keys_of(meta: Mapping[str, Any]) -> list[str]:
+def metadata_keys_of(meta: Mapping[str, Any], nodes: Iterable[str] | None = None) -> list[str]:
     """Every metadata object key of the nodes a ``.zmetadata`` names (a group's ``.zgroup`` and
-    ``.zattrs``, an array's ``.zarray`` and ``.zattrs``), whether or not it names that object."""
-    nodes = {k.rpartition("/")[0] for k in meta if k.rpartition("/")[2] in _NAMES}
+    ``.zattrs``, an array's ``.zarray`` and ``.zattrs``), whether or not it names that object; of
+    ``nodes`` (group and array paths) only, when given."""
+    if nodes is None:
+        nodes = {k.rpartition("/")[0] for k in meta if k.rpartition("/")[2] in _NAMES}
+    else:
+        nodes = {n.strip("/") for n in nodes}
     keys: list[str] = []
     for node in sorted(nodes):
         lead = f"{node}/" if node else ""
@@ -103,6 +107,14 @@ def _get_json(zs: ZStore, keys: Sequence[str]) -> list[Any]:
     raws = zs.get_many(list(keys))
     return [None if raw is None else parse_json(bytes(raw), where=zs.where(k), attributes=k.endswith(".zattrs"))
             for k, raw in zip(keys, raws, strict=True)]
+
+
+def changed_objects(zs: ZStore, keys: Sequence[str], copies: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The metadata objects ``keys`` as the store holds them (one batch of requests, None where
+    missing), and those of them that differ from their copy in ``copies`` (a ``.zmetadata``'s
+    objects): what another tool changed without re-consolidating."""
+    found = dict(zip(keys, _get_json(zs, keys), strict=True))
+    return found, [k for k in keys if _canonical(found[k]) != _canonical(copies.get(k))]
 
 
 def _ours(key: str, name: str) -> bool:
@@ -131,8 +143,7 @@ def find_drift(zs: ZStore, consolidated: Mapping[str, Any] | None, root_zgroup: 
     drift = Drift()
     if consolidated is not None:
         keys = metadata_keys_of(consolidated)
-        found = dict(zip(keys, _get_json(zs, keys), strict=True))
-        drift.differ = [k for k in keys if _canonical(found[k]) != _canonical(consolidated.get(k))]
+        found, drift.differ = changed_objects(zs, keys, consolidated)
         for k in drift.differ:
             obj, copy = found[k], consolidated.get(k)
             lost = lost_keys(k, obj, copy)

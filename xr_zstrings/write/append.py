@@ -105,20 +105,9 @@ def _lost_keys(zstore: ZStore, objects: Mapping[str, Any], served: Mapping[str, 
 def _changed_since(zstore: ZStore, served: Mapping[str, Any], nodes: Iterable[str]) -> bool:
     """Whether a metadata object of ``nodes`` (group and array paths) differs from the copy
     ``.zmetadata`` served (one batch of requests)."""
-    import json
+    from ..io.drift import changed_objects, metadata_keys_of
 
-    from ..formats.nczarr import parse_json
-
-    keys = []
-    for node in dict.fromkeys(nodes):
-        lead = "" if node.strip("/") == "" else f"{node.strip('/')}/"
-        keys += [lead + (".zarray" if f"{lead}.zarray" in served else ".zgroup"), lead + ".zattrs"]
-    raws = zstore.get_many(keys)
-    for k, raw in zip(keys, raws, strict=True):
-        obj = None if raw is None else parse_json(bytes(raw), where=zstore.where(k), attributes=k.endswith(".zattrs"))
-        if json.dumps(obj, sort_keys=True, default=str) != json.dumps(served.get(k), sort_keys=True, default=str):
-            return True
-    return False
+    return bool(changed_objects(zstore, metadata_keys_of(served, nodes), served)[1])
 
 
 def _groups_and_above(tree: Any, gpaths: Iterable[str]) -> list[str]:
