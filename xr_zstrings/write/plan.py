@@ -565,24 +565,36 @@ def _na_aware(values: np.ndarray) -> bool:
     return values.dtype.kind == "T" and hasattr(values.dtype, "na_object")
 
 
+def missing_filled(values: np.ndarray, fill: Any, no_fill: Callable[[int, int], ZStringsError], *,
+                   as_object: bool = False, convert: Callable[[Any], Any] | None = None) -> np.ndarray:
+    """``values`` with their missing ones (None, NaN, a ``StringDType`` NA) as ``fill`` (as
+    ``convert(fill)`` when given), in a copy (the caller's data stay as they are; objects where
+    ``as_object``); unchanged without any. With missing values and no fill, ``no_fill(count,
+    first)`` is raised (``first``: a flat index), the writer's own words for the fix."""
+    missing = _missing(values)
+    if missing is None or not missing.any():
+        return values
+    if fill is None:
+        raise no_fill(int(missing.sum()), int(np.flatnonzero(missing.reshape(-1))[0]))
+    out = values.copy() if values.dtype.kind == "T" and not as_object else values.astype(object)
+    out[missing] = fill if convert is None else convert(fill)
+    return out
+
+
 def _missing_as(values: Any, fill: str | None, what: str) -> np.ndarray:
     """Missing values replaced by the string fill value (the CF way), or, without one, a
     ZStringsError naming the count, the first one and the fix.  Arrays without any: unchanged."""
     arr = np.asarray(values)
-    missing = _missing(arr)
-    if missing is None or not missing.any():
-        return arr
-    if fill is None:
-        i = int(np.flatnonzero(missing.reshape(-1))[0])
-        raise ZStringsError(
-            f"{what}: {int(missing.sum())} missing value(s) (None/NaN), e.g. element "
+
+    def no_fill(n: int, i: int) -> ZStringsError:
+        return ZStringsError(
+            f"{what}: {n} missing value(s) (None/NaN), e.g. element "
             f"{position_label(i, arr.shape)}. A netCDF string has no missing value but the fill "
             "value: set encoding['_FillValue'] to a string (e.g. '' or 'N/A') to write them as "
             "that string (engine='netcdf4' masks it back to NaN), or fill them first."
         )
-    out = arr.copy() if arr.dtype.kind == "T" else arr.astype(object)  # the caller's data stay as they are
-    out[missing] = fill
-    return out
+
+    return missing_filled(arr, fill, no_fill)
 
 
 def _filling_missing(fn: Callable[[np.ndarray], Any], values: Any, fill: str | None, what: str) -> Any:

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import StringOverflowError, StringTruncationWarning, ZStringsError, user_stacklevel
 from ..text.policy import position_label, what_prefix
-from .plan import _missing
+from .plan import missing_filled
 
 #: the string kinds (``ArrayMetaV2.string_kind``) encoded here; ``string`` (``|Sn``) is the NC_STRING encoder's
 OWN_LAYOUTS = frozenset({"vlen", "vlen-bytes", "unicode"})
@@ -37,25 +37,22 @@ def fill_missing(values: np.ndarray, fill: Any, *, as_bytes: bool, what: str, wh
     """``values`` with their missing ones (None, NaN, a ``StringDType`` NA) as ``fill``; without a
     fill a ``ZStringsError`` naming the count, the first one and the fix (``where``: the array's
     ``.zarray`` key in the store)."""
-    missing = _missing(values)
-    if missing is None or not missing.any():
-        return values
-    if fill is None:
-        i = int(np.flatnonzero(missing.reshape(-1))[0])
-        raise ZStringsError(
-            f"{what_prefix(what)}{int(missing.sum())} missing value(s) (None/NaN), e.g. element "
+
+    def no_fill(n: int, i: int) -> ZStringsError:
+        return ZStringsError(
+            f"{what_prefix(what)}{n} missing value(s) (None/NaN), e.g. element "
             f"{position_label(i, values.shape)}, but {where} has no fill value (fill_value null), so a missing "
             "value cannot be stored there: zarr-python and engine='zarr' would read it as ''. Fill them first "
             "(e.g. ds[name].fillna('')), or write the store again with a fill value "
             "(encoding={name: {'_FillValue': 'N/A'}}): appends then store a missing value as that fill."
         )
-    if as_bytes:
-        fill = fill.encode("utf-8") if isinstance(fill, str) else bytes(fill)
-    else:
-        fill = bytes(fill).decode("utf-8") if isinstance(fill, bytes | np.bytes_) else str(fill)
-    out = values.copy() if values.dtype.kind == "T" and not as_bytes else values.astype(object)
-    out[missing] = fill
-    return out
+
+    def stored(fill: Any) -> Any:
+        if as_bytes:
+            return fill.encode("utf-8") if isinstance(fill, str) else bytes(fill)
+        return bytes(fill).decode("utf-8") if isinstance(fill, bytes | np.bytes_) else str(fill)
+
+    return missing_filled(values, fill, no_fill, as_object=as_bytes, convert=stored)
 
 
 def encode_as_stored(values: np.ndarray, meta: Any, on_overflow: str, what: str, where: str) -> np.ndarray:
