@@ -488,6 +488,8 @@ class _DriftState(tuple[str, str]):
 
 def _drift_findings(state: tuple[str, str] | None, target: str) -> list[Finding]:
     """The problems of a ``_DriftState``: the root's lost keys, the stale consolidated metadata."""
+    from ..io.drift import HIDDEN
+
     if not isinstance(state, _DriftState):
         return []
     d, out = state.drift, []
@@ -503,16 +505,12 @@ def _drift_findings(state: tuple[str, str] | None, target: str) -> list[Finding]
                            "tool appended to that array alone): readers refuse the store once .zmetadata shows it",
                            f"zstrings repair {target} (grows the dimension, and the other arrays on it with fill)"))
     for path in d.hidden:
-        out.append(Finding(path, "not in its group's NCZarr listing (another tool added it): netcdf-c and "
-                           "engine='zstrings' do not see it",
+        out.append(Finding(path, HIDDEN,
                            f"zstrings repair {target} (lists it, its dimensions from _ARRAY_DIMENSIONS)"
                            if path in d.adopted else "give it _ARRAY_DIMENSIONS naming every axis, then "
                            f"zstrings repair {target}"))
     if d.differ:
-        shown = ", ".join(d.differ[:5]) + (f", ... ({len(d.differ)} in all)" if len(d.differ) > 5 else "")
-        out.append(Finding(".zmetadata", f"consolidated metadata is stale for {shown}: another tool changed them "
-                           "without re-consolidating; readers of .zmetadata do not see the change",
-                           f"zstrings repair {target} (re-consolidates)"))
+        out.append(Finding(".zmetadata", d.stale_text(), f"zstrings repair {target} (re-consolidates)"))
     return out
 
 

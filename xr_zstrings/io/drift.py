@@ -25,7 +25,11 @@ from .commit import _METADATA_NAMES as _NAMES
 from .commit import VERSION_KEY, _canonical
 from .zstore import ZStore
 
-__all__ = ["Drift", "changed_objects", "find_drift", "lost_keys", "metadata_keys_of"]
+__all__ = ["HIDDEN", "Drift", "changed_objects", "find_drift", "lost_keys", "metadata_keys_of"]
+
+
+#: what an array another tool added to an NCZarr group without listing it is to readers (``Drift.hidden``)
+HIDDEN = "not in its group's NCZarr listing (another tool added it): netcdf-c and engine='zstrings' do not see it"
 
 
 @dataclass
@@ -50,6 +54,12 @@ class Drift:
     def __bool__(self) -> bool:
         return bool(self.differ or self.lost or self.hidden or self.grown)
 
+    def stale_text(self) -> str:
+        """What ``differ`` means, in words (its first five keys and how many in all)."""
+        shown = ", ".join(self.differ[:5]) + (f", ... ({len(self.differ)} in all)" if len(self.differ) > 5 else "")
+        return (f"consolidated metadata is stale for {shown}: another tool changed them without re-consolidating, "
+                "and readers of .zmetadata (engine='zstrings', engine='zarr') do not see it")
+
     def lost_text(self) -> str:
         """``/.zgroup``: ``_nczarr_group``, ... in words."""
         return "; ".join(f"{'/' + k if '/' not in k else k} lost {', '.join(v)}" for k, v in sorted(self.lost.items()))
@@ -68,8 +78,7 @@ class Drift:
                          + (f"; {'; '.join(effects)}" if effects else ""))
             does.append(f"put the lost keys back (from {self.source})")
         if self.hidden:
-            parts.append(f"{', '.join(self.hidden)} not in its group's NCZarr listing (another tool added it): "
-                         "netcdf-c and engine='zstrings' do not see it")
+            parts.append(f"{', '.join(self.hidden)} {HIDDEN}")
             if self.adopted:
                 does.append(f"list {', '.join(self.adopted)} (dimensions from _ARRAY_DIMENSIONS)")
         if self.grown:
@@ -78,10 +87,7 @@ class Drift:
                          "alone): netcdf-c and engine='zstrings' refuse the store once .zmetadata shows them")
             does.append(f"grow {grown} and the other arrays on it (fill)")
         if self.differ:
-            shown = ", ".join(self.differ[:5]) + (f", ... ({len(self.differ)} in all)" if len(self.differ) > 5 else "")
-            parts.append(f"consolidated metadata is stale for {shown}: another tool changed them without "
-                         "re-consolidating, and readers of .zmetadata (engine='zstrings', engine='zarr') do not "
-                         "see it")
+            parts.append(self.stale_text())
         does.append("re-consolidate .zmetadata from the objects")
         return "; ".join(parts), "; then ".join(does)
 
