@@ -221,16 +221,11 @@ def target_lock(target: Path, display: str) -> Iterator[None]:
 def _open_lock(lock: Path, display: str) -> int:
     """The lock file's descriptor (made with its folder if missing); a read-only file system or a
     permission problem named with the path, not as a bare ``[Errno 30]``."""
-    from .store_errors import local_os_error
+    from .store_errors import local_errors
 
-    try:
+    with local_errors(f"Cannot write to {display}: its writer lock (a file beside it) cannot be made"):
         lock.parent.mkdir(parents=True, exist_ok=True)
         return os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as e:
-        err = local_os_error(e, f"Cannot write to {display}: its writer lock (a file beside it) cannot be made")
-        if err is None:
-            raise
-        raise err from e
 
 
 def _remove(p: Path) -> None:

@@ -429,53 +429,45 @@ class _LocalOps(_Ops):
 
     def _put(self, key: str, data: bytes, *, create: bool, conditional: bool) -> str | None:
         from .atomic import partial_name
-        from .store_errors import local_os_error
+        from .store_errors import local_errors
 
         p = self.root / key
         tmp = p.with_name(partial_name(p.name))  # (one a killed writer left: `repair` removes it, TEMPORARY)
         self.zstore._count()
         try:  # the temporary file goes whatever fails, a full disk's write of it too
-            p.parent.mkdir(parents=True, exist_ok=True)
-            with open(tmp, "wb") as f:
-                f.write(data)
-            try:
-                if create:
-                    os.link(tmp, p)  # fails when the key exists: an atomic create-only write
-                else:
-                    os.replace(tmp, p)
-            except FileExistsError:
-                raise CommitConflict(key) from None
-            except FileNotFoundError:
-                if not conditional:
-                    raise
-                # its temporary file was removed (a repair holding the claim removes leftovers):
-                # the condition is lost as when another writer wrote first
-                raise CommitConflict(key) from None
-        except OSError as e:  # a full disk, a permission: named with the path and the fix
-            err = local_os_error(e, f"Could not write to {self.zstore.where(key)}")
-            if err is None:
-                raise
-            raise err from e
+            with local_errors(f"Could not write to {self.zstore.where(key)}"):  # (a full disk, a permission)
+                p.parent.mkdir(parents=True, exist_ok=True)
+                with open(tmp, "wb") as f:
+                    f.write(data)
+                try:
+                    if create:
+                        os.link(tmp, p)  # fails when the key exists: an atomic create-only write
+                    else:
+                        os.replace(tmp, p)
+                except FileExistsError:
+                    raise CommitConflict(key) from None
+                except FileNotFoundError:
+                    if not conditional:
+                        raise
+                    # its temporary file was removed (a repair holding the claim removes leftovers):
+                    # the condition is lost as when another writer wrote first
+                    raise CommitConflict(key) from None
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
         return self.get(key)[1]
 
     def delete(self, keys: Sequence[str]) -> None:
-        from .store_errors import local_os_error
+        from .store_errors import local_errors
 
         folders: set[Path] = set()
         for k in keys:
             self.zstore._count()
             try:
-                os.remove(self.root / k)
+                with local_errors(f"Could not delete {self.zstore.where(k)}"):  # (a permission: named with the path)
+                    os.remove(self.root / k)
             except (FileNotFoundError, NotADirectoryError):
                 continue
-            except OSError as e:  # (a permission: named with the path)
-                err = local_os_error(e, f"Could not delete {self.zstore.where(k)}")
-                if err is None:
-                    raise
-                raise err from e
             folders.add((self.root / k).parent)
         for d in sorted(folders, key=lambda p: -len(p.parts)):  # folders a rollback emptied go too
             while d != self.root and d.is_relative_to(self.root):

@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import StoreConnectionError, StoreNotFoundError, StorePermissionError, ZStringsError
 from .redact import redact
 
-__all__ = ["local_os_error", "mapped_errors"]
+__all__ = ["local_errors", "local_os_error", "mapped_errors"]
 
 
 @contextlib.contextmanager
@@ -66,6 +66,20 @@ def local_os_error(e: BaseException, what: str) -> ZStringsError | None:
         f"{what}: permission denied on the local path {path!r} ({cause}). This is a local file "
         "permission problem: the user running this may not read or write that path (or its folder); "
         "check the owner and mode of it and of its folders (ls -ld), or use a location this user owns.")
+
+
+@contextlib.contextmanager
+def local_errors(what: str) -> Iterator[None]:
+    """A local file system's refusal raised inside (``local_os_error``: a full disk, a permission, a
+    read-only file system) re-raised as our error naming ``what`` and the fix, not a bare OSError;
+    any other error unchanged."""
+    try:
+        yield
+    except OSError as e:
+        err = local_os_error(e, what)
+        if err is None:
+            raise
+        raise err from e
 
 
 def _store_error(e: BaseException, what: str, probe: Any = None) -> Exception | None:

@@ -55,6 +55,7 @@ from ..io.atomic import local_commit, recover, target_lock
 from ..io.commit import Transaction
 from ..io.redact import shown
 from ..io.store import open_store
+from ..io.store_errors import local_errors
 from ..io.targets import local_target
 from ..io.zstore import ZStore
 from ..read.chunked import open_chunked
@@ -63,7 +64,7 @@ from ..read.tree import TreeMeta, open_tree
 from ..read.variables import MISSING_MARKER, joined_char_arrays, resolve_dims
 from . import NewMode
 from .repair import undo
-from .zarr3 import _claim_transactional, _consolidated_root, _local_errors, _transactional
+from .zarr3 import _claim_transactional, _consolidated_root, _transactional
 
 __all__ = ["ArrayPlan", "MigrationReport", "keep_v3_in_step", "migrate", "overlaps", "plan_migration",
            "v3_out_of_step"]
@@ -783,7 +784,7 @@ def _migrate_in_place(source: Any, so: JSONObject | None, *, consolidated: bool,
     with _claimed(source, so) as (zs, txn):
         arrays, groups, report = _planned(zs, open_tree(zs), None, missing=missing, check_utf8=check_utf8,
                                           dry_run=False)
-        with warnings.catch_warnings(), _local_errors(zs.display):  # (a full disk: named, with the fix)
+        with warnings.catch_warnings(), local_errors(f"Could not write to {zs.display}"):  # (a full disk: named)
             warnings.simplefilter("ignore", UserWarning)  # zarr-python: numcodecs.* are not in the v3 spec
             report.chunks_transferred, report.transfer = _write_in_place(zs, txn, arrays, groups, consolidated)
     return report

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import base64
 import collections
-import contextlib
 import functools
 import itertools
 import json
@@ -47,6 +46,7 @@ from ..io.atomic import CloneStore, local_commit, not_replaceable
 from ..io.commit import Transaction
 from ..io.redact import shown
 from ..io.store import open_store, zarr_v3_only
+from ..io.store_errors import local_errors
 from ..io.targets import local_target
 from ..io.zstore import ZStore
 from ..text.kernels import kernels
@@ -650,26 +650,11 @@ def _write_local(target: Any, path: Any, is_zip: bool, prepared: list[Any], *, g
             raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
                                 "overwrites. Pass mode='w' to replace it.")
         try:
-            with local_scheduler(zs), _local_errors(display):
+            with local_scheduler(zs), local_errors(f"Could not write to {display}"):  # (a full disk: named)
                 _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
         finally:
             if is_zip and tmp is not None:
                 zs.store.close()
-
-
-@contextlib.contextmanager
-def _local_errors(display: str) -> Iterator[None]:
-    """A local file system's refusal raised by zarr-python's writes (a full disk, a permission) as
-    our error naming the target and the fix (``io.store_errors.local_os_error``), not a bare OSError."""
-    from ..io.store_errors import local_os_error
-
-    try:
-        yield
-    except OSError as e:
-        err = local_os_error(e, f"Could not write to {display}")
-        if err is None:
-            raise
-        raise err from e
 
 
 def _write_into(zs: ZStore, prepared: list[Any], *, group: str | None, mode: str, consolidated: bool,
