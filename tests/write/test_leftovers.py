@@ -276,20 +276,27 @@ def test_a_local_directory_write_on_a_full_disk_leaves_nothing_beside_the_target
 # ---------------------------------------------------------------------------------------------
 
 
-def _interrupted_append(path: Path) -> None:
-    """A store whose append was killed in its metadata window (a child SIGKILLed at the step)."""
+def _killed_writing(path: Path, when: str, mode: str = "a") -> None:
+    """A 230-row store at ``path`` written again (``dataset(2)``, an append or ``mode``) by a child
+    that SIGKILLs itself at the audit event for which ``when`` (a Python expression of the event
+    ``e`` and its arguments ``a``) is true."""
     from kill_writer import dataset
 
     from xr_zstrings.write.nczarr import to_nczarr
 
     to_nczarr(dataset(1), path, unlimited_dims=["obs"])
-    code = ("import os, signal, sys\n"
-            "sys.addaudithook(lambda e, a: os.kill(os.getpid(), signal.SIGKILL) "
-            "if e == 'xr_zstrings.commit' and a and a[0] == 'window' else None)\n"
+    how = "mode='a', append_dim='obs'" if mode == "a" else f"mode={mode!r}"
+    code = ("import os, re, signal, sys\n"
+            f"sys.addaudithook(lambda e, a: os.kill(os.getpid(), signal.SIGKILL) if {when} else None)\n"
             "from kill_writer import dataset\nfrom xr_zstrings.write.nczarr import to_nczarr\n"
-            f"to_nczarr(dataset(2), {str(path)!r}, mode='a', append_dim='obs')\n")
+            f"to_nczarr(dataset(2), {str(path)!r}, {how})\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=_env())
     assert proc.returncode == -signal.SIGKILL, proc.stderr
+
+
+def _interrupted_append(path: Path) -> None:
+    """A store whose append was killed in its metadata window (a child SIGKILLed at the step)."""
+    _killed_writing(path, "e == 'xr_zstrings.commit' and a and a[0] == 'window'")
 
 
 def _env() -> dict[str, str]:
@@ -340,19 +347,8 @@ def test_what_a_killed_writer_left_beside_the_store_is_named_and_its_removal_sai
     """A replacement (``mode="w"``) killed just before its swap leaves its temporary store beside the
     target: `check` names it, `repair` removes it and says so (before: removed without a word, and
     `check` said nothing); a user's file beside the store, named like it, stays."""
-    from kill_writer import dataset
-
-    from xr_zstrings.write.nczarr import to_nczarr
-
     path = tmp_path / "s.zarr"
-    to_nczarr(dataset(1), path, unlimited_dims=["obs"])
-    code = ("import os, signal, sys\n"
-            "sys.addaudithook(lambda e, a: os.kill(os.getpid(), signal.SIGKILL) "
-            "if e == 'xr_zstrings.exchange' else None)\n"
-            "from kill_writer import dataset\nfrom xr_zstrings.write.nczarr import to_nczarr\n"
-            f"to_nczarr(dataset(2), {str(path)!r}, mode='w')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=_env())
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    _killed_writing(path, "e == 'xr_zstrings.exchange'", mode="w")
     left = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".s.zarr.zstrings-tmp-"))
     assert len(left) == 1 and (tmp_path / left[0]).is_dir(), sorted(os.listdir(tmp_path))
     theirs = tmp_path / ".s.zarr.notes"
@@ -383,20 +379,10 @@ def test_zarr_pythons_temporary_file_of_a_killed_chunk_write_is_named_and_remove
     says so); one as young as a live zarr-python writer's stays, unnamed. Before: both kept for ever."""
     import uuid
 
-    from kill_writer import dataset
-
-    from xr_zstrings.write.nczarr import to_nczarr
-
     monkeypatch.setenv("XR_ZSTRINGS_LOCK_TIMEOUT", "60")
     path = tmp_path / "s.zarr"
-    to_nczarr(dataset(1), path, unlimited_dims=["obs"])
-    code = ("import os, re, signal, sys\n"
-            "sys.addaudithook(lambda e, a: os.kill(os.getpid(), signal.SIGKILL) if e == 'os.rename' and "
-            "re.fullmatch(r'.+\\.[0-9a-f]{32}\\.partial', os.path.basename(os.fsdecode(a[0]))) else None)\n"
-            "from kill_writer import dataset\nfrom xr_zstrings.write.nczarr import to_nczarr\n"
-            f"to_nczarr(dataset(2), {str(path)!r}, mode='a', append_dim='obs')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False, env=_env())
-    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    _killed_writing(path, "e == 'os.rename' and re.fullmatch(r'.+\\.[0-9a-f]{32}\\.partial', "
+                    "os.path.basename(os.fsdecode(a[0])))")
     killed = sorted(p for p in path.rglob("*") if ZARR_PARTIAL.fullmatch(p.name))  # (writes in parallel: 1 or more)
     assert 1 <= len(killed) <= 4, sorted(p.relative_to(path).as_posix() for p in path.rglob("*"))
     left = [p.relative_to(path).as_posix() for p in killed]
