@@ -140,7 +140,7 @@ def soak(spec: dict[str, Any]) -> list[dict[str, Any]]:
         def traced(cls: Any, *a: Any, **kw: Any) -> Any:
             txn = begin(cls, *a, **kw)
             trace.append((round(time.time(), 3), "begun", txn.journal.txn if txn.journal else None,
-                          txn.record.commit, txn.recovered))
+                          txn.record.commit))
             return txn
 
         commit.Transaction.begin = classmethod(traced)  # type: ignore[method-assign,assignment]

@@ -135,3 +135,41 @@ def test_the_parameter_check_sees_one() -> None:
               "def _helper(_ok): ...\n"
               "class A:\n    def __init__(self, _x): ...\n    def _private(self, _fine): ...\n")
     assert private_parameters(source) == ["decode(_ctx)", "__init__(_x)"]
+
+
+def _imports_within(folder: Path) -> dict[str, set[str]]:
+    """Module -> the modules of the same folder it imports (at module level or in a function)."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(folder.glob("*.py")):
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.level == 1:
+                    found.add(node.module.split(".")[0])
+                elif node.level == 2 and node.module.startswith(f"{folder.name}."):
+                    found.add(node.module.split(".")[1])
+        graph[path.stem] = found & {p.stem for p in folder.glob("*.py")}
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    def walk(node: str, path: list[str]) -> list[str] | None:
+        for nxt in sorted(graph.get(node, ())):
+            if nxt in path:
+                return [*path[path.index(nxt):], nxt]
+            found = walk(nxt, [*path, nxt])
+            if found:
+                return found
+        return None
+
+    return next((c for n in sorted(graph) if (c := walk(n, [n]))), None)
+
+
+def test_no_import_circle_in_io() -> None:
+    """io/ imports flow one way (a reader's half, ``consolidated``, below the commit protocol): a
+    circle (``commit`` -> ``zstore`` -> ``commit`` was one) makes import order matter."""
+    assert _cycle(_imports_within(PACKAGE / "io")) is None
+
+
+def test_the_circle_check_sees_one() -> None:
+    assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]

@@ -7,7 +7,8 @@ wrapper every read and write goes through), ``zip`` (zip archives, local and in 
 exceptions as ours); ``runtime`` (obstore's and icechunk's runtimes: refused in forked children, let
 finish before exit); ``atomic`` (local writes: beside the target and swapped in, the writer lock,
 what a killed writer left); ``commit`` (the commit protocol of writes in place: journal, conditional
-writes, ``.zmetadata`` as the commit point, recovery); ``drift`` (what another tool changed without
+writes, ``.zmetadata`` as the commit point, recovery) over ``consolidated`` (its read half: version
+records, the placeholder root, what a reader is served); ``drift`` (what another tool changed without
 keeping our metadata in step); and ``redact`` (no URL secret in any message, and no credentials in
 URLs at all).
 """

@@ -36,14 +36,12 @@ from typing import Any, NamedTuple
 from zarr.storage import LocalStore
 
 from ..errors import ConcurrentWriteError, TargetExistsError
+from .consolidated import INCOMPLETE_MARKER
 from .zstore import ZStore, refuse_links
 
 __all__ = ["INCOMPLETE_MARKER", "TEMPORARY", "ZARR_TEMPORARY", "CloneStore", "incomplete_v2_group", "incomplete_v3_root", "leftover_temporaries",
            "leftovers_beside", "local_commit", "lock_held", "partial_name", "target_lock"]
 
-# The key that marks a placeholder root object written first and replaced last on stores that cannot
-# swap (object storage, zarr-python Store objects); the reader refuses it with "incomplete".
-INCOMPLETE_MARKER = "xr_zstrings_incomplete"
 _MARKER_TEXT = ("a write by xr_zstrings started here and has not finished (or was interrupted); "
                 "the store is incomplete until this object is replaced")
 
@@ -362,9 +360,10 @@ def _link_tree(src: Path, dst: Path) -> bool:
     return True
 
 
-def recover(target: Path, display: str) -> None:
-    """Clean up after killed writers of ``target`` now (under its lock), e.g. before checking that
-    a store to append to exists."""
+def recover_swaps(target: Path, display: str) -> None:
+    """Clean up after killed swaps of ``target`` now (under its lock): a store one renamed aside is
+    put back, its temporary files beside it removed (e.g. before checking that a store to append to
+    exists). Not the in-place commit protocol's recovery (``io.commit.recover``)."""
     target = Path(os.path.abspath(target))
     if not target.parent.is_dir():
         return

@@ -83,7 +83,20 @@ from ..errors import (
 )
 from ..formats.nczarr import parse_json
 from ..formats.nczarr_json import dumps
-from .atomic import INCOMPLETE_MARKER, incomplete_v2_group, incomplete_v3_root, lock_timeout, refused, store_root
+from .atomic import incomplete_v2_group, incomplete_v3_root, lock_timeout, refused, store_root
+from .consolidated import (
+    METADATA_NAMES,
+    VERSION_KEY,
+    ZMETADATA,
+    VersionRecord,
+    canonical,
+    consolidated_bytes,
+    consolidated_meta,
+    consolidated_view,
+    is_placeholder,
+    version_of,
+    with_version,
+)
 from .store_errors import mapped_errors
 from .zstore import ZStore
 
@@ -103,115 +116,10 @@ __all__ = [
 
 #: the journal object of a write in progress (at the store's root)
 JOURNAL = ".zstrings-journal"
-#: Zarr v2 consolidated metadata: the commit point of in-place writes
-ZMETADATA = ".zmetadata"
-#: the key of the version record in a root ``.zgroup`` (and in a placeholder)
-VERSION_KEY = "xr_zstrings"
-_METADATA_NAMES = (".zgroup", ".zattrs", ".zarray")
 
 
 def new_id() -> str:
     return uuid.uuid4().hex[:16]
-
-
-# ---------------------------------------------------------------------------------------------
-# Versions
-# ---------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class VersionRecord:
-    """What a root ``.zgroup`` says of the version it belongs to. ``lineage`` is kept by appends and
-    added variables and changes with every replacement; ``commit`` changes with every write."""
-
-    lineage: str
-    commit: str
-    version: int
-    kind: str = ""  # in a placeholder: the write under way ("append", "add", "new", "replace")
-
-    def as_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"lineage": self.lineage, "commit": self.commit, "version": self.version}
-        if self.kind:
-            out["kind"] = self.kind
-        return out
-
-
-def version_of(obj: Any) -> VersionRecord | None:
-    """The version record of a root ``.zgroup`` (or of a placeholder), None when it has none."""
-    rec = obj.get(VERSION_KEY) if isinstance(obj, Mapping) else None
-    if not isinstance(rec, Mapping):
-        return None
-    try:
-        return VersionRecord(str(rec["lineage"]), str(rec["commit"]), int(rec.get("version", 0)),
-                             str(rec.get("kind", "")))
-    except (KeyError, TypeError, ValueError):
-        return None
-
-
-def is_placeholder(obj: Any) -> bool:
-    return isinstance(obj, Mapping) and INCOMPLETE_MARKER in obj
-
-
-def with_version(zgroup: Mapping[str, Any], rec: VersionRecord) -> dict[str, Any]:
-    """``zgroup`` with ``rec`` as its version record (the kind is a placeholder's only)."""
-    out = {k: v for k, v in zgroup.items() if k != VERSION_KEY}
-    out[VERSION_KEY] = VersionRecord(rec.lineage, rec.commit, rec.version).as_json()
-    return out
-
-
-def _canonical(obj: Any) -> str:
-    """Comparable text of a metadata object (NaN compares equal to NaN here, unlike in a dict)."""
-    return json.dumps(obj, sort_keys=True, default=str)
-
-
-def consolidated_bytes(meta: Mapping[str, Any]) -> bytes:
-    """A ``.zmetadata`` object as zarr-python and netcdf-c 4.10 write it."""
-    return dumps({"metadata": dict(sorted(meta.items())), "zarr_consolidated_format": 1})
-
-
-def consolidated_meta(zmetadata: Any) -> dict[str, Any] | None:
-    """The metadata objects (key -> JSON) of a ``.zmetadata`` object, None when it is not one."""
-    if not isinstance(zmetadata, Mapping) or zmetadata.get("zarr_consolidated_format") != 1:
-        return None
-    meta = zmetadata.get("metadata")
-    return {str(k).strip("/"): v for k, v in meta.items()} if isinstance(meta, Mapping) else None
-
-
-def consolidated_view(root_zgroup: Any, root_zattrs: Any, zmetadata: Any, *, remote: bool) -> str:
-    """How a reader reads a Zarr v2 store, from its root objects and ``.zmetadata`` (one batch of
-    requests): ``"use"`` (serve every metadata object from ``.zmetadata``) or ``"objects"`` (read
-    the objects; a placeholder root is then refused).
-
-    Our ``.zmetadata`` (its copy of the root ``.zgroup`` has a version record) is a whole committed
-    version: it is used when the root object belongs to the same lineage, in a metadata window (an
-    append's placeholder; a root one commit behind or ahead, which a reader racing a commit sees) or
-    in step (the same commit, and a root ``.zattrs`` equal to its copy). A root of another lineage or
-    of none, or a root ``.zattrs`` changed in step, means another tool changed the store since:
-    ``.zmetadata`` is stale and the objects are read. Another tool's ``.zmetadata`` is used on object
-    storage when the root objects agree with it, locally never (the objects cost as little to read).
-    What no root object shows (another tool changed an array's metadata and did not re-consolidate)
-    is not noticed here, as zarr-python and xarray do not notice it: ``zstrings check`` compares
-    every object and ``zstrings repair`` re-consolidates."""
-    meta = consolidated_meta(zmetadata)
-    if meta is None:
-        return "objects"
-    copy = meta.get(".zgroup")
-    ours = version_of(copy)
-    here = version_of(root_zgroup)
-    if ours is not None:
-        if here is None or here.lineage != ours.lineage:
-            return "objects"
-        if is_placeholder(root_zgroup):  # an append's window, or any write past its commit point
-            return "use" if here.kind in ("append", "add") or here.commit == ours.commit else "objects"
-        if here.commit != ours.commit:  # a reader racing a commit, or a window left by a killed writer
-            return "use"
-        # in step by the version record: a root .zattrs another tool changed since is seen here
-        return "use" if _canonical(root_zattrs) == _canonical(meta.get(".zattrs")) else "objects"
-    if not remote or is_placeholder(root_zgroup) or root_zgroup is None:
-        return "objects"
-    same = (_canonical(root_zgroup) == _canonical(copy)
-            and _canonical(root_zattrs) == _canonical(meta.get(".zattrs")))
-    return "use" if same else "objects"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -941,7 +849,7 @@ def journal_foreign(j: Journal, committed: VersionRecord | None, consolidated: M
         if rec is not None and (rec.lineage, rec.commit) == (j.lineage, j.commit):
             return None  # its placeholder: it removed (or was removing) the old version
         old = (j.old_meta or {}).get("zarr.json" if j.fmt == "v3" else ".zgroup")
-        if j.phase == "clearing" and _canonical(root) == _canonical(old):
+        if j.phase == "clearing" and canonical(root) == canonical(old):
             return None  # nothing removed yet: the root it recorded is still there
         if j.phase == "cleared" and root is None and not others():
             return None  # a new store's target: empty before its placeholder
@@ -1011,7 +919,7 @@ def foreign_appends(ops: _Ops, journal: Journal) -> dict[str, int | None]:
             now, n = None, None
         written = (journal.new_meta or {}).get(f"{path.strip('/')}/.zarray")
         ours = journal.phase == "committing" and n == r["new"] and \
-            (journal.new_meta is None or _canonical(now) == _canonical(written))
+            (journal.new_meta is None or canonical(now) == canonical(written))
         if n != r["old"] and not ours:
             found[path] = n
     return found
@@ -1061,7 +969,7 @@ def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | No
         return _finish_lagging(zstore, state, ops) if _lagging(state) else "nothing to do"
     root = "zarr.json" if j.fmt == "v3" else ".zgroup"
     foreign = {} if j.whole_store else foreign_appends(ops, j)  # (never undone nor overwritten)
-    theirs = {f"{p.strip('/')}/{n}" for p in foreign for n in _METADATA_NAMES}
+    theirs = {f"{p.strip('/')}/{n}" for p in foreign for n in METADATA_NAMES}
     if state.in_journal_commit:
         if j.fmt == "v2" and state.consolidated is not None:
             keys = [root] if j.whole_store else list(j.old_meta or state.consolidated)
@@ -1071,14 +979,9 @@ def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | No
         if j.old_meta and j.old_meta.get(root) is not None and state.root_placeholder:
             ops.put(root, dumps(j.old_meta[root]))
         done = "dropped the claim of a replacement that had not removed the old version (it is intact)"
-    elif j.whole_store and j.phase == "clearing" and j.kind == "replace":
-        # nothing of the old version was removed but its consolidated metadata and its root
-        if j.old_meta and j.old_meta.get(root) is not None and state.root_placeholder:
-            ops.put(root, dumps(j.old_meta[root]))
-        done = "dropped the claim of a replacement that had not removed the old version (it is intact)"
     elif j.whole_store and j.phase == "cleared":  # (one that only claimed the target wrote nothing yet)
         keys = [k for k in ops.list("") if k != JOURNAL]
-        metadata = [k for k in keys if k.rsplit("/", 1)[-1] in (*_METADATA_NAMES, ZMETADATA, "zarr.json")]
+        metadata = [k for k in keys if k.rsplit("/", 1)[-1] in (*METADATA_NAMES, ZMETADATA, "zarr.json")]
         ops.delete(sorted(metadata, key=lambda k: (k.count("/"), k)))  # the root's first: refused from here on
         ops.delete([k for k in keys if k not in set(metadata)])
         done = ("removed the interrupted replacement (the old version had already been removed): the target "
@@ -1092,7 +995,7 @@ def recover(zstore: ZStore, state: StoreState, undo: Undo | None, ops: _Ops | No
             undo(zstore, mine, _old_object(ops, j, zstore))
         if j.old_meta:
             # a root another tool wrote over this write's placeholder is theirs too
-            if foreign and not state.root_placeholder and _canonical(state.root_obj) != _canonical(j.old_meta.get(root)):
+            if foreign and not state.root_placeholder and canonical(state.root_obj) != canonical(j.old_meta.get(root)):
                 theirs.add(root)
             _write_objects(ops, {k: v for k, v in j.old_meta.items() if k not in theirs}, root)
         elif state.root_placeholder and state.consolidated is not None and root in state.consolidated:
@@ -1162,7 +1065,6 @@ class Transaction:
         self.base_meta: dict[str, Any] | None = None
         self.base_etag: str | None = None
         self.record = VersionRecord(new_id(), new_id(), 1)
-        self.recovered: str | None = None
         self.state: StoreState | None = None  # what the store held when the write began (after its claim)
         self._lost = threading.Event()
         self._stop = threading.Event()
@@ -1224,7 +1126,7 @@ class Transaction:
                 except CommitConflict:
                     continue
                 self.journal = journal
-                self.recovered = recover(zs, other, self.undo, _KeepJournal(ops))
+                recover(zs, other, self.undo, _KeepJournal(ops))
             self.journal = journal
             self._renewed_at = sent
             sys.audit("xr_zstrings.commit", "claimed")  # (tests stop a writer at each step)
@@ -1235,7 +1137,7 @@ class Transaction:
         if state is None:
             raise ConcurrentWriteError(f"Cannot write to {zs.display}: other writers keep claiming it; try again.")
         if _lagging(state):
-            self.recovered = _finish_lagging(zs, state, ops)
+            _finish_lagging(zs, state, ops)
             state = inspect_store(zs, ops)
         self.state = state
         self._set_record(state)
@@ -1302,7 +1204,7 @@ class Transaction:
             self.journal.phase = "cleared"
             self._put_journal()
             keys = [k for k in ops.list("") if k not in (JOURNAL, root)]
-            metadata = [k for k in keys if k.rsplit("/", 1)[-1] in (*_METADATA_NAMES, "zarr.json")]
+            metadata = [k for k in keys if k.rsplit("/", 1)[-1] in (*METADATA_NAMES, "zarr.json")]
             ops.delete(sorted(metadata, key=lambda k: (k.count("/"), k)))
             ops.delete([k for k in keys if k not in set(metadata)])
 
@@ -1312,7 +1214,7 @@ class Transaction:
         claim. When they did not come from our own in-step ``.zmetadata``, that is written first
         (this version, consolidated: the *base*), so that consolidated readers are served the old
         version through the write's metadata window and a rollback restores what readers saw."""
-        self.base_meta = {k: v for k, v in objects.items() if k.rsplit("/", 1)[-1] in _METADATA_NAMES}
+        self.base_meta = {k: v for k, v in objects.items() if k.rsplit("/", 1)[-1] in METADATA_NAMES}
         if not self.inplace or self.fmt != "v2":
             return
         ops = self.ops
@@ -1375,7 +1277,7 @@ class Transaction:
             except MetadataError:
                 now = "unreadable"
             was = self.base_meta.get(key)
-            if _canonical(now) == _canonical(was):
+            if canonical(now) == canonical(was):
                 continue
             if key in paths and isinstance(now, Mapping) and isinstance(was, Mapping):
                 changed[key] = f"{key} (shape {now.get('shape')}; this write started from {was.get('shape')})"
@@ -1419,7 +1321,7 @@ class Transaction:
                    for k, v in objects.items()}
         meta: dict[str, Any] = {} if full or self.base_meta is None else dict(self.base_meta)
         for k, v in objects.items():
-            if k.rsplit("/", 1)[-1] in _METADATA_NAMES:
+            if k.rsplit("/", 1)[-1] in METADATA_NAMES:
                 if v is None:
                     meta.pop(k, None)
                 else:

@@ -21,8 +21,8 @@ from typing import Any
 
 from ..formats.nczarr import parse_json
 from ..formats.netcdf_c import LAYOUTS, NCZarrLayout
-from .commit import _METADATA_NAMES as _NAMES
-from .commit import VERSION_KEY, _canonical
+from .consolidated import METADATA_NAMES as _NAMES
+from .consolidated import VERSION_KEY, canonical
 from .zstore import ZStore
 
 __all__ = ["HIDDEN", "Drift", "changed_objects", "find_drift", "lost_keys", "metadata_keys_of"]
@@ -120,7 +120,7 @@ def changed_objects(zs: ZStore, keys: Sequence[str], copies: Mapping[str, Any]) 
     missing), and those of them that differ from their copy in ``copies`` (a ``.zmetadata``'s
     objects): what another tool changed without re-consolidating."""
     found = dict(zip(keys, _get_json(zs, keys), strict=True))
-    return found, [k for k in keys if _canonical(found[k]) != _canonical(copies.get(k))]
+    return found, [k for k in keys if canonical(found[k]) != canonical(copies.get(k))]
 
 
 def _ours(key: str, name: str) -> bool:

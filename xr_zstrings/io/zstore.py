@@ -177,7 +177,7 @@ class ZStore:
         without our version record (another tool's store) stands for its lineage itself, by its file
         identity (``"zgroup:<inode>-<mtime>-<size>"``): a replacement writes it again (xarray's
         mode="w" removes the folder), an in-place migration (zarr.json beside it) leaves it."""
-        from .commit import version_of  # (commit imports this module)
+        from .consolidated import version_of
 
         try:
             with open(Path(cast(Any, self.store).root) / self.full_key(".zgroup"), "rb") as f:  # (a LocalStore)

@@ -14,8 +14,7 @@ from typing import Any
 from ..errors import DimensionError, IncompleteStoreError, ZStringsError
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension, GroupMeta
-from ..io.atomic import INCOMPLETE_MARKER
-from ..io.commit import ZMETADATA, consolidated_meta, consolidated_view, version_of
+from ..io.consolidated import INCOMPLETE_MARKER, ZMETADATA, consolidated_meta, consolidated_view, version_of
 from ..io.zstore import ZStore
 from . import tree_v2, tree_v3
 from .paths import node_key

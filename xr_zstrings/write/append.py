@@ -87,7 +87,7 @@ def _base_tree(zstore: ZStore, *, consolidated: bool = True, touched: Callable[[
 def _lost_keys(zstore: ZStore, objects: Mapping[str, Any], served: Mapping[str, Any] | None) -> dict[str, Any]:
     """The ``.zgroup``/``.zarray`` objects that lost keys our ``.zmetadata`` (``served``, else read
     here) holds for them, with those keys put back (``io.drift``): none without our ``.zmetadata``."""
-    from ..io.commit import ZMETADATA, consolidated_meta, version_of
+    from ..io.consolidated import ZMETADATA, consolidated_meta, version_of
     from ..io.drift import lost_keys
 
     if served is None:

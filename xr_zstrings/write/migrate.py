@@ -51,7 +51,7 @@ from ..errors import ConcurrentWriteError, UnsupportedError, ZStringsError, user
 from ..formats.nczarr import ArrayMetaV2
 from ..formats.netcdf_c import is_nczarr
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
-from ..io.atomic import local_commit, recover, target_lock
+from ..io.atomic import local_commit, recover_swaps, target_lock
 from ..io.commit import Transaction
 from ..io.redact import shown
 from ..io.store import open_store
@@ -808,7 +808,7 @@ def _claimed(source: Any, so: JSONObject | None) -> Iterator[tuple[ZStore, Trans
 
     display = open_store(source, mode="r", storage_options=so).display  # (no store there: its error)
     path = Path(os.path.abspath(local[0]))
-    recover(path, display)
+    recover_swaps(path, display)
     with target_lock(path, display):
         zs = ZStore(LocalStore(path, read_only=False), display=display)
         with Transaction.begin(zs, "migrate", undo=undo) as txn:

@@ -38,7 +38,7 @@ from ..errors import UnsupportedError, ZStringsError, user_stacklevel
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
 from ..formats.netcdf_c import NETCDF_C, SCALAR_DIM, NetcdfC, netcdf_c_for
-from ..io.atomic import local_commit, recover, refuse_link_target, target_lock
+from ..io.atomic import local_commit, recover_swaps, refuse_link_target, target_lock
 from ..io.commit import JOURNAL, Transaction, begun
 from ..io.redact import shown
 from ..io.store import open_store
@@ -171,7 +171,7 @@ def _write_target(target: Any, mode: WriteMode, storage_options: Mapping[str, An
         if mode == "a":
             local = Path(os.path.abspath(local))
             refuse_link_target(local, display)  # (a link is never written through)
-            recover(local, display)  # a store a killed swap renamed aside is put back first
+            recover_swaps(local, display)  # a store a killed swap renamed aside is put back first
             with target_lock(local, display):
                 if not any((local / k).is_file() for k in (".zgroup", ".nczarr", ".zmetadata", JOURNAL)):
                     open_store(os.fspath(target), mode="r")  # a clear "no store" error

@@ -187,13 +187,13 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
     if local is not None:
         from pathlib import Path
 
-        from ..io.atomic import recover as recover_siblings
+        from ..io.atomic import recover_swaps
 
         path = Path(os.path.abspath(local[0]))
         if not path.is_dir():
             raise StoreNotFoundError(f"No store at {display}: {str(path)!r} is not a directory.")
         beside = [q.name for q in leftovers_beside(path)]
-        recover_siblings(path, display)
+        recover_swaps(path, display)
         with target_lock(path, display):
             zstore = open_store(target if isinstance(target, str | os.PathLike) else str(path), mode="a")
             return _remove_temporaries(zstore, display, _v3_in_step(zstore, _repair(zstore, display, force=True)), beside)
@@ -205,7 +205,7 @@ def _remove_temporaries(zstore: ZStore, display: str, report: RepairReport, besi
     """``report`` and the temporary files a killed writer or repair left in a local store
     (``io.atomic.leftover_temporaries``: ours, and zarr-python's older than the lease), removed under
     a claim of the store (no writer of ours is writing one then); ``beside``: what
-    ``io.atomic.recover`` removed beside it."""
+    ``io.atomic.recover_swaps`` removed beside it."""
     from pathlib import Path
 
     from zarr.storage import LocalStore
@@ -266,7 +266,7 @@ def _repair_zip(target: Any, path: Any, display: str, so: dict[str, Any] | None)
     local zip (its unfinished temporary zip) is removed, as the next writer would."""
     from pathlib import Path
 
-    from ..io.atomic import recover as recover_siblings
+    from ..io.atomic import recover_swaps
     from ..io.store import open_store
     from ..read.tree import open_tree
 
@@ -292,7 +292,7 @@ def _repair_zip(target: Any, path: Any, display: str, so: dict[str, Any] | None)
         prefix = f".{p.name}.zstrings-"
         left = sorted(q.name for q in p.parent.iterdir() if q.name.startswith(prefix))
         if left:  # (a killed writer's lock file goes too: the lock is taken, then removed)
-            recover_siblings(p, display)
+            recover_swaps(p, display)
             left = [n for n in left if n != f"{prefix}lock"]
         if left:
             return RepairReport(display, what, f"removed {len(left)} unfinished temporary file(s) killed writers "
