@@ -303,6 +303,20 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), str(HERE.parent), os.environ.get("PYTHONPATH", "")])}
 
 
+def _named_then_removed(path: Path, named: list[str], said: list[str]) -> str:
+    """`check` of ``path`` names each of ``named`` as a leftover (PROBLEM, exit 1), then `repair`
+    removes them and says so (``said``: the names its report gives); returns check's output."""
+    check = _cli("check", str(path))
+    for name in named:
+        assert f"PROBLEM {name}: a temporary file an interrupted write or repair left" in check["out"], check["out"]
+    assert check["rc"] == 1, check["out"]
+    repaired = _cli("repair", str(path))
+    assert repaired["rc"] == 0, repaired["err"]
+    assert (f"removed {len(said)} temporary file(s) an interrupted write or repair left ({', '.join(said)})"
+            in repaired["out"]), repaired["out"]
+    return str(check["out"])
+
+
 def _ours(path: Path) -> list[str]:
     return sorted(p.name for p in path.rglob("*") if re.fullmatch(r".+\.[0-9a-f]{8}\.partial", p.name))
 
@@ -325,15 +339,7 @@ def test_a_repair_killed_before_its_rename_leaves_files_the_next_repair_removes(
               path / ".zgroup.ABCDEF12.partial", path / "name" / ".zarray.1234567.partial"]
     for p in theirs:
         p.write_bytes(b"not ours")
-    check = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(path)], capture_output=True, text=True,
-                           check=False)
-    assert f"PROBLEM {left[0]}: a temporary file an interrupted write or repair left" in check.stdout, check.stdout
-    assert check.returncode == 1, check.stdout
-    repaired = subprocess.run([sys.executable, "-m", "xr_zstrings", "repair", str(path)], capture_output=True,
-                              text=True, check=False)
-    assert repaired.returncode == 0, repaired.stderr
-    assert f"removed 1 temporary file(s) an interrupted write or repair left ({left[0]})" in repaired.stdout, \
-        repaired.stdout
+    _named_then_removed(path, left, left)
     assert _ours(path) == []
     assert all(p.read_bytes() == b"not ours" for p in theirs)
     again = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(path)], capture_output=True, text=True,
@@ -353,15 +359,7 @@ def test_what_a_killed_writer_left_beside_the_store_is_named_and_its_removal_sai
     assert len(left) == 1 and (tmp_path / left[0]).is_dir(), sorted(os.listdir(tmp_path))
     theirs = tmp_path / ".s.zarr.notes"
     theirs.write_text("mine")
-    check = subprocess.run([sys.executable, "-m", "xr_zstrings", "check", str(path)], capture_output=True, text=True,
-                           check=False)
-    assert f"PROBLEM ../{left[0]}: a temporary file an interrupted write or repair left" in check.stdout, check.stdout
-    assert check.returncode == 1, check.stdout
-    repaired = subprocess.run([sys.executable, "-m", "xr_zstrings", "repair", str(path)], capture_output=True,
-                              text=True, check=False)
-    assert repaired.returncode == 0, repaired.stderr
-    assert f"removed 1 temporary file(s) an interrupted write or repair left ({left[0]})" in repaired.stdout, \
-        repaired.stdout
+    _named_then_removed(path, [f"../{left[0]}"], left)
     assert sorted(os.listdir(tmp_path)) == [".s.zarr.notes", "s.zarr"]
     assert theirs.read_text() == "mine"
     assert _read_all(path)["netcdf4"] == _old_values()
@@ -390,14 +388,8 @@ def test_zarr_pythons_temporary_file_of_a_killed_chunk_write_is_named_and_remove
         os.utime(p, (p.stat().st_mtime - 3600, p.stat().st_mtime - 3600))
     young = path / "value" / f"9.{uuid.uuid4().hex}.partial"  # a live zarr-python writer's, now
     young.write_bytes(b"being written")
-    check = _cli("check", str(path))
-    for name in left:
-        assert f"PROBLEM {name}: a temporary file an interrupted write or repair left" in check["out"], check["out"]
-    assert young.name not in check["out"], check["out"]
-    repaired = _cli("repair", str(path))
-    assert repaired["rc"] == 0, repaired["err"]
-    assert (f"removed {len(left)} temporary file(s) an interrupted write or repair left ({', '.join(left)})"
-            in repaired["out"]), repaired["out"]
+    named = _named_then_removed(path, left, left)
+    assert young.name not in named, named
     assert [p for p in path.rglob("*") if ZARR_PARTIAL.fullmatch(p.name)] == [young]
     again = _cli("check", str(path))
     assert "temporary file" not in again["out"] and "state: complete" in again["out"], again["out"]
