@@ -173,3 +173,13 @@ def test_no_import_circle_in_io() -> None:
 
 def test_the_circle_check_sees_one() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_the_writers_never_import_the_accessor() -> None:
+    """``ds.zstrings`` sits on top of the writers (the accessor calls them): registered by the
+    backend and the package's public names, never imported back from write/."""
+    back = {p.name for p in (PACKAGE / "write").glob("*.py")
+            for node in ast.walk(ast.parse(p.read_text()))
+            if isinstance(node, ast.ImportFrom) and ("accessor" in (node.module or "")
+                                                     or any(a.name == "accessor" for a in node.names))}
+    assert not back

@@ -7,7 +7,8 @@ zarr, and the writers and readers below load on first use.
 The layout (one concept a folder, imports flow down): ``errors``; ``formats/`` (pure metadata);
 ``text/`` (pure string layouts and the C kernels); ``codecs/`` (chunk pipelines); ``io/`` (stores,
 URLs, commits); ``read/`` (xarray-free reading); ``write/`` (the writers); ``backend`` (the xarray
-entry point) and ``accessor``; ``cli``.
+entry point) and ``accessor`` (``ds.zstrings``: registered by the backend and by the first public name
+used here once xarray is loaded; the writers never import it); ``cli``.
 """
 
 from __future__ import annotations
@@ -43,8 +44,12 @@ def __getattr__(name: str) -> object:
     if module is None:
         raise AttributeError(f"module 'xr_zstrings' has no attribute {name!r}")
     import importlib
+    import sys
 
-    return getattr(importlib.import_module(module), name)
+    value = getattr(importlib.import_module(module), name)
+    if "xarray" in sys.modules:  # (a writer or reader loaded xarray: ``ds.zstrings`` comes with it)
+        importlib.import_module("xr_zstrings.accessor")
+    return value
 
 
 def __dir__() -> list[str]:

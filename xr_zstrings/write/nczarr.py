@@ -537,5 +537,3 @@ def prepare_for_zarr(
     return with_netcdf_c_strings(ds, maxstrlen=maxstrlen, on_overflow=on_overflow,
                                  netcdf_c_codecs_only=netcdf_c_codecs_only)
 
-
-from .. import accessor as _accessor  # noqa: F401 - registers the .zstrings accessor
