@@ -1126,7 +1126,7 @@ class Transaction:
                 except CommitConflict:
                     continue
                 self.journal = journal
-                recover(zs, other, self.undo, _KeepJournal(ops))
+                recover(zs, other, self.undo, ops)  # (keeps the journal: now ours, no claim to release)
             self.journal = journal
             self._renewed_at = sent
             sys.audit("xr_zstrings.commit", "claimed")  # (tests stop a writer at each step)
@@ -1542,31 +1542,6 @@ class Transaction:
                 self.abort()
         self._stop.set()
         self._unfence()
-
-
-class _KeepJournal(_Ops):
-    """Operations that never delete the journal (a taker recovering under its own claim)."""
-
-    def __init__(self, inner: _Ops) -> None:
-        self.__dict__.update(inner.__dict__)
-        self._inner = inner
-        self.conditional = inner.conditional
-        self.server_time = inner.server_time
-
-    def get(self, key: str) -> tuple[bytes | None, str | None]:
-        return self._inner.get(key)
-
-    def age(self, key: str) -> float | None:
-        return self._inner.age(key)
-
-    def put(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
-        return self._inner.put(key, data, create=create, match=match)
-
-    def delete(self, keys: Sequence[str]) -> None:
-        self._inner.delete([k for k in keys if k != JOURNAL])
-
-    def list(self, prefix: str) -> list[str]:
-        return self._inner.list(prefix)
 
 
 @contextlib.contextmanager
