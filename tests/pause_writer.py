@@ -7,7 +7,7 @@ paused by the OS or starved past its lease. The test meanwhile runs other writer
 it (``resume``) and reads its outcome (``result``): one JSON line, ``{"outcome": "ok"}`` or the
 exception's class and message.
 
-    python pause_writer.py '{"op": "append", "target": "local:/tmp/s", "pause": "committed", ...}'
+    python pause_writer.py '{"op": "append", "target": "local:s.zarr", "pause": "committed", ...}'
 
 ``op``: "append" (``to_nczarr(mode="a")``), "v3-replace" (``to_zarr_v3(mode="w")``), "migrate"
 (in place), "soak" (``soak``: many appends, stopped at random). ``target``: "local:PATH" (a zarr-python ``LocalStore`` object), a path or a URL.
