@@ -124,51 +124,58 @@ def zstd_decoded_bound(buf: Any) -> int | None:
             continue
         if magic != _ZSTD_MAGIC:
             return None if pos == 0 else total
-        if pos + 5 > n:
+        header = _zstd_frame_header(b, pos, n) if pos + 5 <= n else None
+        if header is None:
             return total
-        fhd = b[pos + 4]
-        single = (fhd >> 5) & 1
-        p = pos + 5
-        window = 0
-        if not single:
-            if p >= n:
-                return total
-            wd = b[p]
-            p += 1
-            base = 1 << (10 + (wd >> 3))
-            window = base + (base >> 3) * (wd & 7)
-        p += (0, 1, 2, 4)[fhd & 3]
-        fcs_len = (1 if single else 0, 2, 4, 8)[fhd >> 6]
-        fcs = None
-        if fcs_len:
-            fcs = int.from_bytes(b[p : p + fcs_len], "little") + (256 if fcs_len == 2 else 0)
-            window = window or fcs
-            p += fcs_len
-        block_max = min(window, _ZSTD_BLOCK_MAX) if window else _ZSTD_BLOCK_MAX
-        frame = 0  # the frame's blocks' bound (its content size instead, when it states one)
-        while True:
-            if p + 3 > n:
-                return total + (fcs if fcs is not None else frame + block_max)  # truncated: the decoder fails here at the latest
-            h = int.from_bytes(b[p : p + 3], "little")
-            p += 3
-            btype, bsize = (h >> 1) & 3, h >> 3
-            if btype == 0:
-                frame += bsize
-                p += bsize
-            elif btype == 1:
-                frame += bsize
-                p += 1
-            elif btype == 2:
-                frame += block_max
-                p += bsize
-            else:
-                return total + (fcs if fcs is not None else frame)
-            if h & 1:
-                break
+        p, fcs, block_max = header
+        frame, end = _zstd_blocks(b, p, n, block_max)
         total += fcs if fcs is not None else frame
-        p += 4 if (fhd >> 2) & 1 else 0
-        pos = p
+        if end is None:  # truncated, or a reserved block: the decoder fails here at the latest
+            return total
+        pos = end + (4 if (b[pos + 4] >> 2) & 1 else 0)  # the frame's checksum
     return total
+
+
+def _zstd_frame_header(b: Any, pos: int, n: int) -> tuple[int, int | None, int] | None:
+    """The zstd frame at ``pos``: (where its first block starts, its declared content size or None,
+    the largest a compressed block of it decodes to); None when its header is cut short."""
+    fhd = b[pos + 4]
+    single = (fhd >> 5) & 1
+    p = pos + 5
+    window = 0
+    if not single:
+        if p >= n:
+            return None
+        wd = b[p]
+        p += 1
+        base = 1 << (10 + (wd >> 3))
+        window = base + (base >> 3) * (wd & 7)
+    p += (0, 1, 2, 4)[fhd & 3]
+    fcs_len = (1 if single else 0, 2, 4, 8)[fhd >> 6]
+    fcs = None
+    if fcs_len:
+        fcs = int.from_bytes(b[p : p + fcs_len], "little") + (256 if fcs_len == 2 else 0)
+        window = window or fcs
+        p += fcs_len
+    return p, fcs, (min(window, _ZSTD_BLOCK_MAX) if window else _ZSTD_BLOCK_MAX)
+
+
+def _zstd_blocks(b: Any, p: int, n: int, block_max: int) -> tuple[int, int | None]:
+    """A frame's blocks from ``p``: (the bound of what they decode to, where the last one ends);
+    the end is None when the blocks are cut short (one more block counted) or one is reserved."""
+    frame = 0
+    while True:
+        if p + 3 > n:
+            return frame + block_max, None
+        h = int.from_bytes(b[p : p + 3], "little")
+        p += 3
+        btype, bsize = (h >> 1) & 3, h >> 3
+        if btype == 3:
+            return frame, None
+        frame += block_max if btype == 2 else bsize  # raw and RLE blocks state their size
+        p += 1 if btype == 1 else bsize  # an RLE block stores one byte
+        if h & 1:
+            return frame, p
 
 
 def _zstd_content_size(buf: Any) -> int | None:
@@ -222,50 +229,10 @@ def bounded_decode(codec: Codec, buf: Any, *, limit: int, expected: str = "", sc
     """
     expected = expected or f"at most {limit} bytes"
     cid = getattr(codec, "codec_id", None)
-    exact: int | None = None
-    if cid == "zlib":
-        return _zlib_bounded(buf, limit, expected)
-    if cid == "gzip" and _is_zlib_not_gzip(buf):
-        # z5py (and zarr_implementations' fixtures) store zlib streams under the id "gzip": the
-        # two headers cannot be confused (gzip starts 1f 8b, zlib with a checksummed CMF/FLG pair)
-        import warnings
-
-        warnings.warn(
-            "A chunk stored under codec id 'gzip' is a zlib stream (no gzip header, as z5py writes "
-            "them); decoded as zlib. Rewrite the array with compressor {'id': 'zlib'} (or real gzip) "
-            "to silence this.", UserWarning, stacklevel=user_stacklevel(),
-        )
-        return _zlib_bounded(buf, limit, expected)
-    if cid in ("gzip", "bz2", "lzma"):
-        with _stream_reader(cid, codec, io.BytesIO(bytes(buf))) as f:
-            return _read_bounded(f.read, limit, expected)
-    if cid == "zstd":
-        bound = zstd_decoded_bound(buf)
-        if bound is not None and bound > limit:
-            raise _too_big(limit, f"{expected}; its zstd header(s) say {bound} bytes")
-        first = _zstd_content_size(buf)
-        exact = first if first == bound else None  # one frame (several: numcodecs sizes the output)
-    elif cid == "blosc":
-        b = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
-        if len(b) < 16:
-            raise ChunkError(f"a blosc chunk of {len(b)} bytes is shorter than blosc's 16-byte header")
-        nbytes, _blocksize, cbytes = struct.unpack_from("<III", b, 4)
-        if cbytes > len(b):
-            raise ChunkError(
-                f"the blosc header says {cbytes} compressed bytes but the chunk has {len(b)}; "
-                "the chunk is truncated"
-            )
-        if nbytes > limit:
-            raise _too_big(limit, f"{expected}; its blosc header says {nbytes} bytes")
-        exact = nbytes
-    elif cid == "lz4":
-        b = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
-        if len(b) < 4:
-            raise ChunkError(f"an lz4 chunk of {len(b)} bytes is shorter than its 4-byte size header")
-        (nbytes,) = struct.unpack_from("<I", b, 0)
-        if nbytes > limit:
-            raise _too_big(limit, f"{expected}; its lz4 header says {nbytes} bytes")
-        exact = nbytes
+    if cid in _STREAMED:
+        return _decode_streamed(str(cid), codec, buf, limit, expected)
+    declared = _DECLARED_SIZE.get(str(cid))
+    exact = declared(buf, limit, expected) if declared is not None else None
     if exact and (scratch or exact > _SCRATCH.limit):  # the size known: decode into memory made for it
         reuse = _SCRATCH.get(exact) if scratch else None
         out = reuse[:exact] if reuse is not None else fresh(exact)
@@ -277,6 +244,68 @@ def bounded_decode(codec: Codec, buf: Any, *, limit: int, expected: str = "", sc
         if size > limit:
             raise _too_big(limit, expected)
     return out
+
+
+#: the codecs decoded as a stream, stopped at the limit
+_STREAMED = ("zlib", "gzip", "bz2", "lzma")
+
+
+def _decode_streamed(cid: str, codec: Codec, buf: Any, limit: int, expected: str) -> bytes:
+    if cid == "gzip" and _is_zlib_not_gzip(buf):
+        # z5py (and zarr_implementations' fixtures) store zlib streams under the id "gzip": the
+        # two headers cannot be confused (gzip starts 1f 8b, zlib with a checksummed CMF/FLG pair)
+        import warnings
+
+        warnings.warn(
+            "A chunk stored under codec id 'gzip' is a zlib stream (no gzip header, as z5py writes "
+            "them); decoded as zlib. Rewrite the array with compressor {'id': 'zlib'} (or real gzip) "
+            "to silence this.", UserWarning, stacklevel=user_stacklevel(),
+        )
+        return _zlib_bounded(buf, limit, expected)
+    if cid == "zlib":
+        return _zlib_bounded(buf, limit, expected)
+    with _stream_reader(cid, codec, io.BytesIO(bytes(buf))) as f:
+        return _read_bounded(f.read, limit, expected)
+
+
+def _zstd_size(buf: Any, limit: int, expected: str) -> int | None:
+    """Refuses a zstd chunk whose frames' bound passes ``limit``; its exact size when one frame states it."""
+    bound = zstd_decoded_bound(buf)
+    if bound is not None and bound > limit:
+        raise _too_big(limit, f"{expected}; its zstd header(s) say {bound} bytes")
+    first = _zstd_content_size(buf)
+    return first if first == bound else None  # one frame (several: numcodecs sizes the output)
+
+
+def _blosc_size(buf: Any, limit: int, expected: str) -> int:
+    """A blosc chunk's decoded size from its header, refused when truncated or over ``limit``."""
+    b = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
+    if len(b) < 16:
+        raise ChunkError(f"a blosc chunk of {len(b)} bytes is shorter than blosc's 16-byte header")
+    nbytes, _blocksize, cbytes = struct.unpack_from("<III", b, 4)
+    if cbytes > len(b):
+        raise ChunkError(
+            f"the blosc header says {cbytes} compressed bytes but the chunk has {len(b)}; "
+            "the chunk is truncated"
+        )
+    if nbytes > limit:
+        raise _too_big(limit, f"{expected}; its blosc header says {nbytes} bytes")
+    return int(nbytes)
+
+
+def _lz4_size(buf: Any, limit: int, expected: str) -> int:
+    """An lz4 chunk's decoded size from its 4-byte header, refused over ``limit``."""
+    b = memoryview(buf).cast("B") if not isinstance(buf, bytes) else buf
+    if len(b) < 4:
+        raise ChunkError(f"an lz4 chunk of {len(b)} bytes is shorter than its 4-byte size header")
+    (nbytes,) = struct.unpack_from("<I", b, 0)
+    if nbytes > limit:
+        raise _too_big(limit, f"{expected}; its lz4 header says {nbytes} bytes")
+    return int(nbytes)
+
+
+#: the codecs whose headers declare what numcodecs allocates: checked before decoding
+_DECLARED_SIZE = {"zstd": _zstd_size, "blosc": _blosc_size, "lz4": _lz4_size}
 
 
 _BOUNDED_IDS = ("zlib", "gzip", "bz2", "lzma", "zstd", "blosc", "lz4")
