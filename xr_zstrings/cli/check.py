@@ -8,7 +8,7 @@ import argparse
 import math
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..formats.netcdf_c import (
@@ -156,93 +156,145 @@ def _check_regions(arr: Any, meta: Any, full: bool, sampled: list[str]) -> Itera
         yield from regions(batch)
 
 
-def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[str], *, full_read: bool = False,
-                 sampled: list[str] | None = None) -> list[Finding]:
-    """Read one array (or, when it is huge, a sample of its chunks: noted in ``sampled``) and
-    return what netcdf-c would fail on or truncate.
-
-    Long because it is one list of netcdf-c's limits checked in order (layout, codecs, then the
-    values), each finding with its own fix.
-    """
-    from ..read.chunked import open_chunked
-
-    where = meta.path
-    out: list[Finding] = []
-    convert = f"zstrings convert {target} {_suggest_dst(target)}"
-    v3 = meta.zarr_format == 3
+def _v2_type_finding(meta: Any, where: str, convert: str) -> Finding | None:
+    """The Zarr v2 string and bool types for which netcdf-c refuses the whole store."""
     kind = meta.string_kind
-    if not v3:
-        if kind == "unicode":
-            out.append(Finding(where, f"{meta.dtype_str} fixed-width UTF-32 strings (as xarray/zarr-python "
-                               "write str): netcdf-c refuses to open the whole store ('NetCDF: NCZarr error')",
-                               f"{convert}  (NC_STRING |Sn), or write with "
-                               "xr_zstrings.with_netcdf_c_strings(ds).to_zarr(...)"))
-        elif kind in ("vlen", "vlen-bytes"):
-            out.append(Finding(where, f"|O {kind.replace('vlen', 'vlen-utf8') if kind == 'vlen' else kind} "
-                               "variable-length strings (xarray/zarr-python): netcdf-c refuses to open the "
-                               "whole store ('NetCDF: NCZarr error')",
-                               f"{convert}, or write with xr_zstrings.to_nczarr(ds, ...)"))
-        elif meta.dtype.kind == "b":
-            out.append(Finding(where, "bool |b1 has no netCDF type: netcdf-c refuses to open the whole store",
-                               "store it as int8/uint8 (ds[name].astype('u1')) and rewrite"))
-        codec_ids = ([meta.compressor.get("id")] if meta.compressor else []) + [
-            f.get("id") for f in meta.filters if f.get("id") not in ("vlen-utf8", "vlen-bytes")]
-        unreadable = [str(c) for c in codec_ids if c not in netcdf_c_codecs and c != "shuffle"]
-        if unreadable:
-            out.append(Finding(where, f"codec {', '.join(unreadable)}: netcdf-c (netCDF4 wheel) cannot decode "
-                               "it ('NetCDF: Filter error: undefined filter encountered')",
-                               f"{convert} --compressor zstd  (netcdf-c reads zlib, zstd, bz2 or blosc)"))
-    arr = open_chunked(tree.store, meta, meta.shape)
+    if kind == "unicode":
+        return Finding(where, f"{meta.dtype_str} fixed-width UTF-32 strings (as xarray/zarr-python "
+                       "write str): netcdf-c refuses to open the whole store ('NetCDF: NCZarr error')",
+                       f"{convert}  (NC_STRING |Sn), or write with "
+                       "xr_zstrings.with_netcdf_c_strings(ds).to_zarr(...)")
+    if kind in ("vlen", "vlen-bytes"):
+        return Finding(where, f"|O {kind.replace('vlen', 'vlen-utf8') if kind == 'vlen' else kind} "
+                       "variable-length strings (xarray/zarr-python): netcdf-c refuses to open the "
+                       "whole store ('NetCDF: NCZarr error')",
+                       f"{convert}, or write with xr_zstrings.to_nczarr(ds, ...)")
+    if meta.dtype.kind == "b":
+        return Finding(where, "bool |b1 has no netCDF type: netcdf-c refuses to open the whole store",
+                       "store it as int8/uint8 (ds[name].astype('u1')) and rewrite")
+    return None
+
+
+def _codec_finding(meta: Any, where: str, convert: str, netcdf_c_codecs: frozenset[str]) -> Finding | None:
+    """The Zarr v2 codecs netcdf-c cannot decode."""
+    codec_ids = ([meta.compressor.get("id")] if meta.compressor else []) + [
+        f.get("id") for f in meta.filters if f.get("id") not in ("vlen-utf8", "vlen-bytes")]
+    unreadable = [str(c) for c in codec_ids if c not in netcdf_c_codecs and c != "shuffle"]
+    if not unreadable:
+        return None
+    return Finding(where, f"codec {', '.join(unreadable)}: netcdf-c (netCDF4 wheel) cannot decode "
+                   "it ('NetCDF: Filter error: undefined filter encountered')",
+                   f"{convert} --compressor zstd  (netcdf-c reads zlib, zstd, bz2 or blosc)")
+
+
+def _chunk_size_finding(arr: Any, meta: Any, where: str, convert: str) -> Finding | None:
+    """Chunks too large to read for the check (netcdf-c reads a chunk whole, too)."""
     itemsize = meta.dtype.itemsize if meta.dtype.kind not in "OT" else 16
     chunk_bytes = math.prod(arr.chunk_shape) * max(itemsize, 1)
-    if meta.shape and chunk_bytes > CHECK_MAX_CHUNK_BYTES:
-        out.append(Finding(where, f"chunks of {chunk_bytes:,} bytes each ({list(arr.chunk_shape)} x "
-                           f"{meta.dtype.str}): too large to check, and netcdf-c reads a chunk whole",
-                           f"{convert}  (it writes chunks of ~4 MiB)"))
-        return out
-    split = bad = longest = over = full = 0
-    examples: list[str] = []
-    for region in _check_regions(arr, meta, full_read, sampled if sampled is not None else []):
+    if not meta.shape or chunk_bytes <= CHECK_MAX_CHUNK_BYTES:
+        return None
+    return Finding(where, f"chunks of {chunk_bytes:,} bytes each ({list(arr.chunk_shape)} x "
+                   f"{meta.dtype.str}): too large to check, and netcdf-c reads a chunk whole",
+                   f"{convert}  (it writes chunks of ~4 MiB)")
+
+
+@dataclass
+class _ValueScan:
+    """What reading one array's values found: the counts check's value findings quote."""
+
+    split: int = 0  # values ending in a split UTF-8 character
+    bad: int = 0  # otherwise invalid UTF-8 values
+    full: int = 0  # |Sn values filling all n bytes
+    longest: int = 0  # longest value, UTF-8 bytes
+    over: int = 0  # values longer than netcdf-c's default maxstrlen
+    examples: list[str] = field(default_factory=list)
+
+    def add_stored_bytes(self, raw: Any, kind: str, itemsize: int) -> None:
+        """NC_STRING (``|Sn``) or NC_CHAR values (``|S1``, a string along the last axis)."""
+        import numpy as np
+
+        if kind == "char":
+            raw = np.ascontiguousarray(raw).view(f"S{raw.shape[-1] or 1}")[..., 0] if raw.ndim else raw
+        s, b, ex = _utf8_faults(raw)
+        self.split, self.bad = self.split + s, self.bad + b
+        self.examples += ex[: 3 - len(self.examples)]
+        if kind == "string":
+            self.full += int(np.count_nonzero(np.strings.str_len(raw) == itemsize))
+
+    def add_text(self, raw: Any) -> None:
+        """Text values (variable-length or fixed-width UTF-32): their UTF-8 lengths."""
+        lg, ov = _longest_utf8(raw)
+        self.longest, self.over = max(self.longest, lg), self.over + ov
+
+
+def _scan_values(arr: Any, meta: Any, full_read: bool, sampled: list[str]) -> _ValueScan:
+    """Read the regions ``_check_regions`` picks and count what the value findings need."""
+    v3 = meta.zarr_format == 3
+    kind = meta.string_kind
+    scan = _ValueScan()
+    for region in _check_regions(arr, meta, full_read, sampled):
         raw = arr.read(region) if region else arr.read(tuple(slice(0, n) for n in meta.shape))
         if not v3 and kind in ("string", "char"):
-            if kind == "char":
-                import numpy as np
-
-                raw = np.ascontiguousarray(raw).view(f"S{raw.shape[-1] or 1}")[..., 0] if raw.ndim else raw
-            s, b, ex = _utf8_faults(raw)
-            split, bad = split + s, bad + b
-            examples += ex[: 3 - len(examples)]
-            if kind == "string":
-                import numpy as np
-
-                n = meta.dtype.itemsize
-                full += int(np.count_nonzero(np.strings.str_len(raw) == n))
+            scan.add_stored_bytes(raw, kind, meta.dtype.itemsize)
         elif kind in ("vlen", "unicode") or (v3 and kind == "vlen-bytes"):
-            lg, ov = _longest_utf8(raw)
-            longest, over = max(longest, lg), over + ov
-    if split:
-        out.append(Finding(where, f"{split} value(s) end in a split UTF-8 character (cut at a byte, as netcdf-c "
-                           f"truncates NC_STRING; e.g. {', '.join(examples)}): netCDF4-python raises "
-                           "UnicodeDecodeError reading this variable",
+            scan.add_text(raw)
+    return scan
+
+
+def _written_by_netcdf_c(tree: Any) -> bool:
+    """Whether the root's ``_NCProperties`` names a writer other than this package."""
+    props = tree.root.nc_properties
+    return props is not None and "xr_zstrings" not in props
+
+
+def _value_findings(scan: _ValueScan, tree: Any, meta: Any, where: str) -> list[Finding]:
+    """The findings of what ``_scan_values`` counted, in order: split UTF-8, invalid UTF-8, values
+    filling netcdf-c's default width, values longer than it."""
+    out: list[Finding] = []
+    if scan.split:
+        out.append(Finding(where, f"{scan.split} value(s) end in a split UTF-8 character (cut at a byte, as "
+                           f"netcdf-c truncates NC_STRING; e.g. {', '.join(scan.examples)}): netCDF4-python "
+                           "raises UnicodeDecodeError reading this variable",
                            "rewrite from the original data with a wider maxstrlen (zstrings convert "
                            "--maxstrlen N, or to_nczarr(..., on_overflow='widen')); engine='zstrings' reads "
                            "it as is (utf8_errors='drop')"))
-    if bad:
-        out.append(Finding(where, f"{bad} value(s) are not valid UTF-8: netCDF4-python cannot decode them",
+    if scan.bad:
+        out.append(Finding(where, f"{scan.bad} value(s) are not valid UTF-8: netCDF4-python cannot decode them",
                            "rewrite the values as UTF-8 (engine='zstrings', utf8_errors='replace' shows them)"))
-    if (kind == "string" and not v3 and full and meta.dtype.itemsize == _NC_DEFAULT_MAXSTRLEN
-            and tree.root.nc_properties is not None and "xr_zstrings" not in tree.root.nc_properties):
-        out.append(Finding(where, f"{full} value(s) fill netcdf-c's default width of {_NC_DEFAULT_MAXSTRLEN} "
+    if (meta.string_kind == "string" and meta.zarr_format != 3 and scan.full
+            and meta.dtype.itemsize == _NC_DEFAULT_MAXSTRLEN and _written_by_netcdf_c(tree)):
+        out.append(Finding(where, f"{scan.full} value(s) fill netcdf-c's default width of {_NC_DEFAULT_MAXSTRLEN} "
                            "bytes exactly: netcdf-c probably cut them when it wrote the store",
                            "rewrite from the original data with a wider maxstrlen "
                            "(_nczarr_maxstrlen, or zstrings convert --maxstrlen N)"))
-    if over:
-        out.append(Finding(where, f"{over} value(s) are longer than netcdf-c's default maxstrlen "
-                           f"{_NC_DEFAULT_MAXSTRLEN} (longest {longest} bytes): a copy made by netcdf-c "
+    if scan.over:
+        out.append(Finding(where, f"{scan.over} value(s) are longer than netcdf-c's default maxstrlen "
+                           f"{_NC_DEFAULT_MAXSTRLEN} (longest {scan.longest} bytes): a copy made by netcdf-c "
                            "(nccopy) would cut them at a byte",
                            f"convert with zstrings (the width is the longest value) or pass --maxstrlen "
-                           f"{max(longest, _NC_DEFAULT_MAXSTRLEN)}"))
+                           f"{max(scan.longest, _NC_DEFAULT_MAXSTRLEN)}"))
     return out
+
+
+def _check_array(tree: Any, meta: Any, target: str, netcdf_c_codecs: frozenset[str], *, full_read: bool = False,
+                 sampled: list[str] | None = None) -> list[Finding]:
+    """Read one array (or, when it is huge, a sample of its chunks: noted in ``sampled``) and
+    return what netcdf-c would fail on or truncate: its type and codecs (Zarr v2), then its chunk
+    size, then its values."""
+    from ..read.chunked import open_chunked
+
+    where = meta.path
+    convert = f"zstrings convert {target} {_suggest_dst(target)}"
+    out: list[Finding] = []
+    if meta.zarr_format != 3:
+        out += [f for f in (_v2_type_finding(meta, where, convert),
+                            _codec_finding(meta, where, convert, netcdf_c_codecs)) if f is not None]
+    arr = open_chunked(tree.store, meta, meta.shape)
+    too_large = _chunk_size_finding(arr, meta, where, convert)
+    if too_large is not None:
+        return [*out, too_large]
+    scan = _scan_values(arr, meta, full_read, sampled if sampled is not None else [])
+    return out + _value_findings(scan, tree, meta, where)
 
 
 def _depth_findings(tree: Any) -> list[Finding]:
@@ -282,16 +334,9 @@ def _open_findings(tree: Any) -> list[Finding]:
     return out
 
 
-def _name_findings(tree: Any) -> list[Finding]:
-    """Group, variable and dimension names netcdf-c cannot open (the rules the writers apply)."""
-    import json
-
-    from ..formats.nczarr import netcdf_c_name_problem
-
-    mode = "nczarr" if tree.root.is_nczarr else "zarr"
-    out: list[Finding] = []
-    seen: set[tuple[str, str, str]] = set()
-    names: list[tuple[str, str, str]] = []  # (group, what, name)
+def _names_of(tree: Any) -> list[tuple[str, str, str]]:
+    """Every group, dimension and variable name of the tree as (parent group, what, name)."""
+    names: list[tuple[str, str, str]] = []
     for path, group in tree.groups.items():
         if path != "/":
             names.append((path.rsplit("/", 1)[0] or "/", "group", path.rsplit("/", 1)[1]))
@@ -301,18 +346,46 @@ def _name_findings(tree: Any) -> list[Finding]:
         names.append((parent, "variable", meta.name))
         if meta.zarr_format == 2:  # (netcdf-c reads no Zarr v3)
             names += [(parent, "dimension", str(d)) for d in meta.dimension_names or ()]
-    # netcdf-c's JSON parser keeps \uXXXX escapes as text: a non-ASCII name that a writer escaped
-    # (zarr-python and xarray do) comes out as 'u00e9' (or crashes netcdf-c when long)
-    raw = b""
-    if any("\\u" in json.dumps(n) for _, _, n in names):
-        keys = [f"{p.strip('/')}/{o}".lstrip("/") for p in [*tree.groups, *tree.arrays]
-                for o in (".zattrs", ".zgroup", ".zarray")]
-        raw = b"\0".join(b for b in tree.store.get_many(keys) if b)
+    return names
+
+
+def _escaped_metadata(tree: Any, names: list[tuple[str, str, str]]) -> bytes:
+    """The metadata objects' raw bytes (NUL-joined) when a name needs a \\u escape in JSON, else b"".
+
+    netcdf-c's JSON parser keeps \\uXXXX escapes as text: a non-ASCII name that a writer escaped
+    (zarr-python and xarray do) comes out as 'u00e9' (or crashes netcdf-c when long)."""
+    import json
+
+    if not any("\\u" in json.dumps(n) for _, _, n in names):
+        return b""
+    keys = [f"{p.strip('/')}/{o}".lstrip("/") for p in [*tree.groups, *tree.arrays]
+            for o in (".zattrs", ".zgroup", ".zarray")]
+    return b"\0".join(b for b in tree.store.get_many(keys) if b)
+
+
+def _name_rule(name: str, what: str, mode: str, raw: bytes) -> str | None:
+    """Why netcdf-c cannot open ``name`` (a ``what``: group, dimension, variable), or None."""
+    import json
+
+    from ..formats.nczarr import netcdf_c_name_problem
+
+    rule = netcdf_c_name_problem(name, mode=mode, role=what)
+    escaped = json.dumps(name)[1:-1]
+    if rule is None and "\\u" in escaped and escaped.encode() in raw:
+        rule = (r"the metadata spells it with \u escapes, which netcdf-c reads as text "
+                f"({escaped!r}: the name is not found, a long one crashes it)")
+    return rule
+
+
+def _name_findings(tree: Any) -> list[Finding]:
+    """Group, variable and dimension names netcdf-c cannot open (the rules the writers apply)."""
+    mode = "nczarr" if tree.root.is_nczarr else "zarr"
+    out: list[Finding] = []
+    seen: set[tuple[str, str, str]] = set()
+    names = _names_of(tree)
+    raw = _escaped_metadata(tree, names)
     for where, what, name in names:
-        rule = netcdf_c_name_problem(name, mode=mode, role=what)
-        if rule is None and "\\u" in json.dumps(name) and json.dumps(name)[1:-1].encode() in raw:
-            rule = (r"the metadata spells it with \u escapes, which netcdf-c reads as text "
-                    f"({json.dumps(name)[1:-1]!r}: the name is not found, a long one crashes it)")
+        rule = _name_rule(name, what, mode, raw)
         if rule is not None and (what, where, name) not in seen:
             seen.add((what, where, name))
             out.append(Finding(where, f"{what} name {name!r}: {rule}",
