@@ -287,6 +287,54 @@ def _group_body(tree: Any, path: str, pad: str, *, notes: bool) -> Iterator[str]
             yield f"{pad}\t\t:{k} = {_cdl_attr(v)} ;"
 
 
+def _fill_mask(arr: Any, fill: Any) -> Any:
+    """Where the numbers of ``arr`` equal ``fill`` (a stored ``_FillValue``; NaN matches NaN), or
+    None when none does or they cannot be compared."""
+    import numpy as np
+
+    if fill is None or arr.dtype.kind not in "fiu":
+        return None
+    flat = arr.ravel()
+    try:
+        is_fill = np.isnan(flat) if np.isnan(fill) else flat == np.asarray(fill, dtype=arr.dtype)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return is_fill if is_fill.any() else None
+
+
+def _fmt_times(flat: Any, decoded: bool) -> list[str]:
+    import numpy as np
+
+    nat = np.isnat(flat)
+    text = np.datetime_as_string(flat, unit="auto") if flat.dtype.kind == "M" else flat.astype(str)
+    return ["_" if m else _cdl_text(str(t)) for t, m in zip(text, nat, strict=True)]
+
+
+def _fmt_floats(flat: Any, decoded: bool) -> list[str]:
+    import numpy as np
+
+    single = flat.dtype.itemsize <= 4
+    return ["_" if decoded and np.isnan(x) else _cdl_float(float(x), single=single, attribute=False) for x in flat]
+
+
+def _fmt_objects(flat: Any, decoded: bool) -> list[str]:
+    return ["_" if x is None else _cdl_scalar(x, attribute=False) for x in flat]
+
+
+#: numpy dtype kind -> how ``_fmt_values`` writes the flat values (``flat``, ``decoded``); others: ``_fmt_objects``
+_VALUE_FORMATS: dict[str, Callable[[Any, bool], list[str]]] = {
+    "M": _fmt_times,
+    "m": _fmt_times,
+    "T": lambda flat, decoded: [_cdl_text(str(s)) for s in flat],
+    "U": lambda flat, decoded: [_cdl_text(str(s)) for s in flat],
+    "S": lambda flat, decoded: [_cdl_bytes(s) for s in flat],
+    "f": _fmt_floats,
+    "i": lambda flat, decoded: [str(int(x)) for x in flat],
+    "u": lambda flat, decoded: [str(int(x)) for x in flat],
+    "b": lambda flat, decoded: ["true" if x else "false" for x in flat],
+}
+
+
 def _fmt_values(values: Any, *, decoded: bool = True, fill: Any = None) -> list[str]:
     """Each element as ncdump writes data: strings quoted, missing values (NaN and NaT once decoded,
     None, and values equal to ``fill``, the stored ``_FillValue``) as ``_``, floats in their
@@ -294,35 +342,8 @@ def _fmt_values(values: Any, *, decoded: bool = True, fill: Any = None) -> list[
     import numpy as np
 
     arr = np.asarray(values)
-    flat = arr.ravel()
-    if fill is not None and arr.dtype.kind in "fiu":
-        try:
-            is_fill = np.isnan(flat) if np.isnan(fill) else flat == np.asarray(fill, dtype=arr.dtype)
-        except (TypeError, ValueError, OverflowError):
-            is_fill = None
-        if is_fill is not None and is_fill.any():
-            plain = _fmt_values(values, decoded=decoded)
-            return ["_" if m else t for t, m in zip(plain, is_fill.tolist(), strict=True)]
-    if arr.dtype.kind in "Mm":
-        nat = np.isnat(flat)
-        text = np.datetime_as_string(flat, unit="auto") if arr.dtype.kind == "M" else flat.astype(str)
-        return ["_" if m else _cdl_text(str(t)) for t, m in zip(text, nat, strict=True)]
-    if arr.dtype.kind in "TU":
-        return [_cdl_text(str(s)) for s in flat]
-    if arr.dtype.kind == "S":
-        return [_cdl_bytes(s) for s in flat]
-    if arr.dtype.kind == "f":
-        single = arr.dtype.itemsize <= 4
-        return ["_" if decoded and np.isnan(x) else _cdl_float(float(x), single=single, attribute=False)
-                for x in flat]
-    if arr.dtype.kind in "iu":
-        return [str(int(x)) for x in flat]
-    if arr.dtype.kind == "b":
-        return ["true" if x else "false" for x in flat]
-    out = []
-    for x in flat:
-        if x is None:
-            out.append("_")
-        else:
-            out.append(_cdl_scalar(x, attribute=False))
-    return out
+    is_fill = _fill_mask(arr, fill)
+    if is_fill is not None:
+        plain = _fmt_values(values, decoded=decoded)
+        return ["_" if m else t for t, m in zip(plain, is_fill.tolist(), strict=True)]
+    return _VALUE_FORMATS.get(arr.dtype.kind, _fmt_objects)(arr.ravel(), decoded)

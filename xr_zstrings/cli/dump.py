@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from .cdl import _fmt_values, _in_scope, render_cdl
@@ -51,11 +52,9 @@ def _flow(first: str, pieces: list[str], indent: str, width: int, pad: str = "")
     return lines
 
 
-def _dump_variable(name: str, var: Any, limit: int = 0, *, width: int = DUMP_WIDTH, pad: str = "",
-                   decoded: bool = True, string_rows: bool = False) -> Iterator[str]:
-    """One variable's data lines as ncdump writes them: ``name = v, v, ... ;`` wrapped at
-    ``width`` columns with a 4-space continuation; a variable of 2 or more dimensions one row of
-    its last dimension per line. Only the first ``limit`` values are read (0: all)."""
+def _dump_values(var: Any, limit: int, string_rows: bool) -> tuple[Any, int, int]:
+    """(the values shown, how many values the variable has, values per printed row): the first
+    ``limit`` values (0: all), NC_CHAR rows of characters joined into strings."""
     shown = var
     chars = var.dtype == "S1" and var.ndim > 0  # NC_CHAR: the limit counts strings
     shape = var.shape[:-1] if chars else var.shape
@@ -64,34 +63,53 @@ def _dump_variable(name: str, var: Any, limit: int = 0, *, width: int = DUMP_WID
         shown = var[_first_values_box(shape, limit) + ((slice(None),) if chars else ())]
     values = shown.values
     row = values.shape[-1] if values.ndim else 1
-    one_dim = var.ndim <= 1 and not string_rows
     if string_rows and var.ndim == 1:
         row = 1
     if values.dtype == "S1" and values.ndim:  # NC_CHAR: each row of characters is one string
         values = values.view(f"S{values.shape[-1]}")[..., 0] if values.shape[-1] else values[..., 0].astype("S1")
         total //= max(var.shape[-1], 1)
         row = 1  # as ncdump: one string per line when there are several
+    return values, total, row
+
+
+def _one_line_pieces(items: list[str], more: int) -> list[str]:
+    """A 1-D variable's values as ``v,`` pieces ending in `` ;`` (or ``... ;`` when ``more`` are not shown)."""
+    pieces = [f"{v}," for v in items[:-1]] + ([f"{items[-1]}{',' if more else ' ;'}"] if items else [])
+    if more:
+        pieces.append("... ;")
+    elif not items:
+        pieces = [";"]
+    return pieces
+
+
+def _row_lines(items: list[str], row: int, more: int, *, pad: str, cont: str, width: int) -> Iterator[str]:
+    """The values ``row`` to a line (each wrapped at ``width``), the last ending in `` ;`` (or
+    ``... ;`` when ``more`` are not shown)."""
+    rows = [items[i : i + row] for i in range(0, len(items), row or 1)] or [[]]
+    for i, r in enumerate(rows):
+        last = i == len(rows) - 1
+        pieces = [f"{v}," for v in r[:-1]]
+        if r:
+            pieces.append(f"{r[-1]}{',' if (more or not last) else ' ;'}")
+        if last and more:
+            pieces.append("... ;")
+        yield from _flow(f"{pad}  ", pieces, cont, width, pad)
+
+
+def _dump_variable(name: str, var: Any, limit: int = 0, *, width: int = DUMP_WIDTH, pad: str = "",
+                   decoded: bool = True, string_rows: bool = False) -> Iterator[str]:
+    """One variable's data lines as ncdump writes them: ``name = v, v, ... ;`` wrapped at
+    ``width`` columns with a 4-space continuation; a variable of 2 or more dimensions one row of
+    its last dimension per line. Only the first ``limit`` values are read (0: all)."""
+    values, total, row = _dump_values(var, limit, string_rows)
     items = _fmt_values(values, decoded=decoded, fill=None if decoded else var.attrs.get("_FillValue"))
     more = total - len(items)
     cont = pad + "    "
-    if one_dim:
-        pieces = [f"{v}," for v in items[:-1]] + ([f"{items[-1]}{',' if more else ' ;'}"] if items else [])
-        if more:
-            pieces.append("... ;")
-        elif not items:
-            pieces = [";"]
-        yield from _flow(f"{pad} {name} =", pieces, cont, width, pad)
+    if var.ndim <= 1 and not string_rows:
+        yield from _flow(f"{pad} {name} =", _one_line_pieces(items, more), cont, width, pad)
     else:
         yield f"{pad} {name} ="
-        rows = [items[i : i + row] for i in range(0, len(items), row or 1)] or [[]]
-        for i, r in enumerate(rows):
-            last = i == len(rows) - 1
-            pieces = [f"{v}," for v in r[:-1]]
-            if r:
-                pieces.append(f"{r[-1]}{',' if (more or not last) else ' ;'}")
-            if last and more:
-                pieces.append("... ;")
-            yield from _flow(f"{pad}  ", pieces, cont, width, pad)
+        yield from _row_lines(items, row, more, pad=pad, cont=cont, width=width)
     if more:
         yield (f"{pad} // {name}: the first {len(items):,} of {total:,} values (shape {list(var.shape)}); "
                f"--limit N shows more, --limit 0 all")
@@ -128,27 +146,30 @@ def _slice_text(s: slice) -> str:
     return text + (f":{s.step}" if s.step not in (None, 1) else "")
 
 
-def _cmd_dump(args: argparse.Namespace) -> int:
+def _check_dump_args(args: argparse.Namespace) -> None:
+    """Refuse a netCDF file, a negative ``--limit`` and a line width under 20 columns."""
     if _is_netcdf_file(args.target):
         raise UsageError(f"{args.target} is a netCDF file: use ncdump for it, or convert it first.")
     if args.limit < 0:
         raise UsageError(f"--limit {args.limit}: expected a number of values >= 0 (0: all).")
     if args.width < 20:
         raise UsageError(f"-l {args.width}: expected a line width of at least 20 columns.")
-    slices = _parse_slices(args.slice)
-    tree = _open_tree(args.target)
-    group = None
-    if args.group is not None:
-        group = "/" + args.group.strip("/") if args.group.strip("/") else "/"
-        if group not in tree.groups:
-            raise UsageError(f"no group {args.group} in {tree.store.display}; groups: {', '.join(sorted(tree.groups))}.")
-    wanted = [v.strip() for v in args.variables.split(",") if v.strip()] if args.variables else None
-    name = _store_name(args.target)
-    if args.header:
-        for line in render_cdl(tree, name, group=group):
-            print(line)
-        return OK
-    groups = _open_groups_lazily(args.target, raw=args.raw)
+
+
+def _group_asked(args: argparse.Namespace, tree: Any) -> str | None:
+    """``--group`` as a path of the tree ("/" for the root), None when not given."""
+    if args.group is None:
+        return None
+    group = "/" + args.group.strip("/") if args.group.strip("/") else "/"
+    if group not in tree.groups:
+        raise UsageError(f"no group {args.group} in {tree.store.display}; groups: {', '.join(sorted(tree.groups))}.")
+    return group
+
+
+def _select_variables(tree: Any, groups: dict[str, Any], group: str | None,
+                      wanted: list[str] | None) -> dict[str, list[str]]:
+    """Group path -> the names of its variables to print, in the store's order: those ``-v`` names
+    (all when ``wanted`` is None) in ``group`` and below; a name not found is a usage error."""
     selected: dict[str, list[str]] = {}
     found: set[str] = set()
     for path, ds in groups.items():
@@ -161,40 +182,77 @@ def _cmd_dump(args: argparse.Namespace) -> int:
             if wanted is None or n in wanted or full in wanted:
                 selected.setdefault(path, []).append(n)
                 found.update({n, full})
-    missing = [w for w in wanted or () if w not in found]
+    _refuse_missing(tree, groups, group, [w for w in wanted or () if w not in found])
+    return selected
+
+
+def _refuse_missing(tree: Any, groups: dict[str, Any], group: str | None, missing: list[str]) -> None:
+    """A usage error naming the ``-v`` names not found and the variables there are."""
     if missing:
         available = sorted(f"{g.rstrip('/')}/{n}" for g, ds in groups.items() for n in ds.variables
                            if _in_scope(g, group))
         raise UsageError(f"no variable {', '.join(missing)} in {tree.store.display}; available: "
                          f"{', '.join(available)} (use -v NAME or -v /group/NAME).")
+
+
+def _check_slices_used(slices: dict[str, slice], selected: dict[str, list[str]], groups: dict[str, Any]) -> None:
+    """Refuse a ``-d`` dimension no printed variable uses."""
     used_dims = {str(d) for p, names in selected.items() for n in names for d in groups[p][n].dims}
     unused = [d for d in slices if d not in used_dims]
     if unused:
         raise UsageError(f"-d {', '.join(unused)}: no variable shown uses that dimension; the variables "
                          f"shown use {', '.join(sorted(used_dims)) or 'no dimension'}.")
 
-    def data(path: str, pad: str) -> Iterator[str]:
-        names = selected.get(path)
+
+@dataclass
+class _DataSection:
+    """The ``data:`` lines of each group (``render_cdl``'s ``data``): the selected variables, sliced."""
+
+    tree: Any
+    groups: dict[str, Any]
+    selected: dict[str, list[str]]
+    slices: dict[str, slice]
+    args: argparse.Namespace
+
+    def __call__(self, path: str, pad: str) -> Iterator[str]:
+        names = self.selected.get(path)
         if not names:
             return
-        ds = groups[path]
+        ds = self.groups[path]
         yield f"{pad}data:"
-        applied = {d: s for d, s in slices.items() if any(d in ds[n].dims for n in names)}
+        applied = {d: s for d, s in self.slices.items() if any(d in ds[n].dims for n in names)}
         if applied:
             yield f"{pad}// selection: {', '.join(f'{d}={_slice_text(s)}' for d, s in applied.items())}"
         for n in names:
-            var = ds[n].variable
-            sel = {d: s for d, s in slices.items() if d in var.dims}
-            if sel:
-                var = var.isel(sel)
-            meta = tree.arrays.get(f"{path.rstrip('/')}/{n}")
-            # NC_CHAR of 2 or more dimensions (joined into strings by xarray): one string per line
-            rows = meta is not None and meta.string_kind == "char" and len(meta.shape) >= 2
-            yield ""
-            yield from _dump_variable(n, var, args.limit, width=args.width, pad=pad, decoded=not args.raw,
-                                      string_rows=rows)
+            yield from self._variable(path, n, ds[n].variable, pad)
 
-    for line in render_cdl(tree, name, group=group, data=data):
+    def _variable(self, path: str, n: str, var: Any, pad: str) -> Iterator[str]:
+        sel = {d: s for d, s in self.slices.items() if d in var.dims}
+        if sel:
+            var = var.isel(sel)
+        meta = self.tree.arrays.get(f"{path.rstrip('/')}/{n}")
+        # NC_CHAR of 2 or more dimensions (joined into strings by xarray): one string per line
+        rows = meta is not None and meta.string_kind == "char" and len(meta.shape) >= 2
+        yield ""
+        yield from _dump_variable(n, var, self.args.limit, width=self.args.width, pad=pad,
+                                  decoded=not self.args.raw, string_rows=rows)
+
+
+def _cmd_dump(args: argparse.Namespace) -> int:
+    _check_dump_args(args)
+    slices = _parse_slices(args.slice)
+    tree = _open_tree(args.target)
+    group = _group_asked(args, tree)
+    wanted = [v.strip() for v in args.variables.split(",") if v.strip()] if args.variables else None
+    name = _store_name(args.target)
+    if args.header:
+        for line in render_cdl(tree, name, group=group):
+            print(line)
+        return OK
+    groups = _open_groups_lazily(args.target, raw=args.raw)
+    selected = _select_variables(tree, groups, group, wanted)
+    _check_slices_used(slices, selected, groups)
+    for line in render_cdl(tree, name, group=group, data=_DataSection(tree, groups, selected, slices, args)):
         print(line)
     return OK
 
