@@ -15,7 +15,7 @@ import threading
 import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ..errors import UnsupportedError, ZStringsError
 from .redact import redact, shown
@@ -55,13 +55,8 @@ def _aws_region(labels: list[str]) -> str | None:
     return None
 
 
-# netcdf-c's URL forms are parsed by hand. obstore's own ``S3Store.from_url`` and
-# ``obstore.store.from_url`` (the version checked: docs/cloud.md) read ``s3://bucket/key`` and two AWS spellings
-# (``https://s3.<region>.amazonaws.com/bucket/key``, ``https://bucket.s3.<region>.amazonaws.com/key``)
-# but refuse netcdf-c's path style on any other host (``https://<host>/bucket/key#mode=nczarr,s3``:
-# MinIO, Ceph, ...), ``http://``, ``s3.amazonaws.com``, ``s3-<region>``, dualstack, ``.com.cn`` and
-# dotted bucket names, so this parser is needed anyway; it serves the forms from_url reads too, as
-# from_url would build a client (reading the ``AWS_*`` environment) only to split a URL.
+# netcdf-c's URL forms are parsed by hand: obstore's ``from_url`` refuses most of them (which:
+# docs/cloud.md), and it would build a client (reading the ``AWS_*`` environment) only to split a URL.
 def parse_s3_url(target: str, storage_options: dict[str, Any] | None = None) -> S3Location:
     """Bucket, key, endpoint and region of an S3 URL in any of netcdf-c's forms.
 
@@ -90,42 +85,64 @@ def parse_s3_url(target: str, storage_options: dict[str, Any] | None = None) -> 
             f"Invalid S3 URL {shown(target)!r}: expected s3://bucket/key, https://host/bucket/key#mode=nczarr,s3 "
             "or https://bucket.host/key#mode=nczarr,s3."
         )
-    host = u.hostname.lower()
-    netloc = u.netloc.rsplit("@", 1)[-1]
-    labels = host.split(".")
-    aws = next((h for h in _AWS_HOST if host == h or host.endswith("." + h)), None)
-    endpoint: str | None
+    url = _HttpUrl(target, scheme, netloc=u.netloc.rsplit("@", 1)[-1], host=u.hostname.lower(), path=path,
+                   region=region)
+    aws = next((h for h in _AWS_HOST if url.host == h or url.host.endswith("." + h)), None)
     if aws is not None:
-        pre = labels[: -len(aws.split("."))]
-        if pre and (pre[0] == "s3" or pre[0].startswith("s3-")):  # path style
-            bucket, _, key = path.partition("/")
-            region = region or _aws_region(pre)
-            endpoint = f"{scheme}://{netloc}"
-        else:  # virtual host: <bucket>.s3.<region>.amazonaws.com (bucket names may contain dots)
-            i = next((j for j, x in enumerate(pre) if x == "s3" or x.startswith("s3-")), None)
-            if i is None or i == 0:
-                raise ZStringsError(f"Invalid S3 URL {shown(target)!r}: cannot find the bucket in host {host!r}.")
-            bucket, key = ".".join(pre[:i]), path
-            region = region or _aws_region(pre[i:])
-            endpoint = f"{scheme}://" + netloc.split(".", i)[-1] if region is None else None
-            if endpoint is None:
-                endpoint = f"{scheme}://s3.{region}.{aws}"
-        if not bucket:
-            raise ZStringsError(f"Invalid S3 URL {shown(target)!r}: no bucket name.")
-        return S3Location(bucket=bucket, key=key, endpoint=endpoint, region=region)
+        return _aws_location(url, aws)
+    return _service_location(url, opts)
+
+
+class _HttpUrl(NamedTuple):
+    """The parts of an http(s) S3 URL the address forms are told apart by."""
+
+    target: str  # the URL as given (for messages)
+    scheme: str
+    netloc: str  # host[:port], without credentials
+    host: str  # lower case
+    path: str  # unquoted, without surrounding slashes
+    region: str | None  # the fragment's aws.region
+
+
+def _aws_location(url: _HttpUrl, aws: str) -> S3Location:
+    """An AWS URL: path style (``s3.<region>.amazonaws.com/bucket/key``) or virtual host
+    (``<bucket>.s3.<region>.amazonaws.com/key``; bucket names may contain dots)."""
+    pre = url.host.split(".")[: -len(aws.split("."))]
+    region = url.region
+    endpoint: str | None
+    if pre and (pre[0] == "s3" or pre[0].startswith("s3-")):  # path style
+        bucket, _, key = url.path.partition("/")
+        region = region or _aws_region(pre)
+        endpoint = f"{url.scheme}://{url.netloc}"
+    else:
+        i = next((j for j, x in enumerate(pre) if x == "s3" or x.startswith("s3-")), None)
+        if i is None or i == 0:
+            raise ZStringsError(f"Invalid S3 URL {shown(url.target)!r}: cannot find the bucket in host {url.host!r}.")
+        bucket, key = ".".join(pre[:i]), url.path
+        region = region or _aws_region(pre[i:])
+        endpoint = f"{url.scheme}://" + url.netloc.split(".", i)[-1] if region is None else f"{url.scheme}://s3.{region}.{aws}"
+    if not bucket:
+        raise ZStringsError(f"Invalid S3 URL {shown(url.target)!r}: no bucket name.")
+    return S3Location(bucket=bucket, key=key, endpoint=endpoint, region=region)
+
+
+def _service_location(url: _HttpUrl, opts: dict[str, Any]) -> S3Location:
+    """A URL of another S3-compatible service: virtual host when ``opts`` names its endpoint (or
+    ``virtual_hosted_style``), else path style."""
+    scheme, netloc, path, region = url.scheme, url.netloc, url.path, url.region
     ep = _endpoint_option(opts)
     ep_netloc = urllib.parse.urlparse(ep).netloc.lower() if ep else ""
     if ep_netloc and netloc.lower().endswith("." + ep_netloc):
         bucket = netloc[: -len(ep_netloc) - 1]
         return S3Location(bucket=bucket, key=path, endpoint=ep, region=region)
     if opts.get("virtual_hosted_style"):
-        bucket = labels[0]
+        bucket = url.host.split(".")[0]
         return S3Location(bucket=bucket, key=path, endpoint=f"{scheme}://{netloc}", region=region,
                           virtual_hosted=True)
     bucket, _, key = path.partition("/")
     if not bucket:
         raise ZStringsError(
-            f"Invalid S3 URL {shown(target)!r}: no bucket. Expected https://host/bucket/key#mode=nczarr,s3 "
+            f"Invalid S3 URL {shown(url.target)!r}: no bucket. Expected https://host/bucket/key#mode=nczarr,s3 "
             "(path style) or, for https://bucket.host/key, storage_options={'endpoint_url': "
             "'https://host'} or {'virtual_hosted_style': True}."
         )
@@ -141,12 +158,81 @@ _OPTION_ALIASES: dict[str, tuple[str, ...]] = {
 _OUR_OPTIONS = {"endpoint_url", "endpoint", "anon", "anonymous", "timeout", "connect_timeout",
                 "max_retries", "retry_timeout", "client_options", "retry_config", "client_kwargs",
                 "virtual_hosted_style", "config_kwargs"}
+#: the ``storage_options`` keys read by name; any other is passed to obstore's ``S3Config`` as is
+_KNOWN_OPTIONS = {a for al in _OPTION_ALIASES.values() for a in al} | _OUR_OPTIONS
 
 
 def _endpoint_option(opts: dict[str, Any]) -> str | None:
     ck = opts.get("client_kwargs") or {}
     ep = opts.get("endpoint_url") or opts.get("endpoint") or ck.get("endpoint_url")
     return str(ep).rstrip("/") if ep else None
+
+
+def _s3_config(loc: S3Location, opts: dict[str, Any], endpoint: str | None) -> dict[str, Any]:
+    """obstore ``S3Config`` keys from ``storage_options`` (s3fs spellings read too) and the URL:
+    credentials, region, endpoint, addressing, unsigned requests, then any other key as is."""
+    # (the last alias given wins)
+    config = {name: opts[a] for name, aliases in _OPTION_ALIASES.items() for a in aliases if opts.get(a) is not None}
+    if "region" not in config:
+        region = (opts.get("client_kwargs") or {}).get("region_name") or loc.region
+        if region:
+            config["region"] = region
+    config.update(_addressing(loc, opts, endpoint))
+    config.update({k: v for k, v in opts.items() if k not in _KNOWN_OPTIONS})
+    for k, v in (opts.get("config_kwargs") or {}).items():
+        config.setdefault(k, v)
+    return config
+
+
+def _addressing(loc: S3Location, opts: dict[str, Any], endpoint: str | None) -> dict[str, Any]:
+    """The ``S3Config`` keys of how requests are sent: virtual-host style, endpoint, unsigned."""
+    config: dict[str, Any] = {}
+    if loc.virtual_hosted or (opts.get("virtual_hosted_style") and endpoint):
+        config["virtual_hosted_style_request"] = True
+    if endpoint:
+        config["endpoint"] = endpoint
+    if opts.get("anon") or opts.get("anonymous"):
+        config["skip_signature"] = True
+    return config
+
+
+def _s3_endpoint(loc: S3Location, opts: dict[str, Any]) -> str | None:
+    """The service endpoint: ``storage_options``'s, else the URL's; the URL's own virtual host wins
+    over a plain service endpoint."""
+    endpoint = _endpoint_option(opts)
+    if endpoint and loc.virtual_hosted and not urllib.parse.urlparse(endpoint).netloc.startswith(loc.bucket + "."):
+        endpoint = None
+    return endpoint or loc.endpoint
+
+
+def _client_options(opts: dict[str, Any], endpoint: str | None) -> dict[str, Any]:
+    """obstore's ``ClientConfig``: timeouts, plain http when the endpoint (or ``AWS_ENDPOINT_URL``)
+    is http://, then ``client_options`` as given."""
+    from datetime import timedelta
+
+    client: dict[str, Any] = {
+        "timeout": timedelta(seconds=float(opts.get("timeout", 30))),
+        "connect_timeout": timedelta(seconds=float(opts.get("connect_timeout", 5))),
+    }
+    env_endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
+    if (endpoint or env_endpoint).startswith("http://"):
+        client["allow_http"] = True
+    client.update(opts.get("client_options") or {})
+    return client
+
+
+def _retry_config(opts: dict[str, Any]) -> dict[str, Any]:
+    """obstore's ``RetryConfig``: ``max_retries``, ``retry_timeout``, a short backoff, then ``retry_config`` as given."""
+    from datetime import timedelta
+
+    retry: dict[str, Any] = {
+        "max_retries": int(opts.get("max_retries", 2)),
+        "retry_timeout": timedelta(seconds=float(opts.get("retry_timeout", 10))),
+        "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2),
+                    "base": 2},
+    }
+    retry.update(opts.get("retry_config") or {})
+    return retry
 
 
 def s3_store(loc: S3Location, storage_options: dict[str, Any] | None = None) -> Any:
@@ -160,54 +246,15 @@ def s3_store(loc: S3Location, storage_options: dict[str, Any] | None = None) -> 
     ``client_options``/``retry_config`` (obstore's, merged last); any other key is an obstore
     ``S3Config`` key (e.g. ``request_payer``). Unset values come from the ``AWS_*`` environment.
     """
-    from datetime import timedelta
-
     try:
         from obstore.store import S3Store
     except ImportError as e:  # pragma: no cover - obstore is a dependency
         raise ZStringsError("Object storage needs the obstore package: pip install obstore") from e
     opts = dict(storage_options or {})
-    config: dict[str, Any] = {}
-    for name, aliases in _OPTION_ALIASES.items():
-        for a in aliases:
-            if opts.get(a) is not None:
-                config[name] = opts[a]
-    ck = opts.get("client_kwargs") or {}
-    if "region" not in config and ck.get("region_name"):
-        config["region"] = ck["region_name"]
-    if "region" not in config and loc.region:
-        config["region"] = loc.region
-    endpoint = _endpoint_option(opts)
-    if endpoint and loc.virtual_hosted and not urllib.parse.urlparse(endpoint).netloc.startswith(loc.bucket + "."):
-        endpoint = None  # the URL's own virtual host wins over a plain service endpoint
-    endpoint = endpoint or loc.endpoint
-    if loc.virtual_hosted or (opts.get("virtual_hosted_style") and endpoint):
-        config["virtual_hosted_style_request"] = True
-    if endpoint:
-        config["endpoint"] = endpoint
-    if opts.get("anon") or opts.get("anonymous"):
-        config["skip_signature"] = True
-    known = {a for al in _OPTION_ALIASES.values() for a in al} | _OUR_OPTIONS
-    for k, v in opts.items():
-        if k not in known:
-            config[k] = v
-    for k, v in (opts.get("config_kwargs") or {}).items():
-        config.setdefault(k, v)
-    client: dict[str, Any] = {
-        "timeout": timedelta(seconds=float(opts.get("timeout", 30))),
-        "connect_timeout": timedelta(seconds=float(opts.get("connect_timeout", 5))),
-    }
-    env_endpoint = os.environ.get("AWS_ENDPOINT_URL") or os.environ.get("AWS_ENDPOINT") or ""
-    if (endpoint or env_endpoint).startswith("http://"):
-        client["allow_http"] = True
-    client.update(opts.get("client_options") or {})
-    retry: dict[str, Any] = {
-        "max_retries": int(opts.get("max_retries", 2)),
-        "retry_timeout": timedelta(seconds=float(opts.get("retry_timeout", 10))),
-        "backoff": {"init_backoff": timedelta(milliseconds=100), "max_backoff": timedelta(seconds=2),
-                    "base": 2},
-    }
-    retry.update(opts.get("retry_config") or {})
+    endpoint = _s3_endpoint(loc, opts)
+    config = _s3_config(loc, opts, endpoint)
+    client = _client_options(opts, endpoint)
+    retry = _retry_config(opts)
     key = _cache_key(loc.bucket, config, client, retry)
     cached = _cached_store(key)
     if cached is not None:
