@@ -3,20 +3,16 @@ the per-object metadata (``.zgroup``/``.zattrs``/``.zarray``) compared with the 
 ``.zmetadata``; the NCZarr keys (and the root's version record) an object lost; arrays added
 without being listed in their NCZarr group; unlimited dimensions an array outgrew.
 
-Readers keep serving ``.zmetadata`` while the root says it is in step (``commit.consolidated_view``,
-as zarr-python's consolidated readers do), so a change another tool made to an array's objects
-without re-consolidating shows only after ``repair`` (which re-consolidates) or one of our writes
-that rewrites that node. zarr-python's ``attrs[...] = ...`` on a store opened without consolidated
-metadata rewrites the node's ``.zgroup``/``.zarray`` without its NCZarr keys: netcdf-c then reads a
-root without a superblock as pure Zarr and refuses an array without ``_nczarr_array``
-(docs/format-notes.md). ``zstrings check`` reports a ``Drift``, ``repair`` commits its ``mended``
-objects and re-consolidates; writers use ``lost_keys`` (``write.append._base_tree``).
+``zstrings check`` reports a ``Drift``, ``repair`` commits its ``mended`` objects and
+re-consolidates; writers use ``lost_keys`` (``write.append._base_tree``). Which tools leave each
+behind and what readers then see: docs/reliability.md (foreign writers) and docs/format-notes.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from ..formats.nczarr import parse_json
@@ -193,32 +189,10 @@ def _grow(drift: Drift, found: Mapping[str, Any]) -> None:
     layout = _layout_of(objects)
     if layout is None:
         return
-    gkey = layout.obj("group")
-    arrays: dict[str, tuple[list[str], list[Any]]] = {}  # array node -> (references, shape)
-    for key, zarray in objects.items():
-        node, _, name = key.rpartition("/")
-        if name != ".zarray" or not isinstance(zarray, Mapping):
-            continue
-        info = _array_info(layout, zarray, objects.get(f"{node}/.zattrs" if node else ".zattrs"))
-        refs = info.get(layout.dimrefs_key) if isinstance(info, Mapping) else None
-        shape = zarray.get("shape")
-        if isinstance(refs, list) and isinstance(shape, list) and len(refs) == len(shape):
-            arrays[node] = ([str(r) for r in refs], shape)
-
-    def spec(ref: str) -> tuple[str, Any]:
-        g, _, name = ref.strip("/").rpartition("/")
-        key = f"{g}/{gkey}" if g else gkey
-        info = (objects.get(key) or {}).get(layout.key("group")) if isinstance(objects.get(key), Mapping) else None
-        return key, (info or {}).get(layout.dims_key, {}).get(name) if isinstance(info, Mapping) else None
-
-    sizes: dict[str, int] = {}
-    for refs, shape in arrays.values():
-        for ref, n in zip(refs, shape, strict=True):
-            _, sp = spec(ref)
-            if isinstance(sp, Mapping) and sp.get("unlimited") and isinstance(n, int) and n > int(sp.get("size", 0)):
-                sizes[ref] = max(sizes.get(ref, 0), n)
+    arrays = _dimensioned_arrays(layout, objects)
+    sizes = _outgrown(layout, objects, arrays)
     for ref, n in sizes.items():
-        key, sp = spec(ref)
+        key, sp = _dimension_spec(layout, objects, ref)
         g, _, name = ref.strip("/").rpartition("/")
         _group_update(drift, layout, g, objects, lambda i, name=name, sp=sp, n=n: {
             **i, layout.dims_key: {**i.get(layout.dims_key, {}), name: {**sp, "size": n}}})
@@ -231,6 +205,50 @@ def _grow(drift: Drift, found: Mapping[str, Any]) -> None:
             drift.mended[key] = {**objects[key], "shape": new}
 
 
+def _refs_and_shape(layout: NCZarrLayout, zarray: Any, zattrs: Any) -> tuple[list[Any], list[Any]] | None:
+    """An NCZarr array's dimension references and shape; None unless both are lists of one length."""
+    info = _array_info(layout, zarray, zattrs)
+    refs = info.get(layout.dimrefs_key) if isinstance(info, Mapping) else None
+    shape = zarray.get("shape") if isinstance(zarray, Mapping) else None
+    if not isinstance(refs, list) or not isinstance(shape, list) or len(refs) != len(shape):
+        return None
+    return refs, shape
+
+
+def _dimensioned_arrays(layout: NCZarrLayout, objects: Mapping[str, Any]) -> dict[str, tuple[list[str], list[Any]]]:
+    """Array node -> (its NCZarr dimension references, its shape), of the arrays in ``objects`` that have both."""
+    arrays: dict[str, tuple[list[str], list[Any]]] = {}
+    for key, zarray in objects.items():
+        node, _, name = key.rpartition("/")
+        if name != ".zarray" or not isinstance(zarray, Mapping):
+            continue
+        found = _refs_and_shape(layout, zarray, objects.get(f"{node}/.zattrs" if node else ".zattrs"))
+        if found is not None:
+            arrays[node] = ([str(r) for r in found[0]], found[1])
+    return arrays
+
+
+def _dimension_spec(layout: NCZarrLayout, objects: Mapping[str, Any], ref: str) -> tuple[str, Any]:
+    """(the key of the object listing dimension ``ref``'s group, the dimension's entry there or None)."""
+    g, _, name = ref.strip("/").rpartition("/")
+    gkey = layout.obj("group")
+    key = f"{g}/{gkey}" if g else gkey
+    info = (objects.get(key) or {}).get(layout.key("group")) if isinstance(objects.get(key), Mapping) else None
+    return key, (info or {}).get(layout.dims_key, {}).get(name) if isinstance(info, Mapping) else None
+
+
+def _outgrown(layout: NCZarrLayout, objects: Mapping[str, Any],
+              arrays: Mapping[str, tuple[list[str], list[Any]]]) -> dict[str, int]:
+    """Unlimited dimension reference -> the longest array length along it, of those an array outgrew."""
+    sizes: dict[str, int] = {}
+    for refs, shape in arrays.values():
+        for ref, n in zip(refs, shape, strict=True):
+            _, sp = _dimension_spec(layout, objects, ref)
+            if isinstance(sp, Mapping) and sp.get("unlimited") and isinstance(n, int) and n > int(sp.get("size", 0)):
+                sizes[ref] = max(sizes.get(ref, 0), n)
+    return sizes
+
+
 def _layout_of(objects: Mapping[str, Any]) -> NCZarrLayout | None:
     """The NCZarr layout whose superblock the root objects (``objects[".zgroup"]``/``[".zattrs"]``) hold."""
     for layout in LAYOUTS:
@@ -241,6 +259,15 @@ def _layout_of(objects: Mapping[str, Any]) -> NCZarrLayout | None:
     return None
 
 
+def _listing(layout: NCZarrLayout, drift: Drift, objects: Mapping[str, Any], g: str) -> Mapping[str, Any] | None:
+    """Group ``g``'s NCZarr listing (dimensions, arrays, groups), as mended so far; None without one."""
+    gkey = layout.obj("group")
+    key = f"{g}/{gkey}" if g else gkey
+    obj = drift.mended.get(key, objects.get(key))
+    found = obj.get(layout.key("group")) if isinstance(obj, Mapping) else None
+    return found if isinstance(found, Mapping) else None
+
+
 def _adopt(zs: ZStore, drift: Drift, objects: Mapping[str, Any], children: Mapping[str, list[str]]) -> None:
     """Arrays another tool added to an NCZarr group without listing them (xarray's ``to_zarr(mode="a")``):
     netcdf-c and engine="zstrings" read a group's listing, so they do not see them. Each is listed,
@@ -249,14 +276,7 @@ def _adopt(zs: ZStore, drift: Drift, objects: Mapping[str, Any], children: Mappi
     layout = _layout_of(objects)
     if layout is None:
         return
-    gkey, akey = layout.obj("group"), layout.obj("array")
-
-    def info(g: str) -> Mapping[str, Any] | None:
-        key = f"{g}/{gkey}" if g else gkey
-        obj = drift.mended.get(key, objects.get(key))
-        found = obj.get(layout.key("group")) if isinstance(obj, Mapping) else None
-        return found if isinstance(found, Mapping) else None
-
+    info = partial(_listing, layout, drift, objects)
     new = [(g, n) for g, names in children.items() if info(g) is not None for n in names
            if n not in (info(g) or {}).get(layout.arrays_key, []) and n not in (info(g) or {}).get("groups", [])]
     if not new:
@@ -264,23 +284,30 @@ def _adopt(zs: ZStore, drift: Drift, objects: Mapping[str, Any], children: Mappi
     keys = [f"{g}/{n}/{o}" if g else f"{n}/{o}" for g, n in new for o in (".zarray", ".zattrs")]
     got = dict(zip(keys, _get_json(zs, keys), strict=True))
     for g, n in new:
-        lead = f"{g}/{n}/" if g else f"{n}/"
-        zarray, zattrs = got[lead + ".zarray"], got[lead + ".zattrs"] or {}
-        if not isinstance(zarray, Mapping) or not isinstance(zattrs, Mapping):
-            continue  # (a group: netcdf-c ignores an unlisted group too; not adopted)
-        path = f"/{g}/{n}" if g else f"/{n}"
-        drift.hidden.append(path)
-        refs = _references(layout, g, zattrs.get("_ARRAY_DIMENSIONS"), zarray.get("shape"), info, drift, objects)
-        if refs is None:
-            continue  # (no _ARRAY_DIMENSIONS naming every axis: left unlisted, said so)
-        holder = dict(zarray if akey == ".zarray" else zattrs)
-        holder[layout.key("array")] = layout.array_info(refs, scalar=False)
-        if akey == ".zattrs" and layout.in_zattrs:
-            types = dict(holder.get(layout.key("attr"), {}).get("types", {}))
-            holder[layout.key("attr")] = {"types": {**types, layout.key("array"): "|J0"}}
-        drift.mended[lead + akey] = holder
-        _group_update(drift, layout, g, objects, lambda i, n=n: {**i, layout.arrays_key: [*i.get(layout.arrays_key, []), n]})
-        drift.adopted.append(path)
+        _adopt_one(layout, drift, objects, info, g, n, got)
+
+
+def _adopt_one(layout: NCZarrLayout, drift: Drift, objects: Mapping[str, Any], info: Any, g: str, n: str,
+               got: Mapping[str, Any]) -> None:
+    """List array ``n`` of group ``g`` (its objects in ``got``) when ``_ARRAY_DIMENSIONS`` names every axis."""
+    lead = f"{g}/{n}/" if g else f"{n}/"
+    zarray, zattrs = got[lead + ".zarray"], got[lead + ".zattrs"] or {}
+    if not isinstance(zarray, Mapping) or not isinstance(zattrs, Mapping):
+        return  # (a group: netcdf-c ignores an unlisted group too; not adopted)
+    path = f"/{g}/{n}" if g else f"/{n}"
+    drift.hidden.append(path)
+    refs = _references(layout, g, zattrs.get("_ARRAY_DIMENSIONS"), zarray.get("shape"), info, drift, objects)
+    if refs is None:
+        return  # (no _ARRAY_DIMENSIONS naming every axis: left unlisted, said so)
+    akey = layout.obj("array")
+    holder = dict(zarray if akey == ".zarray" else zattrs)
+    holder[layout.key("array")] = layout.array_info(refs, scalar=False)
+    if akey == ".zattrs" and layout.in_zattrs:
+        types = dict(holder.get(layout.key("attr"), {}).get("types", {}))
+        holder[layout.key("attr")] = {"types": {**types, layout.key("array"): "|J0"}}
+    drift.mended[lead + akey] = holder
+    _group_update(drift, layout, g, objects, lambda i, n=n: {**i, layout.arrays_key: [*i.get(layout.arrays_key, []), n]})
+    drift.adopted.append(path)
 
 
 def _group_update(drift: Drift, layout: NCZarrLayout, g: str, objects: Mapping[str, Any], change: Any) -> None:
@@ -328,36 +355,49 @@ def _rebuild_root(zs: ZStore, drift: Drift, root_zgroup: Mapping[str, Any], root
     layout = _array_layout(arrays.values())
     if layout is None:
         return
-    dims: dict[str, int] = {}
-    ours: list[str] = []
-    for name, (zarray, zattrs) in [*arrays.items(), *(("", a) for a in _below(zs, list(groups)))]:
-        info = _array_info(layout, zarray, zattrs)
-        refs = info.get(layout.dimrefs_key) if isinstance(info, Mapping) else None
-        shape = zarray.get("shape") if isinstance(zarray, Mapping) else None
-        if not isinstance(refs, list) or not isinstance(shape, list) or len(refs) != len(shape):
-            continue
-        if name:
-            ours.append(name)
-        for ref, n in zip(refs, shape, strict=True):
-            parts = str(ref).strip("/").split("/")
-            if len(parts) == 1 and parts[0]:
-                dims[parts[0]] = max(dims.get(parts[0], 0), int(n))
-    objects = {".zgroup": dict(root_zgroup), ".zattrs": dict(root_zattrs)}
-    before = {k: set(v) for k, v in objects.items()}
-    objects[layout.obj("superblock")][layout.key("superblock")] = {"version": "2.0.0"}
-    objects[layout.obj("group")][layout.key("group")] = {layout.dims_key: dims, layout.arrays_key: sorted(ours),
-                                                         "groups": sorted(groups)}
-    if layout.in_zattrs:  # (typed as netcdf-c 4.10 types them)
-        za = objects[".zattrs"]
-        types = dict((za.get(layout.key("attr")) or {}).get("types", {}))
-        za[layout.key("attr")] = {"types": {**types, **dict.fromkeys(
-            (layout.key("superblock"), layout.key("group"), layout.key("attr")), "|J0")}}
+    dims, ours = _root_dimensions(zs, layout, arrays, groups)
+    objects = _root_objects(layout, root_zgroup, root_zattrs, {layout.dims_key: dims, layout.arrays_key: sorted(ours),
+                                                               "groups": sorted(groups)})
+    before = {".zgroup": set(root_zgroup), ".zattrs": set(root_zattrs)}
     for key, obj in objects.items():
         lost = [k for k in obj if k not in before[key]]
         if lost:
             drift.lost[key], drift.mended[key] = lost, obj
     drift.source = "the arrays' dimension references and shapes"
     _adopt(zs, drift, objects, {"": [n for n in arrays if n not in ours]})
+
+
+def _root_dimensions(zs: ZStore, layout: NCZarrLayout, arrays: Mapping[str, tuple[Any, Any]],
+                     groups: list[str]) -> tuple[dict[str, int], list[str]]:
+    """(the root's dimensions: name -> the longest length an array of the tree has along it, the
+    root's arrays that are NCZarr arrays)."""
+    dims: dict[str, int] = {}
+    ours: list[str] = []
+    for name, (zarray, zattrs) in [*arrays.items(), *(("", a) for a in _below(zs, list(groups)))]:
+        found = _refs_and_shape(layout, zarray, zattrs)
+        if found is None:
+            continue
+        if name:
+            ours.append(name)
+        for ref, n in zip(*found, strict=True):
+            parts = str(ref).strip("/").split("/")
+            if len(parts) == 1 and parts[0]:
+                dims[parts[0]] = max(dims.get(parts[0], 0), int(n))
+    return dims, ours
+
+
+def _root_objects(layout: NCZarrLayout, root_zgroup: Mapping[str, Any], root_zattrs: Mapping[str, Any],
+                  listing: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The root's ``.zgroup`` and ``.zattrs`` with the NCZarr superblock and group ``listing`` put back."""
+    objects = {".zgroup": dict(root_zgroup), ".zattrs": dict(root_zattrs)}
+    objects[layout.obj("superblock")][layout.key("superblock")] = {"version": "2.0.0"}
+    objects[layout.obj("group")][layout.key("group")] = listing
+    if layout.in_zattrs:  # (typed as netcdf-c 4.10 types them)
+        za = objects[".zattrs"]
+        types = dict((za.get(layout.key("attr")) or {}).get("types", {}))
+        za[layout.key("attr")] = {"types": {**types, **dict.fromkeys(
+            (layout.key("superblock"), layout.key("group"), layout.key("attr")), "|J0")}}
+    return objects
 
 
 def _children(zs: ZStore, path: str) -> tuple[dict[str, tuple[Any, Any]], list[str]]:
