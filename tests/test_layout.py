@@ -10,7 +10,10 @@ new crossing fails here rather than waiting for review.
 from __future__ import annotations
 
 import ast
+import importlib.util
+import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +21,7 @@ import xr_zstrings
 
 PACKAGE = Path(xr_zstrings.__file__).resolve().parent
 MODULES = sorted(p for p in PACKAGE.rglob("*.py") if "__pycache__" not in p.parts)
+ROOT = Path(__file__).resolve().parent.parent  # the repository: .ci/, pyproject.toml
 
 
 def _private(name: str) -> bool:
@@ -183,3 +187,45 @@ def test_the_writers_never_import_the_accessor() -> None:
             if isinstance(node, ast.ImportFrom) and ("accessor" in (node.module or "")
                                                      or any(a.name == "accessor" for a in node.names))}
     assert not back
+
+
+def _complexity_gate() -> Any:
+    """.ci/complexity.py, the lint step's complexity gate, as a module (it needs radon only to run)."""
+    spec = importlib.util.spec_from_file_location("ci_complexity", ROOT / ".ci" / "complexity.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_lint_step_gates_complexity() -> None:
+    """CI's lint step runs the complexity gate, with radon pinned in the lint extra it installs."""
+    run = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    lint_body = run[run.index("run_lint() {") : run.index("\n}\n", run.index("run_lint() {"))]
+    assert "python .ci/complexity.py || rc=1" in lint_body
+    assert 'install --upgrade --upgrade-strategy eager -e ".[test,lint]"' in run  # (the py312 job, which runs it)
+    lint = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]["lint"]
+    assert any(r.startswith("radon==") for r in lint)
+    gate = _complexity_gate()
+    assert gate.LIMIT == 20 and gate.BUDGET >= 10
+
+
+def test_the_complexity_gate_lists_the_functions_and_the_fix() -> None:
+    """Over its budget the gate fails naming each function, the command that lists them and the fix."""
+    gate = _complexity_gate()
+    radon_json = {  # as `radon cc -j` writes it
+        "xr_zstrings/a.py": [
+            {"type": "function", "name": "tangled", "lineno": 12, "complexity": 31, "rank": "E"},
+            {"type": "function", "name": "fine", "lineno": 40, "complexity": 20, "rank": "C"},
+        ],
+        "xr_zstrings/b.py": [
+            {"type": "method", "classname": "Reader", "name": "read", "lineno": 7, "complexity": 21, "rank": "D"},
+        ],
+    }
+    found = gate.over_limit(radon_json)
+    assert found == ["xr_zstrings/a.py:12 tangled (31)", "xr_zstrings/b.py:7 Reader.read (21)"]
+    assert gate.verdict(found, budget=2)[0]
+    ok, text = gate.verdict(found, budget=1)
+    assert not ok
+    assert "xr_zstrings/a.py:12 tangled (31)" in text and "xr_zstrings/b.py:7 Reader.read (21)" in text
+    assert "python -m radon cc -n D -s xr_zstrings" in text and "split" in text and "by job" in text
