@@ -22,30 +22,22 @@ form), ``dimensions``, ``chunk_io``, ``nczarr_json`` and ``append``.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import uuid
-from collections.abc import Iterable, Iterator, Mapping
-from pathlib import Path
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 import xarray as xr
-from zarr.storage import LocalStore, ZipStore
 
 from ..codecs.encoding import with_zarr_encoding
 from ..errors import UnsupportedError, ZStringsError, user_stacklevel
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
 from ..formats.netcdf_c import NETCDF_C, SCALAR_DIM, NetcdfC, netcdf_c_for
-from ..io.atomic import local_commit, recover_swaps, refuse_link_target, target_lock
-from ..io.commit import JOURNAL, Transaction, begun
 from ..io.redact import shown
-from ..io.store import open_store
-from ..io.targets import local_target, parse_nczarr_url
 from ..io.zstore import ZStore
 from ..text import policy as strings
-from ..zarr_compat import sync
 from . import WriteMode
 from .append import _add_variables, _append
 from .chunks import attach_pipelines, local_scheduler, write_arrays
@@ -64,7 +56,7 @@ from .plan import (
     check_names,
     text_kind,
 )
-from .repair import undo
+from .session import check_mode, write_session
 
 __all__ = [
     "DEFAULT_NETCDF_C",
@@ -119,92 +111,6 @@ def _as_groups(obj: Any) -> dict[str, xr.Dataset]:
             if part in (".", "..") or (path != "/" and not part):
                 raise ZStringsError(f"Invalid group path {path!r}: expected names without '.', '..' or '//'.")
     return dict(sorted(groups.items(), key=lambda kv: (kv[0].count("/") if kv[0] != "/" else 0, kv[0])))
-
-
-def _is_zip_target(target: Any) -> Path | None:
-    local = local_target(target)  # object storage: open_store decides (and refuses zip writes there)
-    return local[0] if local is not None and local[1] else None
-
-
-def _check_mode(mode: str) -> None:
-    if mode not in ("w-", "w", "a"):
-        raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite), 'w' "
-                            "(overwrite) or 'a' (append along an unlimited dimension).")
-
-
-def _local_dir(target: Any) -> Path | None:
-    """The directory a local path / file:// URL target names (not a zip, not object storage)."""
-    if isinstance(target, os.PathLike):
-        target = os.fspath(target)
-    if not isinstance(target, str) or _is_zip_target(target) is not None:
-        return None
-    parsed = parse_nczarr_url(target)
-    if parsed.scheme not in ("", "file") or "s3" in parsed.modes:
-        return None
-    return Path(parsed.path).expanduser()
-
-
-@contextlib.contextmanager
-def _write_target(target: Any, mode: WriteMode, storage_options: Mapping[str, Any] | None = None, *,
-                  kind: str | None = None) -> Iterator[tuple[ZStore, Transaction]]:
-    """The store a write goes into and its transaction (``io.commit``), committed by the caller
-    (``txn.commit``); on an exception the write is undone.
-
-    Local directories and zip files, ``mode="w"``/``"w-"``: a sibling written beside the target and
-    swapped in (``atomic.local_commit``). Local directories, ``mode="a"`` (``kind``: ``"append"`` or
-    ``"add"``): the store itself, changed in place under its writer lock with the journal protocol,
-    so an append costs its new chunks and the metadata, not a copy of the store. Other targets
-    (object storage, zarr-python Stores): the target itself, in place, claimed with its journal.
-    """
-    _check_mode(mode)
-    display = shown(target)
-    zip_path = _is_zip_target(target)
-    if zip_path is not None and mode == "a":
-        raise UnsupportedError(f"Cannot append to zip store {display}: zip files cannot be changed in place; "
-                               "write a directory store, append there, then zip it.")
-    kind = kind or ("new" if mode == "w-" else "replace")
-    local = zip_path if zip_path is not None else _local_dir(target)
-    if local is not None:
-        if storage_options:
-            open_store(os.fspath(target), mode="r", storage_options=dict(storage_options))  # its message
-        modes = parse_nczarr_url(os.fspath(target)).modes
-        if mode == "a":
-            local = Path(os.path.abspath(local))
-            refuse_link_target(local, display)  # (a link is never written through)
-            recover_swaps(local, display)  # a store a killed swap renamed aside is put back first
-            with target_lock(local, display):
-                if not any((local / k).is_file() for k in (".zgroup", ".nczarr", ".zmetadata", JOURNAL)):
-                    open_store(os.fspath(target), mode="r")  # a clear "no store" error
-                zstore = ZStore(LocalStore(local, read_only=False), display=display, modes=modes)
-                with begun(zstore, kind, undo=undo) as txn:
-                    yield zstore, txn
-            return
-        with local_commit(local, mode=mode, display=display, zip_file=zip_path is not None) as tmp:
-            assert tmp is not None
-            if zip_path is not None:
-                zstore = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display,
-                                modes=modes)
-            else:
-                zstore = ZStore(LocalStore(tmp, read_only=False), display=display, modes=modes)
-            try:
-                yield zstore, Transaction.begin(zstore, kind, inplace=False)
-            finally:
-                _close(zstore)
-        return
-    so = dict(storage_options) if storage_options else None
-    zstore = open_store(target, mode="a" if mode == "a" else "w", storage_options=so, writer="to_nczarr")
-    if zstore.store.read_only:
-        zstore = _reopen_rw(target)
-    with begun(zstore, kind, undo=undo, mode=mode) as txn:
-        yield zstore, txn
-
-
-def _reopen_rw(target: Any) -> ZStore:
-    from zarr.storage import LocalStore
-
-    parsed = parse_nczarr_url(os.fspath(target) if isinstance(target, os.PathLike) else target)
-    return ZStore(LocalStore(Path(parsed.path).expanduser(), read_only=False), display=shown(target),
-                  modes=parsed.modes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -287,15 +193,17 @@ def to_nczarr(
     opts = _Options(fmt=format, on_overflow=on_overflow, maxstrlen=maxstrlen,
                     default_maxstrlen=default_maxstrlen, compressor=compressor,
                     strict_codecs=netcdf_c_codecs_only, layout=reader.writes)
-    _check_mode(mode)
+    check_mode(mode)
     if mode == "a":
-        with _write_target(target, "a", storage_options, kind="add" if append_dim is None else "append") as (
-                zstore, txn):
+        with write_session(target, "a", kind="add" if append_dim is None else "append",
+                           storage_options=storage_options) as s:
+            zstore, txn = s.zstore, s.txn
+            assert txn is not None
             if append_dim is None:
                 updates = _add_variables(zstore, groups, opts, txn)
             else:
                 updates = _append(zstore, groups, append_dim, opts, txn)
-            txn.commit(updates)
+            s.commit(updates)
             if zstore.read_v3_beside:  # a store migrated in place (as read under the claim): v3 readers see it too
                 from .migrate import keep_v3_in_step
 
@@ -314,8 +222,8 @@ def to_nczarr(
         plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
     declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
     attach_pipelines(a for arrays in plans.values() for a in arrays)
-    with _write_target(target, mode, storage_options) as (zstore, txn), local_scheduler(zstore):
-        txn.commit(_write_all(zstore, groups, plans, gattrs, declared, opts), full=True)
+    with write_session(target, mode, storage_options=storage_options) as s, local_scheduler(s.zstore):
+        s.commit(_write_all(s.zstore, groups, plans, gattrs, declared, opts), full=True)
 
 
 def to_zarr_v2(
@@ -454,11 +362,6 @@ def _refuse_string_lists(path: str, ds: xr.Dataset, reader: NetcdfC, keeps: str)
                     f"Cannot write attribute {k!r} of {owner} for netcdf_c={reader.first!r}: it is a list of "
                     f"strings (NC_STRING), and netcdf-c {reader.first} fails to open an NCZarr store holding one. "
                     f"Join it into one text (e.g. ', '.join(...)), drop it, or target netcdf_c={keeps!r}.")
-
-
-def _close(zstore: ZStore) -> None:
-    if type(zstore.store).__name__ == "ZipStore":
-        zstore.store.close()
 
 
 # ---------------------------------------------------------------------------------------------
