@@ -128,12 +128,9 @@ def group_contents(
     options: ReadOptions = DEFAULT_OPTIONS,
     drop_variables: set[str] | None = None,
 ) -> GroupContents:
-    """Build one group's variables with resolved, consistent dimension names and sizes.
-
-    Long because dimension names and sizes are reconciled across all of a group's variables at once
-    (shadowing, unlimited sizes, NC_CHAR string dimensions, coordinates), which needs the whole
-    group in view.
-    """
+    """Build one group's variables with resolved, consistent dimension names and sizes, reconciled
+    across all of a group's variables at once (shadowing, unlimited sizes, NC_CHAR string
+    dimensions, coordinates)."""
     path = "/" + path.strip("/") if path.strip("/") else "/"
     group = tree.groups.get(path)
     if group is None:
@@ -143,6 +140,31 @@ def group_contents(
     variables: dict[str, VariableSpec] = {}
     sizes: dict[str, tuple[int, str]] = {}
     unlimited: set[str] = {d.name for d in group.dimensions.values() if d.unlimited}
+    resolved = _resolve_group_dims(tree, path, arrays, drop)
+    joinable = _char_dims_joinable(tree, path, arrays, resolved)
+    for name in arrays:
+        if name in drop:
+            continue
+        spec = _decoded_variable(tree, path, name, resolved[name], sizes, options, joinable)
+        if spec is not None:
+            variables[name] = spec
+            _note_dims(resolved[name], name, sizes, unlimited)
+    _add_zarr_python_variables(tree, path, drop, variables, sizes)
+    encoding: dict[str, Any] = {
+        "source": tree.store.display,
+        "unlimited_dims": {u for u in unlimited if u in sizes or u in group.dimensions},
+        "zstrings_format": group.generation,
+    }
+    if path == "/" and group.default_maxstrlen is not None:
+        encoding["default_maxstrlen"] = group.default_maxstrlen
+    return GroupContents(
+        path=path, variables=variables, attrs=dict(group.attrs), dimensions=dict(group.dimensions), encoding=encoding
+    )
+
+
+def _resolve_group_dims(tree: TreeMeta, path: str, arrays: list[str], drop: set[str]) -> dict[str, list[Dimension]]:
+    """The dimensions of each array of a group; a dropped variable's broken dimensions do not
+    block the group (they resolve to none)."""
     resolved: dict[str, list[Dimension]] = {}
     for name in arrays:
         try:
@@ -150,37 +172,49 @@ def group_contents(
         except ZStringsError:
             if name not in drop:
                 raise
-            resolved[name] = []  # a dropped variable's broken dimensions do not block the group
-    joinable = _char_dims_joinable(tree, path, arrays, resolved)
-    for name in arrays:
-        if name in drop:
-            continue
-        meta = tree.arrays[_join(path, name)]
-        dims = resolved[name]
-        if len({d.name for d in dims}) < len(dims):  # netCDF allows v(x, x); xarray does not
-            _leave_out(tree, meta.path, f"it uses one dimension twice ({[d.name for d in dims]}), "
-                       "which an xarray Dataset cannot hold")
-            continue
-        for d in dims:
-            size = d.size
-            prev = sizes.get(d.name)
-            if prev is not None and prev[0] != size:
-                raise DimensionError(
-                    f"Group {path!r} of {tree.store.display}: variable {name!r} uses dimension {d.name!r} "
-                    f"with size {size} but variable {prev[1]!r} uses it with size {prev[0]}. A netCDF "
-                    "group can reference an ancestor's dimension and a shadowing one of the same name; "
-                    "an xarray Dataset cannot hold both. Drop one of the variables (drop_variables=...)."
-                )
-        join = bool(dims) and dims[-1].name in joinable
-        try:
-            variables[name] = _variable(tree, meta, dims, options, join_chars=join)
-        except UnknownCodecError as e:  # (not a refusal to protect memory: those still raise)
-            tree.unreadable[meta.path] = str(e)
-            continue
-        for d in dims:
-            sizes.setdefault(d.name, (d.size, name))
-            if d.unlimited:
-                unlimited.add(d.name)
+            resolved[name] = []
+    return resolved
+
+
+def _note_dims(dims: list[Dimension], name: str, sizes: dict[str, tuple[int, str]], unlimited: set[str]) -> None:
+    """Records the sizes (first user wins) and unlimited dimensions of variable ``name``."""
+    for d in dims:
+        sizes.setdefault(d.name, (d.size, name))
+        if d.unlimited:
+            unlimited.add(d.name)
+
+
+def _decoded_variable(tree: TreeMeta, path: str, name: str, dims: list[Dimension],
+                      sizes: Mapping[str, tuple[int, str]], options: ReadOptions,
+                      joinable: set[str]) -> VariableSpec | None:
+    """One array of a group as a variable this package decodes; None when it is left out (a
+    dimension used twice, warned) or its codecs are unknown (noted in ``tree.unreadable``)."""
+    meta = tree.arrays[_join(path, name)]
+    if len({d.name for d in dims}) < len(dims):  # netCDF allows v(x, x); xarray does not
+        _leave_out(tree, meta.path, f"it uses one dimension twice ({[d.name for d in dims]}), "
+                   "which an xarray Dataset cannot hold")
+        return None
+    for d in dims:
+        prev = sizes.get(d.name)
+        if prev is not None and prev[0] != d.size:
+            raise DimensionError(
+                f"Group {path!r} of {tree.store.display}: variable {name!r} uses dimension {d.name!r} "
+                f"with size {d.size} but variable {prev[1]!r} uses it with size {prev[0]}. A netCDF "
+                "group can reference an ancestor's dimension and a shadowing one of the same name; "
+                "an xarray Dataset cannot hold both. Drop one of the variables (drop_variables=...)."
+            )
+    join = bool(dims) and dims[-1].name in joinable
+    try:
+        return _variable(tree, meta, dims, options, join_chars=join)
+    except UnknownCodecError as e:  # (not a refusal to protect memory: those still raise)
+        tree.unreadable[meta.path] = str(e)
+        return None
+
+
+def _add_zarr_python_variables(tree: TreeMeta, path: str, drop: set[str], variables: dict[str, VariableSpec],
+                               sizes: dict[str, tuple[int, str]]) -> None:
+    """Adds the group's arrays this package cannot decode, read through zarr-python, unless their
+    dimension sizes clash with the variables already read (then left out, with a warning)."""
     for apath, why in tree.unreadable.items():
         parent, _, name = apath.rpartition("/")
         if (parent or "/") != path or name in drop or name in variables:
@@ -198,17 +232,6 @@ def group_contents(
             for dname, size in zip(spec.dims, spec.data.shape, strict=True):
                 sizes[dname] = (size, name)
             variables[name] = spec
-    attrs = dict(group.attrs)
-    encoding: dict[str, Any] = {
-        "source": tree.store.display,
-        "unlimited_dims": {u for u in unlimited if u in sizes or u in group.dimensions},
-        "zstrings_format": group.generation,
-    }
-    if path == "/" and group.default_maxstrlen is not None:
-        encoding["default_maxstrlen"] = group.default_maxstrlen
-    return GroupContents(
-        path=path, variables=variables, attrs=attrs, dimensions=dict(group.dimensions), encoding=encoding
-    )
 
 
 def group_not_found(tree: TreeMeta, path: str) -> GroupNotFoundError:
@@ -407,42 +430,58 @@ def _char_decode(meta: ArrayMeta, dims: list[Dimension], attrs: dict[str, Any], 
                                                                                         tuple[str, ...]]:
     """``_decode_mode`` of an NC_CHAR array: its characters joined into strings (text, or the
     stored bytes with ``wants_bytes``) where they can be, else kept one per element."""
-    dim_names: tuple[str, ...] = tuple(d.name for d in dims)
     char_keys = {"nc_type": "NC_CHAR", "dtype": np.dtype("S1"),
                  "char_dim_width": meta.shape[-1] if meta.shape and not meta.scalar else 1}
     if wants_bytes:  # the stored characters, joined where text would be
-        if "_Encoding" in attrs:  # kept as information; xarray must not decode the bytes with it
-            encoding["_Encoding"] = attrs.pop("_Encoding")
-        encoding.update(char_keys)
-        decode = Decode.CHAR_RAW
-        if options.concat_characters and ((dims and join_chars) or meta.scalar):
-            decode = Decode.BYTES_CHAR
-            if dims:
-                encoding["char_dim_name"] = dim_names[-1]
-                dim_names = dim_names[:-1]
-                _drop_char_dim(encoding, dims[-1].name)
-        return decode, "utf-8", dim_names
+        return _char_bytes_decode(meta, dims, attrs, encoding, char_keys, options, join_chars=join_chars)
+    dim_names: tuple[str, ...] = tuple(d.name for d in dims)
     stored_encoding = attrs.pop("_Encoding", None)  # decode as UTF-8 when the store says nothing
     text_encoding = str(stored_encoding or "utf-8")
     encoding.update(char_keys)
     if stored_encoding is not None:
         encoding["_Encoding"] = text_encoding
-    if options.concat_characters and dims and join_chars:
-        decode = Decode.CHAR
-        encoding["char_dim_name"] = dim_names[-1]
-        dim_names = dim_names[:-1]
-        _drop_char_dim(encoding, dims[-1].name)
-    elif options.concat_characters and meta.scalar:
-        decode = Decode.CHAR
-    elif options.concat_characters and stored_encoding is not None:
+    if not options.concat_characters:
+        return _char_kept(attrs, encoding, stored_encoding), text_encoding, dim_names
+    if dims and join_chars:
+        return Decode.CHAR, text_encoding, _join_char_dim(encoding, dims)
+    if meta.scalar:
+        return Decode.CHAR, text_encoding, dim_names
+    if stored_encoding is not None:
         # characters not joined (see _char_dims_joinable): engine="netcdf4" decodes each
         # one with _Encoding; so do we, with the utf8_errors policy
-        decode = Decode.CHAR_SEP
-    else:
-        decode = Decode.CHAR_RAW
-        if stored_encoding is not None:  # as stored: xarray's own CF decoding may use it
-            attrs["_Encoding"] = encoding.pop("_Encoding")
-    return decode, text_encoding, dim_names
+        return Decode.CHAR_SEP, text_encoding, dim_names
+    return _char_kept(attrs, encoding, stored_encoding), text_encoding, dim_names
+
+
+def _char_bytes_decode(meta: ArrayMeta, dims: list[Dimension], attrs: dict[str, Any], encoding: dict[str, Any],
+                       char_keys: dict[str, Any], options: ReadOptions, *,
+                       join_chars: bool) -> tuple[Decode, str, tuple[str, ...]]:
+    """``_char_decode`` with ``string_dtype="bytes"``: the stored characters, joined where text would be."""
+    if "_Encoding" in attrs:  # kept as information; xarray must not decode the bytes with it
+        encoding["_Encoding"] = attrs.pop("_Encoding")
+    encoding.update(char_keys)
+    dim_names: tuple[str, ...] = tuple(d.name for d in dims)
+    if not (options.concat_characters and ((dims and join_chars) or meta.scalar)):
+        return Decode.CHAR_RAW, "utf-8", dim_names
+    if dims:
+        dim_names = _join_char_dim(encoding, dims)
+    return Decode.BYTES_CHAR, "utf-8", dim_names
+
+
+def _join_char_dim(encoding: dict[str, Any], dims: list[Dimension]) -> tuple[str, ...]:
+    """The dimensions of a joined NC_CHAR variable (its string-length one gone, named in
+    ``encoding["char_dim_name"]``)."""
+    encoding["char_dim_name"] = dims[-1].name
+    _drop_char_dim(encoding, dims[-1].name)
+    return tuple(d.name for d in dims[:-1])
+
+
+def _char_kept(attrs: dict[str, Any], encoding: dict[str, Any], stored_encoding: Any) -> Decode:
+    """An NC_CHAR array whose characters are kept one per element, as stored: its ``_Encoding``
+    goes back to the attributes, where xarray's own CF decoding may use it."""
+    if stored_encoding is not None:
+        attrs["_Encoding"] = encoding.pop("_Encoding")
+    return Decode.CHAR_RAW
 
 
 def _missing_marker(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], decode: str,
@@ -484,23 +523,13 @@ def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, A
     ``fill_value`` not used as a mask is kept in ``encoding["fill_value"]``, as engine="zarr" keeps it.
     """
     kind = meta.string_kind
-    as_bytes = Decode(decode).as_bytes
-    pure = not is_nczarr(meta.generation) and not netcdf_c
-    zarr_mask = options.use_zarr_fill_value_as_mask
-    zarr_mask = (meta.zarr_format == 2) if zarr_mask is None else bool(zarr_mask)
-    if pure and meta.zarr_format == 3 and not zarr_mask and not meta.null_fill:
-        encoding["fill_value"] = meta.fill_value
-    fill: Any = None
-    if "_FillValue" in attrs:
-        fill = attrs.pop("_FillValue")
-    elif pure and zarr_mask and meta.fill_value is not None and not (kind is not None and meta.null_fill):
-        fill = meta.fill_value  # (numbers keep their numpy type, as before and as engine="zarr")
+    fill = _fill_of(meta, attrs, encoding, options, netcdf_c=netcdf_c)
     if fill is None:
         return None
     if kind is None:
         attrs["_FillValue"] = fill  # numbers: xarray's own CF masking
         return None
-    if as_bytes:
+    if Decode(decode).as_bytes:
         raw = fill.encode("utf-8") if isinstance(fill, str) else fill
         # (an NC_CHAR fill stored as "" is the NUL character, as netCDF4 returns it)
         attrs["_FillValue"] = b"\x00" if kind == "char" and raw == b"" else raw
@@ -518,6 +547,23 @@ def _fill_and_mask(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, A
         # fill and mask nothing, and xarray refuses to write a _FillValue on text as NC_CHAR)
         return None
     return fill
+
+
+def _fill_of(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], options: ReadOptions, *,
+             netcdf_c: bool) -> Any:
+    """A variable's fill value (or None): its CF ``_FillValue`` attribute (taken out of ``attrs``),
+    else a pure Zarr ``fill_value`` used as a mask; a v3 ``fill_value`` not used as one goes to
+    ``encoding["fill_value"]``."""
+    pure = not is_nczarr(meta.generation) and not netcdf_c
+    zarr_mask = options.use_zarr_fill_value_as_mask
+    zarr_mask = (meta.zarr_format == 2) if zarr_mask is None else bool(zarr_mask)
+    if pure and meta.zarr_format == 3 and not zarr_mask and not meta.null_fill:
+        encoding["fill_value"] = meta.fill_value
+    if "_FillValue" in attrs:
+        return attrs.pop("_FillValue")
+    if pure and zarr_mask and meta.fill_value is not None and not (meta.string_kind is not None and meta.null_fill):
+        return meta.fill_value  # (numbers keep their numpy type, as before and as engine="zarr")
+    return None
 
 
 def _fixed_bytes_decode(meta: ArrayMeta, attrs: dict[str, Any], encoding: dict[str, Any], *, netcdf_c: bool,
