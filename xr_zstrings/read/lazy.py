@@ -122,39 +122,47 @@ class LazyArray:
         squeeze: list[int] = []
         out_shape: list[int] = []
         for ax, (k, n) in enumerate(zip(key, self.shape, strict=True)):
-            if isinstance(k, slice) and k.indices(n)[2] == 1:
-                start, stop, _ = k.indices(n)
-                stop = max(start, stop)
-                axes.append([(slice(start, stop), slice(None), slice(None))])
-                out_shape.append(stop - start)
-                continue
-            if isinstance(k, slice):
-                idx = np.arange(*k.indices(n), dtype=np.int64)
-            else:
-                idx = np.asarray(k, dtype=np.int64)
-                if idx.ndim == 0:
-                    squeeze.append(ax)
-                if not ((idx >= -n) & (idx < n)).all():
-                    raise IndexError(f"index {k!r} is out of bounds for axis {ax} with size {n}")
-                idx = idx.reshape(-1) % max(n, 1)
-            out_shape.append(idx.size)
-            axes.append(self._runs(idx, chunks[ax] if ax < len(chunks) else 1))
-        out: np.ndarray | None = None
-        pieces = []
-        for combo in itertools.product(*axes):
-            region = [c[0] for c in combo]
-            if self.decode.joins_chars:
-                region.append(slice(0, self.raw.shape[-1]))
-            data = self._read_region(tuple(region))
-            take = tuple(c[1] for c in combo)
-            if any(not isinstance(t, slice) for t in take):
-                data = data[np.ix_(*[np.arange(data.shape[i])[t] for i, t in enumerate(take)])]
-            pieces.append((tuple(c[2] for c in combo), data))
+            runs, size, scalar = self._axis_runs(ax, k, n, chunks[ax] if ax < len(chunks) else 1)
+            axes.append(runs)
+            out_shape.append(size)
+            if scalar:
+                squeeze.append(ax)
+        pieces = [self._read_piece(combo) for combo in itertools.product(*axes)]
         if len(pieces) == 1 and all(isinstance(s, slice) for s in pieces[0][0]):
-            out = pieces[0][1]  # one contiguous read: no copy (copying StringDType allocates)
-            if squeeze:
-                out = out[tuple(0 if i in squeeze else slice(None) for i in range(out.ndim)) + (Ellipsis,)]
-            return out
+            return _squeezed(pieces[0][1], squeeze)  # one contiguous read: no copy (copying StringDType allocates)
+        return _squeezed(self._assemble(pieces, out_shape), squeeze)
+
+    def _axis_runs(self, ax: int, k: Any, n: int, chunk: int) -> tuple[list[tuple[slice, Any, Any]], int, bool]:
+        """One axis of an outer-indexing key: its runs (``_runs``), the output length and whether
+        the key is a single integer (the axis is squeezed out)."""
+        if isinstance(k, slice) and k.indices(n)[2] == 1:
+            start, stop, _ = k.indices(n)
+            stop = max(start, stop)
+            return [(slice(start, stop), slice(None), slice(None))], stop - start, False
+        scalar = False
+        if isinstance(k, slice):
+            idx = np.arange(*k.indices(n), dtype=np.int64)
+        else:
+            idx = np.asarray(k, dtype=np.int64)
+            scalar = idx.ndim == 0
+            if not ((idx >= -n) & (idx < n)).all():
+                raise IndexError(f"index {k!r} is out of bounds for axis {ax} with size {n}")
+            idx = idx.reshape(-1) % max(n, 1)
+        return self._runs(idx, chunk), idx.size, scalar
+
+    def _read_piece(self, combo: tuple[tuple[slice, Any, Any], ...]) -> tuple[tuple[Any, ...], np.ndarray]:
+        """One run per axis, read and taken: (output slots, values)."""
+        region = [c[0] for c in combo]
+        if self.decode.joins_chars:
+            region.append(slice(0, self.raw.shape[-1]))
+        data = self._read_region(tuple(region))
+        take = tuple(c[1] for c in combo)
+        if any(not isinstance(t, slice) for t in take):
+            data = data[np.ix_(*[np.arange(data.shape[i])[t] for i, t in enumerate(take)])]
+        return tuple(c[2] for c in combo), data
+
+    def _assemble(self, pieces: list[tuple[tuple[Any, ...], np.ndarray]], out_shape: list[int]) -> np.ndarray:
+        """The pieces of a read put into one result at their output slots."""
         dtype = np.result_type(*[p[1].dtype for p in pieces]) if pieces else self.dtype
         out = np.empty(tuple(out_shape), dtype=dtype)
         for slot, data in pieces:
@@ -162,8 +170,6 @@ class LazyArray:
                 out[np.ix_(*[np.arange(out.shape[i])[s] for i, s in enumerate(slot)])] = data
             else:
                 out[slot] = data
-        if squeeze:
-            out = out[tuple(0 if i in squeeze else slice(None) for i in range(out.ndim)) + (Ellipsis,)]
         return out
 
     @staticmethod
@@ -316,3 +322,10 @@ _DECODERS: dict[Decode, Callable[[LazyArray, np.ndarray], np.ndarray]] = {
     Decode.TEXT: LazyArray._text,
     Decode.VLEN_BYTES: LazyArray._as_stored,
 }
+
+
+def _squeezed(out: np.ndarray, squeeze: list[int]) -> np.ndarray:
+    """``out`` without the axes an integer key selected (``squeeze``)."""
+    if squeeze:
+        out = out[tuple(0 if i in squeeze else slice(None) for i in range(out.ndim)) + (Ellipsis,)]
+    return out
