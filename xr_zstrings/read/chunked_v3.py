@@ -355,39 +355,63 @@ class ChunkedArrayV3(ChunkedArray):
         shard = self.shard
         assert shard is not None
         key = read.key
+        fetched = self._fetch_ranges(read, parts)
+        if fetched is None:  # no shard: every part is the fill value
+            for q in parts:
+                yield InnerKey(key, shard.coords(q.j)), None, q.src, q.dst
+            return
+        data = self._inner_slices(key, *fetched)
+        for q in parts:
+            yield InnerKey(key, shard.coords(q.j)), data.get(q.j), q.src, q.dst
+
+    def _fetch_ranges(self, read: _ShardRead, parts: list[_Part]) -> tuple[dict[int, tuple[int, int]], list[int],
+                                                                           list[Any], list[Any]] | None:
+        """The byte ranges of a shard's wanted inner chunks, fetched: (spans by inner chunk, the inner
+        chunks in order, the merged ranges, what each returned); None when there is no shard. Read
+        again with a fresh index (up to ``_CHANGED_TRIES`` times) when the shard was replaced."""
         for _attempt in range(_CHANGED_TRIES):
             index = read.index
-            if index is None:  # no shard: every part is the fill value
+            if index is None:
                 self._use(read, _UNVERSIONED)
-                for q in parts:
-                    yield InnerKey(key, shard.coords(q.j)), None, q.src, q.dst
-                return
+                return None
             entries = index.entries
             spans = {q.j: (int(entries[q.j, 0]), int(entries[q.j, 0] + entries[q.j, 1])) for q in parts
                      if not (entries[q.j, 0] == MISSING and entries[q.j, 1] == MISSING)}
             js = list(spans)
             merged = coalesce([spans[j] for j in js], _COALESCE_GAP, _COALESCE_MAX)
-            try:
-                got = self.store.get_ranges([(key, a, b) for a, b, _ in merged],
-                                            versions=[index.version] * len(merged), scratch=True)
-                if index.version is not None and any(r is None for r in got):
-                    raise ObjectChanged(key)  # deleted since its index was read
-            except ObjectChanged:
-                with read.lock:
-                    if read.used is not None:
-                        raise self._mixed(key) from None
-                    if read.index is index:  # (not yet read again by another group of the shard)
-                        self._indexes.drop(key)
-                        read.index = self._shard_indexes([key])[key]
-                continue
-            self._use(read, index.version if index.version is not None else _UNVERSIONED)
-            break
-        else:
-            raise ChunkError(
-                f"Chunk {self.store.where(key)}: the shard was replaced {_CHANGED_TRIES} times while being "
-                "read (between its index and its inner chunks); another writer is rewriting it. Read it "
-                "again when the writer is done."
-            )
+            got = self._get_ranges_of(read, index, merged)
+            if got is not None:
+                self._use(read, index.version if index.version is not None else _UNVERSIONED)
+                return spans, js, merged, got
+        raise ChunkError(
+            f"Chunk {self.store.where(read.key)}: the shard was replaced {_CHANGED_TRIES} times while being "
+            "read (between its index and its inner chunks); another writer is rewriting it. Read it "
+            "again when the writer is done."
+        )
+
+    def _get_ranges_of(self, read: _ShardRead, index: _Index, merged: list[Any]) -> list[Any] | None:
+        """The merged byte ranges of one version of a shard; None (its index read again) when that
+        version is gone, ChunkError when this selection already read parts of it."""
+        key = read.key
+        try:
+            got = self.store.get_ranges([(key, a, b) for a, b, _ in merged],
+                                        versions=[index.version] * len(merged), scratch=True)
+            if index.version is not None and any(r is None for r in got):
+                raise ObjectChanged(key)  # deleted since its index was read
+        except ObjectChanged:
+            with read.lock:
+                if read.used is not None:
+                    raise self._mixed(key) from None
+                if read.index is index:  # (not yet read again by another group of the shard)
+                    self._indexes.drop(key)
+                    read.index = self._shard_indexes([key])[key]
+            return None
+        return got
+
+    def _inner_slices(self, key: str, spans: dict[int, tuple[int, int]], js: list[int], merged: list[Any],
+                      got: list[Any]) -> dict[int, Any]:
+        """Each wanted inner chunk's bytes, cut from the merged ranges fetched (ChunkError when the
+        index points beyond what the shard holds)."""
         data: dict[int, Any] = {}
         for (a, b, members), r in zip(merged, got, strict=True):
             buf = None if r is None else np.frombuffer(r.data, np.uint8)
@@ -402,8 +426,7 @@ class ChunkedArrayV3(ChunkedArray):
                         f"shard (bytes {a} to {b} read as {got_n}); the shard is truncated or corrupt"
                     )
                 data[j] = buf[lo - a : hi - a]
-        for q in parts:
-            yield InnerKey(key, shard.coords(q.j)), data.get(q.j), q.src, q.dst
+        return data
 
     def _use(self, read: _ShardRead, version: Any) -> None:
         """Record that this selection reads ``version`` of the shard (ChunkError: another group of
