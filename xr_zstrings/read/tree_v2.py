@@ -243,26 +243,41 @@ def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> 
             f"Invalid metadata at {zstore.where('.zgroup')}: got {bytes(raw[:40])!r}, expected a JSON "
             "object such as {\"zarr_format\": 2}. Fix or rewrite the root '.zgroup'."
         )
-    interrupted = IncompleteStoreError(
+    if any(_has_nczarr_markers(v) for v in root_objs.values()):
+        raise _interrupted(zstore)
+    meta = zmetadata.get("metadata") if isinstance(zmetadata, dict) else None
+    if isinstance(meta, dict) and zstore.use_consolidated(zmetadata, force=True):
+        return _root_from_consolidated(zstore, root_objs, meta)
+    return _implicit_root(zstore, root_objs)
+
+
+def _interrupted(zstore: ZStore) -> IncompleteStoreError:
+    """The error for a store with NCZarr metadata but no root ``.zgroup``."""
+    return IncompleteStoreError(
         f"Store {zstore.display} is incomplete: it has NCZarr data but no root '.zgroup' (an "
         "interrupted write?). Rewrite it (to_nczarr(..., mode='w'))."
     )
-    if any(_has_nczarr_markers(v) for v in root_objs.values()):
-        raise interrupted
-    meta = zmetadata.get("metadata") if isinstance(zmetadata, dict) else None
-    if isinstance(meta, dict) and zstore.use_consolidated(zmetadata, force=True):
-        if any(_has_nczarr_markers(v) for v in meta.values()):
-            raise interrupted
-        warnings.warn(
-            f"{zstore.display} has no root '.zgroup' object; reading every group and array from its "
-            "consolidated '.zmetadata' (as zarr.open_consolidated and xarray's engine='zarr' do). "
-            "Write the missing objects (zarr.open_group(...) on a copy) to silence this.",
-            UserWarning, stacklevel=user_stacklevel(),
-        )
-        objs = dict(root_objs)
-        objs[".zgroup"] = meta.get(".zgroup") or {"zarr_format": 2}
-        objs[".zattrs"] = meta.get(".zattrs", objs[".zattrs"])
-        return objs
+
+
+def _root_from_consolidated(zstore: ZStore, root_objs: dict[str, Any], meta: dict[str, Any]) -> dict[str, Any]:
+    """``_missing_root`` of a store with consolidated ``.zmetadata``: the root group as it lists it."""
+    if any(_has_nczarr_markers(v) for v in meta.values()):
+        raise _interrupted(zstore)
+    warnings.warn(
+        f"{zstore.display} has no root '.zgroup' object; reading every group and array from its "
+        "consolidated '.zmetadata' (as zarr.open_consolidated and xarray's engine='zarr' do). "
+        "Write the missing objects (zarr.open_group(...) on a copy) to silence this.",
+        UserWarning, stacklevel=user_stacklevel(),
+    )
+    objs = dict(root_objs)
+    objs[".zgroup"] = meta.get(".zgroup") or {"zarr_format": 2}
+    objs[".zattrs"] = meta.get(".zattrs", objs[".zattrs"])
+    return objs
+
+
+def _implicit_root(zstore: ZStore, root_objs: dict[str, Any]) -> dict[str, Any]:
+    """``_missing_root`` of a store without consolidated metadata: an implicit root group when Zarr
+    arrays or groups lie below the root, else StoreNotFoundError."""
     names = [n for n in zstore.list_dir("") if not n.startswith(".")]
     if not names:
         raise StoreNotFoundError(
@@ -272,7 +287,7 @@ def _missing_root(zstore: ZStore, root_objs: dict[str, Any], zmetadata: Any) -> 
     probes = [(n, o) for n in names for o in (".zarray", ".zgroup", ".zattrs")]
     found = dict(zip(probes, zstore.get_json_many([f"{n}/{o}" for n, o in probes]), strict=True))
     if any(_has_nczarr_markers(v) for v in found.values()):
-        raise interrupted
+        raise _interrupted(zstore)
     nodes = sorted({n for (n, o), v in found.items() if v is not None and o != ".zattrs"})
     if not nodes:
         shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5 else "")
