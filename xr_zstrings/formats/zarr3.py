@@ -32,7 +32,7 @@ import base64
 import binascii
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -722,56 +722,71 @@ def _fill_value(value: Any, data_type: str, dtype: np.dtype, *, where: str) -> A
             f"{data_type!r}. Fix fill_value in zarr.json."
         )
 
-    if data_type in STRING_DATA_TYPES:
-        if value is None:
-            return None  # no fill stated (the Arrow ZEP defines none); readers use ""
-        if isinstance(value, bool) or not isinstance(value, str | int | float):
-            raise bad("a JSON string")
-        text = value if isinstance(value, str) else str(value)  # zarr-python accepts numbers too
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            raise bad("text that UTF-8 can hold (no lone surrogates)") from None
-        return text
-    if data_type in BYTES_DATA_TYPES:
-        if value is None:
-            return None
-        raw = _bytes_fill(value)
-        if raw is None:
-            raise bad("base64 text (or a list of byte values 0..255)")
-        return raw
-    if data_type == "fixed_length_utf32":
-        n = dtype.itemsize // 4
-        if not isinstance(value, str) or len(value) > n:
-            raise bad(f"a JSON string of at most {n} characters")
-        return np.array(value, dtype=dtype)[()]
-    if data_type == NC_CHAR_DATA_TYPE:
-        if not isinstance(value, str) or len(value) > 1 or (value and ord(value) > 0xFF):
-            raise bad('a string of at most one character U+0000-U+00FF (the byte; "" is NUL)')
-        return np.array(value.encode("latin-1"), dtype=dtype)[()]
-    if data_type == "null_terminated_bytes":
-        raw = _bytes_fill(value, allow_list=False) if isinstance(value, str) else None
-        if raw is None or len(raw) > dtype.itemsize:
-            raise bad(f"base64 text of at most {dtype.itemsize} bytes")
-        return np.array(raw, dtype=dtype)[()]
-    if data_type == "bool":
-        if isinstance(value, bool):
-            return np.bool_(value)
-        if _is_int(value) and value in (0, 1):
-            return np.bool_(value)
-        raise bad("true or false")
-    if dtype.kind in "iu":
-        v: Any = value
-        integral_float = isinstance(v, float) and v.is_integer()
-        if integral_float or (isinstance(v, str) and re.fullmatch(r"[+-]?\d+", v.strip())):
-            v = int(v)  # zarr-python accepts 7.0 and "7" for integers
-        info = np.iinfo(dtype)
-        if not _is_int(v) or not info.min <= v <= info.max:
-            raise bad(f"an integer in [{info.min}, {info.max}]")
-        return dtype.type(v)
-    if dtype.kind == "f":
-        return _float_fill(value, dtype, bad)
-    raise AssertionError(data_type)
+    by_type = _FILL_BY_TYPE.get(data_type) or _FILL_BY_KIND.get(dtype.kind)
+    if by_type is None:
+        raise AssertionError(data_type)
+    return by_type(value, dtype, bad)
+
+
+def _text_fill(value: Any, dtype: np.dtype, bad: Any) -> Any:
+    if value is None:
+        return None  # no fill stated (the Arrow ZEP defines none); readers use ""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise bad("a JSON string")
+    text = value if isinstance(value, str) else str(value)  # zarr-python accepts numbers too
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise bad("text that UTF-8 can hold (no lone surrogates)") from None
+    return text
+
+
+def _vlen_bytes_fill(value: Any, dtype: np.dtype, bad: Any) -> Any:
+    if value is None:
+        return None
+    raw = _bytes_fill(value)
+    if raw is None:
+        raise bad("base64 text (or a list of byte values 0..255)")
+    return raw
+
+
+def _utf32_fill(value: Any, dtype: np.dtype, bad: Any) -> Any:
+    n = dtype.itemsize // 4
+    if not isinstance(value, str) or len(value) > n:
+        raise bad(f"a JSON string of at most {n} characters")
+    return np.array(value, dtype=dtype)[()]
+
+
+def _nc_char_fill(value: Any, dtype: np.dtype, bad: Any) -> Any:
+    if not isinstance(value, str) or len(value) > 1 or (value and ord(value) > 0xFF):
+        raise bad('a string of at most one character U+0000-U+00FF (the byte; "" is NUL)')
+    return np.array(value.encode("latin-1"), dtype=dtype)[()]
+
+
+def _fixed_bytes_fill(value: Any, dtype: np.dtype, bad: Any) -> Any:
+    raw = _bytes_fill(value, allow_list=False) if isinstance(value, str) else None
+    if raw is None or len(raw) > dtype.itemsize:
+        raise bad(f"base64 text of at most {dtype.itemsize} bytes")
+    return np.array(raw, dtype=dtype)[()]
+
+
+def _bool_fill(value: Any, dtype: np.dtype, bad: Any) -> Any:
+    if isinstance(value, bool):
+        return np.bool_(value)
+    if _is_int(value) and value in (0, 1):
+        return np.bool_(value)
+    raise bad("true or false")
+
+
+def _int_fill(value: Any, dtype: np.dtype, bad: Any) -> Any:
+    v: Any = value
+    integral_float = isinstance(v, float) and v.is_integer()
+    if integral_float or (isinstance(v, str) and re.fullmatch(r"[+-]?\d+", v.strip())):
+        v = int(v)  # zarr-python accepts 7.0 and "7" for integers
+    info = np.iinfo(dtype)
+    if not _is_int(v) or not info.min <= v <= info.max:
+        raise bad(f"an integer in [{info.min}, {info.max}]")
+    return dtype.type(v)
 
 
 def _float_fill(value: Any, dtype: np.dtype, bad: Any) -> Any:
@@ -804,6 +819,18 @@ def _float_fill(value: Any, dtype: np.dtype, bad: Any) -> Any:
     if math.isfinite(as_float) and not np.isfinite(out):
         raise bad(f"a number within the range of {dtype.name}")
     return out
+
+
+#: how ``_fill_value`` decodes a fill value, by data type (else by numpy kind): (value, dtype, bad)
+_FILL_BY_TYPE: dict[str, Callable[[Any, np.dtype, Any], Any]] = {
+    **dict.fromkeys(BYTES_DATA_TYPES, _vlen_bytes_fill),
+    **dict.fromkeys(STRING_DATA_TYPES, _text_fill),
+    "fixed_length_utf32": _utf32_fill,
+    NC_CHAR_DATA_TYPE: _nc_char_fill,
+    "null_terminated_bytes": _fixed_bytes_fill,
+    "bool": _bool_fill,
+}
+_FILL_BY_KIND: dict[str, Callable[[Any, np.dtype, Any], Any]] = {"i": _int_fill, "u": _int_fill, "f": _float_fill}
 
 
 def decode_xarray_fill_attr(value: Any, meta: ArrayMetaV3, *, store: str = "") -> Any:
