@@ -15,7 +15,7 @@ import json
 import math
 import re
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
@@ -439,28 +439,8 @@ def _as_int(value: Any, *, where: str, what: str, minimum: int = 0) -> int:
 def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
     """Parse one group's objects into a ``GroupMeta`` (any NCZarr generation or pure Zarr v2)."""
     where = f"{store}{node.path}"
-    zgroup = node.get(".zgroup")
-    if zgroup is None and node.get(".nczgroup") is None:
-        raise MetadataError(f"No group at {where}: .zgroup is missing. Expected a Zarr v2 group.")
-    if zgroup is not None:
-        zgroup = _expect_mapping(zgroup, where=f"{where}/.zgroup", what=".zgroup")
-        fmt = zgroup.get("zarr_format", 2)
-        if fmt != 2:
-            raise UnsupportedError(
-                f"Unsupported zarr_format {fmt!r} at {where}/.zgroup: expected 2 here "
-                "(Zarr v3 groups are described by zarr.json)."
-            )
-
-    layout: NCZarrLayout | None = None  # (None: pure Zarr v2)
-    nczarr_version = None
-    found = _lookup(node, tuple((o, k) for o, k, _ in _SUPERBLOCK_PLACES))
-    if found is not None:
-        sb, place = found
-        for o, k, of in _SUPERBLOCK_PLACES:
-            if place == (o if k is None else f"{o}:{k}"):
-                layout = of
-        if isinstance(sb, Mapping):
-            nczarr_version = _first(sb, *_VERSION_KEYS)
+    _check_zgroup(node, where=where)
+    layout, nczarr_version = _superblock(node)
     raw_attrs = node.get(".zattrs")
     raw_attrs = {} if raw_attrs is None else raw_attrs
     raw_attrs = _expect_mapping(raw_attrs, where=f"{where}/.zattrs", what=".zattrs")
@@ -472,26 +452,7 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
     if group_info is not None:
         info, place = group_info
         layout = layout or layout_at(place)
-        info = _expect_mapping(info, where=f"{where}/{place}", what="_nczarr_group")
-        raw_dims = _first(info, *_DIMS_KEYS, default={}) or {}
-        raw_dims = _expect_mapping(raw_dims, where=f"{where}/{place}", what="dimensions")
-        for name, spec in raw_dims.items():
-            check_name(name, where=f"{where}/{place} dimensions")
-            if isinstance(spec, Mapping):
-                size = _as_int(spec.get("size"), where=f"{where}/{place}", what=f"size of dimension {name!r}")
-                unlimited = bool(spec.get("unlimited", 0))
-            else:
-                size = _as_int(spec, where=f"{where}/{place}", what=f"size of dimension {name!r}")
-                unlimited = False
-            dims[name] = Dimension(name, size, unlimited)
-        arrays = tuple(
-            check_name(n, where=f"{where}/{place} arrays")
-            for n in _as_list(_first(info, *_ARRAYS_KEYS, default=[]), where=f"{where}/{place}")
-        )
-        groups = tuple(
-            check_name(n, where=f"{where}/{place} groups")
-            for n in _as_list(_first(info, "groups", default=[]), where=f"{where}/{place}")
-        )
+        dims, arrays, groups = _group_listing(info, where=f"{where}/{place}")
 
     default_maxstrlen = None
     if "_nczarr_default_maxstrlen" in raw_attrs:
@@ -515,6 +476,61 @@ def parse_group(node: NodeObjects, *, store: str = "") -> GroupMeta:
         nczarr_version=nczarr_version,
         nc_properties=raw_attrs.get("_NCProperties") if isinstance(raw_attrs.get("_NCProperties"), str) else None,
     )
+
+
+def _check_zgroup(node: NodeObjects, *, where: str) -> None:
+    """A group's ``.zgroup`` (or NCZarr 1.0's ``.nczgroup``) is there and says Zarr v2."""
+    zgroup = node.get(".zgroup")
+    if zgroup is None and node.get(".nczgroup") is None:
+        raise MetadataError(f"No group at {where}: .zgroup is missing. Expected a Zarr v2 group.")
+    if zgroup is not None:
+        zgroup = _expect_mapping(zgroup, where=f"{where}/.zgroup", what=".zgroup")
+        fmt = zgroup.get("zarr_format", 2)
+        if fmt != 2:
+            raise UnsupportedError(
+                f"Unsupported zarr_format {fmt!r} at {where}/.zgroup: expected 2 here "
+                "(Zarr v3 groups are described by zarr.json)."
+            )
+
+
+def _superblock(node: NodeObjects) -> tuple[NCZarrLayout | None, Any]:
+    """(NCZarr layout, NCZarr version) by the group's superblock; (None, None) without one (pure
+    Zarr v2, or a group below the root)."""
+    layout: NCZarrLayout | None = None
+    found = _lookup(node, tuple((o, k) for o, k, _ in _SUPERBLOCK_PLACES))
+    if found is None:
+        return None, None
+    sb, place = found
+    for o, k, of in _SUPERBLOCK_PLACES:
+        if place == (o if k is None else f"{o}:{k}"):
+            layout = of
+    return layout, (_first(sb, *_VERSION_KEYS) if isinstance(sb, Mapping) else None)
+
+
+def _group_listing(info: Any, *, where: str) -> tuple[dict[str, Dimension], tuple[str, ...], tuple[str, ...]]:
+    """An NCZarr group's own information (at ``where``): its dimensions, arrays and subgroups."""
+    info = _expect_mapping(info, where=where, what="_nczarr_group")
+    raw_dims = _first(info, *_DIMS_KEYS, default={}) or {}
+    raw_dims = _expect_mapping(raw_dims, where=where, what="dimensions")
+    dims: dict[str, Dimension] = {}
+    for name, spec in raw_dims.items():
+        check_name(name, where=f"{where} dimensions")
+        if isinstance(spec, Mapping):
+            size = _as_int(spec.get("size"), where=where, what=f"size of dimension {name!r}")
+            unlimited = bool(spec.get("unlimited", 0))
+        else:
+            size = _as_int(spec, where=where, what=f"size of dimension {name!r}")
+            unlimited = False
+        dims[name] = Dimension(name, size, unlimited)
+    arrays = tuple(
+        check_name(n, where=f"{where} arrays")
+        for n in _as_list(_first(info, *_ARRAYS_KEYS, default=[]), where=where)
+    )
+    groups = tuple(
+        check_name(n, where=f"{where} groups")
+        for n in _as_list(_first(info, "groups", default=[]), where=where)
+    )
+    return dims, arrays, groups
 
 
 def _as_list(value: Any, *, where: str) -> list[Any]:
@@ -577,20 +593,39 @@ def decode_attributes(
 def _typed_attr(name: str, value: Any, t: str, *, where: str) -> Any:
     if isinstance(value, bytes) or (isinstance(value, list) and any(isinstance(v, bytes) for v in value)):
         return value  # text that is not UTF-8 (parse_json): its bytes, as stored
-    if t in ("char", ">S1", "|S1", "<S1", "|U1", "<U1", ">U1"):
-        # NC_CHAR: text; a JSON-valued text attribute was stored as parsed JSON (Appendix G).
-        if isinstance(value, str):
-            return value
-        if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return "".join(value)
-        return unparse_json(value)
+    if t in _CHAR_ATTR_TYPES:
+        return _char_attr(value)
     if t == "|J0":
         return value
     if t == "string" or re.fullmatch(r"[|<>]?S\d+", t):
-        vals = value if isinstance(value, list) else [value]
-        if not all(isinstance(v, str) for v in vals):
-            return unparse_json(value)
-        return vals[0] if len(vals) == 1 else list(vals)
+        return _string_attr(value)
+    return _numeric_attr(name, value, t, where=where)
+
+
+#: the NCZarr attribute types of NC_CHAR (text)
+_CHAR_ATTR_TYPES = frozenset({"char", ">S1", "|S1", "<S1", "|U1", "<U1", ">U1"})
+
+
+def _char_attr(value: Any) -> str:
+    """An NC_CHAR attribute: text; a JSON-valued text attribute was stored as parsed JSON (Appendix G)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return "".join(value)
+    return unparse_json(value)
+
+
+def _string_attr(value: Any) -> Any:
+    """An NC_STRING attribute: one string, or a list of them (JSON text when not strings)."""
+    vals = value if isinstance(value, list) else [value]
+    if not all(isinstance(v, str) for v in vals):
+        return unparse_json(value)
+    return vals[0] if len(vals) == 1 else list(vals)
+
+
+def _numeric_attr(name: str, value: Any, t: str, *, where: str) -> Any:
+    """An attribute of numpy type ``t``: one numeric value as a numpy scalar, several as an array
+    (other types, and JSON objects, as stored)."""
     try:
         dtype = np.dtype(t)
     except TypeError:
@@ -901,44 +936,70 @@ def _parse_fill(
     """The fill value as a numpy scalar of the storage dtype (bytes for |S, str for U/vlen)."""
     if value is None:
         return None
+    parse = _FILL_BY_KIND.get(dtype.kind, _number_fill)
     try:
-        if dtype.kind == "S":
-            if not isinstance(value, str):
-                raise TypeError
-            if plain_text or string_kind == "char" or value == "":
-                # netcdf-c writes string and char fill values as plain text; zarr-python as base64
-                raw = value.encode("utf-8")[: dtype.itemsize]
-            else:
-                raw = base64.b64decode(value, validate=True)
-            return np.array(raw, dtype=dtype)[()]
-        if dtype.kind == "U":
-            if not isinstance(value, str):
-                raise TypeError
-            return np.array(value, dtype=dtype)[()]
-        if dtype.kind == "O":
-            if isinstance(value, Mapping | list):
-                raise TypeError  # zarr-python 2 wrote 0 for object arrays (ignored); never an object
-            return value if isinstance(value, str | bytes) else None
-        if dtype.kind == "b":
-            return np.bool_(bool(value))
-        v = _json_number(value)
-        if isinstance(v, str):
-            raise TypeError
-        if dtype.kind == "f" and math.isfinite(v) and v != 0:
-            for exact in (_NC_FILL_DOUBLE, _NC_FILL_FLOAT):
-                if abs(v - exact) <= 1e-5 * exact:
-                    v = exact
-        if dtype.kind in "iu":
-            if isinstance(v, float):
-                if not v.is_integer():
-                    raise TypeError
-                v = int(v)
-            info = np.iinfo(dtype)
-            if not info.min <= v <= info.max:
-                raise OverflowError
-        return np.array(v, dtype=dtype)[()]
+        return parse(value, dtype, string_kind, plain_text)
     except (TypeError, ValueError, OverflowError, binascii.Error):
         raise MetadataError(
             f"Invalid fill_value {value!r} at {where}: it does not fit dtype {dtype.str}. Expected a "
             "JSON number (or 'NaN'/'Infinity'), base64 text for |S dtypes, or null."
         ) from None
+
+
+def _bytes_fill(value: Any, dtype: np.dtype, string_kind: str | None, plain_text: bool) -> Any:
+    if not isinstance(value, str):
+        raise TypeError
+    if plain_text or string_kind == "char" or value == "":
+        # netcdf-c writes string and char fill values as plain text; zarr-python as base64
+        raw = value.encode("utf-8")[: dtype.itemsize]
+    else:
+        raw = base64.b64decode(value, validate=True)
+    return np.array(raw, dtype=dtype)[()]
+
+
+def _unicode_fill(value: Any, dtype: np.dtype, string_kind: str | None, plain_text: bool) -> Any:
+    if not isinstance(value, str):
+        raise TypeError
+    return np.array(value, dtype=dtype)[()]
+
+
+def _object_fill(value: Any, dtype: np.dtype, string_kind: str | None, plain_text: bool) -> Any:
+    if isinstance(value, Mapping | list):
+        raise TypeError  # zarr-python 2 wrote 0 for object arrays (ignored); never an object
+    return value if isinstance(value, str | bytes) else None
+
+
+def _bool_fill(value: Any, dtype: np.dtype, string_kind: str | None, plain_text: bool) -> Any:
+    return np.bool_(bool(value))
+
+
+def _number_fill(value: Any, dtype: np.dtype, string_kind: str | None, plain_text: bool) -> Any:
+    v = _json_number(value)
+    if isinstance(v, str):
+        raise TypeError
+    if dtype.kind == "f" and math.isfinite(v) and v != 0:
+        for exact in (_NC_FILL_DOUBLE, _NC_FILL_FLOAT):
+            if abs(v - exact) <= 1e-5 * exact:
+                v = exact
+    if dtype.kind in "iu":
+        v = _integer_in_range(v, dtype)
+    return np.array(v, dtype=dtype)[()]
+
+
+def _integer_in_range(v: Any, dtype: np.dtype) -> Any:
+    """An integer fill (an integral float taken as one) within ``dtype``'s range (else TypeError /
+    OverflowError)."""
+    if isinstance(v, float):
+        if not v.is_integer():
+            raise TypeError
+        v = int(v)
+    info = np.iinfo(dtype)
+    if not info.min <= v <= info.max:
+        raise OverflowError
+    return v
+
+
+#: how ``_parse_fill`` reads a fill value, by the storage dtype's kind (numbers: ``_number_fill``)
+_FILL_BY_KIND: dict[str, Callable[[Any, np.dtype, str | None, bool], Any]] = {
+    "S": _bytes_fill, "U": _unicode_fill, "O": _object_fill, "b": _bool_fill,
+}
