@@ -398,40 +398,58 @@ def decode_vlen_utf8_to_numpy(
     """One-shot ``vlen-utf8``/``vlen-bytes`` chunk -> numpy, reading strings in place (fastest path)."""
     _check_kind(kind)
     check_utf8_errors(utf8_errors)
-    if kind == "str" and _wants_T(string_dtype) and kernels() is not None:
-        a = _as_u8(buf, what)
-        n = int(a[:4].view("<u4")[0]) if a.size >= 4 else 0
-        if n_expected is not None and n != n_expected:
-            n = int(n_expected)
-        if a.size >= 4 and n <= (a.size - 4) // 4:
-            out: np.ndarray = np.empty(n, _T)
-            decode_vlen_utf8_into(a, out, None, n_expected, utf8_errors=utf8_errors, what=what,
-                                  allow_trailing=allow_trailing)
+    wants_T = kind == "str" and _wants_T(string_dtype)
+    if wants_T and kernels() is not None:
+        out = _vlen_into_T(buf, n_expected, utf8_errors=utf8_errors, what=what, allow_trailing=allow_trailing)
+        if out is not None:
             return out.reshape(shape) if shape is not None else out
     a, n, pos = _walk_vlen_headers(buf, what, n_expected, allow_trailing)
-    if kind == "str" and _wants_T(string_dtype):
+    if wants_T:
         starts = pos[:n] + 4
         lens = pos[1:] - starts
         out = _spans_to_T(a, starts, lens, utf8_errors, what)
         return out.reshape(shape) if shape is not None else out
     if kind == "bytes" or string_dtype in ("O", object, "object", "|O"):
         # object output: slicing one bytes object per item beats compaction + Arrow here
-        b = a.tobytes()
-        st = (pos[:n] + 4).tolist()
-        en = pos[1:].tolist()
-        out = np.empty(n, _OBJ)
-        if kind == "bytes":
-            out[:] = [b[i:j] for i, j in zip(st, en, strict=True)]
-        else:
-            try:
-                out[:] = [b[i:j].decode("utf-8") for i, j in zip(st, en, strict=True)]
-            except UnicodeDecodeError:
-                out[:] = [_decode_one(a, i, j - i, utf8_errors, what, k) for k, (i, j) in enumerate(zip(st, en, strict=True))]
+        out = _vlen_objects(a, n, pos, kind=kind, utf8_errors=utf8_errors, what=what)
         return out.reshape(shape) if shape is not None else out
     chunk = decode_vlen_utf8_chunk(a, n_expected, what=what, allow_trailing=allow_trailing)
     return vlen_to_numpy(
         chunk, kind=kind, string_dtype=string_dtype, utf8_errors=utf8_errors, what=what, shape=shape
     )
+
+
+def _vlen_into_T(buf: Any, n_expected: int | None, *, utf8_errors: str, what: str,
+                 allow_trailing: bool) -> np.ndarray | None:
+    """A vlen-utf8 chunk decoded by the compiled kernel straight into a StringDType array; None
+    when its header cannot be right (the checking path then says what is wrong)."""
+    a = _as_u8(buf, what)
+    n = int(a[:4].view("<u4")[0]) if a.size >= 4 else 0
+    if n_expected is not None and n != n_expected:
+        n = int(n_expected)
+    if not (a.size >= 4 and n <= (a.size - 4) // 4):
+        return None
+    out: np.ndarray = np.empty(n, _T)
+    decode_vlen_utf8_into(a, out, None, n_expected, utf8_errors=utf8_errors, what=what,
+                          allow_trailing=allow_trailing)
+    return out
+
+
+def _vlen_objects(a: np.ndarray, n: int, pos: np.ndarray, *, kind: Kind, utf8_errors: str,
+                  what: str) -> np.ndarray:
+    """The items of a walked vlen chunk as an object array of bytes (``kind="bytes"``) or str."""
+    b = a.tobytes()
+    st = (pos[:n] + 4).tolist()
+    en = pos[1:].tolist()
+    out = np.empty(n, _OBJ)
+    if kind == "bytes":
+        out[:] = [b[i:j] for i, j in zip(st, en, strict=True)]
+        return out
+    try:
+        out[:] = [b[i:j].decode("utf-8") for i, j in zip(st, en, strict=True)]
+    except UnicodeDecodeError:
+        out[:] = [_decode_one(a, i, j - i, utf8_errors, what, k) for k, (i, j) in enumerate(zip(st, en, strict=True))]
+    return out
 
 
 def encode_vlen_utf8_chunk(values: Any, *, kind: Kind = "str", what: str = "") -> bytes:
@@ -854,6 +872,44 @@ def values_to_vlen(values: Any, *, kind: Kind = "str", what: str = "") -> VlenCh
     arr = values if isinstance(values, np.ndarray) else np.asarray(values, dtype=object)
     flat = arr.reshape(-1)
     k = flat.dtype.kind
+    _check_vlen_values_dtype(flat, kind, what)
+    K = kernels()
+    has_na = getattr(flat.dtype, "na_object", None) is not None
+    if K is not None and kind == "str" and k in "OT" and not has_na:
+        # compiled: one pass over the values; anything it cannot take (None, bytes, lone
+        # surrogates) goes the pyarrow way below, which reports or converts it
+        status, _, offsets, data = K.utf8_pack(np.ascontiguousarray(flat), True)
+        if status == 0:
+            return VlenChunk(offsets, np.frombuffer(data, np.uint8))
+    return _vlen_by_arrow(flat, kind, what, has_na=has_na)
+
+
+def _vlen_by_arrow(flat: np.ndarray, kind: str, what: str, *, has_na: bool) -> VlenChunk:
+    """``values_to_vlen`` through pyarrow: any values the compiled packing does not take (NA and
+    None as empty, bytes), and the error naming the first bad value."""
+    k = flat.dtype.kind
+    if k == "T" and has_na:
+        flat = flat.astype(_OBJ)
+        flat = np.where(np.array([isinstance(v, str) for v in flat.tolist()], bool), flat, None)
+    typ = pa.large_string() if kind == "str" else pa.large_binary()
+    try:
+        pa_arr = _arrow_of_objects(flat, kind, typ) if k == "O" else pa.array(flat, type=typ, from_pandas=False)
+    except (UnicodeError, pa.ArrowException, TypeError, ValueError):
+        if k == "U":
+            flat = flat.astype(_OBJ)
+        raise _first_bad_value(flat, kind, what) from None
+    if pa_arr is None:  # nothing but None
+        return VlenChunk(np.zeros(len(flat) + 1, np.int64), np.zeros(0, np.uint8))
+    n = len(pa_arr)
+    bufs = pa_arr.buffers()
+    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=n + 1, offset=pa_arr.offset * 8)
+    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
+    return VlenChunk(offsets, data)
+
+
+def _check_vlen_values_dtype(flat: np.ndarray, kind: str, what: str) -> None:
+    """Refuses values whose dtype cannot hold ``kind`` (bytes for text, text for bytes, numbers)."""
+    k = flat.dtype.kind
     c = what_prefix(what)
     if kind == "str" and k == "S":
         raise ZStringsError(f"{c}expected str values for kind='str', got a bytes array ({flat.dtype}); decode it first or use kind='bytes'")
@@ -861,45 +917,25 @@ def values_to_vlen(values: Any, *, kind: Kind = "str", what: str = "") -> VlenCh
         raise ZStringsError(f"{c}expected bytes values for kind='bytes', got a str array ({flat.dtype}); encode it first or use kind='str'")
     if k not in "OUTS":
         raise ZStringsError(f"{c}expected an array of {kind}, got dtype {flat.dtype}")
-    K = kernels()
-    if K is not None and kind == "str" and k in "OT" and getattr(flat.dtype, "na_object", None) is None:
-        # compiled: one pass over the values; anything it cannot take (None, bytes, lone
-        # surrogates) goes the pyarrow way below, which reports or converts it
-        status, _, offsets, data = K.utf8_pack(np.ascontiguousarray(flat), True)
-        if status == 0:
-            return VlenChunk(offsets, np.frombuffer(data, np.uint8))
-    if k == "T" and getattr(flat.dtype, "na_object", None) is not None:
-        flat = flat.astype(_OBJ)
-        flat = np.where(np.array([isinstance(v, str) for v in flat.tolist()], bool), flat, None)
-    typ = pa.large_string() if kind == "str" else pa.large_binary()
-    try:
-        if k == "O":
-            # infer, so str/bytes mix-ups are caught like numcodecs does (a typed conversion
-            # would silently accept bytes as text and str as bytes)
-            pa_arr = pa.array(flat, from_pandas=False)
-            t = pa_arr.type
-            if pa.types.is_null(t):
-                n = len(flat)
-                return VlenChunk(np.zeros(n + 1, np.int64), np.zeros(0, np.uint8))
-            if kind == "str":
-                ok = pa.types.is_string(t) or pa.types.is_large_string(t)
-            else:
-                ok = (pa.types.is_binary(t) or pa.types.is_large_binary(t)) and not any(
-                    isinstance(v, str) for v in flat.tolist()
-                )
-            if not ok:
-                raise TypeError(t)
-            pa_arr = pa_arr.cast(typ)
-            if isinstance(pa_arr, pa.ChunkedArray):
-                pa_arr = pa_arr.combine_chunks()
-        else:
-            pa_arr = pa.array(flat, type=typ, from_pandas=False)
-    except (UnicodeError, pa.ArrowException, TypeError, ValueError):
-        if k == "U":
-            flat = flat.astype(_OBJ)
-        raise _first_bad_value(flat, kind, what) from None
-    n = len(pa_arr)
-    bufs = pa_arr.buffers()
-    offsets = np.frombuffer(bufs[1], dtype=np.int64, count=n + 1, offset=pa_arr.offset * 8)
-    data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None else np.zeros(0, np.uint8)
-    return VlenChunk(offsets, data)
+
+
+def _arrow_of_objects(flat: np.ndarray, kind: str, typ: Any) -> Any:
+    """An object array as an Arrow array of ``typ``; None when every value is None. The type is
+    inferred first, so str/bytes mix-ups are caught like numcodecs does (a typed conversion would
+    silently accept bytes as text and str as bytes): TypeError."""
+    pa_arr = pa.array(flat, from_pandas=False)
+    t = pa_arr.type
+    if pa.types.is_null(t):
+        return None
+    if kind == "str":
+        ok = pa.types.is_string(t) or pa.types.is_large_string(t)
+    else:
+        ok = (pa.types.is_binary(t) or pa.types.is_large_binary(t)) and not any(
+            isinstance(v, str) for v in flat.tolist()
+        )
+    if not ok:
+        raise TypeError(t)
+    pa_arr = pa_arr.cast(typ)
+    if isinstance(pa_arr, pa.ChunkedArray):
+        pa_arr = pa_arr.combine_chunks()
+    return pa_arr
