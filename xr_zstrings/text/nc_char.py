@@ -175,26 +175,25 @@ def _codec_matrix(
     flat: np.ndarray, width: int | None, enc: str, on_overflow: str, what: str, embedded_nul: bool = False,
     shape: tuple[int, ...] | None = None,
 ) -> tuple[np.ndarray, int]:
+    """Strings as a ``(n, width)`` uint8 matrix of their bytes in encoding ``enc`` (not UTF-8),
+    NUL padded; the width, widened or truncated to by ``on_overflow``."""
     strs = flat.tolist()
     nul = np.array([i for i, x in enumerate(strs) if (x.endswith("\x00") if embedded_nul else "\x00" in x)],
                    dtype=np.intp)
     if nul.size:
         raise nul_error(what, flat, nul, trailing=embedded_nul)
-    encoded = []
-    for i, s in enumerate(strs):
-        try:
-            b = s.encode(enc)
-        except UnicodeEncodeError as e:
-            raise ZStringsError(
-                f"{what_prefix(what)}value {position_label(i, flat.shape)} {s!r} cannot be encoded as {enc} "
-                f"({e.reason}: {s[e.start:e.end]!r}); use encoding='utf-8' or change the value"
-            ) from None
-        if b"\x00" in b and not (embedded_nul and "\x00" in s and not b.endswith(b"\x00")):
-            raise ZStringsError(
-                f"{what_prefix(what)}encoding {enc} turns value {position_label(i, flat.shape)} {s!r} into bytes "
-                "containing NUL, which netcdf-c reads as the end of the string; use utf-8"
-            )
-        encoded.append(b)
+    encoded = [_codec_encode(s, i, flat, enc, what, embedded_nul) for i, s in enumerate(strs)]
+    width = _codec_fit(encoded, strs, width, enc, on_overflow, what, flat, shape)
+    if width == 0:
+        return np.zeros((len(encoded), 0), np.uint8), 0
+    arr = np.array(encoded, dtype=f"S{width}") if encoded else np.zeros(0, f"S{width}")
+    return arr.view(np.uint8).reshape(len(encoded), width), width
+
+
+def _codec_fit(encoded: list[bytes], strs: list[str], width: int | None, enc: str, on_overflow: str, what: str,
+               flat: np.ndarray, shape: tuple[int, ...] | None) -> int:
+    """The width of the encoded values (``width``, else the longest, at least 1); values longer
+    than it raise, widen it or are truncated (in place) by ``on_overflow``."""
     lengths = [len(b) for b in encoded]
     longest = max(lengths, default=0)
     if width is None:
@@ -202,23 +201,45 @@ def _codec_matrix(
     width = int(width)
     if width < 0:
         raise ZStringsError(f"{what_prefix(what)}nchar {width} must be >= 0")
-    if longest > width:
-        if on_overflow == "error":
-            raise overflow_error(what, lengths, width, enc, flat, shape or flat.shape)
-        if on_overflow == "widen":
-            width = longest
-        else:
-            cut = 0
-            for i, b in enumerate(encoded):
-                if len(b) > width:
-                    s = strs[i]
-                    k = min(len(s), width)
-                    while len(s[:k].encode(enc)) > width:
-                        k -= 1
-                    encoded[i] = s[:k].encode(enc)
-                    cut += 1
-            warn_truncated(what, cut, width, longest, unit=enc)
-    if width == 0:
-        return np.zeros((len(encoded), 0), np.uint8), 0
-    arr = np.array(encoded, dtype=f"S{width}") if encoded else np.zeros(0, f"S{width}")
-    return arr.view(np.uint8).reshape(len(encoded), width), width
+    if longest <= width:
+        return width
+    if on_overflow == "error":
+        raise overflow_error(what, lengths, width, enc, flat, shape or flat.shape)
+    if on_overflow == "widen":
+        return longest
+    cut = _codec_truncate(encoded, strs, width, enc)
+    warn_truncated(what, cut, width, longest, unit=enc)
+    return width
+
+
+def _codec_encode(s: str, i: int, flat: np.ndarray, enc: str, what: str, embedded_nul: bool) -> bytes:
+    """Value ``i`` (``s``) encoded as ``enc``; ZStringsError when it cannot be, or when its bytes
+    hold a NUL the value does not (netcdf-c would end the string there)."""
+    try:
+        b = s.encode(enc)
+    except UnicodeEncodeError as e:
+        raise ZStringsError(
+            f"{what_prefix(what)}value {position_label(i, flat.shape)} {s!r} cannot be encoded as {enc} "
+            f"({e.reason}: {s[e.start:e.end]!r}); use encoding='utf-8' or change the value"
+        ) from None
+    if b"\x00" in b and not (embedded_nul and "\x00" in s and not b.endswith(b"\x00")):
+        raise ZStringsError(
+            f"{what_prefix(what)}encoding {enc} turns value {position_label(i, flat.shape)} {s!r} into bytes "
+            "containing NUL, which netcdf-c reads as the end of the string; use utf-8"
+        )
+    return b
+
+
+def _codec_truncate(encoded: list[bytes], strs: list[str], width: int, enc: str) -> int:
+    """Cuts each encoded value longer than ``width`` bytes to its longest prefix of whole characters
+    that fits (in place); how many were cut."""
+    cut = 0
+    for i, b in enumerate(encoded):
+        if len(b) > width:
+            s = strs[i]
+            k = min(len(s), width)
+            while len(s[:k].encode(enc)) > width:
+                k -= 1
+            encoded[i] = s[:k].encode(enc)
+            cut += 1
+    return cut
