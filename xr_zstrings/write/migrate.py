@@ -165,10 +165,9 @@ def _codec_chain(meta: ArrayMetaV2) -> tuple[list[JSONObject], list[JSONObject],
     and compressor: a v2 filter array->array in v3 must come before every bytes-level one."""
     aa: list[JSONObject] = []
     bb: list[JSONObject] = []
-    why = ""
     filters = [dict(f) for f in meta.filters]
-    kind = meta.string_kind
-    vlen = kind in ("vlen", "vlen-bytes")
+    vlen = meta.string_kind in ("vlen", "vlen-bytes")
+    why = ""
     if vlen:
         if not filters or filters[0].get("id") not in _OBJECT_CODECS:
             why = f"its object codec is not the first v2 filter ({[f.get('id') for f in filters]})"
@@ -176,29 +175,34 @@ def _codec_chain(meta: ArrayMetaV2) -> tuple[list[JSONObject], list[JSONObject],
     steps = [(f, False) for f in filters] + ([(dict(meta.compressor), True)] if meta.compressor else [])
     for cfg, is_compressor in steps:
         try:
-            role, js = v2_codec_as_v3(cfg, dtype=meta.dtype, string_kind=kind)
+            role, js = v2_codec_as_v3(cfg, dtype=meta.dtype, string_kind=meta.string_kind)
         except UnsupportedError as e:
             why = why or str(e)
             continue
         if role == "filter":
-            if bb or vlen or is_compressor:
-                why = why or f"filter {cfg.get('id')!r} works on the array after a bytes-level codec"
-                continue
-            aa.append(js)
-            continue
-        if js["name"] == "numcodecs.shuffle":
-            es = js["configuration"]["elementsize"]
-            nbytes = math.prod(meta.chunks) * meta.dtype.itemsize
-            if vlen:
-                why = why or "a shuffle of variable-length chunks has no Zarr v3 codec"
-                continue
-            if nbytes % es:
-                why = why or (f"netcdf-c shuffled its chunks by {es} bytes, leaving {nbytes % es} byte(s) "
-                              f"unshuffled at the end of each {nbytes}-byte chunk, which Zarr v3's "
-                              "numcodecs.shuffle cannot undo")
-                continue
-        bb.append(js)
+            problem = f"filter {cfg.get('id')!r} works on the array after a bytes-level codec" if (
+                bb or vlen or is_compressor) else ""
+        else:
+            problem = _shuffle_problem(meta, js, vlen)
+        why = why or problem
+        if not problem:
+            (aa if role == "filter" else bb).append(js)
     return aa, bb, why
+
+
+def _shuffle_problem(meta: ArrayMetaV2, js: JSONObject, vlen: bool) -> str:
+    """Why the bytes-level v3 codec ``js`` cannot undo the v2 one, or "": a shuffle of variable-length
+    chunks, or netcdf-c's shuffle of chunks that are not a multiple of its element size."""
+    if js["name"] != "numcodecs.shuffle":
+        return ""
+    if vlen:
+        return "a shuffle of variable-length chunks has no Zarr v3 codec"
+    es = js["configuration"]["elementsize"]
+    nbytes = math.prod(meta.chunks) * meta.dtype.itemsize
+    if nbytes % es:
+        return (f"netcdf-c shuffled its chunks by {es} bytes, leaving {nbytes % es} byte(s) unshuffled at the end "
+                f"of each {nbytes}-byte chunk, which Zarr v3's numcodecs.shuffle cannot undo")
+    return ""
 
 
 def _rewrite_chain(meta: ArrayMetaV2, aa: list[JSONObject],
