@@ -1,11 +1,11 @@
-"""Write a Dataset to Zarr v3 with its string and bytes variables in a chosen chunk layout.
+"""Write xarray objects to Zarr v3 with their string and bytes variables in a chosen chunk layout.
 
-``to_zarr_v3(ds, target, layout=...)`` lets xarray and zarr-python write the store (so every
-xarray convention — ``dimension_names``, coordinates, CF attributes, encoded ``_FillValue`` — is
-theirs), with each string/bytes variable replaced by a zero-cost stand-in of its shape whose
-chunks are never written; the strings are packed once by the compiled kernels and written chunk
-by chunk in the requested layout with :class:`~xr_zstrings.codecs.v3.V3Pipeline` (the encoder
-beside the reader's decoder), together with the layout's ``data_type`` and ``codecs``:
+``to_zarr_v3(obj, target, layout=...)`` plans every array (``plan_v3``: numbers CF-encoded by
+xarray's public encoders, each ``zarr.json`` made by zarr-python itself, so every xarray convention
+-- ``dimension_names``, coordinates, CF attributes, encoded ``_FillValue`` -- is what
+``ds.to_zarr(zarr_format=3)`` writes), writes every chunk with our codec chains
+(:class:`~xr_zstrings.codecs.v3.V3Pipeline`; strings packed once by the compiled kernels), then the
+metadata, the root ``zarr.json`` (with the consolidated metadata) last. The string layouts:
 
 * ``"vlen-utf8"``: zarr-python's own layout (``string`` + ``vlen-utf8``; ``bytes`` + ``vlen-bytes``),
   readable by zarr-python and xarray's zarr engine as well;
@@ -15,33 +15,28 @@ beside the reader's decoder), together with the layout's ``data_type`` and ``cod
   ``"binary"``, int32 or int64 offsets, 64-byte aligned data), followed by ``compressors``.
 
 zarr-python refuses the last two layouts, so they are readable with ``engine="zstrings"`` only.
-Dask-backed variables are never loaded whole: each block is packed, encoded and written as its
-chunk by the task that computes it (``_BlockWriter``; on a distributed cluster, by the workers).
+Dask-backed variables are never loaded whole: each block is encoded and written as its chunk by the
+task that computes it (``ArrayWriter``, through ``chunks.block_writes``; on a distributed cluster,
+by the workers). ``ArrayWriter`` also writes given blocks into an existing array (appends, regions).
 """
 
 from __future__ import annotations
 
-import base64
-import collections
 import functools
 import itertools
 import json
 import math
 import os
-import warnings
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-import pandas as pd
 import xarray as xr
-from zarr.storage import WrapperStore
 
-from ..codecs.encoding import format_encoding
 from ..codecs.layouts import LAYOUT_NAMES, layout_named
 from ..codecs.v3 import V3Pipeline
-from ..errors import MissingStringsWarning, TargetExistsError, UnsupportedError, ZStringsError, user_stacklevel
+from ..errors import TargetExistsError, UnsupportedError, ZStringsError
+from ..formats.zarr3 import ArrayMetaV3, parse_node_v3
 from ..io.atomic import CloneStore, local_commit, not_replaceable
 from ..io.commit import Transaction
 from ..io.redact import shown
@@ -49,48 +44,375 @@ from ..io.store import open_store, zarr_v3_only
 from ..io.store_errors import local_errors
 from ..io.targets import local_target
 from ..io.zstore import ZStore
-from ..text.kernels import kernels
-from ..text.vlen import Kind, VlenChunk, values_to_vlen
+from ..text.vlen import Kind, VlenChunk
 from ..threads import run_all
 from . import NewMode
 from .chunks import ChunkBatch, block_write, block_writes, compute_sums, local_scheduler
-from .plan import _is_dask, _missing, check_names, string_fill, text_kind
+from .plan import _missing, check_names
+from .plan_v3 import (
+    ArrayPlan,
+    LayoutOptions,
+    TextValues,
+    _fill_attribute,
+    group_json,
+    pack,
+    plan_group,
+    text_meta,
+    warn_optional,
+)
 
-__all__ = ["LAYOUTS", "to_zarr_v3"]
+__all__ = ["LAYOUTS", "ArrayWriter", "to_zarr_v3"]
 
 #: the layouts' names (codecs.layouts: one row each), the default first
 LAYOUTS: tuple[str, ...] = LAYOUT_NAMES
 
-# encodings of non-string variables that mean the same in Zarr v3 (xarray's own keys)
-_V3_KEEP = frozenset({"chunks", "shards", "compressors", "dtype", "_FillValue", "units",
-                      "calendar", "scale_factor", "add_offset", "coordinates"})
+_BATCH_BYTES = 64 << 20
 
 
-def _check_objects(values: np.ndarray, kind: Kind, name: Hashable) -> None:
-    """Every element of an object array is a str (kind 'str') or bytes ('bytes'), or raise."""
-    typ = str if kind == "str" else bytes
-    if not all(isinstance(v, typ) for v in values.reshape(-1).tolist()):
-        missing = pd.isnull(values)
-        if missing.any():
-            i = int(np.flatnonzero(np.asarray(missing).reshape(-1))[0])
-            raise ZStringsError(
-                f"Variable {name!r} holds {int(missing.sum())} missing value(s) (None/NaN), e.g. element "
-                f"{i}: a variable-length string array has none. Fill them first (e.g. "
-                f"ds[{name!r}].fillna('')), or write NCZarr with to_nczarr and a string _FillValue."
-            )
-        raise ZStringsError(
-            f"Variable {name!r} holds objects that are neither all str nor all bytes; "
-            "convert it (e.g. .astype(str)) before writing."
-        )
+# ---------------------------------------------------------------------------------------------
+# Chunks: one array's blocks encoded with the codecs of its zarr.json
+# ---------------------------------------------------------------------------------------------
 
 
-def _layout_metadata(
-    layout: str, kind: Kind, *, compressors: Sequence[Mapping[str, Any]], **options: Any
-) -> tuple[Any, list[dict[str, Any]]]:
-    """The ``data_type`` and ``codecs`` a layout (codecs.layouts) writes into zarr.json: its own
-    array->bytes codec, then the compressors."""
-    data_type, codecs = layout_named(layout).metadata(kind, options)
-    return data_type, [*codecs, *map(dict, compressors)]
+def _text_items(key_of: Callable[[tuple[int, ...]], str], values: np.ndarray, packed: VlenChunk | None, kind: Kind,
+                chunks: tuple[int, ...], pipe: V3Pipeline, pad: Any = "",
+                origin: tuple[int, ...] | None = None) -> Iterator[Callable[[], tuple[str, bytes]]]:
+    """One job per chunk of text; each job encodes its chunk (edge chunks padded with the fill value).
+
+    1-D variable-length layouts slice the packed offsets/data per chunk (no second pass over
+    the values); other shapes pad each block as an array. ``origin``: the chunk index of
+    ``values[0, ...]`` (a block written on its own), in chunks.
+    """
+    fill: Any = pad if pad != "" or kind == "str" else b""
+    origin = origin or (0,) * values.ndim
+    if values.ndim == 0:
+        yield lambda: (key_of(()), pipe.encode(values.reshape(())))
+        return
+    grid = [math.ceil(n / c) if c else 0 for n, c in zip(values.shape, chunks, strict=True)]
+    if values.ndim == 1 and pipe.accepts_vlen and packed is not None:
+        off = packed.offsets.astype(np.int64, copy=False)
+        (c,), (n,) = chunks, values.shape
+
+        def job(i: int) -> tuple[str, bytes]:
+            lo, hi = i * c, min((i + 1) * c, n)
+            o = off[lo : hi + 1]
+            if hi - lo < c:  # the edge chunk: pad with empty values (the fill value "")
+                o = np.concatenate([o, np.full(c - (hi - lo), o[-1], np.int64)])
+            return key_of((i + origin[0],)), pipe.encode(VlenChunk(o - o[0], packed.data[int(o[0]) : int(o[-1])]))
+
+        for i in range(grid[0]):
+            yield functools.partial(job, i)
+        return
+    yield from _block_items(key_of, values, fill, chunks, pipe, origin, skip_empty=False)
+
+
+def _block_items(key_of: Callable[[tuple[int, ...]], str], values: np.ndarray, fill: Any, chunks: tuple[int, ...],
+                 pipe: V3Pipeline, origin: tuple[int, ...], *, skip_empty: bool) -> Iterator[Callable[[], Any]]:
+    """One job per chunk of ``values`` (edge chunks padded with ``fill``); ``skip_empty``: a chunk
+    holding only the fill value is not written (zarr-python's default, ``write_empty_chunks=False``):
+    its job gives None."""
+    grid = [math.ceil(n / c) if c else 0 for n, c in zip(values.shape, chunks, strict=True)]
+    dtype = values.dtype
+
+    def job(idx: tuple[int, ...]) -> tuple[str, bytes] | None:
+        src = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, chunks, values.shape, strict=True))
+        part = values[src]
+        if skip_empty and _all_fill(part, fill):
+            return None
+        block = part if part.shape == tuple(chunks) else np.full(chunks, fill, dtype=dtype)
+        if block is not part:
+            block[tuple(slice(0, s.stop - s.start) for s in src)] = part
+        return key_of(tuple(i + o for i, o in zip(idx, origin, strict=True))), pipe.encode(np.ascontiguousarray(block))
+
+    for idx in np.ndindex(*grid):
+        yield functools.partial(job, idx)
+
+
+def _all_fill(block: np.ndarray, fill: Any) -> bool:
+    if block.dtype.kind in "fc":
+        return bool(np.array_equal(block, np.full_like(block, fill), equal_nan=True))
+    return bool((block == fill).all())
+
+
+class ArrayWriter:
+    """Encodes blocks of one Zarr v3 array with the codec chain of its ``zarr.json`` and writes them
+    as its chunks, wherever it runs (threads, or the worker processes of a distributed cluster:
+    hence picklable, the chain built again in each process). Numbers: chunks holding only the fill
+    value are left out of a new array, as zarr-python does (``fresh``). Text (``kind``): missing
+    values become ``fill`` (the string ``_FillValue``), or None in zarrs' ``optional`` type; a dask
+    block holding one without either is not written (counted: the caller writes every block again
+    in the optional type). A call gives the number of missing values met.
+
+    Also the writer of given blocks into an existing array (appends, regions): ``write(values,
+    origin)`` with ``origin`` in chunks."""
+
+    def __init__(self, zs: ZStore, key: str, meta: Mapping[str, Any], kind: Kind | None = None, *,
+                 fill: Any = None, fresh: bool = True, name: Hashable = None) -> None:
+        self.zs, self.key, self.meta, self.kind = zs, key, dict(meta), kind
+        self.fill, self.fresh, self.name = fill, fresh, key if name is None else name
+        self.optional = isinstance(meta.get("data_type"), Mapping) and meta["data_type"].get("name") == "zarrs.optional"
+        self._parsed: ArrayMetaV3 | None = None
+        self._pipe: V3Pipeline | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_pipe": None, "_parsed": None}
+
+    @property
+    def parsed(self) -> ArrayMetaV3:
+        if self._parsed is None:
+            parsed = parse_node_v3(self.meta, path=self.key, store=self.zs.display)
+            assert isinstance(parsed, ArrayMetaV3)
+            self._parsed = parsed
+        return self._parsed
+
+    @property
+    def chunks(self) -> tuple[int, ...]:
+        return tuple(self.parsed.chunks)
+
+    def pipeline(self) -> V3Pipeline:
+        if self._pipe is None:
+            m = self.parsed
+            if self.kind is None:
+                dtype, fill = m.dtype, m.fill_value
+            else:
+                dtype = np.dtype(object) if self.optional or self.kind == "bytes" else np.dtypes.StringDType()
+                fill = None if self.optional else ("" if self.kind == "str" else b"")
+            data_type = self.meta["data_type"]
+            if self.optional:  # (the pipeline is the present values' type: zarrs.optional wraps it)
+                inner = data_type["configuration"]
+                data_type = inner["name"] if not inner.get("configuration") else inner
+            self._pipe = V3Pipeline.from_metadata(list(m.codecs), data_type=data_type, dtype=dtype,
+                                                  chunk_shape=m.chunks, fill_value=fill,
+                                                  where=self.zs.where(f"{self.key}/zarr.json"))
+        return self._pipe
+
+    def key_of(self, idx: tuple[int, ...]) -> str:
+        m = self.parsed
+        return f"{self.key}/{m.chunk_key(idx if m.shape else ())}"
+
+    def jobs(self, values: np.ndarray, packed: VlenChunk | None = None,
+             origin: tuple[int, ...] | None = None) -> Iterator[Callable[[], Any]]:
+        """One job per chunk of ``values`` (its chunk index ``origin``): each gives (key, bytes), or None."""
+        origin = origin or (0,) * values.ndim
+        if self.kind is not None:
+            pad: Any = None if self.optional else ""
+            return _text_items(self.key_of, values, packed, self.kind, self.chunks, self.pipeline(), pad=pad,
+                               origin=origin)
+        stored = values.astype(self.parsed.dtype, copy=False)
+        if stored.ndim == 0:
+            fill = self.parsed.fill_value
+            if self.fresh and _all_fill(stored.reshape(1), fill):
+                return iter(())
+            return iter([lambda: (self.key_of(()), self.pipeline().encode(stored.reshape(())))])
+        return _block_items(self.key_of, stored, self.parsed.fill_value, self.chunks, self.pipeline(), origin,
+                            skip_empty=self.fresh)
+
+    def prepared(self, block: np.ndarray) -> tuple[np.ndarray | None, VlenChunk | None, int]:
+        """A block of text with its missing values as the fill (or None in the optional type),
+        checked and packed: (values, packed or None, the missing values met); values None: not to
+        be written (missing values without a fill: the caller writes it again as optional)."""
+        values = np.asarray(block)
+        miss = _missing(values) if values.dtype.kind in "OT" else None
+        n = int(miss.sum()) if miss is not None else 0
+        assert self.kind is not None
+        if self.optional:  # missing values as None, the present ones checked as packing does
+            values = values.astype(object)
+            if n:
+                values[miss] = None
+            pack(np.where(miss, "" if self.kind == "str" else b"", values) if n else values, self.kind, self.name)
+            return values, None, n
+        if n and self.fill is None:
+            return None, None, n
+        if n:
+            values = values.copy() if values.dtype.kind == "T" else values.astype(object)
+            values[miss] = self.fill
+        values, packed = pack(values, self.kind, self.name)
+        return values, packed, n
+
+    def write(self, values: np.ndarray, origin: tuple[int, ...] | None = None) -> int:
+        """Encode ``values`` and write them as the chunks from ``origin`` (in chunks) on; the
+        missing text values met (see the class)."""
+        n, packed = 0, None
+        data: np.ndarray | None = np.asarray(values)
+        if self.kind is not None:
+            data, packed, n = self.prepared(values)
+            if data is None:
+                return n
+        assert data is not None
+        with block_write(self.zs):
+            for job in self.jobs(data, packed, origin):
+                item = job()
+                if item is not None:
+                    self.zs.set_many([item])
+        return n
+
+    def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
+        if block_info is None:  # dask probing the function while building the graph: write nothing
+            return np.zeros((1,) * max(np.ndim(block), 1), np.int64)
+        loc = tuple(block_info[0]["chunk-location"])
+        n = self.write(block, loc)
+        return np.full((1,) * max(np.ndim(block), 1), n, np.int64)
+
+    def graph(self, data: Any) -> Any:
+        """The dask graph of block writes (blocks rechunked to the array's chunks first, so that
+        every chunk is written by exactly one task): one count per block."""
+        if data.ndim == 0:
+            return block_writes(_write_scalar, data.reshape(1), self, "zstrings-v3")
+        return block_writes(_write_block, data.rechunk(self.chunks), self, "zstrings-v3")
+
+
+def _write_block(block: np.ndarray, writer: ArrayWriter, block_info: Any = None) -> np.ndarray:
+    return writer(block, block_info)
+
+
+def _write_scalar(block: np.ndarray, writer: ArrayWriter) -> np.ndarray:
+    return np.full((1,), writer.write(np.asarray(block).reshape(())), np.int64)
+
+
+def write_numpy(out: ChunkBatch, writer: ArrayWriter, values: np.ndarray, packed: VlenChunk | None = None,
+                origin: tuple[int, ...] | None = None) -> None:
+    """Write in-memory values (their chunks encoded on the shared pool, ``threads.run_all``) into
+    ``out``, a batch of writes across arrays."""
+    jobs = writer.jobs(values, packed, origin)
+    per_chunk = max(1, math.prod(writer.chunks or (1,)) * 32)
+    batch = max(1, _BATCH_BYTES // per_chunk)
+    while part := list(itertools.islice(jobs, batch)):
+        out.add([x for x in run_all(lambda job: job(), part) if x is not None])
+
+
+def _is_dask(data: Any) -> bool:
+    from .plan import _is_dask as is_dask
+
+    return is_dask(data)
+
+
+# ---------------------------------------------------------------------------------------------
+# A write: chunks, then every zarr.json, the root last
+# ---------------------------------------------------------------------------------------------
+
+
+class _Pending:
+    """A dask array's block writes (``counts``: per block, the missing text values it met) and
+    the zarr.json zarr-python made for it (``base``: a text array's layout goes on it)."""
+
+    def __init__(self, a: ArrayPlan, counts: Any, base: dict[str, Any]) -> None:
+        self.a, self.counts, self.base = a, counts, base
+
+
+def _start_array(zs: ZStore, a: ArrayPlan, opts: LayoutOptions, out: ChunkBatch, *, owner: bool) -> _Pending | None:
+    """Write an array's chunks (in memory: into ``out``), or give back its graph of block writes
+    (dask: computed with the others at once); its final zarr.json is in ``a.meta``. ``owner``: a
+    transactional store, which takes an array's zarr.json before its chunks."""
+    text, base = a.text, a.meta
+    if text is None:
+        writer = ArrayWriter(zs, a.key, a.meta, name=a.name)
+        data = a.data
+    else:
+        a.meta, a.raw = text_meta(base, text.kind, opts, text.missing), None
+        writer = ArrayWriter(zs, a.key, a.meta, text.kind, fill=text.fill, name=a.name)
+        data = text.lazy if text.lazy is not None else text.values
+    if owner:
+        zs.set_many([(f"{a.key}/zarr.json", a.meta_bytes())])
+    if _is_dask(data):
+        return _Pending(a, writer.graph(data), base)
+    write_numpy(out, writer, np.asarray(data), text.packed if text is not None else None)
+    return None
+
+
+def _finish_lazy(zs: ZStore, pending: list[_Pending], opts: LayoutOptions, *, owner: bool) -> None:
+    """Compute the dask block writes; a text array whose blocks met missing values without a
+    string fill value is written again in zarrs' optional type (found only now, as an in-memory
+    variable's are before), one with a fill says so in its ``_FillValue`` attribute."""
+    if not pending:
+        return
+    counts = compute_sums([p.counts for p in pending], zs)
+    again: list[Any] = []
+    for p, n in zip(pending, counts, strict=True):
+        text = p.a.text
+        if text is None or not n:
+            continue
+        if text.fill is not None:
+            _fill_attribute(p.a.meta, text.fill)
+            continue
+        warn_optional(p.a.name, int(n))
+        p.a.text = TextValues(text.kind, missing=("optional", int(n)), lazy=text.lazy)
+        p.a.meta = text_meta(p.base, text.kind, opts, p.a.text.missing)
+        if owner:
+            zs.set_many([(f"{p.a.key}/zarr.json", p.a.meta_bytes())])
+        again.append(ArrayWriter(zs, p.a.key, p.a.meta, text.kind, name=p.a.name).graph(text.lazy))
+    if again:
+        compute_sums(again, zs)
+
+
+def _write_nodes(zs: ZStore, planned: Sequence[tuple[str, bytes, list[ArrayPlan]]], opts: LayoutOptions, *,
+                 into_group: bool, consolidated: bool) -> None:
+    """Every chunk (in-memory arrays batched across arrays, dask ones in one parallel compute),
+    then every array's zarr.json, the groups' (deepest first, with the parents a group path
+    implies), the root's last. A transactional store (icechunk) takes an array's zarr.json before
+    its chunks: there the metadata is written first too."""
+    owner = _transactional(zs)
+    objects = _metadata(zs, planned, into_group)
+    if owner:
+        zs.set_many([(k, v) for k, v in objects.items() if k != "zarr.json"])
+    out = ChunkBatch(zs)
+    pending: list[_Pending] = []
+    for _, _, arrays in planned:
+        for a in arrays:
+            if into_group:  # a group written into an existing store: old chunks of the array go first
+                _delete_chunks(zs, a.key)
+            p = _start_array(zs, a, opts, out, owner=owner)
+            if p is not None:
+                pending.append(p)
+    out.flush()
+    _finish_lazy(zs, pending, opts, owner=owner)
+    for _, _, arrays in planned:
+        for a in arrays:
+            objects[f"{a.key}/zarr.json"] = a.meta_bytes()
+    _put_metadata(zs, objects, consolidated, others=into_group)
+
+
+def _metadata(zs: ZStore, planned: Sequence[tuple[str, bytes, list[ArrayPlan]]], into_group: bool) -> dict[str, bytes]:
+    """The groups' zarr.json (relative key -> bytes), with every parent a group path implies that
+    the store does not hold (zarr-python's implicit groups: no attributes)."""
+    objects: dict[str, bytes] = {}
+    for key, raw, _ in planned:
+        objects[f"{key}/zarr.json" if key else "zarr.json"] = raw
+    parents: list[str] = []
+    for key, _, _ in planned:
+        parts = key.split("/") if key else []
+        parents += ["/".join(parts[:i]) for i in range(len(parts))]
+    for p in dict.fromkeys(parents):
+        k = f"{p}/zarr.json" if p else "zarr.json"
+        if k in objects:
+            continue
+        if into_group and zs.get_bytes(k) is not None:
+            continue
+        objects[k] = group_json(None, p, {})
+    return objects
+
+
+def _put_metadata(zs: ZStore, objects: dict[str, bytes], consolidated: bool, others: bool) -> None:
+    """Arrays, then groups (deepest first), then the root (consolidated: with every node's metadata
+    inline, as zarr-python's ``consolidate_metadata`` writes it)."""
+    def depth(k: str) -> int:
+        return k.count("/")
+
+    decoded = {k: json.loads(v) for k, v in objects.items()}
+    arrays = [k for k in objects if k != "zarr.json" and decoded[k].get("node_type") == "array"]
+    groups = [k for k in objects if k != "zarr.json" and k not in set(arrays)]
+    zs.set_many([(k, objects[k]) for k in arrays])
+    for k in sorted(groups, key=depth, reverse=True):
+        zs.set_many([(k, objects[k])])
+    root_raw = objects.get("zarr.json")
+    if root_raw is None and not consolidated:
+        return
+    if root_raw is None:
+        root_raw = zs.get_bytes("zarr.json") or group_json(None, "", {})
+    root = json.loads(root_raw)
+    if consolidated:
+        root = _consolidated_root(zs, root, decoded, others)
+        root_raw = json.dumps(root, indent=2).encode()
+    zs.set_many([("zarr.json", root_raw)])
 
 
 def _delete_chunks(zs: ZStore, path: str) -> None:
@@ -112,514 +434,13 @@ def _delete_chunks(zs: ZStore, path: str) -> None:
         sync(run())
 
 
-_BATCH_BYTES = 64 << 20
-
-
-def _text_values(var: xr.Variable, kind: Kind, name: Hashable) -> tuple[np.ndarray, VlenChunk]:
-    """(values as O/T or object-of-bytes, every value packed): packing validates them (lone
-    surrogates, str/bytes mix-ups, None raise ZStringsError) before anything is written."""
-    return _pack(var.values, kind, name)
-
-
-def _pack(values: np.ndarray, kind: Kind, name: Hashable) -> tuple[np.ndarray, VlenChunk]:
-    """``_text_values`` of an array (a whole variable, or one dask block of it)."""
-    values = np.asarray(values)
-    if kind == "str" and values.dtype.kind not in "OT":
-        try:
-            values = values.astype(np.dtypes.StringDType())
-        except (TypeError, UnicodeError, ValueError):  # lone surrogates: reported below
-            values = values.astype(object)
-    elif kind == "bytes":
-        values = np.asarray(values, dtype=object)
-    flat = np.ascontiguousarray(values).reshape(-1)
-    K = kernels()
-    if values.dtype.kind == "O" and kind == "str" and K is not None:
-        status, _, offsets, data = K.utf8_pack(flat, True)  # takes str objects only
-        if status == 0:
-            return values, VlenChunk(offsets, np.frombuffer(data, np.uint8))
-    if values.dtype.kind == "O":
-        _check_objects(flat, kind, name)
-    return values, values_to_vlen(flat, kind=kind, what=f"variable {name!r}")
-
-
-def _missing_values(var: xr.Variable, kind: Kind, name: Hashable) -> tuple[Any, tuple[str, Any] | None]:
-    """Missing values (None, NaN, StringDType NA) of a text variable, made writable: written as
-    its string ``_FillValue`` (encoding or attribute; engine="zstrings" masks it back) when it has
-    one, else in zarrs' nullable ``optional`` type (None marks them; warned: zarr-python cannot
-    read that type: then an object array with None, not a Variable, which would turn None into NaN).
-    ``(var, None)`` when there is none."""
-    if var.dtype.kind not in "OT":
-        return var, None
-    arr = np.asarray(var.values)
-    miss = _missing(arr)
-    if miss is None or not miss.any():
-        return var, None
-    fill = string_fill(var)
-    if isinstance(fill, np.str_ | np.bytes_):
-        fill = fill.item()
-    if kind == "str" and isinstance(fill, bytes):
-        fill = fill.decode("utf-8")
-    if isinstance(fill, str if kind == "str" else bytes):
-        out = arr.copy() if arr.dtype.kind == "T" else arr.astype(object)
-        out[miss] = fill
-        return var.copy(data=out), ("fill", fill)
-    out = arr.astype(object)
-    out[miss] = None
-    i = int(np.flatnonzero(miss.reshape(-1))[0])
-    _warn_optional(name, int(miss.sum()), f", e.g. element {i}")
-    return out, ("optional", int(miss.sum()))
-
-
-def _warn_optional(name: Hashable, n: int, example: str = "") -> None:
-    warnings.warn(
-        f"Variable {name!r} holds {n} missing value(s) (None/NaN/NA){example}: "
-        "written in zarrs' nullable 'optional' data type: engine='zstrings', zarrs, and zarr-python and "
-        "engine='zarr' through xr_zstrings' zarr plugin (on zarr-python 3.1.x after "
-        "xr_zstrings.zarr_plugin.register()) read them back missing, but where xr_zstrings is not installed "
-        f"zarr-python cannot open that array. Set ds[{name!r}].encoding['_FillValue'] to a string to write "
-        "them as that string instead (every zarr-python reads the string, engine='zstrings' masks it).",
-        MissingStringsWarning, stacklevel=user_stacklevel(),
-    )
-
-
-def _chunk_items(
-    path: str, values: np.ndarray, packed: VlenChunk | None, kind: Kind, chunks: tuple[int, ...], pipe: V3Pipeline,
-    pad: Any = "", origin: tuple[int, ...] | None = None,
-) -> Iterator[Callable[[], tuple[str, bytes]]]:
-    """One job per chunk; each job encodes its chunk (edge chunks padded with the fill value).
-
-    1-D variable-length layouts slice the packed offsets/data per chunk (no second pass over
-    the values); other shapes pad each block as an array. ``origin``: the chunk index of
-    ``values[0, ...]`` (a dask block written on its own), in chunks.
-    """
-    fill: Any = pad if pad != "" or kind == "str" else b""
-    origin = origin or (0,) * values.ndim
-    if values.ndim == 0:
-        yield lambda: (f"{path}/c", pipe.encode(values.reshape(())))
-        return
-    grid = [math.ceil(n / c) if c else 0 for n, c in zip(values.shape, chunks, strict=True)]
-    if values.ndim == 1 and pipe.accepts_vlen and packed is not None:
-        off = packed.offsets.astype(np.int64, copy=False)
-        (c,), (n,) = chunks, values.shape
-
-        def job(i: int) -> tuple[str, bytes]:
-            lo, hi = i * c, min((i + 1) * c, n)
-            o = off[lo : hi + 1]
-            if hi - lo < c:  # the edge chunk: pad with empty values (the fill value "")
-                o = np.concatenate([o, np.full(c - (hi - lo), o[-1], np.int64)])
-            return f"{path}/c/{i + origin[0]}", pipe.encode(VlenChunk(o - o[0], packed.data[int(o[0]) : int(o[-1])]))
-
-        for i in range(grid[0]):
-            yield functools.partial(job, i)
-        return
-    dtype = values.dtype
-
-    def block_job(idx: tuple[int, ...]) -> tuple[str, bytes]:
-        src = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(idx, chunks, values.shape, strict=True))
-        block = np.full(chunks, fill, dtype=dtype)
-        block[tuple(slice(0, s.stop - s.start) for s in src)] = values[src]
-        return f"{path}/c/" + "/".join(str(i + o) for i, o in zip(idx, origin, strict=True)), pipe.encode(block)
-
-    for idx in np.ndindex(*grid):
-        yield functools.partial(block_job, idx)
-
-
-@dataclass
-class _Text:
-    """A string/bytes variable to write: in memory (``values`` checked and ``packed`` before the
-    target is touched) or dask-backed (``lazy``: written block by block, checked per block)."""
-
-    kind: Kind
-    values: np.ndarray | None = None
-    packed: VlenChunk | None = None
-    missing: tuple[str, Any] | None = None
-    lazy: Any = None  # the dask array
-    fill: Any = None  # dask: the string _FillValue missing values become (None: they are refused)
-
-
-class _Writes(ChunkBatch):
-    """The chunk writes of in-memory text variables (batched across variables; encoded on the
-    shared pool, ``threads.run_all``), and whether old chunks are deleted first (a group written
-    into an existing store)."""
-
-    def __init__(self, zs: ZStore, clear_old: bool) -> None:
-        super().__init__(zs)
-        self.clear_old = clear_old
-
-
-@dataclass
-class _Pending:
-    """A dask text variable's writes (``written`` sums the missing values its blocks filled) and
-    the zarr.json that goes into the store after them."""
-
-    key: str
-    meta: dict[str, Any]
-    written: Any
-    text: _Text
-    path: str
-    name: Hashable
-    keep_codecs: bool
-
-
-def _write_text_array(
-    zs: ZStore, meta_store: _MetadataLast, path: str, name: Hashable, text: _Text, layout: str,
-    keep_codecs: bool, out: _Writes, **layout_kw: Any,
-) -> _Pending | None:
-    """Write one string/bytes array in ``layout``: its chunks (encoded on threads), and its zarr.json
-    (xarray's, held back by ``meta_store``, now with the layout's data type and codecs) into
-    ``meta_store``, which writes it to the store only after every chunk of every array. A
-    dask-backed array gives back its graph of block writes instead (``_Pending``), for the caller
-    to compute with the others at once."""
-    kind, missing = text.kind, text.missing
-    key = f"{path}/zarr.json"
-    meta = json.loads(meta_store.meta[zs.full_key(key)])
-    chunks = tuple(meta["chunk_grid"]["configuration"]["chunk_shape"])
-    data_type, codecs = _layout_metadata(layout, kind, **layout_kw)
-    if keep_codecs:  # zarr-python's own default compressors (what its vlen-utf8 arrays get)
-        codecs = [codecs[0], *[c for c in meta.get("codecs", []) if c.get("name") != "bytes"]]
-    fill: Any = "" if kind == "str" else b""
-    dtype = np.dtypes.StringDType() if kind == "str" else np.dtype(object)
-    meta.update(data_type=data_type, codecs=codecs, fill_value="")
-    pad: Any = ""
-    if missing is not None and missing[0] == "optional":
-        # zarrs' nullable type around the layout: the layout's serializer holds the present values,
-        # a packbits mask says which are present; compressors stay outside (zarrs.optional codec)
-        inner = data_type if isinstance(data_type, dict) else {"name": data_type, "configuration": {}}
-        codecs = [{"name": "zarrs.optional", "configuration": {
-            "mask_codecs": [{"name": "packbits", "configuration": {"padding_encoding": "none"}}],
-            "data_codecs": [codecs[0]]}}, *codecs[1:]]
-        meta.update(data_type={"name": "zarrs.optional", "configuration": {
-            "name": inner["name"], "configuration": dict(inner.get("configuration") or {})}},
-            codecs=codecs, fill_value=None)
-        dtype, fill, pad = np.dtype(object), None, None
-    elif missing is not None:  # ("fill", the string _FillValue the missing values were written as)
-        _fill_attribute(meta, missing[1])
-    pipe_kw = {"codecs": codecs, "data_type": data_type, "dtype": dtype, "chunk_shape": chunks, "fill_value": fill,
-               "where": zs.where(key)}
-    if out.clear_old:  # a group written into an existing store: its old chunks go first
-        _delete_chunks(zs, path)
-    if text.lazy is not None:
-        optional = missing is not None and missing[0] == "optional"
-        writer = _BlockWriter(zs, path, name, kind, chunks, pipe_kw, text.fill, optional)
-        return _Pending(zs.full_key(key), meta, writer.graph(text.lazy), text, path, name, keep_codecs)
-    assert text.values is not None
-    pipe = V3Pipeline.from_metadata(**pipe_kw)
-    jobs = _chunk_items(path, text.values, text.packed, kind, chunks, pipe, pad=pad)
-    per_chunk = max(1, math.prod(chunks) * 32)
-    batch = max(1, _BATCH_BYTES // per_chunk)
-    while part := list(itertools.islice(jobs, batch)):
-        out.add(run_all(lambda job: job(), part))
-    meta_store.meta[zs.full_key(key)] = json.dumps(meta, indent=2).encode()
-    return None
-
-
-def _fill_attribute(meta: dict[str, Any], fv: Any) -> None:
-    """The string ``_FillValue`` attribute missing values were written as, as xarray encodes a v3
-    string ``_FillValue``: text, base64 for bytes."""
-    attrs = meta.setdefault("attributes", {})
-    attrs["_FillValue"] = fv if isinstance(fv, str) else base64.b64encode(fv).decode("ascii")
-
-
-class _BlockWriter:
-    """Encodes and writes one dask block of a text variable as its chunk, wherever dask runs it
-    (threads, or the worker processes of a distributed cluster: hence picklable, the codec chain
-    built again in each process). Returns the number of missing values in the block: written as
-    the string fill value, or in the ``optional`` pass as missing; without a fill value a block
-    holding one is not written (the caller then writes every block again in the optional type)."""
-
-    def __init__(self, zs: ZStore, path: str, name: Hashable, kind: Kind, chunks: tuple[int, ...],
-                 pipe_kw: dict[str, Any], fill: Any, optional: bool = False) -> None:
-        self.zs, self.path, self.name, self.kind, self.chunks = zs, path, name, kind, chunks
-        self.pipe_kw, self.fill, self.optional = pipe_kw, fill, optional
-        self._pipe: V3Pipeline | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_pipe": None}
-
-    def graph(self, data: Any) -> Any:
-        """The dask graph of block writes (blocks rechunked to the store's chunks first, so that
-        every chunk is written by exactly one task): one count per block."""
-        # (this writer is one key of the graph: each worker gets it, its store and codec chain once)
-        return block_writes(_write_v3_block, data.rechunk(self.chunks), self, "zstrings-v3")
-
-    def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
-        if block_info is None:  # dask probing the function while building the graph: write nothing
-            return np.zeros((1,) * max(np.ndim(block), 1), np.int64)
-        loc = tuple(block_info[0]["chunk-location"])
-        values = np.asarray(block)
-        miss = _missing(values) if values.dtype.kind in "OT" else None
-        n = int(miss.sum()) if miss is not None else 0
-        pad: Any = ""
-        if self.optional:  # missing values as None, the present ones checked as packing does
-            values = values.astype(object)
-            if n:
-                values[miss] = None
-            _pack(np.where(miss, "" if self.kind == "str" else b"", values) if n else values, self.kind, self.name)
-            packed, pad = None, None
-        else:
-            if n and self.fill is None:
-                return np.full((1,) * values.ndim, n, np.int64)  # written again in the optional type
-            if n:
-                values = values.copy() if values.dtype.kind == "T" else values.astype(object)
-                values[miss] = self.fill
-            values, packed = _pack(values, self.kind, self.name)
-        if self._pipe is None:
-            self._pipe = V3Pipeline.from_metadata(**self.pipe_kw)
-        with block_write(self.zs):
-            for job in _chunk_items(self.path, values, packed, self.kind, self.chunks, self._pipe, pad=pad,
-                                    origin=loc):
-                self.zs.set_many([job()])
-        return np.full((1,) * values.ndim, n, np.int64)
-
-
-def _write_v3_block(block: np.ndarray, writer: _BlockWriter, block_info: Any = None) -> np.ndarray:
-    return writer(block, block_info)
-
-
-def _is_meta_key(key: str) -> bool:
-    return key == "zarr.json" or key.endswith("/zarr.json")
-
-
-class _HeldMetadata(dict):  # type: ignore[type-arg]  # key -> zarr-python's metadata buffer, as its store holds it
-    """The ``zarr.json`` objects ``_MetadataLast`` holds, by key, with the number of keys below each
-    folder (``below["a/b/"]``), so that clearing a folder that holds none costs one lookup.
-
-    zarr-python clears each array's folder before creating it (``delete_dir``): a scan of every
-    held key per array made writing n variables cost n^2 (measured: docs/performance.md)."""
-
-    def __init__(self, items: Any = ()) -> None:
-        super().__init__()
-        self.below: collections.Counter[str] = collections.Counter()
-        for k, v in dict(items).items():
-            self[k] = v
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # (the store goes to dask workers) rebuilt through __init__: pickle's default sets a
-        # dict subclass's items before its attributes exist
-        return (type(self), (dict(self),))
-
-    @staticmethod
-    def _folders(key: str) -> list[str]:
-        parts = key.split("/")[:-1]
-        return ["/".join(parts[: i + 1]) + "/" for i in range(len(parts))]
-
-    def __setitem__(self, key: str, value: bytes) -> None:
-        if key not in self:
-            self.below.update(self._folders(key))
-        super().__setitem__(key, value)
-
-    def __delitem__(self, key: str) -> None:
-        super().__delitem__(key)
-        self.below.subtract(self._folders(key))
-
-    def pop(self, key: str, *default: Any) -> Any:
-        if key not in self:
-            return dict.pop(self, key, *default)
-        value = self[key]
-        del self[key]
-        return value
-
-    def setdefault(self, key: str, value: Any = None) -> Any:
-        if key not in self:
-            self[key] = value
-        return self[key]
-
-
-class _MetadataLast(WrapperStore):  # type: ignore[type-arg]  # wraps any Store; not subscripted at runtime (zarr 3.1)
-    """The store xarray writes through: chunks go to the real store, every ``zarr.json`` stays in
-    memory until ``flush`` writes them after all chunks, the root last.
-
-    So the real store never holds xarray's uint8 stand-ins, and until the root's zarr.json is
-    written (the last object) no reader opens it. ``hidden`` keys (our placeholder root) read as
-    absent. zarr-python has no option to defer metadata, hence this wrapper.
-    """
-
-    def __init__(self, store: Any, hidden: frozenset[str] = frozenset(), passthrough: bool = False) -> None:
-        super().__init__(store)
-        self.meta = _HeldMetadata()
-        self.hidden = hidden
-        # a transactional store (an icechunk session) needs an array's zarr.json before its chunks,
-        # and shows nothing before the caller commits: metadata is written through (and again last)
-        self.passthrough = passthrough
-
-    def _with_store(self, store: Any) -> _MetadataLast:
-        out = type(self)(store, self.hidden, self.passthrough)
-        out.meta = self.meta
-        return out
-
-    async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
-        if _is_meta_key(key):
-            raw = self.meta.get(key)
-            if raw is None:
-                if key in self.hidden:
-                    return None
-                return await self._store.get(key, prototype, byte_range)
-            return prototype.buffer.from_bytes(raw)
-        return await self._store.get(key, prototype, byte_range)
-
-    async def exists(self, key: str) -> bool:
-        if _is_meta_key(key) and (key in self.meta or key in self.hidden):
-            return key in self.meta
-        return bool(await self._store.exists(key))
-
-    async def set(self, key: str, value: Any) -> None:
-        if _is_meta_key(key):
-            self.meta[key] = value.to_bytes()
-            if self.passthrough:
-                await self._store.set(key, value)
-        else:
-            await self._store.set(key, value)
-
-    async def set_if_not_exists(self, key: str, value: Any) -> None:
-        if _is_meta_key(key):
-            self.meta.setdefault(key, value.to_bytes())
-            if self.passthrough:
-                await self._store.set(key, value)
-        else:
-            await self._store.set_if_not_exists(key, value)
-
-    async def _set_many(self, values: Any) -> None:
-        for k, v in values:
-            await self.set(k, v)
-
-    async def delete(self, key: str) -> None:
-        if _is_meta_key(key):
-            self.meta.pop(key, None)
-        elif self._store.supports_deletes:
-            await self._store.delete(key)
-
-    async def delete_dir(self, prefix: str) -> None:
-        # the target was emptied before (or is a fresh directory): only our own view is cleared
-        lead = prefix.rstrip("/") + "/" if prefix else ""
-        if lead and not self.meta.below[lead]:
-            return  # (the usual case: a new array's folder)
-        for k in [k for k in self.meta if k.startswith(lead)]:
-            del self.meta[k]
-
-    async def list_dir(self, prefix: str) -> Any:
-        lead = prefix.rstrip("/") + "/" if prefix else ""
-        seen: set[str] = set()
-        for k in self.meta:
-            if k.startswith(lead):
-                seen.add(k[len(lead):].split("/", 1)[0])
-        async for name in self._store.list_dir(prefix):
-            if (lead + name) not in self.hidden and not name.startswith(".zstrings-"):  # (a write's journal)
-                seen.add(name)
-        for name in sorted(seen):
-            yield name
-
-    async def list_prefix(self, prefix: str) -> Any:
-        seen = {k for k in self.meta if k.startswith(prefix)}
-        async for k in self._store.list_prefix(prefix):
-            if (not _is_meta_key(k) or k not in self.hidden) and ".zstrings-" not in k:
-                seen.add(k)
-        for k in sorted(seen):
-            yield k
-
-    async def list(self) -> Any:
-        async for k in self.list_prefix(""):
-            yield k
-
-    def flush(self, zs: ZStore, root_key: str, consolidated: bool, others: bool = False) -> None:
-        """Write the held metadata: arrays, then groups (deepest first), then the root."""
-        def depth(k: str) -> int:
-            return k.count("/")
-
-        lead = zs.full_key("").rstrip("/")
-        # zarr-python's implicit parents above the store's prefix are not part of this store
-        self.meta = _HeldMetadata((k, v) for k, v in self.meta.items() if not lead or k.startswith(lead + "/"))
-        arrays: list[str] = []
-        groups: list[str] = []
-        for k, raw in self.meta.items():
-            if k == root_key:
-                continue
-            (arrays if json.loads(raw).get("node_type") == "array" else groups).append(k)
-        rel = functools.partial(_relative, zs)
-        zs.set_many([(rel(k), self.meta[k]) for k in arrays])
-        for k in sorted(groups, key=depth, reverse=True):
-            zs.set_many([(rel(k), self.meta[k])])
-        root = json.loads(self.meta.get(root_key) or b"{}")
-        if consolidated:
-            root = _consolidated_root(zs, root, {rel(k): json.loads(v) for k, v in self.meta.items()}, others)
-        zs.set_many([(rel(root_key), json.dumps(root, indent=2).encode())])
-
-
 def _relative(zs: ZStore, full: str) -> str:
     lead = zs.full_key("").rstrip("/")
     return full[len(lead):].lstrip("/") if lead else full
 
 
-def to_zarr_v3(
-    ds: xr.Dataset,
-    target: str | os.PathLike[str] | Any,
-    *,
-    layout: str = LAYOUT_NAMES[0],
-    index_data_type: Literal["uint32", "uint64"] = "uint32",
-    index_location: Literal["start", "end"] = "end",
-    index_codecs: Sequence[Mapping[str, Any]] | None = None,
-    data_codecs: Sequence[Mapping[str, Any]] | None = None,
-    compressors: Sequence[Mapping[str, Any]] | None = None,
-    mode: NewMode = "w-",
-    consolidated: bool = True,
-    group: str | None = None,
-    storage_options: Mapping[str, Any] | None = None,
-) -> None:
-    """Write ``ds`` to a Zarr v3 store, string and bytes variables in ``layout``.
-
-    ``layout`` is one of ``codecs.layouts.LAYOUT_NAMES`` (``"vlen-utf8"``, ``"zarrs.vlen"``, ``"arrow"``,
-    ``"arrow-large"``: the module docstring describes each).
-    ``compressors`` are v3 bytes->bytes codecs (e.g. ``[{"name": "zstd", "configuration":
-    {"level": 3}}]``) applied after the layout; ``None`` gives ``vlen-utf8`` text zarr-python's
-    default (zstd) as zarr-python itself would write it and leaves the other layouts
-    uncompressed, ``[]`` writes no compressor; ``index_*``/``data_codecs`` configure
-    ``zarrs.vlen``. Lone surrogates and other values UTF-8 cannot hold raise ``ZStringsError``.
-    ``target`` is a directory, a ``.zip`` path, ``s3://bucket/key`` (or netcdf-c's S3 URL forms,
-    with ``storage_options``) or a zarr-python Store. Every chunk is written before any metadata
-    and the root ``zarr.json`` last; a local directory or zip is written beside the target and
-    swapped in whole (``mode="w"`` keeps the old store until then): see docs/reliability.md.
-
-    The argument checks and every value's packing come before anything is written; then the
-    local (``_write_local``: beside the target, swapped in) or object-storage commit
-    (``_write_into``: a transaction on the store).
-    """
-    layout_named(layout)  # (an unknown one is refused before anything is written)
-    if mode not in ("w-", "w"):
-        raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite) or 'w' (overwrite).")
-    nodes = _nodes(ds, group, target)
-    kw: dict[str, Any] = {"layout": layout, "index_data_type": index_data_type, "index_location": index_location,
-                          "index_codecs": index_codecs, "data_codecs": data_codecs, "compressors": compressors}
-    # every value is checked and packed before the target is touched
-    prepared = [(g, *_prepare(d)) for g, d in nodes]
-    local = local_target(target)
-    if local is not None:
-        _write_local(target, *local, prepared, group=group, mode=mode, consolidated=consolidated, kw=kw)
-        return
-    if isinstance(target, str | os.PathLike):
-        zs = open_store(os.fspath(target), mode="w",
-                        storage_options=dict(storage_options) if storage_options else None)
-    else:
-        zs = open_store(target, mode="w")
-    _write_into(zs, prepared, group=group, mode=mode, consolidated=consolidated, kw=kw)
-
-
-def _nodes(ds: Any, group: str | None, target: Any) -> list[tuple[str | None, xr.Dataset]]:
-    """(the group each node is written as, its variables): a Dataset at ``group``, a DataTree's nodes
-    under it; names checked for every reader."""
-    if not isinstance(ds, xr.DataTree | xr.Dataset):
-        raise ZStringsError(f"Cannot write {type(ds).__name__}: expected an xarray Dataset or DataTree.")
-    base = "/" + (group or "").strip("/")
-    named = ({base: ds} if isinstance(ds, xr.Dataset) else
-             {f"{base.rstrip('/')}/{n.path.strip('/')}": n.to_dataset(inherit=False) for n in ds.subtree})
-    check_names(named, netcdf_c=None, target=shown(target))
-    if isinstance(ds, xr.Dataset):
-        return [(group, ds)]
-    root = (group or "").strip("/")
-    return [("/".join(p for p in (root, node.path.strip("/")) if p) or None, node.to_dataset(inherit=False))
-            for node in ds.subtree]
-
-
-def _write_local(target: Any, path: Any, is_zip: bool, prepared: list[Any], *, group: str | None, mode: str,
-                 consolidated: bool, kw: Mapping[str, Any]) -> None:
+def _write_local(target: Any, path: Any, is_zip: bool, planned: list[Any], *, group: str | None, mode: str,
+                 consolidated: bool, opts: LayoutOptions) -> None:
     """A local directory or zip: written beside the target and swapped in whole (a group written
     into the store that is there: into a copy of it)."""
     from zarr.storage import ZipStore
@@ -651,29 +472,29 @@ def _write_local(target: Any, path: Any, is_zip: bool, prepared: list[Any], *, g
                                 "overwrites. Pass mode='w' to replace it.")
         try:
             with local_scheduler(zs), local_errors(f"Could not write to {display}"):  # (a full disk: named)
-                _write_nodes(zs, prepared, mode, group is not None, consolidated, kw)
+                _write_nodes(zs, planned, opts, into_group=group is not None, consolidated=consolidated)
         finally:
             if is_zip and tmp is not None:
                 zs.store.close()
 
 
-def _write_into(zs: ZStore, prepared: list[Any], *, group: str | None, mode: str, consolidated: bool,
-                kw: Mapping[str, Any]) -> None:
+def _write_into(zs: ZStore, planned: list[Any], *, group: str | None, mode: str, consolidated: bool,
+                opts: LayoutOptions) -> None:
     """A store on object storage (or a zarr-python Store): a group written into it as it is; a
     transactional store's own commit; else a claimed write transaction."""
     if group is not None:
         _refuse_v2_root(zs, group)
-        _write_nodes(zs, prepared, mode, True, consolidated, kw)
+        _write_nodes(zs, planned, opts, into_group=True, consolidated=consolidated)
         return
     if _transactional(zs):
         _claim_transactional(zs, mode)
-        _write_nodes(zs, prepared, mode, False, consolidated, kw)
+        _write_nodes(zs, planned, opts, into_group=False, consolidated=consolidated)
         return
     # the store is claimed (its journal), a placeholder root zarr.json put first (refused by every
     # reader until the real one replaces it) and, for mode="w", the older store's objects removed;
     # the root zarr.json (with the consolidated metadata) is the commit point: see io/commit.py
     with Transaction.begin(zs, "new" if mode == "w-" else "replace", fmt="v3", mode=mode) as txn:
-        _write_nodes(zs, prepared, mode, False, consolidated, kw)
+        _write_nodes(zs, planned, opts, into_group=False, consolidated=consolidated)
         txn.finish()
 
 
@@ -737,121 +558,6 @@ def _clear(zs: ZStore) -> None:
         sync(run())
 
 
-def _prepare(ds: xr.Dataset) -> tuple[xr.Dataset, dict[Hashable, _Text]]:
-    """The Dataset xarray writes (each string/bytes variable as a zero-cost uint8 stand-in of its
-    shape: all fill value, so no chunk is written, but its zarr.json gets xarray's attributes,
-    dimension names and chunk grid) and the text variables we write ourselves: packed when in
-    memory, left lazy when dask-backed (written block by block, on the store's chunk grid).
-
-    The Dataset is built once from all its variables: assigning them one by one re-merges the
-    whole Dataset each time, quadratic in the number of variables (10,000 took minutes)."""
-    texts: dict[Hashable, _Text] = {}
-    variables: dict[Hashable, xr.Variable] = {}
-    for name, var in ds.variables.items():
-        kind = text_kind(var)
-        if kind is None:
-            # keep the CF encodings; drop what another format recorded (a v2/NCZarr compressor,
-            # filters, zarr_dtype, ...) that a v3 array cannot take
-            var = var.copy(deep=False)
-            # (the store's own chain where the encoding is still engine="zstrings"'s: its shards too)
-            enc = format_encoding(var.encoding, 3, dtype=var.dtype, text=False, where=f"variable {name!r}")
-            var.encoding = {k: v for k, v in enc.items() if k in _V3_KEEP}
-            variables[name] = var
-            continue
-        enc_chunks = var.encoding.get("chunks")
-        if _is_dask(var.data) and var.ndim:
-            texts[name] = _Text(kind, lazy=var.data, fill=_string_fill(var, kind))
-            if enc_chunks is None:  # as xarray does for dask arrays: the store's chunks are dask's
-                enc_chunks = tuple(max(max(c), 1) for c in var.data.chunks)
-        else:
-            if _is_dask(var.data):  # a 0-d dask variable: one value
-                var = var.compute()
-            filled, missing = _missing_values(var, kind, name)
-            if missing is not None and missing[0] == "optional":
-                # validate the present values (as packing does) before anything is written
-                present = np.where(np.equal(filled, None), "" if kind == "str" else b"", filled)
-                _text_values(xr.Variable(var.dims, present), kind, name)
-                texts[name] = _Text(kind, filled, None, missing)
-            else:
-                var = filled
-                texts[name] = _Text(kind, *_text_values(var, kind, name), missing)
-        stand_in = xr.Variable(var.dims, np.broadcast_to(np.zeros((), np.uint8), var.shape),
-                               {k: v for k, v in var.attrs.items() if k != "_FillValue"})
-        stand_in.encoding = {"write_empty_chunks": False}
-        if enc_chunks is not None:
-            stand_in.encoding["chunks"] = enc_chunks
-        variables[name] = stand_in
-    coords = {n: variables[n] for n in ds.coords}
-    prepared = xr.Dataset({n: variables[n] for n in ds.data_vars}, coords=coords, attrs=ds.attrs)
-    prepared.encoding = dict(ds.encoding)
-    return prepared, texts
-
-
-def _string_fill(var: xr.Variable, kind: Kind) -> Any:
-    """The string ``_FillValue`` (encoding or attribute) missing values of a dask-backed text
-    variable are written as, or None (then a block holding one is refused)."""
-    fill = string_fill(var)
-    if isinstance(fill, np.str_ | np.bytes_):
-        fill = fill.item()
-    if kind == "str" and isinstance(fill, bytes):
-        fill = fill.decode("utf-8")
-    return fill if isinstance(fill, str if kind == "str" else bytes) else None
-
-
-def _write_nodes(zs: ZStore, prepared: list[Any], mode: str, into_group: bool, consolidated: bool,
-                 kw: Mapping[str, Any]) -> None:
-    """xarray writes each node through ``_MetadataLast`` (chunks of numbers, metadata held back),
-    we write the text chunks (dask-backed ones in one parallel compute), then every zarr.json,
-    the root last."""
-    root_key = zs.full_key("zarr.json")
-    meta_store = _MetadataLast(zs.store, hidden=frozenset({root_key}) if not into_group else frozenset(),
-                               passthrough=_transactional(zs))
-    layout = kw["layout"]
-    lkw = {"index_data_type": kw["index_data_type"], "index_location": kw["index_location"],
-           "index_codecs": kw["index_codecs"], "data_codecs": kw["data_codecs"],
-           "compressors": kw["compressors"] or ()}
-    pending: list[_Pending] = []
-    out = _Writes(zs, clear_old=into_group)
-    for i, (group, ds, texts) in enumerate(prepared):
-        where = "/".join(p for p in (zs.prefix, (group or "").strip("/")) if p) or None
-        zs.check_fence()  # xarray writes the group's number chunks straight to the store
-        ds.to_zarr(meta_store, mode=("w" if not into_group else "a") if i == 0 else "a", zarr_format=3,
-                   consolidated=False, group=where)
-        prefix = (group or "").strip("/")
-        for name, text in texts.items():
-            keep = layout_named(layout).zarr_python and kw["compressors"] is None and text.kind == "str"
-            p = _write_text_array(zs, meta_store, f"{prefix}/{name}".strip("/"), name, text, layout, keep,
-                                  out, **lkw)
-            if p is not None:
-                pending.append(p)
-    out.flush()
-    if pending:
-        counts = compute_sums([p.written for p in pending], zs)
-        again: list[_Pending] = []
-        for p, n in zip(pending, counts, strict=True):
-            if int(n) and p.text.fill is None:
-                # missing values without a string fill value: found only now, so every block is
-                # written again in zarrs' optional type (as an in-memory variable would be)
-                _warn_optional(p.name, int(n))
-                text = _Text(p.text.kind, missing=("optional", int(n)), lazy=p.text.lazy)
-                redo = _write_text_array(zs, meta_store, p.path, p.name, text, layout, p.keep_codecs, out, **lkw)
-                assert redo is not None
-                again.append(redo)
-                continue
-            if int(n):  # missing values were written as the string _FillValue: say so (as in memory)
-                _fill_attribute(p.meta, p.text.fill)
-            meta_store.meta[p.key] = json.dumps(p.meta, indent=2).encode()
-        for p in again:
-            meta_store.meta[p.key] = json.dumps(p.meta, indent=2).encode()
-        if again:
-            compute_sums([p.written for p in again], zs)
-    if into_group and consolidated and root_key not in meta_store.meta:
-        raw = zs.get_bytes("zarr.json")
-        if raw is not None:
-            meta_store.meta[root_key] = raw
-    meta_store.flush(zs, root_key, consolidated, others=into_group)
-
-
 def _consolidated_root(zs: ZStore, root: dict[str, Any], nodes: Mapping[str, Any], others: bool) -> dict[str, Any]:
     """The root zarr.json with inline consolidated metadata as zarr-python writes it, built from
     the nodes just written plus (for a write into a group) the ones the store already had."""
@@ -875,3 +581,87 @@ def _consolidated_root(zs: ZStore, root: dict[str, Any], nodes: Mapping[str, Any
         entries[child] = obj
     return {**root, "consolidated_metadata": {"kind": "inline", "must_understand": False,
                                               "metadata": dict(sorted(entries.items()))}}
+
+
+# ---------------------------------------------------------------------------------------------
+# The public API
+# ---------------------------------------------------------------------------------------------
+
+
+def to_zarr_v3(
+    ds: xr.Dataset | xr.DataTree | Mapping[str, xr.Dataset],
+    target: str | os.PathLike[str] | Any,
+    *,
+    layout: str = LAYOUT_NAMES[0],
+    index_data_type: Literal["uint32", "uint64"] = "uint32",
+    index_location: Literal["start", "end"] = "end",
+    index_codecs: Sequence[Mapping[str, Any]] | None = None,
+    data_codecs: Sequence[Mapping[str, Any]] | None = None,
+    compressors: Sequence[Mapping[str, Any]] | None = None,
+    mode: NewMode = "w-",
+    consolidated: bool = True,
+    group: str | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Write ``ds`` to a Zarr v3 store, string and bytes variables in ``layout``.
+
+    ``ds`` is a Dataset, a DataTree (its nodes become groups) or a mapping of group paths to
+    Datasets (``xr.open_groups`` output), written at ``group`` (the root when None).
+    ``layout`` is one of ``codecs.layouts.LAYOUT_NAMES`` (``"vlen-utf8"``, ``"zarrs.vlen"``, ``"arrow"``,
+    ``"arrow-large"``: the module docstring describes each).
+    ``compressors`` are v3 bytes->bytes codecs (e.g. ``[{"name": "zstd", "configuration":
+    {"level": 3}}]``) applied after the layout; ``None`` gives ``vlen-utf8`` text zarr-python's
+    default (zstd) as zarr-python itself would write it and leaves the other layouts
+    uncompressed, ``[]`` writes no compressor; ``index_*``/``data_codecs`` configure
+    ``zarrs.vlen``. Lone surrogates and other values UTF-8 cannot hold raise ``ZStringsError``.
+    ``target`` is a directory, a ``.zip`` path, ``s3://bucket/key`` (or netcdf-c's S3 URL forms,
+    with ``storage_options``) or a zarr-python Store. Every chunk is written before any metadata
+    and the root ``zarr.json`` last; a local directory or zip is written beside the target and
+    swapped in whole (``mode="w"`` keeps the old store until then): see docs/reliability.md.
+
+    The argument checks, the plan and every value's packing come before anything is written.
+    """
+    layout_named(layout)  # (an unknown one is refused before anything is written)
+    opts = LayoutOptions(layout, index_data_type, index_location, index_codecs, data_codecs, compressors)
+    if mode not in ("w-", "w"):
+        raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite) or 'w' (overwrite).")
+    nodes = _nodes(ds, group, target)
+    # every value is checked and packed before the target is touched
+    planned = [(key, *plan_group(key, d)) for key, d in nodes]
+    _write_new(target, planned, group, mode, consolidated, opts, storage_options)
+
+
+def _write_new(target: Any, planned: list[Any], group: str | None, mode: str, consolidated: bool, opts: Any,
+               storage_options: Mapping[str, Any] | None) -> None:
+    """``to_zarr_v3`` of a whole store (or group) after its plan: open the target, write, commit."""
+    local = local_target(target)
+    if local is not None:
+        _write_local(target, *local, planned, group=group, mode=mode, consolidated=consolidated, opts=opts)
+        return
+    if isinstance(target, str | os.PathLike):
+        zs = open_store(os.fspath(target), mode="w",
+                        storage_options=dict(storage_options) if storage_options else None)
+    else:
+        zs = open_store(target, mode="w")
+    _write_into(zs, planned, group=group, mode=mode, consolidated=consolidated, opts=opts)
+
+
+def _nodes(ds: Any, group: str | None, target: Any) -> list[tuple[str, xr.Dataset]]:
+    """(each node's key from the store's root, its variables): a Dataset at ``group``, a
+    DataTree's nodes or a mapping's groups under it; names checked for every reader."""
+    base = (group or "").strip("/")
+    if isinstance(ds, xr.Dataset):
+        named = {"/" + base: ds}
+    elif isinstance(ds, xr.DataTree):
+        named = {"/" + "/".join(p for p in (base, n.path.strip("/")) if p): n.to_dataset(inherit=False)
+                 for n in ds.subtree}
+    elif isinstance(ds, Mapping):
+        from .nczarr import _as_groups
+
+        named = {"/" + "/".join(p for p in (base, k.strip("/")) if p): v for k, v in _as_groups(ds).items()}
+    else:
+        raise ZStringsError(f"Cannot write {type(ds).__name__}: expected an xarray Dataset, DataTree or a mapping "
+                            "of group paths to Datasets (as xr.open_groups returns).")
+    check_names(named, netcdf_c=None, target=shown(target))
+    return [(k.strip("/"), v) for k, v in named.items()]
+
