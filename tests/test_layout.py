@@ -229,3 +229,26 @@ def test_the_complexity_gate_lists_the_functions_and_the_fix() -> None:
     assert not ok
     assert "xr_zstrings/a.py:12 tangled (31)" in text and "xr_zstrings/b.py:7 Reader.read (21)" in text
     assert "python -m radon cc -n D -s xr_zstrings" in text and "split" in text and "by job" in text
+
+
+def imported_modules(source: str) -> set[str]:
+    """Every absolute module an ``import``/``from`` names anywhere in ``source`` (functions and
+    ``TYPE_CHECKING`` blocks included)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_codecs_import_no_xarray() -> None:
+    """codecs/ is chunk pipelines and codec vocabularies (issue 38): the translation of a
+    Dataset's encodings lives with the writers (write/encoding.py), so no module there imports xarray."""
+    found = {p.name: sorted(m for m in imported_modules(p.read_text(encoding="utf-8"))
+                            if m.split(".")[0] == "xarray")
+             for p in sorted((PACKAGE / "codecs").glob("*.py"))}
+    assert {k: v for k, v in found.items() if v} == {}
+    assert imported_modules("if TYPE_CHECKING:\n    import xarray as xr\ndef f():\n    from xarray.core import x\n"
+                            "from . import y\n") == {"xarray", "xarray.core"}

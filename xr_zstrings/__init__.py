@@ -28,14 +28,14 @@ _LAZY = {
     "convert": "xr_zstrings.write.convert",
     "repair": "xr_zstrings.write.repair",
     "migrate": "xr_zstrings.write.migrate",
-    "with_zarr_encoding": "xr_zstrings.codecs.encoding",
+    "with_zarr_encoding": "xr_zstrings.write.encoding",
     "read_arrow": "xr_zstrings.read.arrow",
     "show_versions": "xr_zstrings.versions",
 }
 #: the old names, still importable (calling one warns FutureWarning naming the new one); not in __all__
 _DEPRECATED = {
     "prepare_for_zarr": "xr_zstrings.write.nczarr",  # -> with_netcdf_c_strings
-    "for_zarr": "xr_zstrings.codecs.encoding",  # -> with_zarr_encoding
+    "for_zarr": "xr_zstrings.write.encoding",  # -> with_zarr_encoding
 }
 
 

@@ -52,8 +52,8 @@ class ZStringsAccessor:
 
     def with_zarr_encoding(self, zarr_format: int) -> xr.Dataset | xr.DataTree:
         """A copy whose codecs are in ``zarr_format``'s vocabulary, for ``.to_zarr(..., zarr_format=...)``;
-        see ``codecs.encoding.with_zarr_encoding``."""
-        from .codecs.encoding import with_zarr_encoding
+        see ``write.encoding.with_zarr_encoding``."""
+        from .write.encoding import with_zarr_encoding
 
         return with_zarr_encoding(self._obj, zarr_format)
 
@@ -65,7 +65,7 @@ class ZStringsAccessor:
     def to_zarr(self, store: Any = None, *, zarr_format: int | None = None, **kwargs: Any) -> Any:
         """``.to_zarr(store, zarr_format=..., **kwargs)`` with the store's exact codec chain for that
         format (netcdf-c's shuffle, v3 shards), which the format-neutral encoding engine="zstrings"
-        gives cannot hold for both formats; see ``codecs.encoding.with_zarr_encoding``.
+        gives cannot hold for both formats; see ``write.encoding.with_zarr_encoding``.
 
         The target is checked first, by the rule of this package's writers (``TargetExistsError``,
         nothing touched): a folder, S3 prefix or Store that is not empty and whose root is not a
@@ -73,7 +73,8 @@ class ZStringsAccessor:
         store (``mode="a"``, ``"r+"``, ``append_dim``) takes its Zarr format unless ``zarr_format``
         says another, which is refused, as is ``append_dim`` where no store is: xarray would first
         add metadata there, then fail."""
-        from .codecs.encoding import default_zarr_format, with_zarr_encoding
+        from .codecs.encoding import default_zarr_format
+        from .write.encoding import with_zarr_encoding
 
         fmt = _checked_format(store, zarr_format, kwargs)
         fmt = default_zarr_format() if fmt is None else fmt

@@ -3,13 +3,16 @@ the chunk reader ask it: each row written and read back through its own kernels.
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
 
-from xr_zstrings.codecs import layouts
+from xr_zstrings.codecs import layouts, registry
+from xr_zstrings.codecs.encoding import v3_codecs_encoding
 from xr_zstrings.codecs.v3 import V3Pipeline
 from xr_zstrings.errors import ZStringsError
 from xr_zstrings.text.kernels import kernels
@@ -56,3 +59,64 @@ def test_to_zarr_v3_writes_each_rows_metadata(tmp_path, name):
     assert (meta["data_type"], meta["codecs"]) == (data_type, codecs)
     back = xr.open_dataset(tmp_path / "s.zarr", engine="zstrings")
     assert back["s"].values.tolist() == list(VALUES)
+
+
+PACKAGE = Path(layouts.__file__).resolve().parents[1]
+
+
+def _name_lists(source: str, names: frozenset[str]) -> list[tuple[int, list[str]]]:
+    """(line, names) of each tuple/list/set literal or dict's keys holding two or more of ``names``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        items = node.keys if isinstance(node, ast.Dict) else node.elts if isinstance(
+            node, ast.Tuple | ast.List | ast.Set) else []
+        held = [i.value for i in items if isinstance(i, ast.Constant) and i.value in names]
+        if len(held) >= 2:
+            found.append((node.lineno, held))
+    return found
+
+
+def test_no_second_list_of_layout_names():
+    """codecs/layouts.py is the one list of the layouts (issue 38): no other module of the package
+    spells two of their names in one collection (as encoding.py's list of serializers did)."""
+    names = frozenset(layouts.LAYOUT_NAMES)
+    lists = {str(p.relative_to(PACKAGE)): found for p in sorted(PACKAGE.rglob("*.py"))
+             if p != Path(layouts.__file__).resolve() and (found := _name_lists(p.read_text(encoding="utf-8"), names))}
+    assert lists == {}, f"a second list of Zarr v3 layout names: {lists}; ask codecs/layouts.py instead"
+    assert _name_lists('X = ("a", "vlen-utf8", "zarrs.vlen")\nY = {"arrow": 1, "b": 2}\n', names) == [
+        (1, ["vlen-utf8", "zarrs.vlen"])]
+
+
+@pytest.fixture
+def new_serializer(monkeypatch):
+    """A new layout's array->bytes codec, registered as its class would be (``@register``)."""
+
+    class NewLayoutCodec(registry.CodecStep):
+        family = "array_bytes"
+
+    monkeypatch.setitem(registry._REGISTRY, "test.new-layout", NewLayoutCodec)
+    return {"name": "test.new-layout", "configuration": {}}
+
+
+def _split(codecs):
+    """(filters, compressors) the store's chain gives in an engine="zstrings" encoding."""
+    enc = v3_codecs_encoding(codecs, shards=None, text=False, where="test")
+    return [f.v2["id"] for f in enc["filters"] or ()], [c.v2["id"] for c in enc["compressors"] or ()]
+
+
+DELTA = {"name": "numcodecs.delta", "configuration": {"dtype": "<i4"}}
+ZLIB = {"name": "numcodecs.zlib", "configuration": {"level": 1}}
+
+
+def test_each_layouts_serializer_splits_the_chain():
+    """Every layout's array->bytes codec is where the encoding splits a chain into filters and
+    compressors, known from the codec registry alone."""
+    for row in layouts.V3_LAYOUTS:
+        for kind in ("str", "bytes"):
+            _, codecs = row.metadata(kind, {})
+            assert _split([DELTA, *codecs, ZLIB]) == (["delta"], ["zlib"]), (row.name, kind)
+
+
+def test_a_registered_serializer_needs_no_other_list(new_serializer):
+    """A new layout's codec, once registered, splits the chain: no list in codecs/encoding.py to extend."""
+    assert _split([DELTA, new_serializer, ZLIB]) == (["delta"], ["zlib"])

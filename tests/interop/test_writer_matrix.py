@@ -23,8 +23,9 @@ from corpus import MISSING, golden_sources, source, url
 from corpus import SOURCES as CORPUS_SOURCES
 
 from xr_zstrings import UnsupportedError, ZStringsError
-from xr_zstrings.codecs.encoding import v2_configs, with_zarr_encoding
+from xr_zstrings.codecs.encoding import v2_configs
 from xr_zstrings.sample import sample_path
+from xr_zstrings.write.encoding import with_zarr_encoding
 from xr_zstrings.write.nczarr import to_nczarr, with_netcdf_c_strings
 
 

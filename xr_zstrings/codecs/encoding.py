@@ -1,11 +1,11 @@
-"""The store's codecs as encodings xarray's own writers take (``to_zarr`` v2 and v3, ``to_netcdf``).
+"""The store's codecs as the encodings ``to_zarr`` (v2 and v3) and ``to_netcdf`` take, and back.
 
 zarr-python (3.1 to 3.4) takes a variable's ``compressors``/``filters`` in two vocabularies that
 exclude each other: Zarr v2 arrays want numcodecs objects or ``{"id": ...}`` JSON (one compressor;
 shuffle is a filter), Zarr v3 arrays want v3 codec objects or ``{"name": ...}`` JSON (shuffle and
 zlib are ``numcodecs.shuffle``/``numcodecs.zlib`` bytes->bytes codecs; ``filters`` are array->array
 codecs; ``shards`` only in v3). zarr-python has no codec object both take (zarr-python#3276 only
-sketches one), and xarray hands ``encoding`` to it unchanged, so ``ds.to_zarr(zarr_format=2)`` and
+sketches one), and ``to_zarr`` hands ``encoding`` to it unchanged, so ``ds.to_zarr(zarr_format=2)`` and
 ``zarr_format=3`` need an encoding that means the same in both.
 
 ``engine="zstrings"`` therefore gives each variable a **format-neutral** encoding
@@ -16,8 +16,9 @@ one JSON object that reads as the v2 form to numcodecs (``dict(spec)``, as
 are the shard shape. What one encoding cannot hold for both formats (netcdf-c's shuffle, a v2
 filter and a v3 bytes->bytes codec; several compressors; shards) stays in the store's own chain,
 recorded under ``zstrings_*`` keys (``zstrings_compressor``/``zstrings_filters`` for v2 and NCZarr,
-``codecs``/``zstrings_shards`` for v3), which xarray's writers ignore and :func:`format_encoding`
-(``ds.zstrings.to_zarr(zarr_format=N)``, ``with_zarr_encoding``, ``to_nczarr``, ``to_zarr_v3``) turns into
+``codecs``/``zstrings_shards`` for v3), which ``to_zarr``/``to_netcdf`` ignore and :func:`format_encoding`
+(``ds.zstrings.to_zarr(zarr_format=N)``, write/encoding.py's ``with_zarr_encoding``, ``to_nczarr``,
+``to_zarr_v3``) turns into
 the exact chain for one format. Conversions keep the meaning: the same compressor with the same
 settings (zlib stays zlib, never gzip or zstd), netcdf-c's shuffle with the real element size; what
 has no equivalent in the target format is dropped with a ``CodecDroppedWarning`` naming it.
@@ -28,41 +29,53 @@ it, the codecs are left out of ``compressors``/``filters`` (zarr-python's defaul
 naming the accessor that keeps them) instead of making either write fail.
 
 Uncompressed variables get ``compressors=None`` (and numeric ones ``filters=None``), which both
-formats read as "no codec". Text variables never get ``filters``: xarray and zarr-python pick the
-object codec (``vlen-utf8``) themselves.
+formats read as "no codec". Text variables never get ``filters``: ``to_zarr`` and zarr-python pick
+the object codec (``vlen-utf8``) themselves.
+
+Each codec's name and settings in every vocabulary come from the table in :mod:`.vocabulary`.
+This module takes and returns plain mappings (no Dataset): the writers' per-variable use is
+write/encoding.py's.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, overload
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 import numcodecs
 import numpy as np
 
-from ..errors import CodecDroppedWarning, user_stacklevel
-from ..text.kind import text_kind
+from ..errors import CodecDroppedWarning, ZStringsError, user_stacklevel
+from .registry import lookup
 from .v2 import shuffle_elementsize
-from .zarrs import ZARRS_OPTIONAL_NAMES, ZARRS_VLEN_NAMES
-
-if TYPE_CHECKING:
-    import xarray as xr
+from .vocabulary import (
+    NETCDF_C_CODECS,
+    NETCDF_C_FILTERS,
+    netcdf4_compression,
+    quiet,
+    v2_equivalent,
+    v2_id_of_netcdf4,
+    v3_equivalent,
+)
 
 __all__ = [
     "BothFormatsCodec",
     "CodecDroppedWarning",
     "default_zarr_format",
-    "for_zarr",
     "format_encoding",
+    "netcdf4_codecs",
     "netcdf4_keys",
+    "netcdf_c_readable",
+    "netcdf_c_unreadable",
     "neutral_codecs",
     "store_codecs_encoding",
     "v2_codec_as_v3",
+    "v2_config",
     "v2_configs",
+    "v2_terms",
     "v3_codecs_encoding",
-    "with_zarr_encoding",
 ]
 
 _TEXT_KINDS = ("string", "char", "unicode", "vlen", "vlen-bytes")
@@ -191,31 +204,13 @@ def _both_formats_work() -> bool:
     return True
 
 
-def _quiet(factory: Any, *args: Any, **kwargs: Any) -> Any:
-    # zarr-python warns that numcodecs.* codecs are not in the v3 spec each time one is built; the
-    # warning belongs to writing (zarr-python repeats it then), not to opening a dataset
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return factory(*args, **kwargs)
-
-
-def _v3_numcodecs_class(codec_id: str) -> Any:
-    """zarr-python's v3 wrapper class for a numcodecs codec (``numcodecs.<id>``), or None."""
-    from zarr.registry import get_codec_class
-
-    try:
-        return get_codec_class(f"numcodecs.{codec_id}")
-    except Exception:  # noqa: BLE001 - KeyError (3.1), UnknownCodecError (3.4, not a KeyError)
-        return None
-
-
 def v2_objects(
     compressor: Mapping[str, Any] | None, filters: Sequence[Mapping[str, Any]], *, dtype: np.dtype, text: bool
 ) -> tuple[Any, list[Any]]:
     """numcodecs objects for a v2 store's ``compressor``/``filters`` (netcdf-c's shuffle at the size
     it really shuffled by: the reader's rule, ``v2.shuffle_elementsize``).
 
-    For text variables the filters are left out: xarray writes strings as vlen-utf8, where
+    For text variables the filters are left out: ``to_zarr`` writes strings as vlen-utf8, where
     netcdf-c's shuffle of the fixed-width bytes means nothing (and a vlen filter is zarr's own).
     """
     comp = None if compressor is None else numcodecs.get_codec(dict(compressor))
@@ -230,41 +225,11 @@ def v2_objects(
     return comp, out
 
 
-def _v3_equivalent(codec: Any, *, dtype: np.dtype) -> tuple[str, Any] | str:
-    """One numcodecs object as ("filter" | "compressor", v3 codec object), or why there is none."""
-    from zarr.abc.codec import ArrayArrayCodec, BytesBytesCodec
-    from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
-
-    cfg = dict(codec.get_config())
-    cid = cfg.pop("id")
-    if cid == "zstd":
-        return "compressor", ZstdCodec(level=int(cfg.get("level", 0)), checksum=bool(cfg.get("checksum", False)))
-    if cid == "gzip":
-        return "compressor", GzipCodec(level=int(cfg.get("level", 5)))
-    if cid == "blosc":
-        shuffles: dict[int, Literal["noshuffle", "shuffle", "bitshuffle"]] = {
-            0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
-        shuffle = shuffles.get(int(cfg.get("shuffle", 1)))
-        if shuffle is not None:  # -1 (numcodecs' AUTOSHUFFLE) goes through numcodecs.blosc below
-            return "compressor", BloscCodec(cname=cfg.get("cname", "lz4"), clevel=int(cfg.get("clevel", 5)),
-                                            shuffle=shuffle, typesize=max(1, dtype.itemsize),
-                                            blocksize=int(cfg.get("blocksize", 0)))
-    cls = _v3_numcodecs_class(cid)
-    if cls is None:
-        return f"codec {dict(codec.get_config())!r} has no Zarr v3 equivalent in zarr-python (no 'numcodecs.{cid}' codec)"
-    v3 = _quiet(cls, **cfg)
-    if isinstance(v3, BytesBytesCodec):
-        return "compressor", v3
-    if isinstance(v3, ArrayArrayCodec):
-        return "filter", v3
-    return f"codec {cid!r} is an array->bytes codec in Zarr v3"
-
-
 def _v2_to_v3(codec: Any, *, dtype: np.dtype, where: str) -> tuple[str, Any] | None:
     """One numcodecs object as ("filter" | "compressor", v3 codec), or None (dropped, warned)."""
     if codec.get_config().get("id") in _OBJECT_CODECS:
         return None  # the serializer zarr-python picks for text
-    got = _v3_equivalent(codec, dtype=dtype)
+    got = v3_equivalent(codec, dtype=dtype)
     if isinstance(got, str):
         warnings.warn(f"{where}: {got}; it is left out of encoding['compressors'/'filters'] for v3.",
                       CodecDroppedWarning, stacklevel=user_stacklevel())
@@ -291,7 +256,7 @@ def v2_codec_as_v3(config: Mapping[str, Any], *, dtype: np.dtype,
         codec = numcodecs.get_codec(cfg)
     except Exception as e:  # noqa: BLE001 - numcodecs raises anything for a bad config
         raise UnsupportedError(f"codec {cfg!r}: numcodecs cannot build it ({e})") from None
-    got = _v3_equivalent(codec, dtype=dtype)
+    got = v3_equivalent(codec, dtype=dtype)
     if isinstance(got, str):
         raise UnsupportedError(got)
     role, obj = got
@@ -301,20 +266,8 @@ def v2_codec_as_v3(config: Mapping[str, Any], *, dtype: np.dtype,
 def _v2_equivalent(codec: Any) -> Any:
     """One v3 codec object (or its JSON dict) as a numcodecs object, or its JSON when numcodecs has
     no equivalent (the caller says so)."""
-    d = codec.v3 if isinstance(codec, BothFormatsCodec) else codec if isinstance(codec, Mapping) else codec.to_dict()
-    name = str(d.get("name"))
-    cfg = dict(d.get("configuration") or {})
-    if name == "zstd":
-        return numcodecs.Zstd(level=int(cfg.get("level", 0)), checksum=bool(cfg.get("checksum", False)))
-    if name == "gzip":
-        return numcodecs.GZip(level=int(cfg.get("level", 5)))
-    if name == "blosc":
-        shuffle = {"noshuffle": 0, "shuffle": 1, "bitshuffle": 2}.get(str(cfg.get("shuffle", "noshuffle")), 0)
-        return numcodecs.Blosc(cname=cfg.get("cname", "zstd"), clevel=int(cfg.get("clevel", 5)), shuffle=shuffle,
-                               blocksize=int(cfg.get("blocksize", 0)))
-    if name.startswith("numcodecs."):
-        return numcodecs.get_codec({"id": name.split(".", 1)[1], **cfg})
-    return d
+    return v2_equivalent(codec.v3 if isinstance(codec, BothFormatsCodec) else codec if isinstance(codec, Mapping)
+                         else codec.to_dict())
 
 
 def _v3_to_v2(codec: Any, *, where: str) -> Any:
@@ -347,7 +300,7 @@ def _as_v3(codec: Any) -> Any:
     if isinstance(codec, BothFormatsCodec):
         from zarr.registry import get_codec_class
 
-        return _quiet(get_codec_class(str(codec.v3["name"])).from_dict, dict(codec.v3))
+        return quiet(get_codec_class(str(codec.v3["name"])).from_dict, dict(codec.v3))
     return codec
 
 
@@ -383,7 +336,7 @@ def _neutral_from_v2_chain(compressor: Mapping[str, Any] | None, filters: Sequen
             continue
         try:
             v2 = numcodecs.get_codec(cfg)
-            got = _v3_equivalent(v2, dtype=dtype)
+            got = v3_equivalent(v2, dtype=dtype)
         except Exception:  # noqa: BLE001,S112 - no equivalent: the exact chain keeps it (zstrings_* keys)
             continue
         if isinstance(got, str):  # no equivalent: the exact chain keeps it
@@ -421,7 +374,7 @@ def _neutral_from_v3_chain(codecs: Sequence[Mapping[str, Any]], *, text: bool
                     continue
                 from zarr.registry import get_codec_class
 
-                v3 = _quiet(get_codec_class(name).from_dict, dict(c))
+                v3 = quiet(get_codec_class(name).from_dict, dict(c))
             except Exception:  # noqa: BLE001,S112 - no equivalent: the exact chain keeps it (codecs)
                 continue
             out.append(_both(v2, v3))
@@ -483,7 +436,7 @@ def store_codecs_encoding(
     out = _codec_keys(neutral, where=where)
     cid = None if compressor is None else compressor.get("id")
     if not text and cid == "zlib" and all(dict(f).get("id") == "shuffle" for f in filters):
-        # netCDF4/h5netcdf's own keys (xarray's zarr writer ignores them); other codecs have none there
+        # netCDF4/h5netcdf's own keys (to_zarr ignores them); other codecs have none there
         out.update(zlib=True, complevel=int(compressor.get("level", 4)), shuffle=bool(filters))  # type: ignore[union-attr]  # cid: not None
     return out
 
@@ -501,8 +454,9 @@ def netcdf4_keys(compressor: Mapping[str, Any] | None, filters: Sequence[Mapping
     if not text:
         for c in chain:
             cid = c.get("id")
-            if cid in ("zlib", "zstd", "bz2"):
-                out["zlib" if cid == "zlib" else "zstd" if cid == "zstd" else "bzip2"] = True
+            name = netcdf4_compression(cid)
+            if name in ("zlib", "zstd", "bzip2"):  # (netCDF4's flags; blosc's below)
+                out[name] = True
                 out["complevel"] = int(c.get("level", 4 if cid == "zlib" else 0))
             elif cid == "shuffle":
                 out["shuffle"] = True
@@ -532,16 +486,15 @@ def v3_codecs_encoding(codecs: Sequence[Mapping[str, Any]], *, shards: tuple[int
     return out
 
 
-_ARRAY_BYTES = ("bytes", "vlen-utf8", "vlen-bytes", "zarrs.vlen", "fixed_length_utf32", "sharding_indexed",
-                "vlen_utf8", "vlen_bytes")
-
-
 def _is_array_bytes(codec: Mapping[str, Any]) -> bool:
-    name = str(codec.get("name"))
+    """Whether a v3 codec is the chain's array->bytes step: the codec registry's family (ours, each
+    layout's codec among them, or zarr-python's), so a new layout's codec needs no list here."""
     cfg = codec.get("configuration") or {}
-    # zarrs' optional codec (also named "optional", told apart by its mask_codecs) is the serializer
-    return name in _ARRAY_BYTES or name in ZARRS_OPTIONAL_NAMES or name in ZARRS_VLEN_NAMES or (
-        name == "optional" and isinstance(cfg, Mapping) and "mask_codecs" in cfg)
+    try:
+        step = lookup(str(codec.get("name")), cfg if isinstance(cfg, Mapping) else {})
+    except ZStringsError:  # a codec nobody knows: not the serializer
+        return False
+    return step.family == "array_bytes"
 
 
 # ------------------------------------------------------------------------------------------
@@ -560,54 +513,107 @@ def _unchanged(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool) -> bool:
     return all(enc.get(k) == v for k, v in neutral.items()) and (not text or "filters" not in enc)
 
 
-def _store_v2(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool, where: str) -> tuple[Any, list[Any]]:
-    """The store's recorded chain as (v2 compressor, v2 filters), numcodecs objects."""
-    if "zstrings_compressor" in enc or "zstrings_filters" in enc:
-        return v2_objects(enc.get("zstrings_compressor"), enc.get("zstrings_filters") or (), dtype=dtype, text=text)
-    before, after = _split_v3_chain(enc["codecs"])
-    conv = [c for c in (_v3_to_v2(x, where=where) for x in (*([] if text else before), *after)) if c is not None]
+def _recorded_v2(enc: Mapping[str, Any]) -> bool:
+    """Whether an encoding records a v2/NCZarr store's chain (else a v3 chain under ``codecs``)."""
+    return "zstrings_compressor" in enc or "zstrings_filters" in enc
+
+
+def _listed(codecs: Any) -> list[Any]:
+    """``compressors`` as a list: None, one codec, or a list/tuple of them."""
+    return [] if codecs is None else list(codecs) if isinstance(codecs, list | tuple) else [codecs]
+
+
+def _numcodec(codec: Any) -> Any:
+    """A v2 codec (numcodecs object or ``{"id": ...}`` dict) as a numcodecs object."""
+    return numcodecs.get_codec(dict(codec)) if isinstance(codec, Mapping) else codec
+
+
+def _keys(compressors: Sequence[Any], filters: Sequence[Any], *, text: bool) -> dict[str, Any]:
+    """``compressors`` (None for none) and, but for text, ``filters``."""
+    out: dict[str, Any] = {"compressors": tuple(compressors) or None}
+    if not text:
+        out["filters"] = tuple(filters) or None
+    return out
+
+
+def _warn_no_shards(where: str, chunks: str) -> None:
+    warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks {chunks}).",
+                  CodecDroppedWarning, stacklevel=user_stacklevel())
+
+
+def _v2_chain_of(v3codecs: Iterable[Any], *, where: str) -> tuple[Any, list[Any]]:
+    """v3 codecs (in chain order) as a v2 (compressor, filters); what has no equivalent dropped, warned."""
+    conv = [c for c in (_v3_to_v2(x, where=where) for x in v3codecs) if c is not None]
     if not conv:
         return None, []
     # v3 puts shuffle (and any other bytes->bytes codec) before the compressor; v2 filters come first
-    return conv[-1], ([] if text else conv[:-1])
+    return conv[-1], conv[:-1]
 
 
-def _store_v3(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool, where: str) -> dict[str, Any]:
-    """The store's recorded chain as v3 ``compressors``/``filters`` (and ``shards``/``chunks``)."""
-    out: dict[str, Any] = {}
-    if "zstrings_compressor" in enc or "zstrings_filters" in enc:
-        comp, flts = v2_objects(enc.get("zstrings_compressor"), enc.get("zstrings_filters") or (), dtype=dtype,
-                                text=text)
-        v3f: list[Any] = []
-        v3c: list[Any] = []
-        for c in (*flts, *([comp] if comp is not None else [])):
-            got = _v2_to_v3(c, dtype=dtype, where=where)
-            if got is not None:
-                (v3f if got[0] == "filter" else v3c).append(got[1])
-        out["compressors"] = tuple(v3c) or None
-        if not text:
-            out["filters"] = tuple(v3f) or None
-        return out
+def _v3_chain_of(v2codecs: Iterable[Any], *, dtype: np.dtype, where: str) -> tuple[list[Any], list[Any]]:
+    """v2 codec objects (filters, then the compressor) as v3 (compressors, filters); dropped ones warned."""
+    v3f: list[Any] = []
+    v3c: list[Any] = []
+    for c in v2codecs:
+        got = _v2_to_v3(c, dtype=dtype, where=where)
+        if got is not None:
+            (v3f if got[0] == "filter" else v3c).append(got[1])
+    return v3c, v3f
+
+
+def _store_v2(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool, where: str) -> tuple[Any, list[Any]]:
+    """The store's recorded chain as (v2 compressor, v2 filters), numcodecs objects."""
+    if _recorded_v2(enc):
+        return v2_objects(enc.get("zstrings_compressor"), enc.get("zstrings_filters") or (), dtype=dtype, text=text)
+    before, after = _split_v3_chain(enc["codecs"])
+    comp, flts = _v2_chain_of((*([] if text else before), *after), where=where)
+    return comp, ([] if text else flts)
+
+
+def _store_v2_keys(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool, where: str) -> dict[str, Any]:
+    """The store's recorded chain as v2 ``compressors``/``filters`` (its shards left out, warned)."""
+    comp, flts = _store_v2(enc, dtype=dtype, text=text, where=where)
+    out = _keys([] if comp is None else [comp], flts, text=text)
+    if enc.get("zstrings_shards") is not None:
+        _warn_no_shards(where, "are the shard shape")
+    return out
+
+
+def _built_v3(codecs: Sequence[Mapping[str, Any]], key: str, *, where: str) -> list[Any]:
+    """zarr-python's codec objects for v3 codec JSON; one only our reader knows is dropped, warned."""
     from zarr.registry import get_codec_class
 
-    before, after = _split_v3_chain(enc["codecs"])
-    built: dict[str, list[Any]] = {"compressors": [], "filters": []}
-    for key, group in (("compressors", after), ("filters", [] if text else before)):
-        for c in group:
-            try:
-                built[key].append(_quiet(get_codec_class(str(c["name"])).from_dict, dict(c)))
-            except Exception:  # noqa: BLE001 - a codec only our reader knows
-                warnings.warn(f"{where}: Zarr v3 codec {c!r} is unknown to zarr-python; it is left out of "
-                              f"encoding[{key!r}].", CodecDroppedWarning, stacklevel=user_stacklevel())
-    out["compressors"] = tuple(built["compressors"]) or None
-    if not text:
-        out["filters"] = tuple(built["filters"]) or None
+    built: list[Any] = []
+    for c in codecs:
+        try:
+            built.append(quiet(get_codec_class(str(c["name"])).from_dict, dict(c)))
+        except Exception:  # noqa: BLE001 - a codec only our reader knows
+            warnings.warn(f"{where}: Zarr v3 codec {c!r} is unknown to zarr-python; it is left out of "
+                          f"encoding[{key!r}].", CodecDroppedWarning, stacklevel=user_stacklevel())
+    return built
+
+
+def _shard_keys(enc: Mapping[str, Any]) -> dict[str, Any]:
+    """``shards``/``chunks`` of a sharded v3 chain whose encoding's chunks are still the shard shape."""
     shards = enc.get("zstrings_shards")
     chain = list(enc["codecs"])
     if shards is not None and chain and chain[0].get("name") == "sharding_indexed" and \
             tuple(enc.get("chunks") or ()) == tuple(shards):
-        out["shards"] = tuple(shards)
-        out["chunks"] = tuple(chain[0]["configuration"]["chunk_shape"])
+        return {"shards": tuple(shards), "chunks": tuple(chain[0]["configuration"]["chunk_shape"])}
+    return {}
+
+
+def _store_v3(enc: Mapping[str, Any], *, dtype: np.dtype, text: bool, where: str) -> dict[str, Any]:
+    """The store's recorded chain as v3 ``compressors``/``filters`` (and ``shards``/``chunks``)."""
+    if _recorded_v2(enc):
+        comp, flts = v2_objects(enc.get("zstrings_compressor"), enc.get("zstrings_filters") or (), dtype=dtype,
+                                text=text)
+        v3c, v3f = _v3_chain_of((*flts, *([comp] if comp is not None else [])), dtype=dtype, where=where)
+        return _keys(v3c, v3f, text=text)
+    before, after = _split_v3_chain(enc["codecs"])
+    comps = _built_v3(after, "compressors", where=where)
+    out = _keys(comps, _built_v3([] if text else before, "filters", where=where), text=text)
+    out.update(_shard_keys(enc))
     return out
 
 
@@ -617,18 +623,10 @@ def format_encoding(enc: Mapping[str, Any], zarr_format: int, *, dtype: np.dtype
     the store's exact chain while they are still what engine="zstrings" read (shuffle, several
     compressors and shards included where the format holds them), else the user's codecs converted."""
     out = {k: v for k, v in enc.items() if k != "shards"} if zarr_format == 2 else dict(enc)
-    recorded = "zstrings_compressor" in enc or "zstrings_filters" in enc or isinstance(enc.get("codecs"), list)
+    recorded = _recorded_v2(enc) or isinstance(enc.get("codecs"), list)
     if recorded and _unchanged(enc, dtype=dtype, text=text):
-        if zarr_format == 2:
-            comp, flts = _store_v2(enc, dtype=dtype, text=text, where=where)
-            out["compressors"] = None if comp is None else (comp,)
-            if not text:
-                out["filters"] = tuple(flts) or None
-            if enc.get("zstrings_shards") is not None:
-                warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks are the "
-                              "shard shape).", CodecDroppedWarning, stacklevel=user_stacklevel())
-        else:
-            out.update(_store_v3(enc, dtype=dtype, text=text, where=where))
+        store_keys = _store_v2_keys if zarr_format == 2 else _store_v3
+        out.update(store_keys(enc, dtype=dtype, text=text, where=where))
         return out
     return _to_format(out, zarr_format, dtype=dtype, text=text, where=where, shards=enc.get("shards"))
 
@@ -637,48 +635,45 @@ def _to_format(enc: dict[str, Any], zarr_format: int, *, dtype: np.dtype, text: 
                shards: Any = None) -> dict[str, Any]:
     """``enc``'s own ``compressors``/``filters`` converted to ``zarr_format``'s vocabulary."""
     if "compressors" not in enc and "filters" not in enc:
-        if zarr_format == 2 and shards is not None:
-            warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks stay as they are).",
-                          CodecDroppedWarning, stacklevel=user_stacklevel())
-        return enc
+        out = enc
+    elif zarr_format == 2:
+        out = _v2_keys(enc, text=text, where=where)
+    else:
+        return _v3_keys(enc, dtype=dtype, text=text, where=where)
+    if zarr_format == 2 and shards is not None:
+        _warn_no_shards(where, "stay as they are")
+    return out
+
+
+def _v2_keys(enc: dict[str, Any], *, text: bool, where: str) -> dict[str, Any]:
+    """``enc`` with its own codecs (either vocabulary) as v2 ``compressors``/``filters``."""
     out = dict(enc)
-    if zarr_format == 2:
-        comp, filters = v2_configs({k: v for k, v in enc.items() if not k.startswith("zstrings_")
-                                    and k != "codecs"}, where=where)
-        if isinstance(comp, list):
-            raise ValueError(f"{where}: Zarr v2 holds one compressor; encoding['compressors'] has {len(comp)}.")
-        out["compressors"] = None if comp is None else (
-            numcodecs.get_codec(dict(comp)) if isinstance(comp, Mapping) else comp,)
-        objs = [numcodecs.get_codec(dict(f)) if isinstance(f, Mapping) else f for f in filters]
-        if text:
-            out.pop("filters", None)
-        else:
-            out["filters"] = tuple(objs) or None
-        if shards is not None:
-            warnings.warn(f"{where}: Zarr v2 has no shards; the shards are left out (chunks stay as they are).",
-                          CodecDroppedWarning, stacklevel=user_stacklevel())
-        return out
-    comps = enc.get("compressors")
-    comps = [] if comps is None else list(comps) if isinstance(comps, list | tuple) else [comps]
-    filters = list(enc.get("filters") or [])
-    if all(_is_v3(c) or isinstance(c, BothFormatsCodec) for c in (*comps, *filters)):
-        out["compressors"] = tuple(_as_v3(c) for c in comps) or None
-        if not text:
-            out["filters"] = tuple(_as_v3(c) for c in filters) or None
-        return out
-    v3_filters: list[Any] = []
-    v3_comps: list[Any] = []
-    for c in (*filters, *comps):
-        obj = _as_v2(c)
-        obj = numcodecs.get_codec(dict(obj)) if isinstance(obj, Mapping) else obj
-        got = _v2_to_v3(obj, dtype=dtype, where=where)
-        if got is not None:
-            (v3_filters if got[0] == "filter" else v3_comps).append(got[1])
-    out["compressors"] = tuple(v3_comps) or None
+    comp, filters = v2_configs({k: v for k, v in enc.items() if not k.startswith("zstrings_")
+                                and k != "codecs"}, where=where)
+    if isinstance(comp, list):
+        raise ValueError(  # noqa: TRY004 - a value the encoding holds, as xarray's own refusal
+            f"{where}: Zarr v2 holds one compressor; encoding['compressors'] has {len(comp)}.")
+    out["compressors"] = None if comp is None else (_numcodec(comp),)
+    objs = [_numcodec(f) for f in filters]
     if text:
         out.pop("filters", None)
     else:
-        out["filters"] = tuple(v3_filters) or None
+        out["filters"] = tuple(objs) or None
+    return out
+
+
+def _v3_keys(enc: dict[str, Any], *, dtype: np.dtype, text: bool, where: str) -> dict[str, Any]:
+    """``enc`` with its own codecs (either vocabulary) as v3 ``compressors``/``filters``."""
+    out = dict(enc)
+    comps = _listed(enc.get("compressors"))
+    filters = list(enc.get("filters") or [])
+    if all(_is_v3(c) or isinstance(c, BothFormatsCodec) for c in (*comps, *filters)):
+        out.update(_keys([_as_v3(c) for c in comps], [] if text else [_as_v3(c) for c in filters], text=text))
+        return out
+    v3c, v3f = _v3_chain_of((_numcodec(_as_v2(c)) for c in (*filters, *comps)), dtype=dtype, where=where)
+    out.update(_keys(v3c, v3f, text=text))
+    if text:
+        out.pop("filters", None)
     return out
 
 
@@ -686,74 +681,107 @@ def v2_configs(enc: Mapping[str, Any], *, where: str) -> tuple[Any, list[Any]]:
     """``(compressor, filters)`` of an encoding in Zarr v2 terms (numcodecs objects or v2 dicts), for
     our own v2/NCZarr writers: the store's recorded chain while engine="zstrings"'s
     ``compressors``/``filters`` are unchanged, else whichever vocabulary they hold, converted."""
-    recorded = "zstrings_compressor" in enc or "zstrings_filters" in enc or isinstance(enc.get("codecs"), list)
+    recorded = _recorded_v2(enc) or isinstance(enc.get("codecs"), list)
     text = "filters" not in enc and "compressors" in enc
     if recorded and _unchanged(enc, dtype=np.dtype("u1"), text=text):
-        if "zstrings_compressor" in enc or "zstrings_filters" in enc:  # as recorded (netcdf-c's shuffle: 0)
+        if _recorded_v2(enc):  # as recorded (netcdf-c's shuffle: 0)
             comp = enc.get("zstrings_compressor")
             return (None if comp is None else dict(comp)), [
                 dict(f) for f in enc.get("zstrings_filters") or () if dict(f).get("id") not in _OBJECT_CODECS]
         return _store_v2(enc, dtype=np.dtype("u1"), text=False, where=where)
-    comps = enc.get("compressors")
-    comps = [] if comps is None else list(comps) if isinstance(comps, list | tuple) else [comps]
-    filters = list(enc.get("filters") or [])
-    comps = [_as_v2(c) for c in comps]
-    filters = [_as_v2(c) for c in filters]
+    comps = [_as_v2(c) for c in _listed(enc.get("compressors"))]
+    filters = [_as_v2(c) for c in enc.get("filters") or []]
     if any(_is_v3(c) for c in (*comps, *filters)):
-        conv = [c for c in (_v3_to_v2(x, where=where) for x in (*filters, *comps)) if c is not None]
-        # v3 puts shuffle (and any other bytes->bytes codec) before the compressor; v2 filters come first
-        if not conv:
-            return None, []
-        return conv[-1], conv[:-1]
+        return _v2_chain_of((*filters, *comps), where=where)
     if len(comps) > 1:
         return comps, filters  # the caller refuses more than one v2 compressor with its own message
     return (comps[0] if comps else None), filters
 
 
-@overload
-def with_zarr_encoding(obj: xr.Dataset, zarr_format: int) -> xr.Dataset: ...
-@overload
-def with_zarr_encoding(obj: xr.DataTree, zarr_format: int) -> xr.DataTree: ...
-def with_zarr_encoding(obj: Any, zarr_format: int) -> Any:
-    """A copy of a Dataset or DataTree whose variables' codecs are in ``zarr_format``'s vocabulary,
-    for ``.to_zarr(..., zarr_format=zarr_format)``: the store's exact chain where the encoding is
-    still engine="zstrings"'s (shuffle, shards), else the encoding's own codecs converted; codecs
-    without an equivalent are dropped with a ``CodecDroppedWarning``."""
-    import xarray as xr
-
-    if zarr_format not in (2, 3):
-        raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}.")
-    if isinstance(obj, xr.DataTree):
-        return obj.map_over_datasets(lambda d: with_zarr_encoding(d, zarr_format))
-    out = obj.copy()
-    for name, var in obj.variables.items():
-        kind = text_kind(var)  # the writers' rule (text/kind.py)
-        out[name].encoding = format_encoding(dict(var.encoding), zarr_format, dtype=var.dtype, text=kind is not None,
-                                             where=f"variable {name!r}")
-        as_chars = np.dtype(var.encoding.get("dtype", "O")).kind == "S"  # (NC_CHAR: xarray refuses its fill)
-        if zarr_format == 3 and kind == "str" and not as_chars:
-            out[name].attrs, out[name].encoding = _v3_text_fill(dict(var.attrs), dict(out[name].encoding))
-    return out
+# ------------------------------------------------------------------------------------------
+# An encoding's codecs as the .zarray chain a netcdf-c target holds (to_nczarr, zstrings convert)
+# ------------------------------------------------------------------------------------------
 
 
-@overload
-def for_zarr(obj: xr.Dataset, zarr_format: int) -> xr.Dataset: ...
-@overload
-def for_zarr(obj: xr.DataTree, zarr_format: int) -> xr.DataTree: ...
-def for_zarr(obj: Any, zarr_format: int) -> Any:
-    """Deprecated: the old name of ``with_zarr_encoding`` (same arguments, same result)."""
-    warnings.warn("xr_zstrings.for_zarr is deprecated: use xr_zstrings.with_zarr_encoding (same arguments, same "
-                  "result).", FutureWarning, stacklevel=user_stacklevel())
-    return with_zarr_encoding(obj, zarr_format)
+def v2_config(codec: Any, *, where: str) -> dict[str, Any]:
+    """One compressor/filter as a v2 config dict (``{}`` for None): a name, a config dict or a
+    numcodecs codec; anything else is refused naming ``where``."""
+    if codec is None:
+        return {}
+    if isinstance(codec, str):
+        return {"id": codec}
+    if isinstance(codec, Mapping):
+        return dict(codec)
+    get_config = getattr(codec, "get_config", None)
+    if get_config is None:
+        raise ZStringsError(
+            f"Invalid compressor/filter {codec!r} for {where}: expected a numcodecs codec, a config dict "
+            "such as {'id': 'zlib', 'level': 4} or a name ('zlib', 'zstd', 'bz2', 'blosc')."
+        )
+    return dict(get_config())
 
 
-def _v3_text_fill(attrs: dict[str, Any], encoding: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A text variable's string ``_FillValue`` as CF ``missing_value`` (attribute or encoding, where
-    it was), for xarray's Zarr v3 writer: xarray 2026.9 cannot encode a ``_FillValue`` for a
-    StringDType or object variable, nor decode one it wrote for ``<U``, but writes ``missing_value``
-    (missing values as it) and masks it when it reads the array."""
-    for where in (attrs, encoding):
-        fill = where.get("_FillValue")
-        if isinstance(fill, str | np.str_) and "missing_value" not in attrs and "missing_value" not in encoding:
-            where["missing_value"] = str(where.pop("_FillValue"))
-    return attrs, encoding
+def v2_terms(enc: Mapping[str, Any], *, where: str) -> dict[str, Any]:
+    """``enc`` with its ``compressors`` (either vocabulary) as a v2 ``compressor`` (a list when there
+    are several: the caller decides) and ``filters``; text read by engine="zstrings" has no
+    ``filters``, so the store's own (netcdf-c's shuffle) are kept, its object codec left out."""
+    comp, filters = v2_configs(enc, where=where)
+    stored = [f for f in enc.get("zstrings_filters") or () if dict(f).get("id") not in _OBJECT_CODECS]
+    return {**enc, "compressor": comp, "filters": filters if "filters" in enc else (stored or None)}
+
+
+def netcdf4_codecs(enc: Mapping[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """The v2 chain of netCDF4's ``zlib``/``compression``/``complevel``/``shuffle`` keys, or None
+    when they ask for no compression."""
+    if not (enc.get("zlib") or enc.get("compression")):
+        return None
+    level = enc.get("complevel")
+    comp = {"id": v2_id_of_netcdf4(enc.get("compression") or "zlib"), "level": 4 if level is None else int(level)}
+    return comp, ([{"id": "shuffle", "elementsize": 0}] if enc.get("shuffle") else [])
+
+
+def netcdf_c_unreadable(compressor: Mapping[str, Any] | None, filters: Sequence[Mapping[str, Any]]) -> list[Any]:
+    """The ids of a v2 chain that netcdf-c cannot decode in NCZarr (the compressor's first)."""
+    bad = [compressor.get("id")] if compressor and compressor.get("id") not in NETCDF_C_CODECS else []
+    return bad + [f.get("id") for f in filters if f.get("id") not in NETCDF_C_FILTERS]
+
+
+def _loose_config(codec: Any) -> dict[str, Any] | None:
+    """A name, dict or numcodecs codec as a v2 config dict; None for anything else."""
+    if isinstance(codec, str):
+        return {"id": codec}
+    if codec is None or isinstance(codec, dict):
+        return codec
+    return dict(codec.get_config()) if hasattr(codec, "get_config") else None
+
+
+def _loose_filters(filters: Any) -> list[dict[str, Any]]:
+    """Filters as v2 config dicts, without what is not a codec or is a layout's object codec."""
+    return [f for f in (_loose_config(x) for x in filters or []) if f is not None
+            and f.get("id") not in _OBJECT_CODECS]
+
+
+def netcdf_c_readable(enc: dict[str, Any], *, where: str, compressor: Mapping[str, Any] | None = None,
+                      replace: bool = False, readable: frozenset[str] = NETCDF_C_CODECS) -> set[str]:
+    """Rewrites ``enc`` (in place) with a ``compressor``/``filters`` that netcdf-c reads, for a
+    copy to NCZarr or Zarr v2: ``compressor`` for every variable when ``replace``, else the
+    encoding's own (either vocabulary) with an unreadable compressor replaced by zlib; filters
+    other than shuffle are left out. Returns the ids replaced or left out, for the caller to say."""
+    if "compressor" not in enc and "compressors" in enc:
+        comp0, filters0 = v2_configs(enc, where=where)
+        enc["compressor"] = comp0[0] if isinstance(comp0, list) else comp0  # netcdf-c holds one
+        enc["filters"] = filters0 if "filters" in enc else enc.get("zstrings_filters")
+    enc.pop("compressors", None)
+    comp = _loose_config(enc.get("compressor"))
+    filters = _loose_filters(enc.get("filters"))
+    bad = {f["id"] for f in filters if f.get("id") not in NETCDF_C_FILTERS}
+    if replace:
+        comp = None if compressor is None else dict(compressor)
+    elif comp is not None and comp.get("id") not in readable:
+        bad.add(str(comp.get("id")))
+        comp = {"id": "zlib", "level": 4}
+    for k in ("zlib", "compression", "complevel", "shuffle"):
+        enc.pop(k, None)
+    enc["compressor"] = comp
+    enc["filters"] = [f for f in filters if f.get("id") in NETCDF_C_FILTERS] or None
+    return bad

@@ -65,7 +65,7 @@ Sharding: ``chunk_shape`` is the *shard* shape (the chunk grid's); a shard is de
 :meth:`V3Pipeline.encode` leaves inner chunks holding only the fill value out of the shard
 (index entry ``2**64-1``), as zarr-python does, unless ``write_empty_chunks=True``.
 
-This module never imports xarray; zarr-python is imported lazily, the first time a chain needs
+This module never imports the dataset layer; zarr-python is imported lazily, the first time a chain needs
 one of its codecs (plain ``bytes``/``transpose``/vlen/Arrow chains do not import it at all).
 """
 

@@ -4,7 +4,8 @@ disk) -> ``dimensions``, ``chunks`` (encode and write blocks) and ``v2_text`` (a
 ``append`` (append along a dimension, add variables) -> ``nczarr`` (``to_nczarr``: NCZarr 2 / Zarr
 v2) and ``zarr3`` (``to_zarr_v3``) -> ``convert`` (whole netCDF-4 files); ``migrate`` (Zarr v2 /
 NCZarr as Zarr v3, chunks unchanged) and ``repair`` (completing or undoing what a killed writer left,
-and the undo every writer's transaction runs first).
+and the undo every writer's transaction runs first); ``encoding`` (``with_zarr_encoding``: a Dataset's
+encodings in one Zarr format's codecs, for ``to_zarr``).
 """
 
 from typing import Literal

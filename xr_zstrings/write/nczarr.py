@@ -30,7 +30,6 @@ from typing import Any
 import numpy as np
 import xarray as xr
 
-from ..codecs.encoding import with_zarr_encoding
 from ..errors import UnsupportedError, ZStringsError, user_stacklevel
 from ..formats.nczarr import NC_FILL_VALUES
 from ..formats.nczarr_json import dumps
@@ -42,6 +41,7 @@ from . import WriteMode
 from .append import _add_variables, _append
 from .chunks import attach_pipelines, local_scheduler, write_arrays
 from .dimensions import _ancestors, _resolve_dimensions
+from .encoding import with_zarr_encoding
 from .plan import (
     DEFAULT_NETCDF_C,
     NETCDF_C_CODECS,

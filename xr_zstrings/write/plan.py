@@ -19,7 +19,8 @@ import xarray as xr
 from xarray import conventions
 
 from .. import __version__
-from ..codecs.encoding import OBJECT_CODECS, v2_configs
+from ..codecs import vocabulary
+from ..codecs.encoding import netcdf4_codecs, netcdf_c_unreadable, v2_config, v2_terms
 from ..codecs.v2 import ChunkPipeline
 from ..errors import DimensionError, StringTruncationWarning, UnsupportedError, ZStringsError, user_stacklevel
 from ..formats import netcdf_c as netcdf_c_table
@@ -39,11 +40,8 @@ Format = Literal["nczarr", "zarr2"]
 DEFAULT_NETCDF_C = netcdf_c_table.DEFAULT_NETCDF_C
 
 
-#: Compressor/filter ids that the current netcdf-c (4.10, as shipped in the netCDF4 wheel) decodes in NCZarr.
-#: Checked one by one against the real library: ``gzip`` and ``lz4`` fail ("undefined filter"),
-#: ``blosc`` (every cname, every shuffle mode) reads even though netcdf-c cannot *write* it there.
-NETCDF_C_CODECS = frozenset({"zlib", "zstd", "bz2", "blosc"})
-_NETCDF_C_FILTERS = frozenset({"shuffle"})
+#: Compressor ids that the current netcdf-c decodes in NCZarr (codecs/vocabulary.py's table)
+NETCDF_C_CODECS = vocabulary.NETCDF_C_CODECS
 
 _NCPROPERTIES = f"version=2,xr_zstrings={__version__},nczarr={NCZARR_VERSION}"
 _CHUNK_TARGET_BYTES = 4 << 20  # default chunks aim at ~4 MiB (netcdf-c writes small arrays whole)
@@ -142,73 +140,48 @@ def string_fill(var: xr.Variable) -> Any:
     return var.encoding.get("_FillValue")
 
 
-def _codec_config(codec: Any, *, where: str) -> dict[str, Any]:
-    if codec is None:
-        return {}
-    if isinstance(codec, str):
-        return {"id": codec}
-    if isinstance(codec, Mapping):
-        return dict(codec)
-    get_config = getattr(codec, "get_config", None)
-    if get_config is None:
-        raise ZStringsError(
-            f"Invalid compressor/filter {codec!r} for {where}: expected a numcodecs codec, a config dict "
-            "such as {'id': 'zlib', 'level': 4} or a name ('zlib', 'zstd', 'bz2', 'blosc')."
-        )
-    return dict(get_config())
-
-
 def _codecs_from_encoding(
     enc: Mapping[str, Any], default: Any, *, where: str, strict: bool
 ) -> tuple[dict[str, Any] | None, list[dict[str, Any]] | None]:
-    """Compressor and filters from zarr-style (``compressor``/``filters``) or netCDF4-style
-    (``zlib``/``compression``/``complevel``/``shuffle``) encodings; refuse what netcdf-c cannot read."""
-    comp: dict[str, Any] | None = None
-    filters: list[dict[str, Any]] = []
+    """Compressor and filters from zarr-style (``compressor``/``filters``, or ``compressors`` in
+    either vocabulary) or netCDF4-style (``zlib``/``compression``/``complevel``/``shuffle``)
+    encodings, as netcdf-c writes them; refuse what netcdf-c cannot read when ``strict``."""
     if "compressors" in enc and "compressor" not in enc:
-        # xarray with zarr-python 3 records a tuple of compressors (zarr v2 holds at most one);
-        # engine="zstrings" and engine="zarr" on a v3 store give v3 codec objects: in v2 terms here
-        comp0, filters0 = v2_configs(enc, where=where)
-        if isinstance(comp0, list):
+        # xarray with zarr-python 3 records a tuple of compressors (zarr v2 holds at most one)
+        enc = v2_terms(enc, where=where)
+        if isinstance(enc["compressor"], list):
             raise UnsupportedError(
-                f"Cannot write {where} with {len(comp0)} compressors: Zarr v2 (and netcdf-c) hold one. "
+                f"Cannot write {where} with {len(enc['compressor'])} compressors: Zarr v2 (and netcdf-c) hold one. "
                 "Keep one in encoding['compressors'] (or set encoding['compressor'])."
             )
-        # text read by engine="zstrings" has no 'filters' (xarray's vlen strings take none): the
-        # store's own (netcdf-c's shuffle of the fixed-width bytes) are kept for NCZarr
-        # (a |O source's vlen-utf8/vlen-bytes is the object codec of that layout, not a filter:
-        # NCZarr text is |Sn or >S1, so it is left out)
-        stored = [f for f in enc.get("zstrings_filters") or () if dict(f).get("id") not in OBJECT_CODECS]
-        enc = {**enc, "compressor": comp0, "filters": filters0 if "filters" in enc else (stored or None)}
-    if "compressor" in enc or enc.get("filters"):
-        comp = _codec_config(enc.get("compressor"), where=where) or None
-        filters = [_codec_config(f, where=where) for f in (enc.get("filters") or [])]
-    elif enc.get("zlib") or enc.get("compression"):
-        name = enc.get("compression") or "zlib"
-        name = {"zlib": "zlib", "zstd": "zstd", "bzip2": "bz2"}.get(name, name)
-        level = enc.get("complevel")
-        comp = {"id": name, "level": 4 if level is None else int(level)}
-        if enc.get("shuffle"):
-            filters = [{"id": "shuffle", "elementsize": 0}]
-    elif default is not None:
-        comp = _codec_config(default, where=where) or None
+    comp, filters = _asked_codecs(enc, default, where=where)
     if comp is not None and comp.get("id") == "zlib" and "level" not in comp:
         comp["level"] = 4
     for f in filters:
         if f.get("id") == "shuffle":
             f.clear()
             f.update({"id": "shuffle", "elementsize": 0})  # netcdf-c shuffles by the element size
-    if strict:
-        bad = [c["id"] for c in ([comp] if comp else []) if c.get("id") not in NETCDF_C_CODECS]
-        bad += [f.get("id") for f in filters if f.get("id") not in _NETCDF_C_FILTERS]
-        if bad:
-            raise UnsupportedError(
-                f"Cannot write {where} with codec {bad[0]!r}: netcdf-c {CURRENT.example} cannot read it (it reads the "
-                f"compressors {sorted(NETCDF_C_CODECS)} and the 'shuffle' filter). Use e.g. "
-                "encoding={'compressor': {'id': 'zstd', 'level': 3}}, or pass netcdf_c_codecs_only=False "
-                "to write it anyway for other Zarr readers."
-            )
+    bad = netcdf_c_unreadable(comp, filters) if strict else []
+    if bad:
+        raise UnsupportedError(
+            f"Cannot write {where} with codec {bad[0]!r}: netcdf-c {CURRENT.example} cannot read it (it reads the "
+            f"compressors {sorted(NETCDF_C_CODECS)} and the 'shuffle' filter). Use e.g. "
+            "encoding={'compressor': {'id': 'zstd', 'level': 3}}, or pass netcdf_c_codecs_only=False "
+            "to write it anyway for other Zarr readers."
+        )
     return comp, (filters or None)
+
+
+def _asked_codecs(enc: Mapping[str, Any], default: Any, *, where: str) -> tuple[dict[str, Any] | None,
+                                                                                list[dict[str, Any]]]:
+    """The encoding's own codecs as v2 config dicts: its zarr keys, else its netCDF4 keys, else ``default``."""
+    if "compressor" in enc or enc.get("filters"):
+        return (v2_config(enc.get("compressor"), where=where) or None,
+                [v2_config(f, where=where) for f in (enc.get("filters") or [])])
+    netcdf4 = netcdf4_codecs(enc)
+    if netcdf4 is not None:
+        return netcdf4
+    return (v2_config(default, where=where) or None) if default is not None else None, []
 
 
 def _default_chunks(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -363,27 +336,38 @@ def _text_asked(group: str, name: str, var: xr.Variable, kind: str) -> _Text:
     dask = _is_dask(data)
     dims = tuple(str(d) for d in var.dims)
     if kind == "bytes":
-        if not dask:
-            data = np.asarray(data)
-            if data.dtype.kind == "O":
-                data = data.astype(bytes)
-        if data.dtype.itemsize == 1 and dims and nc_type != "NC_STRING" and (
-                want_char or "_Encoding" in attrs or "char_dim_name" not in enc):
-            want_char = True  # raw NC_CHAR (read with concat_characters=False): keep its dimensions
-            kind = "rawchar"
-        elif nc_type != "NC_STRING":
-            want_char = True
+        data, kind, want_char = _bytes_asked(data, dask, dims, want_char, enc, attrs)
     had_encoding = "_Encoding" in attrs or "_Encoding" in enc
     text_encoding = str(attrs.pop("_Encoding", enc.get("_Encoding", "utf-8")))
-    fill_text = string_fill(var)
     attrs.pop("_FillValue", None)
-    if fill_text is not None and not isinstance(fill_text, str | bytes | np.str_ | np.bytes_):
-        fill_text = None  # a NaN mask marker is not a string fill value
-    if isinstance(fill_text, bytes | np.bytes_):
-        fill_text = bytes(fill_text).decode("utf-8")
     return _Text(group=group, name=name, kind=kind, char=want_char, data=data, dask=dask, dims=dims,
                  hints=list(enc.get("dimension_references") or []), attrs=attrs, had_encoding=had_encoding,
-                 text_encoding=text_encoding, fill=fill_text)
+                 text_encoding=text_encoding, fill=_fill_text(var))
+
+
+def _bytes_asked(data: Any, dask: bool, dims: tuple[str, ...], want_char: bool, enc: Mapping[str, Any],
+                 attrs: Mapping[str, Any]) -> tuple[Any, str, bool]:
+    """A bytes variable's (values, kind, as NC_CHAR): one-byte values keep their dimensions as raw
+    NC_CHAR (read with concat_characters=False); others are NC_CHAR unless NC_STRING is asked."""
+    nc_type = enc.get("nc_type")
+    if not dask:
+        data = np.asarray(data)
+        if data.dtype.kind == "O":
+            data = data.astype(bytes)
+    if data.dtype.itemsize == 1 and dims and nc_type != "NC_STRING" and (
+            want_char or "_Encoding" in attrs or "char_dim_name" not in enc):
+        return data, "rawchar", True
+    return data, "bytes", want_char or nc_type != "NC_STRING"
+
+
+def _fill_text(var: xr.Variable) -> str | None:
+    """A string variable's fill value as text (bytes decoded), None for none or a NaN mask marker."""
+    fill = string_fill(var)
+    if fill is not None and not isinstance(fill, str | bytes | np.str_ | np.bytes_):
+        return None  # a NaN mask marker is not a string fill value
+    if isinstance(fill, bytes | np.bytes_):
+        return bytes(fill).decode("utf-8")
+    return fill
 
 
 def _raw_char_array(text: _Text, var: xr.Variable, unlimited: set[str]) -> _Array:
