@@ -122,14 +122,15 @@ def _refuse_nczarr(store: Any, mode: str, storage_options: Any) -> None:
 
 
 def _checked_format(store: Any, zarr_format: int | None, kwargs: dict[str, Any]) -> int | None:
-    """Refuse a target xarray's ``to_zarr`` may not touch (``io.atomic.target_root``); the Zarr
-    format to write (None: the default)."""
+    """Refuse a target xarray's ``to_zarr`` may not touch (``write.session.target_refusal``: looked
+    at, not opened for writing: xarray writes it); the Zarr format to write (None: the default)."""
     from .errors import StoreNotFoundError, TargetExistsError
-    from .io.atomic import refused, target_root
+    from .io.atomic import refused
+    from .write.session import target_refusal
 
     append_dim = kwargs.get("append_dim")
     mode = kwargs.get("mode") or ("a" if append_dim is not None else "w-")
-    root = target_root(store, storage_options=kwargs.get("storage_options"))
+    root = target_refusal(store, storage_options=kwargs.get("storage_options"))
     if root is None:  # (a target not looked into: xarray's own rules)
         return zarr_format
     if root.refusal is not None:

@@ -7,104 +7,30 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable, Hashable
+import warnings
 from pathlib import Path
 from typing import Any, cast
 
 from ..codecs.layouts import LAYOUT_NAMES
 from ..formats.netcdf_c import CURRENT, DEFAULT_NETCDF_C, examples_text
 from ..io.redact import redact
-from ..write import NewMode
 from .common import _NETCDF_SUFFIXES, _TARGET_HELP, OK, UsageError, _is_netcdf_file
 
-
-def _convert_helpers() -> tuple[dict[str, Any], Callable[[Any, str], None]]:
-    """The undecoded open options and the netCDF-4 writer behind ``conversion.convert`` (a
-    temporary file that replaces the target when complete)."""
-    from ..write.convert import RAW_DECODERS, write_netcdf4_file
-
-    return dict(RAW_DECODERS), write_netcdf4_file
+#: ``--compressor``: the keys of ``write.convert.COMPRESSORS`` (not imported: the command line loads
+#: no writer before it runs one)
+COMPRESSOR_CHOICES = ("zlib", "zstd", "bz2", "none")
 
 
 def _target_format(dst: str, requested: str | None) -> str:
-    is_nc = dst.lower().endswith(_NETCDF_SUFFIXES)
+    """``--format``, else the library's choice from the name (``write.convert.target_format``)."""
+    from ..write.convert import target_format
+
     if requested is None:
-        if is_nc:
-            return "netcdf4"
-        if "mode=zarr" in dst and "nczarr" not in dst.split("#", 1)[-1]:
-            return "zarr2"
-        return "nczarr"
-    if is_nc and requested != "netcdf4":
+        return target_format(dst)
+    if dst.lower().endswith(_NETCDF_SUFFIXES) and requested != "netcdf4":
         raise UsageError(f"DST {redact(dst)} ends in a netCDF suffix but --format {requested} writes a Zarr store: "
                          "name the target like out.zarr, or drop --format to write a netCDF-4 file.")
     return requested
-
-
-class _Counted:
-    """Backend array that counts the bytes read from a source variable on a progress bar."""
-
-    BLOCK_BYTES = 8 << 20
-
-    def __init__(self, var: Any, bar: Any) -> None:
-        self.var = var
-        self.shape = var.shape
-        self.dtype = var.dtype
-        self.bar = bar
-        self.remaining = int(var.nbytes)
-
-    def __getitem__(self, key: Any) -> Any:
-        from xarray.core import indexing
-
-        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC, self._get)
-
-    def _get(self, key: tuple[Any, ...]) -> Any:
-        import numpy as np
-
-        key = tuple(key)
-        first = key[0] if key else None
-        if isinstance(first, slice) and (first.step or 1) == 1 and self.var.ndim:
-            start, stop, _ = first.indices(self.shape[0])
-            row_bytes = max(1, self.var.dtype.itemsize * int(np.prod(self.shape[1:], dtype=np.int64)))
-            rows = max(1, self.BLOCK_BYTES // row_bytes)
-            if stop - start > rows:  # read in blocks so the bar moves during one large variable
-                pieces = [self._read((slice(i, min(i + rows, stop)), *key[1:]))
-                          for i in range(start, stop, rows)]
-                return np.concatenate(pieces, axis=0)
-        return self._read(key)
-
-    def _read(self, key: tuple[Any, ...]) -> Any:
-        import numpy as np
-
-        out = np.asarray(self.var[key].values)
-        n = min(self.remaining, out.size * out.dtype.itemsize)
-        if n > 0:
-            self.remaining -= n
-            self.bar.update(n)
-        return out
-
-
-def _counted(groups: dict[str, Any], bar: Any) -> dict[str, Any]:
-    """The same groups with every non-index variable read through ``_Counted`` (still lazy)."""
-    import xarray as xr
-    from xarray.backends import BackendArray
-    from xarray.core import indexing
-
-    class Counted(_Counted, BackendArray):
-        pass
-
-    out = {}
-    for path, ds in groups.items():
-        coords: dict[Hashable, Any] = {}
-        data: dict[Hashable, Any] = {}
-        for name, var in ds.variables.items():
-            if name not in ds.indexes:
-                var = xr.Variable(var.dims, indexing.LazilyIndexedArray(Counted(var, bar)), var.attrs,
-                                  var.encoding)
-            (coords if name in ds.coords else data)[name] = var
-        new = xr.Dataset(data, coords=coords, attrs=ds.attrs)
-        new.encoding = dict(ds.encoding)
-        out[path] = new
-    return out
 
 
 def _progress(total: int, quiet: bool, dst: str) -> Any:
@@ -129,8 +55,6 @@ class _NoBar:
 
 
 def _cmd_convert(args: argparse.Namespace) -> int:
-    import xarray as xr
-
     src, dst = args.src, args.dst
     fmt = _target_format(dst, args.format)
     if args.maxstrlen is not None and fmt not in ("nczarr", "zarr2"):
@@ -146,53 +70,26 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         raise UsageError(f"--layout chooses the Zarr v3 string layout; add --format zarr3 (target is {fmt}).")
     if os.path.abspath(src) == os.path.abspath(dst):
         raise UsageError(f"SRC and DST are the same ({redact(src)}); choose another target.")
-    _check_target(dst, fmt, overwrite=args.overwrite)
-
-    from ..write import nczarr as writer
-
-    raw_options, write_netcdf4 = _convert_helpers()
-    source_is_nc = _is_netcdf_file(src)
-    if source_is_nc and not Path(src).expanduser().exists():
+    if _is_netcdf_file(src) and not Path(src).expanduser().exists():
         raise UsageError(f"No such file: {src}; check the path.")
-    if not source_is_nc and fmt != "netcdf4":  # the same store spelled otherwise, or one inside the other
-        from ..io.store import open_store
-        from ..write.migrate import overlaps
+    from ..errors import CodecDroppedWarning, StringOverflowError, TargetExistsError
+    from ..write.convert import convert
 
-        if overlaps(open_store(src, mode="r"), dst, None):
-            raise UsageError(f"DST {redact(dst)} is SRC, or holds it, or lies inside it: writing it would remove "
-                             "what is being read; choose another target.")
-    open_kw: dict[str, Any] = dict(raw_options)
-    if fmt == "zarr3":
-        open_kw["concat_characters"] = True  # NC_CHAR becomes text, not one-byte bytes values
-    engine = "netcdf4" if source_is_nc else "zstrings"
-    groups = xr.open_groups(src, engine=engine, **open_kw)
-    from ..errors import StringOverflowError, TargetExistsError
-
+    kw: dict[str, Any] = {}
+    if fmt in ("nczarr", "zarr2"):  # the source's codecs, what netcdf-c cannot read replaced (said unless -q)
+        kw = {"maxstrlen": args.maxstrlen, "on_overflow": args.on_overflow, "recompress": args.compressor or "netcdf-c"}
+    elif fmt == "zarr3":
+        kw = {"layout": args.layout or LAYOUT_NAMES[0]}
     try:
-        total = sum(int(v.nbytes) for ds in groups.values() for n, v in ds.variables.items()
-                    if n not in ds.indexes)
-        bar = _progress(total, args.quiet, dst)
-        try:
-            counted = _counted(dict(groups), bar)
-            mode: NewMode = "w" if args.overwrite else "w-"
-            if fmt == "netcdf4":
-                _clamp_chunks(counted)
-                write_netcdf4(counted, dst)  # never a half-written file; the old one until done
-            elif fmt in ("nczarr", "zarr2"):
-                _netcdf_c_codecs(counted, args.compressor, writer.NETCDF_C_CODECS, quiet=args.quiet)
-                writer.to_nczarr(counted, dst, mode=mode, format=cast(Any, fmt), maxstrlen=args.maxstrlen,
-                                 on_overflow=args.on_overflow, netcdf_c=args.netcdf_c)
-            else:
-                _write_zarr3(counted, dst, mode=mode, layout=args.layout or LAYOUT_NAMES[0])
-        finally:
-            bar.close()
-    except TargetExistsError:  # object storage, or created meanwhile: the same words as above
-        raise UsageError(_exists_text(dst)) from None
+        with warnings.catch_warnings():
+            if args.quiet:
+                warnings.filterwarnings("ignore", message="codecs netcdf-c cannot read", category=CodecDroppedWarning)
+            convert(src, dst, mode="w" if args.overwrite else "w-", format=cast(Any, fmt), netcdf_c=args.netcdf_c,
+                    progress=lambda total: _progress(total, args.quiet, dst), **kw)
+    except TargetExistsError as e:  # the writer's refusal, in the command's words
+        raise UsageError(_refused_text(dst, fmt, args.overwrite, e)) from None
     except StringOverflowError as e:  # the library names its keyword arguments: name the flags
         raise UsageError(_overflow_in_flags(str(e))) from None
-    finally:
-        for ds in groups.values():
-            ds.close()
     if not args.quiet:
         print(f"wrote {redact(dst)} ({fmt})", file=sys.stderr)
     return OK
@@ -203,30 +100,44 @@ def _exists_text(dst: str) -> str:
     return f"DST {redact(dst)} exists; pass --overwrite to replace it, or choose another DST."
 
 
-def _not_a_store(path: Path, fmt: str) -> str | None:
+def _not_a_store(dst: str, fmt: str) -> str | None:
     """What a local target that ``--overwrite`` must not replace holds (the writers' own rule), or
-    None when it is a store, a zip or netCDF file, or empty."""
+    None when it is a store, a zip or netCDF file, empty, or not local."""
     from ..io.atomic import not_replaceable
+    from ..write.session import classify
 
+    path = classify(dst).path
+    if path is None:
+        return None
     kind = "netcdf" if fmt == "netcdf4" else ("zip" if path.is_file() else "zarr")  # (dirs: one rule)
     return not_replaceable(path, kind)
 
 
-def _check_target(dst: str, fmt: str, *, overwrite: bool) -> None:
-    """Refuse an existing local target without ``--overwrite`` (one wording for every format), and
-    any target that is not something zstrings writes (a directory of other files) even with it."""
-    from ..io.targets import local_target
+def _never_replaced_text(dst: str, what: str) -> str:
+    return f"DST {redact(dst)} is {what}; zstrings does not replace it, even with --overwrite: choose another DST."
 
-    local = local_target(dst) if fmt != "netcdf4" else (Path(dst).expanduser(), False)
-    if local is None:  # object storage: the writers refuse an existing store (TargetExistsError)
-        return
-    path = local[0]
-    what = _not_a_store(path, fmt)
+
+def _refused_text(dst: str, fmt: str, overwrite: bool, e: BaseException) -> str:
+    """A writer's ``TargetExistsError`` in the command's words: a target zstrings never replaces,
+    one that exists (without ``--overwrite``), else the writer's words with the flag for the mode."""
+    what = _not_a_store(dst, fmt)
     if what is not None:
-        raise UsageError(f"DST {redact(dst)} is {what}; zstrings does not replace it, even with --overwrite: "
-                         "choose another DST.")
-    exists = path.is_file() or (path.is_dir() and any(path.iterdir()))
-    if exists and not overwrite:
+        return _never_replaced_text(dst, what)
+    if not overwrite:
+        return _exists_text(dst)
+    return str(e).replace("mode='w' replaces", "--overwrite replaces")
+
+
+def _check_target(dst: str, fmt: str, *, overwrite: bool) -> None:
+    """``zstrings migrate``'s look before it plans (convert reads the writer's refusal instead):
+    a local target zstrings never replaces, or one that exists without ``--overwrite``, refused."""
+    what = _not_a_store(dst, fmt)
+    if what is not None:
+        raise UsageError(_never_replaced_text(dst, what))
+    from ..write.session import classify
+
+    path = classify(dst).path
+    if path is not None and not overwrite and (path.is_file() or (path.is_dir() and any(path.iterdir()))):
         raise UsageError(_exists_text(dst))
 
 
@@ -239,79 +150,6 @@ def _overflow_in_flags(message: str) -> str:
                    r"Pass --on-overflow widen (width \1), --on-overflow truncate (cut at a character boundary, "
                    r"with a warning) or --maxstrlen \1.", message)
     return fixed
-
-
-_COMPRESSORS = {"zlib": {"id": "zlib", "level": 4}, "zstd": {"id": "zstd", "level": 3},
-                "bz2": {"id": "bz2", "level": 9}, "none": None}
-
-
-def _netcdf_c_codecs(groups: dict[str, Any], choice: str | None, readable: frozenset[str], *,
-                     quiet: bool) -> None:
-    """Codecs for an NCZarr/Zarr v2 target: ``--compressor`` for every variable, else the source's
-    own, with what netcdf-c cannot read (vlen filters, gzip, lz4, ...) replaced by zlib."""
-    replaced: set[str] = set()
-    for ds in groups.values():
-        for vname, var in ds.variables.items():
-            enc = var.encoding
-            if "compressor" not in enc and "compressors" in enc:
-                # either vocabulary (v2 numcodecs or v3 codec objects, see zarr_encoding) in v2 terms
-                from ..codecs.encoding import v2_configs
-
-                comp0, filters0 = v2_configs(enc, where=f"variable {vname!r}")
-                enc["compressor"] = comp0[0] if isinstance(comp0, list) else comp0
-                enc["filters"] = filters0 if "filters" in enc else enc.get("zstrings_filters")
-            enc.pop("compressors", None)
-            comp = enc.get("compressor")
-            if isinstance(comp, str):
-                comp = {"id": comp}
-            elif comp is not None and not isinstance(comp, dict):
-                comp = comp.get_config() if hasattr(comp, "get_config") else None
-            filters = [f if isinstance(f, dict) else f.get_config() for f in enc.get("filters") or []
-                       if isinstance(f, dict) or hasattr(f, "get_config")]
-            filters = [f for f in filters if f.get("id") not in ("vlen-utf8", "vlen-bytes", "vlen-array")]
-            bad = [f["id"] for f in filters if f.get("id") != "shuffle"]
-            filters = [f for f in filters if f.get("id") == "shuffle"]
-            if choice is not None:
-                comp = _COMPRESSORS[choice]
-            elif comp is not None and comp.get("id") not in readable:
-                bad.append(str(comp.get("id")))
-                comp = _COMPRESSORS["zlib"]
-            replaced.update(bad)
-            for k in ("zlib", "compression", "complevel", "shuffle"):
-                enc.pop(k, None)
-            enc["compressor"] = comp
-            enc["filters"] = filters or None
-    if replaced and not quiet:
-        print(f"zstrings: note: codecs netcdf-c cannot read ({', '.join(sorted(replaced))}) were replaced "
-              "by zlib; choose another with --compressor.", file=sys.stderr)
-
-
-def _clamp_chunks(groups: dict[str, Any]) -> None:
-    """netCDF4 refuses chunks longer than a fixed dimension (a store's chunk may be, e.g. 1024 for a
-    dimension of 4 that was unlimited in the source): clamp them to the dimension size."""
-    for ds in groups.values():
-        unlimited = set(ds.encoding.get("unlimited_dims") or ())
-        for var in ds.variables.values():
-            chunks = var.encoding.get("chunks")
-            if chunks and len(chunks) == var.ndim:
-                var.encoding["chunks"] = tuple(
-                    c if d in unlimited else max(1, min(int(c), n))
-                    for c, d, n in zip(chunks, var.dims, var.shape, strict=True)
-                )
-
-
-def _write_zarr3(groups: dict[str, Any], dst: str, *, mode: NewMode, layout: str) -> None:
-    from ..write.zarr3 import to_zarr_v3
-
-    paths = list(groups)
-    for i, path in enumerate(paths):
-        ds = groups[path]
-        for var in ds.variables.values():
-            var.encoding = {k: v for k, v in var.encoding.items() if k in ("chunks", "dtype", "units",
-                                                                           "calendar")}
-        to_zarr_v3(ds, dst, layout=layout,
-                   mode=mode if i == 0 else "w-",
-                   group=None if path == "/" else path.strip("/"), consolidated=i == len(paths) - 1)
 
 
 def add_parser(sub: Any) -> None:
@@ -335,7 +173,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--layout", choices=LAYOUT_NAMES, default=None,
                    help=f"Zarr v3 string layout for --format zarr3 (default {LAYOUT_NAMES[0]}, which zarr-python "
                         "reads)")
-    p.add_argument("--compressor", choices=tuple(_COMPRESSORS), default=None,
+    p.add_argument("--compressor", choices=COMPRESSOR_CHOICES, default=None,
                    help="compressor for every variable of an nczarr/zarr2 target (default: the source's "
                         "own, codecs netcdf-c cannot read replaced by zlib)")
     p.add_argument("--netcdf-c", dest="netcdf_c", metavar="VERSION", default=None,

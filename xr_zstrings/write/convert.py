@@ -9,22 +9,42 @@ target is written with :func:`xr_zstrings.write.nczarr.to_nczarr`, from a netCDF
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+import warnings
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any, Literal, Protocol, cast
 
 import numpy as np
 import xarray as xr
 
-from ..codecs.encoding import v2_configs
-from ..errors import TargetExistsError, ZStringsError
-from ..io.atomic import NETCDF_MAGIC, local_commit
+from ..codecs.encoding import netcdf_c_readable, v2_configs
+from ..errors import CodecDroppedWarning, ZStringsError, user_stacklevel
+from ..io.atomic import NETCDF_MAGIC
 from ..io.redact import shown
 from . import WriteMode
 from .nczarr import to_nczarr
 from .plan import _is_dask, check_names, text_kind
+from .session import netcdf_file
 
-__all__ = ["RAW_DECODERS", "convert", "is_netcdf_file", "write_netcdf4", "write_netcdf4_file"]
+__all__ = ["COMPRESSORS", "FORMATS", "NETCDF_SUFFIXES", "RAW_DECODERS", "ConvertFormat", "CountedReads", "Progress", "convert",
+           "is_netcdf_file", "target_format", "write_netcdf4", "write_netcdf4_file"]
+
+ConvertFormat = Literal["nczarr", "zarr2", "zarr3", "netcdf4"]
+#: the formats ``convert`` writes
+FORMATS: tuple[ConvertFormat, ...] = ("nczarr", "zarr2", "zarr3", "netcdf4")
+#: target names written as a netCDF-4 file
+NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".h5", ".hdf5", ".netcdf")
+#: ``recompress`` choices: every variable's compressor (None: uncompressed)
+COMPRESSORS: dict[str, dict[str, Any] | None] = {
+    "zlib": {"id": "zlib", "level": 4}, "zstd": {"id": "zstd", "level": 3}, "bz2": {"id": "bz2", "level": 9},
+    "none": None}
+
+
+class Progress(Protocol):
+    """A progress bar ``convert`` counts the bytes it reads on (tqdm's ``update``/``close``)."""
+
+    def update(self, n: int) -> None: ...
+
+    def close(self) -> None: ...
 
 
 # values are copied undecoded, so fill values, packing and times stay exactly as stored
@@ -65,70 +85,221 @@ def is_netcdf_file(path: str) -> bool:
     return head.startswith(NETCDF_MAGIC)
 
 
+def target_format(target: str | os.PathLike[str], requested: str | None = None) -> ConvertFormat:
+    """The format a conversion to ``target`` writes: ``requested``, else from the name (a netCDF
+    suffix: netCDF-4; a URL whose ``#mode=`` says ``zarr`` without ``nczarr``: Zarr v2; else NCZarr)."""
+    if requested is not None:
+        if requested not in FORMATS:
+            raise ZStringsError(f"Invalid format={requested!r}: expected one of {list(FORMATS)}.")
+        return requested
+    dst = os.fspath(target)
+    if dst.lower().endswith(NETCDF_SUFFIXES):
+        return "netcdf4"
+    if "mode=zarr" in dst and "nczarr" not in dst.split("#", 1)[-1]:
+        return "zarr2"
+    return "nczarr"
+
+
 def convert(
     source: str | os.PathLike[str],
     target: str | os.PathLike[str],
     *,
     mode: WriteMode = "w-",
+    format: ConvertFormat | None = None,
     netcdf_c: str | None = None,
+    recompress: str | None = None,
+    progress: Callable[[int], Progress] | None = None,
     **kwargs: Any,
 ) -> None:
-    """Convert a whole file or store: netCDF-4 (``.nc``) or any store ``engine="zstrings"`` reads ->
-    NCZarr store, or such a store -> ``.nc``.
+    """Convert a whole file or store: a netCDF file or any store ``engine="zstrings"`` reads -> an
+    NCZarr or Zarr v2 store, a Zarr v3 store or a netCDF-4 file (``zstrings convert`` is this).
 
-    The direction follows the target: a ``.nc``/``.nc4`` target is written with netCDF4 (NC_STRING
-    strings, NC_CHAR kept as chars, groups kept, shadowed dimensions allowed), to a temporary file
-    beside it that replaces the target only when complete (a failed conversion leaves no file and
-    the old one, with ``mode="w"``, untouched); anything else is written with ``to_nczarr``
-    (``kwargs`` go there). The source is a netCDF file when its first bytes say so, else a store
-    (as the ``zstrings convert`` command). Values are copied undecoded (``decode_cf=False``) so
-    fill values, packing and times stay exactly as stored.
-    ``netcdf_c`` is the oldest netcdf-c that must read an NCZarr target, as in ``to_nczarr``
-    (e.g. ``"4.9.0"`` for Debian 12).
+    ``format`` (``"nczarr"``, ``"zarr2"``, ``"zarr3"``, ``"netcdf4"``) defaults from the target's
+    name (``target_format``). A netCDF-4 target is written with netCDF4 (NC_STRING strings, NC_CHAR
+    kept as chars, groups kept, shadowed dimensions allowed) to a file beside it that replaces it
+    only when complete; a store target with ``to_nczarr`` / ``to_zarr_v3`` (``kwargs`` go there; for
+    a netCDF-4 target they are the source's open options). The source is a netCDF file when its
+    first bytes say so, else a store. Values are copied undecoded (``decode_cf=False``) so fill
+    values, packing and times stay exactly as stored. ``netcdf_c`` is the oldest netcdf-c that must
+    read an NCZarr target, as in ``to_nczarr``. ``recompress`` (NCZarr / Zarr v2 targets):
+    ``"netcdf-c"`` keeps the source's codecs but replaces those netcdf-c cannot read by zlib (with a
+    ``CodecDroppedWarning`` naming them), one of ``COMPRESSORS`` (``"zlib"``, ``"zstd"``, ``"bz2"``,
+    ``"none"``) is every variable's compressor; None (the default) refuses codecs netcdf-c cannot
+    read, as ``to_nczarr`` does. ``progress(total_bytes)`` returns a bar (``update(n)``, ``close()``)
+    the reads are counted on; the source is then read variable by variable, not with dask.
     """
-    src = os.fspath(source)
-    dst = os.fspath(target)
+    src, dst = os.fspath(source), os.fspath(target)
+    fmt = target_format(dst, format)
     if os.path.abspath(src) == os.path.abspath(dst):
         raise ZStringsError(f"Cannot convert {shown(src)} onto itself; choose another target.")
-    if dst.lower().endswith((".nc", ".nc4", ".cdf")):
-        if netcdf_c is not None:
-            raise ZStringsError(f"netcdf_c={netcdf_c!r} chooses the NCZarr layout of a store target; {shown(dst)} is a "
-                                "netCDF-4 file, which every netcdf-c reads. Drop netcdf_c.")
-        if mode not in ("w-", "w"):
-            raise ZStringsError(f"Invalid mode={mode!r} for a netCDF-4 target: expected 'w-' or 'w'.")
-        if mode == "w-" and os.path.exists(dst):
-            raise TargetExistsError(f"Cannot write to {shown(dst)}: it exists and mode='w-' never overwrites; pass mode='w'.")
-        groups = _open_groups(src, "zstrings", **RAW_DECODERS, **kwargs)
-        try:
-            write_netcdf4_file(groups, dst, mode=mode)
-        finally:
-            for ds in groups.values():
-                ds.close()
-        return
-    if is_netcdf_file(src):
-        try:
-            groups = _open_groups(src, "netcdf4", **RAW_DECODERS)
-        except (ImportError, ValueError) as e:
-            if "netcdf4" in str(e).lower() and "engine" in str(e).lower():
-                raise ZStringsError(
-                    f"Reading {shown(src)} needs the netCDF4 package: pip install 'xr_zstrings[netcdf]'."
-                ) from None
-            raise
-    else:  # a store: a target that is it (spelled otherwise), holds it or lies inside it is refused
-        from ..io.store import open_store
-        from .migrate import overlaps
-
-        so = kwargs.get("storage_options")
-        if overlaps(open_store(src, mode="r"), dst, dict(so) if so else None):
-            raise ZStringsError(f"Cannot convert {shown(src)} to {shown(dst)}: the target is the source, or holds it, "
-                                "or lies inside it, and writing it would remove what is being read. Choose another "
-                                "target.")
-        groups = _open_groups(src, "zstrings", **RAW_DECODERS)
+    _check_options(fmt, dst, netcdf_c, recompress, kwargs)
+    from_netcdf = is_netcdf_file(src)
+    if not from_netcdf and fmt != "netcdf4":  # a target that is the source (spelled otherwise), holds it or lies inside
+        _refuse_overlap(src, dst, kwargs.get("storage_options"))
+    open_kw: dict[str, Any] = {**RAW_DECODERS, **(kwargs if fmt == "netcdf4" else {})}
+    if fmt == "zarr3":
+        open_kw["concat_characters"] = True  # NC_CHAR becomes text, not one-byte bytes values
+    groups = _open_source(src, from_netcdf, open_kw, chunked=progress is None)
+    bar: Progress | None = None
     try:
-        to_nczarr(groups, dst, mode=mode, netcdf_c=netcdf_c, **kwargs)
+        if progress is not None:
+            bar = progress(sum(int(v.nbytes) for ds in groups.values() for n, v in ds.variables.items()
+                               if n not in ds.indexes))
+            groups = _counted(groups, bar)
+        _WRITERS[fmt](groups, dst, mode, netcdf_c, recompress, kwargs)
     finally:
+        if bar is not None:
+            bar.close()
         for ds in groups.values():
             ds.close()
+
+
+def _check_options(fmt: ConvertFormat, dst: str, netcdf_c: str | None, recompress: str | None,
+                   kwargs: Mapping[str, Any]) -> None:
+    """Refuse options the target format does not take, before anything is read or written."""
+    if netcdf_c is not None and fmt != "nczarr":
+        raise ZStringsError(f"netcdf_c={netcdf_c!r} chooses the NCZarr layout of a store target; {shown(dst)} is "
+                            f"written as {fmt}. Drop netcdf_c.")
+    if recompress is not None and fmt not in ("nczarr", "zarr2"):
+        raise ZStringsError(f"recompress={recompress!r} applies to NCZarr / Zarr v2 targets ({shown(dst)} is written "
+                            f"as {fmt}); drop it.")
+    if recompress is not None and recompress != "netcdf-c" and recompress not in COMPRESSORS:
+        raise ZStringsError(f"Invalid recompress={recompress!r}: expected 'netcdf-c' or one of {list(COMPRESSORS)}.")
+
+
+def _refuse_overlap(src: str, dst: str, storage_options: Mapping[str, Any] | None) -> None:
+    """A store target that is the source, holds it or lies inside it (writing it would remove
+    what is being read) is refused."""
+    from ..io.store import open_store
+    from .migrate import overlaps
+
+    if overlaps(open_store(src, mode="r"), dst, dict(storage_options) if storage_options else None):
+        raise ZStringsError(f"Cannot convert {shown(src)} to {shown(dst)}: the target is the source, or holds it, "
+                            "or lies inside it, and writing it would remove what is being read. Choose another "
+                            "target.")
+
+
+def _open_source(src: str, from_netcdf: bool, open_kw: Mapping[str, Any], *, chunked: bool) -> dict[str, xr.Dataset]:
+    """Every group of the source, undecoded (netCDF4 for a netCDF file, else engine="zstrings")."""
+    engine = "netcdf4" if from_netcdf else "zstrings"
+    try:
+        if not chunked:
+            return dict(xr.open_groups(src, engine=engine, **open_kw))
+        return _open_groups(src, engine, **open_kw)
+    except (ImportError, ValueError) as e:
+        if from_netcdf and "netcdf4" in str(e).lower() and "engine" in str(e).lower():
+            raise ZStringsError(
+                f"Reading {shown(src)} needs the netCDF4 package: pip install 'xr_zstrings[netcdf]'."
+            ) from None
+        raise
+
+
+def _to_netcdf4(groups: dict[str, xr.Dataset], dst: str, mode: str, netcdf_c: str | None, recompress: str | None,
+                kwargs: Mapping[str, Any]) -> None:
+    write_netcdf4_file(groups, dst, mode=mode)
+
+
+def _to_v2(fmt: str) -> Callable[..., None]:
+    def write(groups: dict[str, xr.Dataset], dst: str, mode: WriteMode, netcdf_c: str | None,
+              recompress: str | None, kwargs: Mapping[str, Any]) -> None:
+        if recompress is not None:
+            _netcdf_c_codecs(groups, recompress)
+        to_nczarr(groups, dst, mode=mode, format=cast(Any, fmt), netcdf_c=netcdf_c, **kwargs)
+
+    return write
+
+
+def _to_zarr3(groups: dict[str, xr.Dataset], dst: str, mode: str, netcdf_c: str | None, recompress: str | None,
+              kwargs: Mapping[str, Any]) -> None:
+    """Every group with ``to_zarr_v3`` at once, each variable keeping only the encodings a v3 array takes."""
+    from .zarr3 import to_zarr_v3
+
+    for ds in groups.values():
+        for var in ds.variables.values():
+            var.encoding = {k: v for k, v in var.encoding.items() if k in ("chunks", "dtype", "units", "calendar")}
+    to_zarr_v3(groups, dst, mode=cast(Any, mode), **kwargs)
+
+
+#: the writer of each target format
+_WRITERS: dict[str, Callable[..., None]] = {"netcdf4": _to_netcdf4, "nczarr": _to_v2("nczarr"), "zarr2": _to_v2("zarr2"),
+                                            "zarr3": _to_zarr3}
+
+
+def _netcdf_c_codecs(groups: Mapping[str, xr.Dataset], recompress: str) -> None:
+    """Codecs for an NCZarr/Zarr v2 target (``codecs.encoding.netcdf_c_readable``):
+    ``COMPRESSORS[recompress]`` for every variable, or (``"netcdf-c"``) the source's own with what
+    netcdf-c cannot read replaced by zlib, named in a ``CodecDroppedWarning``."""
+    replaced: set[str] = set()
+    for ds in groups.values():
+        for vname, var in ds.variables.items():
+            replaced |= netcdf_c_readable(var.encoding, where=f"variable {vname!r}", replace=recompress != "netcdf-c",
+                                          compressor=COMPRESSORS.get(recompress))
+    if replaced:
+        warnings.warn(CodecDroppedWarning(
+            f"codecs netcdf-c cannot read ({', '.join(sorted(replaced))}) were replaced by zlib; choose another "
+            "compressor with recompress=... (zstrings convert --compressor)."), stacklevel=user_stacklevel())
+
+
+class CountedReads:
+    """Backend array that counts the bytes read from a source variable on a progress bar."""
+
+    BLOCK_BYTES = 8 << 20
+
+    def __init__(self, var: Any, bar: Progress) -> None:
+        self.var = var
+        self.shape = var.shape
+        self.dtype = var.dtype
+        self.bar = bar
+        self.remaining = int(var.nbytes)
+
+    def __getitem__(self, key: Any) -> Any:
+        from xarray.core import indexing
+
+        return indexing.explicit_indexing_adapter(key, self.shape, indexing.IndexingSupport.BASIC, self._get)
+
+    def _get(self, key: tuple[Any, ...]) -> Any:
+        key = tuple(key)
+        first = key[0] if key else None
+        if isinstance(first, slice) and (first.step or 1) == 1 and self.var.ndim:
+            start, stop, _ = first.indices(self.shape[0])
+            row_bytes = max(1, self.var.dtype.itemsize * int(np.prod(self.shape[1:], dtype=np.int64)))
+            rows = max(1, self.BLOCK_BYTES // row_bytes)
+            if stop - start > rows:  # read in blocks so the bar moves during one large variable
+                pieces = [self._read((slice(i, min(i + rows, stop)), *key[1:]))
+                          for i in range(start, stop, rows)]
+                return np.concatenate(pieces, axis=0)
+        return self._read(key)
+
+    def _read(self, key: tuple[Any, ...]) -> Any:
+        out = np.asarray(self.var[key].values)
+        n = min(self.remaining, out.size * out.dtype.itemsize)
+        if n > 0:
+            self.remaining -= n
+            self.bar.update(n)
+        return out
+
+
+def _counted(groups: Mapping[str, xr.Dataset], bar: Progress) -> dict[str, xr.Dataset]:
+    """The same groups with every non-index variable read through ``CountedReads`` (still lazy)."""
+    from xarray.backends import BackendArray
+    from xarray.core import indexing
+
+    class Counted(CountedReads, BackendArray):
+        pass
+
+    out = {}
+    for path, ds in groups.items():
+        coords: dict[Hashable, Any] = {}
+        data: dict[Hashable, Any] = {}
+        for name, var in ds.variables.items():
+            if name not in ds.indexes:
+                var = xr.Variable(var.dims, indexing.LazilyIndexedArray(Counted(var, bar)), var.attrs,
+                                  var.encoding)
+            (coords if name in ds.coords else data)[name] = var
+        new = xr.Dataset(data, coords=coords, attrs=ds.attrs)
+        new.encoding = dict(ds.encoding)
+        out[path] = new
+    return out
 
 
 def write_netcdf4_file(groups: Mapping[str, xr.Dataset], dst: str, mode: str = "w") -> None:
@@ -136,8 +307,7 @@ def write_netcdf4_file(groups: Mapping[str, xr.Dataset], dst: str, mode: str = "
     when complete: a failure (bad name, full disk, interrupt) leaves no partial file and ``dst``
     as it was."""
     check_names(groups, netcdf_c="nczarr", target=dst)
-    with local_commit(Path(dst), mode=mode, display=shown(dst), kind="netcdf") as tmp:
-        assert tmp is not None
+    with netcdf_file(dst, mode) as tmp:
         write_netcdf4(groups, os.fspath(tmp))
 
 
