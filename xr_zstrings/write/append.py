@@ -207,36 +207,13 @@ def _append_job(zstore: ZStore, tree: Any, gpath: str, name: str, var: xr.Variab
                 opts: _Options) -> _AppendJob:
     """Where a variable's new values start (an NCZarr store: at its unlimited dimension's size) and
     the values encoded as the stored ones were (CF attributes, string width, char width)."""
-    apath = f"{gpath.rstrip('/')}/{name}"
-    meta = tree.arrays.get(apath)
-    what = _what(gpath, name)
-    if meta is None:
-        raise ZStringsError(f"Cannot append {what}: it is not in {zstore.display}. Appending adds values "
-                            "to existing variables only; write new variables with mode='w'.")
+    meta = _appended_array(zstore, tree, gpath, name)
     axis = list(var.dims).index(append_dim)
     v2_text = not tree.root.is_nczarr and meta.string_kind in ("string", *OWN_LAYOUTS)
-    if meta.string_kind is not None and meta.dtype.kind != "S" and text_kind(var) is not None and not v2_text:
-        # (checked before anything is written: NCZarr text is fixed-width bytes)
-        raise ZStringsError(f"Cannot append {what}: the new values are stored as fixed-width bytes (|S) but the "
-                            f"store has {meta.dtype_str}. Append to it with xarray's to_zarr(mode='a', "
-                            "append_dim=...), which wrote it.")
-    if v2_text and text_kind(var) is None:
-        raise ZStringsError(f"Cannot append {what} to {zstore.display}: the store holds text ({meta.dtype_str}) "
-                            f"but the new values are {var.dtype}. Convert them to str first.")
-    offset = meta.shape[axis]
-    decl = gpath
+    _refuse_other_values(zstore, _what(gpath, name), meta, var, v2_text)
+    offset, decl = meta.shape[axis], gpath
     if tree.root.is_nczarr:
-        ref = (meta.dimension_references or ())[axis] if meta.dimension_references else None
-        dim = tree.dimension(ref, where=zstore.where(apath)) if ref else None
-        if dim is None or not dim.unlimited:
-            raise ZStringsError(
-                f"Cannot append {what} along {append_dim!r}: the dimension is not unlimited in "
-                f"{zstore.display}. Write the store with unlimited_dims=[{append_dim!r}] first.")
-        # after the rows of an array another tool appended to alone (its .zarray only): every array
-        # on the dimension gets this batch at the same index
-        offset = max([dim.size, *(m.shape[i] for m in tree.arrays.values()
-                                  for i, r in enumerate(m.dimension_references or ()) if r == ref)])
-        decl = (ref or "").rpartition("/")[0] or "/"
+        offset, decl = _unlimited_end(zstore, tree, gpath, name, meta, axis, append_dim)
     policy = "error" if opts.on_overflow == "widen" else opts.on_overflow
     one = _Options(fmt=opts.fmt, on_overflow=policy, maxstrlen=None, default_maxstrlen=None,
                    compressor=None, strict_codecs=False)
@@ -248,6 +225,46 @@ def _append_job(zstore: ZStore, tree: Any, gpath: str, name: str, var: xr.Variab
     stored.attrs.pop("_FillValue", None)
     return _AppendJob(gpath, name, meta, stored, axis, offset, decl, one,
                       v2_fill=(missing_fill(meta, netcdf_c=tree.netcdf_c),))
+
+
+def _appended_array(zstore: ZStore, tree: Any, gpath: str, name: str) -> Any:
+    """The stored array a variable's values are appended to; one the store lacks is refused."""
+    meta = tree.arrays.get(f"{gpath.rstrip('/')}/{name}")
+    if meta is None:
+        raise ZStringsError(f"Cannot append {_what(gpath, name)}: it is not in {zstore.display}. Appending adds "
+                            "values to existing variables only; write new variables with mode='w'.")
+    return meta
+
+
+def _refuse_other_values(zstore: ZStore, what: str, meta: Any, var: xr.Variable, v2_text: bool) -> None:
+    """New values the stored array cannot take (checked before anything is written): text for an
+    NCZarr text array not of fixed-width bytes, numbers for a pure Zarr v2 text array."""
+    if meta.string_kind is not None and meta.dtype.kind != "S" and text_kind(var) is not None and not v2_text:
+        # (NCZarr text is fixed-width bytes)
+        raise ZStringsError(f"Cannot append {what}: the new values are stored as fixed-width bytes (|S) but the "
+                            f"store has {meta.dtype_str}. Append to it with xarray's to_zarr(mode='a', "
+                            "append_dim=...), which wrote it.")
+    if v2_text and text_kind(var) is None:
+        raise ZStringsError(f"Cannot append {what} to {zstore.display}: the store holds text ({meta.dtype_str}) "
+                            f"but the new values are {var.dtype}. Convert them to str first.")
+
+
+def _unlimited_end(zstore: ZStore, tree: Any, gpath: str, name: str, meta: Any, axis: int,
+                   append_dim: str) -> tuple[int, str]:
+    """An NCZarr array's append start (the end of its unlimited dimension) and the group declaring
+    that dimension; a dimension that is not unlimited is refused."""
+    apath = f"{gpath.rstrip('/')}/{name}"
+    ref = (meta.dimension_references or ())[axis] if meta.dimension_references else None
+    dim = tree.dimension(ref, where=zstore.where(apath)) if ref else None
+    if dim is None or not dim.unlimited:
+        raise ZStringsError(
+            f"Cannot append {_what(gpath, name)} along {append_dim!r}: the dimension is not unlimited in "
+            f"{zstore.display}. Write the store with unlimited_dims=[{append_dim!r}] first.")
+    # after the rows of an array another tool appended to alone (its .zarray only): every array
+    # on the dimension gets this batch at the same index
+    offset = max([dim.size, *(m.shape[i] for m in tree.arrays.values()
+                              for i, r in enumerate(m.dimension_references or ()) if r == ref)])
+    return offset, (ref or "").rpartition("/")[0] or "/"
 
 
 def _as_stored(var: xr.Variable, meta: Any) -> xr.Variable:
@@ -471,17 +488,7 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
             )
         unlimited[gpath] = set(ds.encoding.get("unlimited_dims") or ())
         arrays, group_attrs[gpath] = _plan_group(gpath, ds, one, unlimited[gpath])
-        plans[gpath] = []
-        for a in arrays:
-            meta = tree.arrays.get(f"{gpath.rstrip('/')}/{a.name}")
-            if meta is None:
-                plans[gpath].append(a)
-            elif not _same_stored(zstore, meta, a):
-                raise ZStringsError(
-                    f"Cannot add {_what(gpath, a.name)}: {zstore.display} already holds it with other "
-                    "values or shape. mode='a' adds new variables (and leaves identical ones alone); "
-                    "use append_dim=<unlimited dimension> to extend it, or mode='w' to rewrite the store."
-                )
+        plans[gpath] = _not_stored(zstore, tree, gpath, arrays)
     existing = {g: {d.name: [d.size, bool(d.unlimited)] for d in meta.dimensions.values()}
                 for g, meta in tree.groups.items()}
     declared = _resolve_dimensions(plans, unlimited, existing) if nczarr else {}
@@ -490,22 +497,55 @@ def _add_variables(zstore: ZStore, groups: Mapping[str, xr.Dataset], opts: _Opti
     _start_writes(zstore, txn, tree, base, new_arrays=[f"{a.group.rstrip('/')}/{a.name}" for a in new_arrays])
     updates: dict[str, Any] = dict(write_arrays(zstore, new_arrays, layout))
     # the groups: new arrays and dimensions in the NCZarr group listing, attributes updated
+    stored = {**base, **mended}
     for gpath, planned in plans.items():
-        prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
-        za = copy.deepcopy(mended.get(prefix + ".zattrs", base.get(prefix + ".zattrs")) or {})
-        values, types = attrs_json(group_attrs[gpath], where=f"group {gpath!r}", typed=nczarr)
-        za.update(values)
-        if layout is not None:
-            za.setdefault(layout.key("attr"), {}).setdefault("types", {}).update(_typed(types, layout))
-            obj = layout.obj("group")
-            holder = za if obj == ".zattrs" else copy.deepcopy(mended.get(prefix + obj, base.get(prefix + obj)) or {})
-            info = holder.setdefault(layout.key("group"), {})
-            dims = info.setdefault(layout.dims_key, {})
-            for name, (size, unl) in declared.get(gpath, {}).items():
-                if name not in dims:
-                    dims[name] = {"size": size, "unlimited": 1} if unl else size
-            info[layout.arrays_key] = [*info.get(layout.arrays_key, []), *[a.name for a in planned]]
-            if holder is not za:
-                updates[prefix + obj] = holder
-        updates[prefix + ".zattrs"] = za
+        updates.update(_group_objects_added(stored, gpath, planned, group_attrs[gpath], declared.get(gpath, {}),
+                                            layout, nczarr))
     return {**mended, **updates}
+
+
+def _not_stored(zstore: ZStore, tree: Any, gpath: str, arrays: Iterable[_Array]) -> list[_Array]:
+    """The planned arrays the store does not hold yet; one it holds with other values or shape is refused."""
+    out: list[_Array] = []
+    for a in arrays:
+        meta = tree.arrays.get(f"{gpath.rstrip('/')}/{a.name}")
+        if meta is None:
+            out.append(a)
+        elif not _same_stored(zstore, meta, a):
+            raise ZStringsError(
+                f"Cannot add {_what(gpath, a.name)}: {zstore.display} already holds it with other "
+                "values or shape. mode='a' adds new variables (and leaves identical ones alone); "
+                "use append_dim=<unlimited dimension> to extend it, or mode='w' to rewrite the store."
+            )
+    return out
+
+
+def _group_objects_added(stored: Mapping[str, Any], gpath: str, planned: Sequence[_Array],
+                         attrs: Mapping[str, object], declared: Mapping[str, list[Any]],
+                         layout: NCZarrLayout | None, nczarr: bool) -> dict[str, Any]:
+    """A group's metadata objects after variables are added (``stored``: key -> the object as read):
+    its attributes updated and, where the layout keeps them, the new arrays and dimensions listed."""
+    prefix = "" if gpath == "/" else f"{gpath.strip('/')}/"
+    za = copy.deepcopy(stored.get(prefix + ".zattrs")) or {}
+    values, types = attrs_json(attrs, where=f"group {gpath!r}", typed=nczarr)
+    za.update(values)
+    out: dict[str, Any] = {}
+    if layout is not None:
+        za.setdefault(layout.key("attr"), {}).setdefault("types", {}).update(_typed(types, layout))
+        obj = layout.obj("group")
+        holder = za if obj == ".zattrs" else copy.deepcopy(stored.get(prefix + obj)) or {}
+        _list_added(holder.setdefault(layout.key("group"), {}), layout, planned, declared)
+        if holder is not za:
+            out[prefix + obj] = holder
+    out[prefix + ".zattrs"] = za
+    return out
+
+
+def _list_added(info: dict[str, Any], layout: NCZarrLayout, planned: Sequence[_Array],
+                declared: Mapping[str, list[Any]]) -> None:
+    """A group's NCZarr listing (``info``) with the new dimensions it declares and the new arrays."""
+    dims = info.setdefault(layout.dims_key, {})
+    for name, (size, unl) in declared.items():
+        if name not in dims:
+            dims[name] = {"size": size, "unlimited": 1} if unl else size
+    info[layout.arrays_key] = [*info.get(layout.arrays_key, []), *[a.name for a in planned]]

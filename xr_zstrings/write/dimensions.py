@@ -42,36 +42,50 @@ def _resolve_dimensions(
                                                  for g in {*groups, *(existing or {})}}
     for g in sorted(groups, key=lambda p: (p.count("/") if p != "/" else 0, p)):
         for a in groups[g]:
-            refs = []
-            shape = a.shape
-            for axis, (d, n) in enumerate(zip(a.dims, shape, strict=True)):
-                where: str | None = None
-                hint = a.ref_hints[axis]
-                if hint:
-                    hg, _, hn = ("/" + hint.strip("/")).rpartition("/")
-                    hg = hg or "/"
-                    if hn == d and hg in declared and hg in _ancestors(g):
-                        got = declared[hg].get(d)
-                        if got is None or got[0] == n:
-                            where = hg
-                if where is None:
-                    for anc in _ancestors(g):
-                        got = declared[anc].get(d)
-                        if got is not None:
-                            where = anc if got[0] == n else g
-                            break
-                    else:
-                        where = g
-                got = declared[where].get(d)
-                if got is None:
-                    declared[where][d] = [n, d in unlimited.get(where, set()) or d in a.unlimited]
-                elif got[0] != n:
-                    raise DimensionError(
-                        f"Cannot write {_what(g, a.name)}: its dimension {d!r} has size {n} but group "
-                        f"{where!r} already declares {d!r} with size {got[0]}. For NC_CHAR string-length "
-                        "dimensions set encoding['char_dim_name'] to a distinct name; otherwise make the "
-                        "sizes agree."
-                    )
-                refs.append(_ref(where, d))
-            a.dimrefs = tuple(refs)
+            a.dimrefs = tuple(_declare(declared, g, a, axis, d, n, unlimited)
+                              for axis, (d, n) in enumerate(zip(a.dims, a.shape, strict=True)))
     return declared
+
+
+def _declare(declared: dict[str, dict[str, list[Any]]], g: str, a: _Array, axis: int, d: str, n: int,
+             unlimited: Mapping[str, set[str]]) -> str:
+    """The reference of array ``a``'s dimension ``d`` (size ``n``) in group ``g``, declared where it
+    belongs if no group declares it yet; a clash with the declared size is refused."""
+    where = _hinted_group(declared, g, a.ref_hints[axis], d, n)
+    if where is None:
+        where = _scoped_group(declared, g, d, n)
+    got = declared[where].get(d)
+    if got is None:
+        declared[where][d] = [n, d in unlimited.get(where, set()) or d in a.unlimited]
+    elif got[0] != n:
+        raise DimensionError(
+            f"Cannot write {_what(g, a.name)}: its dimension {d!r} has size {n} but group "
+            f"{where!r} already declares {d!r} with size {got[0]}. For NC_CHAR string-length "
+            "dimensions set encoding['char_dim_name'] to a distinct name; otherwise make the "
+            "sizes agree."
+        )
+    return _ref(where, d)
+
+
+def _hinted_group(declared: Mapping[str, Mapping[str, list[Any]]], g: str, hint: str | None, d: str,
+                  n: int) -> str | None:
+    """The group a stored ``dimension_references`` entry names, when it is consistent (same name, an
+    ancestor of ``g``, the size it declares or none yet); None otherwise."""
+    if not hint:
+        return None
+    hg, _, hn = ("/" + hint.strip("/")).rpartition("/")
+    hg = hg or "/"
+    if hn != d or hg not in declared or hg not in _ancestors(g):
+        return None
+    got = declared[hg].get(d)
+    return hg if got is None or got[0] == n else None
+
+
+def _scoped_group(declared: Mapping[str, Mapping[str, list[Any]]], g: str, d: str, n: int) -> str:
+    """netCDF's scoping: the nearest group declaring ``d`` when the sizes agree, else ``g`` itself
+    (shadowing); ``g`` when no group declares it."""
+    for anc in _ancestors(g):
+        got = declared[anc].get(d)
+        if got is not None:
+            return anc if got[0] == n else g
+    return g
