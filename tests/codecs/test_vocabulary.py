@@ -89,3 +89,20 @@ def test_netcdf_c_reads_exactly_the_codecs_the_table_says(tmp_path, row):
         return
     with netCDF4.Dataset(nc_url(tmp_path / "s.zarr")) as nc:
         assert np.array_equal(nc["v"][:], VALUES)
+
+
+@pytest.mark.parametrize("name", sorted(NETCDF_C_CODECS))
+def test_netcdf_c_reads_a_compressor_given_by_name_alone(tmp_path, name):
+    """``to_nczarr(compressor="zstd")`` (a name, no level): netcdf-c 4.10 crashed (SIGSEGV) reading
+    a zstd or bz2 compressor without a level, so the writer writes numcodecs' default level (zlib:
+    4). Read in a child process, which a crash cannot take the tests down with."""
+    import subprocess
+    import sys
+
+    to_nczarr(xr.Dataset({"v": ("x", VALUES)}), tmp_path / "s.zarr", compressor=name)
+    code = ("import sys, netCDF4, numpy as np\n"
+            "with netCDF4.Dataset(sys.argv[1]) as nc:\n"
+            "    print(np.array_equal(nc['v'][:], np.arange(1000)))\n")
+    done = subprocess.run([sys.executable, "-c", code, nc_url(tmp_path / "s.zarr")], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr[-2000:]

@@ -28,6 +28,7 @@ __all__ = [
     "v2_equivalent",
     "v2_id_of_netcdf4",
     "v3_equivalent",
+    "written_level",
 ]
 
 
@@ -102,12 +103,15 @@ class Codec:
     to_v3: Callable[[Mapping[str, Any], np.dtype], Any] | None = None
     #: v3 ``configuration`` -> the numcodecs codec; None: numcodecs takes the configuration as it is
     to_v2: Callable[[Mapping[str, Any]], Any] | None = None
+    #: the level an NCZarr/Zarr v2 writer gives a compressor that has none: netcdf-c 4.10 crashes
+    #: reading a zstd or bz2 compressor without one (numcodecs' default is written; zlib: 4)
+    level: int | None = None
 
 
 CODECS: tuple[Codec, ...] = (
-    Codec("zlib", "numcodecs.zlib", netcdf4="zlib", netcdf_c="compressor"),
-    Codec("zstd", "zstd", netcdf4="zstd", netcdf_c="compressor", to_v3=_zstd_v3, to_v2=_zstd_v2),
-    Codec("bz2", "numcodecs.bz2", netcdf4="bzip2", netcdf_c="compressor"),
+    Codec("zlib", "numcodecs.zlib", netcdf4="zlib", netcdf_c="compressor", level=4),
+    Codec("zstd", "zstd", netcdf4="zstd", netcdf_c="compressor", to_v3=_zstd_v3, to_v2=_zstd_v2, level=0),
+    Codec("bz2", "numcodecs.bz2", netcdf4="bzip2", netcdf_c="compressor", level=1),
     Codec("blosc", "blosc", netcdf_c="compressor", to_v3=_blosc_v3, to_v2=_blosc_v2),
     Codec("gzip", "gzip", to_v3=_gzip_v3, to_v2=_gzip_v2),
     Codec("lz4", "numcodecs.lz4"),
@@ -126,6 +130,12 @@ def netcdf4_compression(v2_id: Any) -> str | None:
     """netCDF4's ``compression`` name of a numcodecs id (``bz2`` -> ``bzip2``), or None."""
     row = _BY_V2.get(str(v2_id))
     return None if row is None else row.netcdf4
+
+
+def written_level(v2_id: Any) -> int | None:
+    """The level an NCZarr/Zarr v2 writer gives a compressor of this id that has none, or None."""
+    row = _BY_V2.get(str(v2_id))
+    return None if row is None else row.level
 
 
 def v2_id_of_netcdf4(name: str) -> str:

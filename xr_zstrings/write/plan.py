@@ -155,8 +155,9 @@ def _codecs_from_encoding(
                 "Keep one in encoding['compressors'] (or set encoding['compressor'])."
             )
     comp, filters = _asked_codecs(enc, default, where=where)
-    if comp is not None and comp.get("id") == "zlib" and "level" not in comp:
-        comp["level"] = 4
+    level = None if comp is None or "level" in comp else vocabulary.written_level(comp.get("id"))
+    if comp is not None and level is not None:
+        comp["level"] = level  # (netcdf-c crashes reading zstd or bz2 without one)
     for f in filters:
         if f.get("id") == "shuffle":
             f.clear()
