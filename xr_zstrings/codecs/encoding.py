@@ -651,7 +651,7 @@ def _v2_keys(enc: dict[str, Any], *, text: bool, where: str) -> dict[str, Any]:
     comp, filters = v2_configs({k: v for k, v in enc.items() if not k.startswith("zstrings_")
                                 and k != "codecs"}, where=where)
     if isinstance(comp, list):
-        raise ValueError(  # noqa: TRY004 - a value the encoding holds, as xarray's own refusal
+        raise ValueError(  # noqa: TRY004 - a value the encoding holds (a ValueError, as before)
             f"{where}: Zarr v2 holds one compressor; encoding['compressors'] has {len(comp)}.")
     out["compressors"] = None if comp is None else (_numcodec(comp),)
     objs = [_numcodec(f) for f in filters]

@@ -17,6 +17,7 @@ import numpy as np
 import xarray as xr
 
 from ..codecs.encoding import netcdf_c_readable, v2_configs
+from ..codecs.vocabulary import netcdf4_compression
 from ..errors import CodecDroppedWarning, ZStringsError, user_stacklevel
 from ..io.atomic import NETCDF_MAGIC
 from ..io.redact import shown
@@ -358,8 +359,9 @@ def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
     filters = [f.get_config() if hasattr(f, "get_config") else dict(f) for f in filters or []]
     if not filters and "filters" not in enc:
         filters = list(enc.get("zstrings_filters") or [])
-    if isinstance(comp, Mapping) and comp.get("id") in ("zlib", "zstd", "bz2"):
-        kw["compression"] = {"bz2": "bzip2"}.get(comp["id"], comp["id"])
+    compression = netcdf4_compression(comp.get("id")) if isinstance(comp, Mapping) else None
+    if compression is not None:  # zlib, zstd, bzip2 (codecs/vocabulary.py)
+        kw["compression"] = compression
         kw["complevel"] = int(comp.get("level", 4))
         kw["shuffle"] = any(f.get("id") == "shuffle" for f in filters)
     chunks = enc.get("chunks")
