@@ -22,8 +22,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 
     if args.dst is not None and not args.dry_run:  # an existing DST in the command's words (as convert)
         _check_target(args.dst, "zarr3", overwrite=args.overwrite)
-    if args.missing is None and not args.dry_run:  # the API's refusal, in the command's words
-        lost = migrate(args.src, args.dst, dry_run=True).missing_lost
+    if args.missing is None and not args.dry_run:  # the API's refusal, in the command's words (planned
+        lost = migrate(args.src, dry_run=True).missing_lost  # in place: the same arrays, DST not looked at)
         if lost:
             raise UsageError(
                 f"Cannot migrate {redact(args.src)} without a choice: the missing values of {len(lost)} bytes array(s) "

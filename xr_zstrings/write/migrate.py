@@ -14,14 +14,16 @@ plan -> commit, like every writer here:
   ``v2`` chunk key encoding, so one set of chunks answers to v2 readers (netcdf-c, engine="zstrings")
   and v3 readers (zarr-python prefers ``zarr.json``); a rewritten array's v3 chunks go under ``c/``
   beside its v2 chunks. *New location*: the chunks are hard-linked (copied across file systems;
-  copied server side within one S3 bucket, never read) under v3's default keys. Either way through
-  the writers' commit protocol (``io.atomic``): a local store is changed in a hard-link clone and
-  swapped in whole; on object storage the root ``zarr.json`` is written last (a new location gets
-  the placeholder root first). Nothing of a reusable array's chunks is read.
+  copied server side within one S3 bucket, never read) under v3's default keys. Either way the
+  target is opened by the write session (``write.session``), which classifies it and picks the
+  commit: a new local store is written beside its target and swapped in whole; on object storage
+  the root ``zarr.json`` is written last (a new location gets the placeholder root first). Nothing
+  of a reusable array's chunks is read.
 
-In place, ``migrate`` is a writer like an append: it claims the store (a local path's writer lock
-and the journal, ``io.commit.Transaction``) before it reads it, so it migrates the version it holds
-(an append running meanwhile is waited for locally, or makes it refuse with ``ConcurrentWriteError``).
+In place, ``migrate`` is a writer like an append: its session claims the store (a local folder's
+writer lock and the journal of kind "migrate", ``io.commit.Transaction``) before it reads it, so it
+migrates the version it holds (an append running meanwhile is waited for locally, or makes it
+refuse with ``ConcurrentWriteError``).
 A killed migration leaves its journal: ``repair`` (or the next writer) removes the v3 metadata it was
 writing (v3 readers then read the v2 metadata; v2 readers never noticed). Our appends and added
 variables to a store migrated in place write its v3 metadata again after their commit
@@ -33,7 +35,7 @@ variables to a store migrated in place write its v3 metadata again after their c
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -51,20 +53,17 @@ from ..errors import ConcurrentWriteError, UnsupportedError, ZStringsError, user
 from ..formats.nczarr import ArrayMetaV2
 from ..formats.netcdf_c import is_nczarr
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
-from ..io.atomic import local_commit, recover_swaps, target_lock
 from ..io.commit import Transaction
-from ..io.redact import shown
 from ..io.store import open_store
 from ..io.store_errors import local_errors
-from ..io.targets import local_target
 from ..io.zstore import ZStore
 from ..read.chunked import open_chunked
 from ..read.paths import join_path, node_key
 from ..read.tree import TreeMeta, open_tree
 from ..read.variables import MISSING_MARKER, joined_char_arrays, resolve_dims
-from . import NewMode
+from . import NewMode, session
 from .repair import undo
-from .zarr3 import _claim_transactional, _consolidated_root, _transactional
+from .zarr3 import _consolidated_root
 
 __all__ = ["ArrayPlan", "MigrationReport", "keep_v3_in_step", "migrate", "overlaps", "plan_migration",
            "v3_out_of_step"]
@@ -412,21 +411,6 @@ def _pairs(plan: ArrayPlan) -> list[tuple[str, str]]:
     return [(rel(plan.meta.chunk_key(i)), rel(_v3_key(plan, i))) for i in _grid(plan.meta)]
 
 
-def _local_root(zs: ZStore) -> Path | None:
-    from zarr.storage import LocalStore
-
-    if isinstance(zs.store, LocalStore):
-        return Path(zs.store.root) / zs.prefix if zs.prefix else Path(zs.store.root)
-    return None
-
-
-def _local_place(zs: ZStore) -> Path | None:
-    """The local folder or zip file a store is (None: not local)."""
-    root = _local_root(zs)
-    path = getattr(zs.store, "path", None) if root is None else root
-    return Path(os.path.realpath(path)) if path is not None else None
-
-
 def _s3_bucket(zs: ZStore) -> tuple[str, str] | None:
     """(service endpoint, bucket) of an S3 store, whatever its credentials or the URL form that named
     it (an ``s3://`` URL takes its endpoint from the AWS environment)."""
@@ -439,20 +423,18 @@ def _s3_bucket(zs: ZStore) -> tuple[str, str] | None:
     return str(endpoint).rstrip("/"), str(c.get("bucket"))
 
 
-def overlaps(src: ZStore, target: Any, tso: JSONObject | None) -> bool:
-    """Whether ``target`` is the source store, holds it or lies inside it (a local path or zip, an
-    S3 prefix of the same bucket of the same service, a zarr-python Store over one of those)."""
-    if isinstance(target, str | os.PathLike):
-        local = local_target(target)
-        dst: ZStore | None = None
-        b = Path(os.path.realpath(os.path.abspath(local[0]))) if local is not None else None
-        if local is None:
-            dst = open_store(os.fspath(target), mode="r", storage_options=tso)
-            b = _local_place(dst)
+def overlaps(src: ZStore, target: Any, tso: JSONObject | None = None) -> bool:
+    """Whether the write target ``target`` (a ``write.session.Target``, else classified there, with
+    ``tso``) is the source store, holds it or lies inside it (a local path or zip, an S3 prefix of
+    the same bucket of the same service, a zarr-python Store over one of those)."""
+    t = target if isinstance(target, session.Target) else session.classify(target, tso)
+    dst: ZStore | None = None
+    if t.path is not None:
+        b: Path | None = Path(os.path.realpath(os.path.abspath(t.path)))
     else:
-        dst = open_store(target, mode="r")
-        b = _local_place(dst)
-    a = _local_place(src)
+        dst = open_store(t.raw, mode="r", storage_options=dict(t.storage_options) if t.storage_options else None)
+        b = session.local_place(dst)
+    a = session.local_place(src)
     if a is not None or b is not None:
         return a is not None and b is not None and (a == b or a.is_relative_to(b) or b.is_relative_to(a))
     if dst is None or _s3_bucket(src) is None or _s3_bucket(src) != _s3_bucket(dst):
@@ -674,7 +656,7 @@ def _write(src: ZStore, dst: ZStore, arrays: Mapping[str, ArrayPlan], groups: Ma
     n, how = 0, "shared"
     if not in_place:
         pairs = [p for a in arrays.values() if a.reuse for p in _pairs(a)]
-        src_root, dst_root = _local_root(src), _local_root(dst)
+        src_root, dst_root = session.local_folder(src), session.local_folder(dst)
         if src_root is not None and dst_root is not None:
             n, how = _link_local(src_root, dst_root, pairs)
         elif _same_bucket(src, dst):
@@ -734,20 +716,30 @@ def migrate(
     if target is None and not dry_run:  # a writer: claimed before it reads what it migrates
         return _migrate_in_place(source, so, consolidated=consolidated, missing=missing, check_utf8=check_utf8)
     src = open_store(source, mode="r", storage_options=so)
-    if target is not None and overlaps(src, target, dict(target_storage_options) if target_storage_options else None):
-        raise ZStringsError(
-            f"Cannot migrate {src.display} to {shown(target)}: the target is the source, or holds it, or lies "
-            "inside it, and writing it would remove the chunks being migrated. Pass no target to migrate in "
-            "place (zstrings migrate SRC), which keeps the source's v2 metadata, or choose another target.")
+    dst = None if target is None else _new_target(src, target, so, target_storage_options)
     arrays, groups, report = _planned(src, open_tree(src), target, missing=missing, check_utf8=check_utf8,
                                       dry_run=dry_run)
-    if dry_run:
+    if dst is None or dry_run:
         return report
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # zarr-python: numcodecs.* are not in the v3 spec
-        tso = dict(target_storage_options) if target_storage_options else so
-        report.chunks_transferred, report.transfer = _commit_new(src, target, mode, arrays, groups, consolidated, tso)
+        report.chunks_transferred, report.transfer = _commit_new(src, dst, mode, arrays, groups, consolidated)
     return report
+
+
+def _new_target(src: ZStore, target: Any, so: JSONObject | None,
+                target_storage_options: Mapping[str, Any] | None) -> session.Target:
+    """``target`` classified (``write.session``; in object storage, the source's ``storage_options``
+    unless it has its own), refused when it overlaps the source (a dry run says so too)."""
+    t = session.classify(target, dict(target_storage_options) if target_storage_options else None)
+    if t.kind == "object" and not target_storage_options and so:
+        t = dataclasses.replace(t, storage_options=so)
+    if overlaps(src, t):
+        raise ZStringsError(
+            f"Cannot migrate {src.display} to {t.display}: the target is the source, or holds it, or lies "
+            "inside it, and writing it would remove the chunks being migrated. Pass no target to migrate in "
+            "place (zstrings migrate SRC), which keeps the source's v2 metadata, or choose another target.")
+    return t
 
 
 def _planned(src: ZStore, tree: TreeMeta, target: Any, *, missing: str | None, check_utf8: bool,
@@ -782,52 +774,30 @@ def _planned(src: ZStore, tree: TreeMeta, target: Any, *, missing: str | None, c
 
 def _migrate_in_place(source: Any, so: JSONObject | None, *, consolidated: bool, missing: str | None,
                       check_utf8: bool) -> MigrationReport:
-    """v3 metadata beside the v2 metadata, as a writer like an append: the store is claimed (the
-    writer lock of a local path, and the journal, ``io.commit.Transaction``) *before* it is read, so
-    the v3 metadata describe the version the claim holds, never one an append committed meanwhile."""
-    with _claimed(source, so) as (zs, txn):
+    """v3 metadata beside the v2 metadata, as a writer like an append: the store is claimed by the
+    write session (``write.session``: the writer lock of a local folder, and the journal of kind
+    "migrate"; a zip refused) *before* it is read, so the v3 metadata describe the version the claim
+    holds, never one an append committed meanwhile; on an exception what it wrote is undone."""
+    with session.write_session(source, "a", kind="migrate", writer="migrate", storage_options=so) as s:
+        zs = s.zstore
         arrays, groups, report = _planned(zs, open_tree(zs), None, missing=missing, check_utf8=check_utf8,
                                           dry_run=False)
         with warnings.catch_warnings(), local_errors(f"Could not write to {zs.display}"):  # (a full disk: named)
             warnings.simplefilter("ignore", UserWarning)  # zarr-python: numcodecs.* are not in the v3 spec
-            report.chunks_transferred, report.transfer = _write_in_place(zs, txn, arrays, groups, consolidated)
+            report.chunks_transferred, report.transfer = _write_in_place(zs, s.txn, s.folder, arrays, groups,
+                                                                         consolidated)
+        s.finish()
     return report
 
 
-@contextlib.contextmanager
-def _claimed(source: Any, so: JSONObject | None) -> Iterator[tuple[ZStore, Transaction]]:
-    """The store ``source`` claimed for an in-place migration (released at the end; on an exception
-    what the migration wrote is undone: ``write.repair.undo``)."""
-    local = local_target(source) if isinstance(source, str | os.PathLike) else None
-    if local is not None and local[1]:
-        raise UnsupportedError(f"Cannot migrate the zip file {shown(source)} in place: zip files are not changed "
-                               "in place. Pass a target (a directory) to migrate into.")
-    if local is None:
-        zs = open_store(source, mode="a", storage_options=so)
-        with Transaction.begin(zs, "migrate", undo=undo) as txn:
-            yield zs, txn
-            txn.finish()
-        return
-    from zarr.storage import LocalStore
-
-    display = open_store(source, mode="r", storage_options=so).display  # (no store there: its error)
-    path = Path(os.path.abspath(local[0]))
-    recover_swaps(path, display)
-    with target_lock(path, display):
-        zs = ZStore(LocalStore(path, read_only=False), display=display)
-        with Transaction.begin(zs, "migrate", undo=undo) as txn:
-            yield zs, txn
-            txn.finish()
-
-
-def _write_in_place(zs: ZStore, txn: Transaction, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, JSONObject],
-                    consolidated: bool) -> tuple[int, str]:
+def _write_in_place(zs: ZStore, txn: Transaction | None, root: Path | None, arrays: Mapping[str, ArrayPlan],
+                    groups: Mapping[str, JSONObject], consolidated: bool) -> tuple[int, str]:
     """Nothing a v2 reader reads changes, so no clone is made: the journal says v3 metadata are being
     written (a recovery removes them: ``write.repair.undo``), an older migration's root zarr.json goes
     first (v3 readers fall back to the v2 metadata until the new root), the arrays' metadata are
-    written, and the root last (locally by a rename)."""
-    txn.record_writes()
-    root = _local_root(zs)
+    written, and the root last (in the local folder ``root``, by a rename)."""
+    if txn is not None:  # (None: a store whose owner commits, which holds no Zarr v2 to migrate)
+        txn.record_writes()
     if zs.get_bytes("zarr.json") is not None:
         if root is not None:
             zs.check_fence()  # (files changed directly: the claim checked as for every batch through zs)
@@ -864,7 +834,7 @@ def keep_v3_in_step(zstore: ZStore) -> bool:
             arrays, groups = plan_migration(tree, in_place=True, missing=missing)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                _write_in_place(zs, txn, arrays, groups, consolidated)
+                _write_in_place(zs, txn, session.local_folder(zs), arrays, groups, consolidated)
             txn.finish()
     except ConcurrentWriteError:
         return False
@@ -952,42 +922,15 @@ def _delete(zs: ZStore, key: str) -> None:
     sync(zs.store.delete(zs.full_key(key)))
 
 
-def _commit_new(src: ZStore, target: Any, mode: str, arrays: Mapping[str, ArrayPlan], groups: Mapping[str, JSONObject],
-                consolidated: bool, so: JSONObject | None) -> tuple[int, str]:
-    local = local_target(target) if isinstance(target, str | os.PathLike) else None
-    if local is not None:
-        from zarr.storage import LocalStore, ZipStore
-
-        from ..zarr_compat import sync
-
-        path, is_zip = local
-        with local_commit(path, mode=mode, display=str(target), zip_file=is_zip) as tmp:
-            assert tmp is not None  # only mode="a" yields None
-            store = sync(ZipStore.open(tmp, mode="w", read_only=False)) if is_zip else LocalStore(tmp, read_only=False)
-            dst = ZStore(store, display=str(target))
-            try:
-                return _write(src, dst, arrays, groups, consolidated, False)
-            finally:
-                if is_zip:
-                    store.close()
-    kind = "new" if mode == "w-" else "replace"
-    if isinstance(target, str | os.PathLike):  # object storage: claimed, the placeholder root first
-        dst = open_store(target, mode="w", storage_options=so)
-        with Transaction.begin(dst, kind, fmt="v3", mode=mode) as txn:  # (io/commit.py)
-            done = _write(src, dst, arrays, groups, consolidated, False)
-            txn.finish()
-        return done
-    # a zarr-python Store: an empty one gets no claim nor placeholder, its arrays' metadata before
-    # their chunks and the root last (icechunk, whose commit is the transaction, refuses keys that
-    # are not Zarr metadata, a zarr.json that is not Zarr metadata and chunks of an array it does not
-    # know yet)
-    dst = open_store(target, mode="w")
-    if _transactional(dst):  # icechunk: the session is the transaction, and holds no journal
-        _claim_transactional(dst, mode)
-        return _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
-    if mode == "w" or dst.list_dir(""):
-        with Transaction.begin(dst, kind, fmt="v3", mode=mode) as txn:
-            done = _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
-            txn.finish()
-        return done
-    return _write(src, dst, arrays, groups, consolidated, False, metadata_first=True)
+def _commit_new(src: ZStore, target: session.Target, mode: str, arrays: Mapping[str, ArrayPlan],
+                groups: Mapping[str, JSONObject], consolidated: bool) -> tuple[int, str]:
+    """A new Zarr v3 store at ``target`` through the write session (``write.session``): a local folder
+    or zip written beside and swapped in, object storage claimed by its journal (the placeholder root
+    first), an icechunk session's store committed by its owner. A zarr-python Store gets its arrays'
+    metadata before their chunks (icechunk refuses chunks of an array it does not know yet); the
+    root zarr.json is written last, and ends the write."""
+    with session.write_session(target, mode, fmt="v3") as s:
+        done = _write(src, s.zstore, arrays, groups, consolidated, False,
+                      metadata_first=s.target.kind in ("store", "icechunk"))
+        s.finish()
+    return done

@@ -13,7 +13,6 @@ of the write that was undone); an added array loses every object below its folde
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 from collections.abc import Callable, Mapping
@@ -22,8 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ConcurrentWriteError, IncompleteStoreError, StoreNotFoundError
-from ..io.atomic import leftover_temporaries, leftovers_beside
+from ..errors import ConcurrentWriteError, IncompleteStoreError
 from ..io.commit import (
     JOURNAL,
     ZMETADATA,
@@ -172,55 +170,25 @@ def repair(target: str | os.PathLike[str] | Any, *, storage_options: Mapping[str
     Nothing is changed, and an error says why, for a target that is not a store readers open (a
     folder of other files, an empty one, broken root metadata), for a journal that is not one or that
     another store's write left (``JournalError``), and for every zip file: a zip is only read (see
-    ``_repair_zip``).
+    ``_zip_state``). The target is opened by the write session (``write.session``, kind "repair"),
+    which classifies it and removes what killed writers left beside and inside a local one.
     """
-    from ..io.atomic import target_lock
-    from ..io.redact import shown
-    from ..io.store import open_store
-    from ..io.targets import local_target
+    from .session import write_session
 
-    local = local_target(target)
-    display = shown(target)  # (no credentials of a URL in any message)
     so = dict(storage_options) if storage_options else None
-    if _is_zip(target, local):
-        return _repair_zip(target, local[0] if local is not None else None, display, so)
-    if local is not None:
-        from pathlib import Path
-
-        from ..io.atomic import recover_swaps
-
-        path = Path(os.path.abspath(local[0]))
-        if not path.is_dir():
-            raise StoreNotFoundError(f"No store at {display}: {str(path)!r} is not a directory.")
-        beside = [q.name for q in leftovers_beside(path)]
-        recover_swaps(path, display)
-        with target_lock(path, display):
-            zstore = open_store(target if isinstance(target, str | os.PathLike) else str(path), mode="a")
-            return _remove_temporaries(zstore, display, _v3_in_step(zstore, _repair(zstore, display, force=True)), beside)
-    zstore = open_store(target, mode="a", storage_options=so, writer="repair")
-    return _remove_temporaries(zstore, display, _v3_in_step(zstore, _repair(zstore, display, force=force)))
+    with write_session(target, "a", kind="repair", writer="repair", storage_options=so) as s:
+        display = s.target.display  # (no credentials of a URL in any message)
+        if s.read_only:  # a zip
+            report = _zip_state(s.zstore, display)
+        else:  # (under the writer lock, no writer of ours runs: force)
+            report = _v3_in_step(s.zstore, _repair(s.zstore, display, force=force or s.locked))
+            s.remove_temporaries()
+    return _removed(report, s.removed)
 
 
-def _remove_temporaries(zstore: ZStore, display: str, report: RepairReport, beside: list[str] | None = None) -> RepairReport:
-    """``report`` and the temporary files a killed writer or repair left in a local store
-    (``io.atomic.leftover_temporaries``: ours, and zarr-python's older than the lease), removed under
-    a claim of the store (no writer of ours is writing one then); ``beside``: what
-    ``io.atomic.recover_swaps`` removed beside it."""
-    from pathlib import Path
-
-    from zarr.storage import LocalStore
-
-    gone = list(beside or ())
-    if isinstance(zstore.store, LocalStore):
-        root = Path(zstore.store.root) / zstore.prefix if zstore.prefix else Path(zstore.store.root)
-        if leftover_temporaries(root):
-            with Transaction.begin(zstore, "add", undo=undo) as txn:  # (a claim: writes nothing else)
-                found = leftover_temporaries(root)
-                for q in found:
-                    with contextlib.suppress(FileNotFoundError):
-                        q.unlink()
-                txn.finish()
-            gone += [q.relative_to(root).as_posix() for q in found]
+def _removed(report: RepairReport, gone: list[str]) -> RepairReport:
+    """``report`` and the temporary files a killed writer or repair left (``gone``: beside a local
+    target and inside a local store, as its session removed them)."""
     if not gone:
         return report
     names = ", ".join(gone[:5]) + (f", ... ({len(gone)} in all)" if len(gone) > 5 else "")
@@ -242,68 +210,23 @@ def _inspect(zstore: ZStore, display: str, ops: Any = None) -> StoreState:
     return state
 
 
-def _is_zip(target: Any, local: tuple[Any, bool] | None) -> bool:
-    """Whether ``target`` is a zip file (local, in object storage, or a zarr-python ``ZipStore``),
-    as ``io.store.open_store`` decides."""
-    from zarr.storage import ZipStore
-
-    from ..io.targets import parse_nczarr_url
-
-    if isinstance(target, ZipStore):
-        return True
-    if local is not None:
-        return local[1]
-    if not isinstance(target, str | os.PathLike):
-        return False
-    parsed = parse_nczarr_url(os.fspath(target))
-    return "zip" in parsed.modes or parsed.path.rstrip("/").lower().endswith(".zip")
-
-
-def _repair_zip(target: Any, path: Any, display: str, so: dict[str, Any] | None) -> RepairReport:
-    """A zip file, only read: no write is ever left inside one (every writer writes a new zip beside
-    it and swaps it in whole: ``io.atomic.local_commit``), so there is nothing to complete or undo
-    in it; a zip that is not a store readers open is an error. What a killed writer left *beside* a
-    local zip (its unfinished temporary zip) is removed, as the next writer would."""
-    from pathlib import Path
-
-    from ..io.atomic import recover_swaps
-    from ..io.store import open_store
+def _zip_state(zstore: ZStore, display: str) -> RepairReport:
+    """A zip file, only read (its session opened it read-only): no write is ever left inside one
+    (every writer writes a new zip beside it and swaps it in whole: ``io.atomic.local_commit``), so
+    there is nothing to complete or undo in it; a zip that is not a store readers open is an error."""
     from ..read.tree import open_tree
 
-    if path is not None and not Path(path).is_file():
-        raise StoreNotFoundError(f"No zip store at {display}: {str(path)!r} is not a file.")
-    zstore = open_store(target, mode="r", storage_options=so)  # (a file that is no zip, or no store in it: refused)
-    try:
-        state = _inspect(zstore, display)
-        what, action = state.describe()
-        if state.journal is not None or action != "nothing to do":
-            raise IncompleteStoreError(
-                f"Cannot repair {display}: {what}. Nothing was changed: a zip file is never changed in place (every "
-                "writer writes a new zip beside it and swaps it in whole), so this one holds a copy of a store "
-                f"another tool zipped in that state. Unzip it, run `zstrings repair` on the folder, and zip the "
-                "folder again (or write the zip again from its source).")
-        open_tree(zstore)  # what a reader raises (as `zstrings check`)
-    finally:
-        if zstore.store is not target:  # (a Store the caller passed stays open)
-            _close(zstore)
+    state = _inspect(zstore, display)
+    what, action = state.describe()
+    if state.journal is not None or action != "nothing to do":
+        raise IncompleteStoreError(
+            f"Cannot repair {display}: {what}. Nothing was changed: a zip file is never changed in place (every "
+            "writer writes a new zip beside it and swaps it in whole), so this one holds a copy of a store "
+            f"another tool zipped in that state. Unzip it, run `zstrings repair` on the folder, and zip the "
+            "folder again (or write the zip again from its source).")
+    open_tree(zstore)  # what a reader raises (as `zstrings check`)
     what = f"{what}; a zip is written whole beside it and swapped in, so no write is ever left inside it"
-    if path is not None:
-        p = Path(os.path.abspath(path))
-        prefix = f".{p.name}.zstrings-"
-        left = sorted(q.name for q in p.parent.iterdir() if q.name.startswith(prefix))
-        if left:  # (a killed writer's lock file goes too: the lock is taken, then removed)
-            recover_swaps(p, display)
-            left = [n for n in left if n != f"{prefix}lock"]
-        if left:
-            return RepairReport(display, what, f"removed {len(left)} unfinished temporary file(s) killed writers "
-                                f"left beside it ({', '.join(left[:3])})", True)
     return RepairReport(display, what, "nothing to do", False)
-
-
-def _close(zstore: ZStore) -> None:
-    close = getattr(zstore.store, "close", None)
-    if callable(close):
-        close()
 
 
 def _repair(zstore: ZStore, display: str, *, force: bool) -> RepairReport:
