@@ -21,10 +21,10 @@ from ..codecs.vocabulary import netcdf4_compression
 from ..errors import CodecDroppedWarning, ZStringsError, user_stacklevel
 from ..io.atomic import NETCDF_MAGIC
 from ..io.redact import shown
-from . import WriteMode
+from . import WriteMode, session
 from .nczarr import to_nczarr
 from .plan import _is_dask, check_names, text_kind
-from .session import netcdf_file
+from .session import Target, netcdf_file
 
 __all__ = ["COMPRESSORS", "FORMATS", "NETCDF_SUFFIXES", "RAW_DECODERS", "ConvertFormat", "CountedReads", "Progress", "convert",
            "is_netcdf_file", "target_format", "write_netcdf4", "write_netcdf4_file"]
@@ -134,9 +134,10 @@ def convert(
     if os.path.abspath(src) == os.path.abspath(dst):
         raise ZStringsError(f"Cannot convert {shown(src)} onto itself; choose another target.")
     _check_options(fmt, dst, netcdf_c, recompress, kwargs)
+    t = session.classify(dst, None if fmt == "netcdf4" else kwargs.get("storage_options"))  # (once: checks and write)
     from_netcdf = is_netcdf_file(src)
     if not from_netcdf and fmt != "netcdf4":  # a target that is the source (spelled otherwise), holds it or lies inside
-        _refuse_overlap(src, dst, kwargs.get("storage_options"))
+        _refuse_overlap(src, t)
     open_kw: dict[str, Any] = {**RAW_DECODERS, **(kwargs if fmt == "netcdf4" else {})}
     if fmt == "zarr3":
         open_kw["concat_characters"] = True  # NC_CHAR becomes text, not one-byte bytes values
@@ -147,7 +148,7 @@ def convert(
             bar = progress(sum(int(v.nbytes) for ds in groups.values() for n, v in ds.variables.items()
                                if n not in ds.indexes))
             groups = _counted(groups, bar)
-        _WRITERS[fmt](groups, dst, mode, netcdf_c, recompress, kwargs)
+        _WRITERS[fmt](groups, t, mode, netcdf_c, recompress, kwargs)
     finally:
         if bar is not None:
             bar.close()
@@ -168,14 +169,14 @@ def _check_options(fmt: ConvertFormat, dst: str, netcdf_c: str | None, recompres
         raise ZStringsError(f"Invalid recompress={recompress!r}: expected 'netcdf-c' or one of {list(COMPRESSORS)}.")
 
 
-def _refuse_overlap(src: str, dst: str, storage_options: Mapping[str, Any] | None) -> None:
+def _refuse_overlap(src: str, t: Target) -> None:
     """A store target that is the source, holds it or lies inside it (writing it would remove
     what is being read) is refused."""
     from ..io.store import open_store
     from .migrate import overlaps
 
-    if overlaps(open_store(src, mode="r"), dst, dict(storage_options) if storage_options else None):
-        raise ZStringsError(f"Cannot convert {shown(src)} to {shown(dst)}: the target is the source, or holds it, "
+    if overlaps(open_store(src, mode="r"), t):
+        raise ZStringsError(f"Cannot convert {shown(src)} to {t.display}: the target is the source, or holds it, "
                             "or lies inside it, and writing it would remove what is being read. Choose another "
                             "target.")
 
@@ -195,13 +196,13 @@ def _open_source(src: str, from_netcdf: bool, open_kw: Mapping[str, Any], *, chu
         raise
 
 
-def _to_netcdf4(groups: dict[str, xr.Dataset], dst: str, mode: str, netcdf_c: str | None, recompress: str | None,
+def _to_netcdf4(groups: dict[str, xr.Dataset], dst: Target, mode: str, netcdf_c: str | None, recompress: str | None,
                 kwargs: Mapping[str, Any]) -> None:
     write_netcdf4_file(groups, dst, mode=mode)
 
 
 def _to_v2(fmt: str) -> Callable[..., None]:
-    def write(groups: dict[str, xr.Dataset], dst: str, mode: WriteMode, netcdf_c: str | None,
+    def write(groups: dict[str, xr.Dataset], dst: Target, mode: WriteMode, netcdf_c: str | None,
               recompress: str | None, kwargs: Mapping[str, Any]) -> None:
         if recompress is not None:
             _netcdf_c_codecs(groups, recompress)
@@ -210,7 +211,7 @@ def _to_v2(fmt: str) -> Callable[..., None]:
     return write
 
 
-def _to_zarr3(groups: dict[str, xr.Dataset], dst: str, mode: str, netcdf_c: str | None, recompress: str | None,
+def _to_zarr3(groups: dict[str, xr.Dataset], dst: Target, mode: str, netcdf_c: str | None, recompress: str | None,
               kwargs: Mapping[str, Any]) -> None:
     """Every group with ``to_zarr_v3`` at once, each variable keeping only the encodings a v3 array takes."""
     from .zarr3 import to_zarr_v3
@@ -218,7 +219,9 @@ def _to_zarr3(groups: dict[str, xr.Dataset], dst: str, mode: str, netcdf_c: str 
     for ds in groups.values():
         for var in ds.variables.values():
             var.encoding = {k: v for k, v in var.encoding.items() if k in ("chunks", "dtype", "units", "calendar")}
-    to_zarr_v3(groups, dst, mode=cast(Any, mode), **kwargs)
+    # (dst.raw: to_zarr_v3's whole-store write does not take a classified Target yet; once it opens
+    # its target with write.session.write_session, pass dst, which is classified once, here)
+    to_zarr_v3(groups, dst.raw, mode=cast(Any, mode), **kwargs)
 
 
 #: the writer of each target format
@@ -303,11 +306,11 @@ def _counted(groups: Mapping[str, xr.Dataset], bar: Progress) -> dict[str, xr.Da
     return out
 
 
-def write_netcdf4_file(groups: Mapping[str, xr.Dataset], dst: str, mode: str = "w") -> None:
+def write_netcdf4_file(groups: Mapping[str, xr.Dataset], dst: str | os.PathLike[str] | Target, mode: str = "w") -> None:
     """``write_netcdf4`` after checking every name, to a file beside ``dst`` renamed over it only
     when complete: a failure (bad name, full disk, interrupt) leaves no partial file and ``dst``
     as it was."""
-    check_names(groups, netcdf_c="nczarr", target=dst)
+    check_names(groups, netcdf_c="nczarr", target=shown(dst))
     with netcdf_file(dst, mode) as tmp:
         write_netcdf4(groups, os.fspath(tmp))
 

@@ -25,6 +25,11 @@ API (the writers in write/, the CLI and the accessor use nothing else to open a 
   a local folder or zip is written beside and swapped in, object storage and Stores get the journal
   transaction (placeholder root first), icechunk the owner's commit (``"w-"`` refuses a non-empty
   session store, ``"w"`` clears it; no journal, no placeholder). ``s.finish()`` after the root.
+* ``fmt="v3"``, ``mode="a"`` (kind "append" or "add"): the store changed in place, a local folder
+  under its writer lock, object storage and Stores claimed by the journal (``s.txn``: ``set_base``,
+  ``record_writes``; ``s.finish()`` after the root), icechunk by its owner (``s.txn`` None).
+* ``target`` may be a ``Target`` ``classify`` returned: a caller that looks at the target first
+  (``convert``'s overlap check) hands it on, so it is classified once.
 * ``group="a/b"`` (``fmt="v3"``): a group written into the store that is there. A local folder:
   into a hard-link copy (``io.atomic.CloneStore``) swapped in, or in place (metadata last) where the
   file system cannot hard-link; a zip or a Zarr v2 / NCZarr store refused; ``mode="w-"`` refuses an
@@ -102,9 +107,11 @@ _DEFAULT_KIND = {"w-": "new", "w": "replace", "a": "add"}
 _STORE_ROOTS = (".zgroup", ".nczarr", ".zmetadata", "zarr.json", JOURNAL)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, repr=False)
 class Target:
-    """A write's target, classified once: its ``kind``, the name messages use, and where it is."""
+    """A write's target, classified once: its ``kind``, the name messages use, and where it is.
+    A writer handed one (``convert`` classifies its target once for both its checks and the write)
+    opens it without classifying it again; ``io.redact.shown`` names it by its display."""
 
     kind: TargetKind
     display: str
@@ -112,6 +119,9 @@ class Target:
     path: Path | None = None  # local folders and zips
     modes: frozenset[str] = frozenset()  # netcdf-c's #mode= flags of a URL
     storage_options: Mapping[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return self.display
 
     @property
     def rules(self) -> Rules:
@@ -500,13 +510,13 @@ def clear(zs: ZStore) -> None:
 
 
 @contextlib.contextmanager
-def netcdf_file(path: str | os.PathLike[str], mode: str = "w-") -> Iterator[Path]:
+def netcdf_file(path: str | os.PathLike[str] | Target, mode: str = "w-") -> Iterator[Path]:
     """A netCDF-4 file target: yields the sibling to write, renamed over ``path`` when complete (a
     failure leaves no file and the old one untouched); ``"w-"`` refuses an existing file, ``"w"``
     replaces only a netCDF file."""
     if mode not in ("w-", "w"):
         raise ZStringsError(f"Invalid mode={mode!r} for a netCDF-4 target: expected 'w-' or 'w'.")
-    t = classify(path)
+    t = path if isinstance(path, Target) else classify(path)
     if t.kind not in ("dir", "zip") or t.path is None:
         raise UnsupportedError(f"Cannot write the netCDF-4 file {t.display}: netCDF-4 files are written locally only.")
     with local_commit(t.path, mode=mode, display=t.display, kind="netcdf") as tmp:
