@@ -76,29 +76,47 @@ __all__ = [
 
 def _as_groups(obj: Any) -> dict[str, xr.Dataset]:
     """Dataset / DataTree / mapping of group paths -> {"/": ds, "/sub": ds, ...} with every parent."""
-    if isinstance(obj, xr.Dataset):
-        groups = {"/": obj}
-    elif isinstance(obj, xr.DataTree):
-        groups = {node.path: node.to_dataset(inherit=False) for node in obj.subtree}
-        groups["/"] = obj.to_dataset(inherit=False)
-    elif isinstance(obj, xr.DataArray):
-        groups = {"/": obj.to_dataset(name=obj.name if obj.name is not None else "__xarray_dataarray_variable__")}
-    elif isinstance(obj, Mapping):
-        groups = {}
-        for k, v in obj.items():
-            if not isinstance(v, xr.Dataset):
-                raise ZStringsError(f"Group {k!r}: expected an xarray.Dataset, got {type(v).__name__}.")
-            key = "/" + str(k).strip("/")
-            groups["/" if key == "/" else key] = v
-    else:
-        raise ZStringsError(
-            f"Cannot write {type(obj).__name__}: expected an xarray Dataset, DataTree or a mapping of group "
-            "paths to Datasets (as xr.open_groups returns)."
-        )
+    groups = _groups_given(obj)
     for path in list(groups):
         for anc in _ancestors(path)[1:]:
             if anc not in groups:  # not setdefault: a Dataset built per ancestor made 1,000 levels O(n^2)
                 groups[anc] = xr.Dataset()
+    _refuse_group_names(groups)
+    return dict(sorted(groups.items(), key=lambda kv: (kv[0].count("/") if kv[0] != "/" else 0, kv[0])))
+
+
+def _groups_given(obj: Any) -> dict[str, xr.Dataset]:
+    """The groups ``obj`` holds by path (the parents a mapping leaves out not added yet)."""
+    if isinstance(obj, xr.Dataset):
+        return {"/": obj}
+    if isinstance(obj, xr.DataTree):
+        groups = {node.path: node.to_dataset(inherit=False) for node in obj.subtree}
+        groups["/"] = obj.to_dataset(inherit=False)
+        return groups
+    if isinstance(obj, xr.DataArray):
+        return {"/": obj.to_dataset(name=obj.name if obj.name is not None else "__xarray_dataarray_variable__")}
+    if isinstance(obj, Mapping):
+        return _mapped_groups(obj)
+    raise ZStringsError(
+        f"Cannot write {type(obj).__name__}: expected an xarray Dataset, DataTree or a mapping of group "
+        "paths to Datasets (as xr.open_groups returns)."
+    )
+
+
+def _mapped_groups(obj: Mapping[Any, Any]) -> dict[str, xr.Dataset]:
+    """A mapping of group paths to Datasets with the paths spelled ``/a/b``; a value not a Dataset is refused."""
+    groups: dict[str, xr.Dataset] = {}
+    for k, v in obj.items():
+        if not isinstance(v, xr.Dataset):
+            raise ZStringsError(f"Group {k!r}: expected an xarray.Dataset, got {type(v).__name__}.")
+        key = "/" + str(k).strip("/")
+        groups["/" if key == "/" else key] = v
+    return groups
+
+
+def _refuse_group_names(groups: Mapping[str, xr.Dataset]) -> None:
+    """A group named as a variable of its parent (one Zarr key cannot be both), then a path with
+    ``.``, ``..`` or an empty name, refused."""
     for path in groups:
         parent, _, leaf = path.rpartition("/")
         if path != "/" and leaf in groups[parent or "/"].variables:
@@ -110,7 +128,6 @@ def _as_groups(obj: Any) -> dict[str, xr.Dataset]:
         for part in path.strip("/").split("/"):
             if part in (".", "..") or (path != "/" and not part):
                 raise ZStringsError(f"Invalid group path {path!r}: expected names without '.', '..' or '//'.")
-    return dict(sorted(groups.items(), key=lambda kv: (kv[0].count("/") if kv[0] != "/" else 0, kv[0])))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -306,8 +323,6 @@ def for_netcdf_c(groups: dict[str, xr.Dataset], reader: NetcdfC) -> dict[str, xr
         return groups
     import warnings
 
-    import numpy as np
-
     from ..errors import NetcdfCompatibilityWarning
 
     keeps = next(r for r in NETCDF_C if r.nc_string and r.scalar_marker is not None and r.string_lists).first
@@ -318,24 +333,7 @@ def for_netcdf_c(groups: dict[str, xr.Dataset], reader: NetcdfC) -> dict[str, xr
     for path, ds in groups.items():
         if not reader.string_lists:
             _refuse_string_lists(path, ds, reader, keeps)
-        new: dict[str, xr.Variable] = {}
-        for name, var in ds.variables.items():
-            where = f"{path.rstrip('/')}/{name}"
-            if not reader.nc_string and text_kind(var) is not None and var.encoding.get("nc_type") != "NC_CHAR" \
-                    and not (var.encoding.get("dtype") is not None and not isinstance(var.encoding["dtype"], type)
-                             and np.dtype(var.encoding["dtype"]) == np.dtype("S1")):
-                var = var.copy(deep=False)
-                var.encoding = {**var.encoding, "nc_type": "NC_CHAR"}
-                to_char.append(where)
-            elif reader.scalar_marker is None and var.ndim == 0:
-                enc = dict(var.encoding)
-                var = xr.Variable((SCALAR_DIM,), np.asarray(var.values).reshape(1), var.attrs, enc)
-                to_1d.append(where)
-            new[str(name)] = var
-        coords = {n: new[str(n)] for n in ds.coords}
-        nds = xr.Dataset({n: v for n, v in new.items() if n not in coords}, coords=coords, attrs=ds.attrs)
-        nds.encoding = dict(ds.encoding)
-        out[path] = nds
+        out[path] = _readable_group(path, ds, reader, to_char, to_1d)
     if to_char:
         warnings.warn(NetcdfCompatibilityWarning(
             f"{len(to_char)} string variable(s) written as NC_CHAR with a string-length dimension for "
@@ -348,6 +346,37 @@ def for_netcdf_c(groups: dict[str, xr.Dataset], reader: NetcdfC) -> dict[str, xr
             f"{SCALAR_DIM!r} for {target}, which aborts on NCZarr scalars: {to_1d[:5]}. "
             f"Pass netcdf_c='{keeps}' to keep them scalars."), stacklevel=user_stacklevel())
     return out
+
+
+def _readable_group(path: str, ds: xr.Dataset, reader: NetcdfC, to_char: list[str], to_1d: list[str]) -> xr.Dataset:
+    """``ds`` as ``reader`` reads it: text it cannot read as NC_STRING marked NC_CHAR, scalars made
+    one-element arrays on ``SCALAR_DIM`` where it has no scalar marker; each changed variable's path
+    added to ``to_char`` / ``to_1d`` for the warnings."""
+    new: dict[str, xr.Variable] = {}
+    for name, var in ds.variables.items():
+        where = f"{path.rstrip('/')}/{name}"
+        if _needs_nc_char(var, reader):
+            var = var.copy(deep=False)
+            var.encoding = {**var.encoding, "nc_type": "NC_CHAR"}
+            to_char.append(where)
+        elif reader.scalar_marker is None and var.ndim == 0:
+            enc = dict(var.encoding)
+            var = xr.Variable((SCALAR_DIM,), np.asarray(var.values).reshape(1), var.attrs, enc)
+            to_1d.append(where)
+        new[str(name)] = var
+    coords = {n: new[str(n)] for n in ds.coords}
+    nds = xr.Dataset({n: v for n, v in new.items() if n not in coords}, coords=coords, attrs=ds.attrs)
+    nds.encoding = dict(ds.encoding)
+    return nds
+
+
+def _needs_nc_char(var: xr.Variable, reader: NetcdfC) -> bool:
+    """Text ``reader`` cannot read as NC_STRING that is not NC_CHAR already (``nc_type``, or an
+    ``S1`` dtype as xarray spells it)."""
+    if reader.nc_string or text_kind(var) is None or var.encoding.get("nc_type") == "NC_CHAR":
+        return False
+    dtype = var.encoding.get("dtype")
+    return not (dtype is not None and not isinstance(dtype, type) and np.dtype(dtype) == np.dtype("S1"))
 
 
 def _refuse_string_lists(path: str, ds: xr.Dataset, reader: NetcdfC, keeps: str) -> None:
