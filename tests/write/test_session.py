@@ -163,8 +163,6 @@ SESSION_ONLY = {"local_target", "local_commit", "target_lock", "recover_swaps", 
 #: modules still opening targets themselves, each with why; the list only shrinks (the helper that
 #: routes one removes it here: test_the_allow_list_names_only_modules_that_still_need_it says when)
 ALLOWED: dict[str, str] = {
-    "write/migrate.py": "SESSION2 helper routes migrate's last Transaction (in place) through the session",
-    "write/repair.py": "SESSION2 helper routes repair's claim through the session",
     "write/zarr3.py": "V3 helper routes to_zarr_v3's whole-store and group writes through the session",
     "cli/check.py": "read-only (opens no session): looks beside a local store for what killed writers left",
 }

@@ -128,19 +128,6 @@ def _refused_text(dst: str, fmt: str, overwrite: bool, e: BaseException) -> str:
     return str(e).replace("mode='w' replaces", "--overwrite replaces")
 
 
-def _check_target(dst: str, fmt: str, *, overwrite: bool) -> None:
-    """``zstrings migrate``'s look before it plans (convert reads the writer's refusal instead):
-    a local target zstrings never replaces, or one that exists without ``--overwrite``, refused."""
-    what = _not_a_store(dst, fmt)
-    if what is not None:
-        raise UsageError(_never_replaced_text(dst, what))
-    from ..write.session import classify
-
-    path = classify(dst).path
-    if path is not None and not overwrite and (path.is_file() or (path.is_dir() and any(path.iterdir()))):
-        raise UsageError(_exists_text(dst))
-
-
 def _overflow_in_flags(message: str) -> str:
     """A StringOverflowError's fix in the command's words (its flags, not the Python keywords)."""
     import re

@@ -18,10 +18,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
                          "--format zarr3' writes it as Zarr v3.")
     from ..errors import TargetExistsError
     from ..io.redact import redact
-    from .convert import _check_target, _exists_text
+    from .convert import _refused_text
 
-    if args.dst is not None and not args.dry_run:  # an existing DST in the command's words (as convert)
-        _check_target(args.dst, "zarr3", overwrite=args.overwrite)
     if args.missing is None and not args.dry_run:  # the API's refusal, in the command's words (planned
         lost = migrate(args.src, dry_run=True).missing_lost  # in place: the same arrays, DST not looked at)
         if lost:
@@ -34,10 +32,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     try:
         report = migrate(args.src, args.dst, mode="w" if args.overwrite else "w-", dry_run=args.dry_run,
                          consolidated=not args.no_consolidated, missing=args.missing, check_utf8=args.check_utf8)
-    except TargetExistsError as e:  # object storage, or made meanwhile: the API's mode words as flags
-        if not args.overwrite:
-            raise UsageError(_exists_text(args.dst)) from None
-        raise UsageError(str(e).replace("mode='w' replaces", "--overwrite replaces")) from None
+    except TargetExistsError as e:  # the writer's refusal (its session's) in the command's words, as convert's
+        raise UsageError(_refused_text(args.dst, "zarr3", args.overwrite, e)) from None
     for line in report.lines():
         print(line)
     return OK

@@ -43,7 +43,7 @@ import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -53,7 +53,6 @@ from ..errors import ConcurrentWriteError, UnsupportedError, ZStringsError, user
 from ..formats.nczarr import ArrayMetaV2
 from ..formats.netcdf_c import is_nczarr
 from ..formats.v2_to_v3 import data_type_json, fill_value_json, serializer_json, v3_attributes, xarray_fill_attr
-from ..io.commit import Transaction
 from ..io.store import open_store
 from ..io.store_errors import local_errors
 from ..io.zstore import ZStore
@@ -62,8 +61,10 @@ from ..read.paths import join_path, node_key
 from ..read.tree import TreeMeta, open_tree
 from ..read.variables import MISSING_MARKER, joined_char_arrays, resolve_dims
 from . import NewMode, session
-from .repair import undo
 from .zarr3 import _consolidated_root
+
+if TYPE_CHECKING:
+    from ..io.commit import Transaction
 
 __all__ = ["ArrayPlan", "MigrationReport", "keep_v3_in_step", "migrate", "overlaps", "plan_migration",
            "v3_out_of_step"]
@@ -826,7 +827,7 @@ def keep_v3_in_step(zstore: ZStore) -> bool:
     if raw is None or zs.get_bytes(".zgroup") is None:
         return False
     try:
-        with Transaction.begin(zs, "migrate", undo=undo) as txn:
+        with session.claimed(zs, "migrate") as txn:  # (under the writer's session: its lock, a claim of its own)
             tree = open_tree(zs)
             old = _v3_objects(zs, tree)
             consolidated = isinstance(old.get("/"), Mapping) and old["/"].get("consolidated_metadata") is not None

@@ -28,7 +28,6 @@ from ..io.commit import (
     Journal,
     JournalError,
     StoreState,
-    Transaction,
     VersionRecord,
     foreign_appends,
     inspect_store,
@@ -304,9 +303,10 @@ def _reconsolidate(zstore: ZStore, drift: Drift | None = None, state: StoreState
     changes nothing (but for the keys ``drift`` says objects lost, put back), committed as a new
     version (its root ``.zgroup`` names it, of the committed lineage), under a claim."""
     from .append import _base_tree
+    from .session import claimed
 
     mended = dict(drift.mended) if drift else {}
-    with Transaction.begin(zstore, "add", undo=undo) as txn:
+    with claimed(zstore, "add") as txn:
         _, base = _base_tree(zstore, consolidated=False)
         c = state.committed if state is not None else None
         if c is not None and ".zgroup" in mended and txn.record.lineage != c.lineage:

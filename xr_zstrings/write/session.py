@@ -71,8 +71,8 @@ from ..io.targets import local_target, parse_nczarr_url
 from ..io.zstore import ZStore
 from ..zarr_compat import sync
 
-__all__ = ["KINDS", "RULES", "Target", "TargetKind", "WriteSession", "classify", "local_folder", "local_place",
-           "netcdf_file", "target_refusal", "write_session"]
+__all__ = ["KINDS", "RULES", "Target", "TargetKind", "WriteSession", "claimed", "classify", "local_folder",
+           "local_place", "netcdf_file", "target_refusal", "write_session"]
 
 TargetKind = Literal["dir", "zip", "object", "store", "icechunk"]
 
@@ -367,6 +367,18 @@ def _repairing(t: Target) -> Iterator[WriteSession]:
         s = WriteSession(t, open_store(t.raw, mode="a"), "a", "repair", None, locked=True)
         s.removed = removed
         yield s
+
+
+@contextlib.contextmanager
+def claimed(zs: ZStore, kind: str) -> Iterator[Transaction]:
+    """A further write to a store a session opened, under a claim of its own (the journal
+    transaction, undone on an exception): a repair's re-consolidation, the Zarr v3 metadata of a
+    store migrated in place written again after an append or a repair (``migrate.keep_v3_in_step``)."""
+    from .repair import undo
+
+    check_mode("a", kind)
+    with begun(zs, kind, undo=undo) as txn:
+        yield txn
 
 
 def _recover_beside(path: Path, display: str, *, always: bool) -> list[str]:
