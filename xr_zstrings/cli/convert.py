@@ -57,21 +57,7 @@ class _NoBar:
 def _cmd_convert(args: argparse.Namespace) -> int:
     src, dst = args.src, args.dst
     fmt = _target_format(dst, args.format)
-    if args.maxstrlen is not None and fmt not in ("nczarr", "zarr2"):
-        raise UsageError(f"--maxstrlen applies to --format nczarr/zarr2 only ({fmt} strings are "
-                         "variable-length); drop it.")
-    if args.maxstrlen is not None and args.maxstrlen < 1:
-        raise UsageError(f"--maxstrlen {args.maxstrlen}: expected a width of at least 1 byte.")
-    if args.compressor is not None and fmt not in ("nczarr", "zarr2"):
-        raise UsageError(f"--compressor applies to --format nczarr/zarr2 only (target is {fmt}); drop it.")
-    if args.netcdf_c is not None and fmt != "nczarr":
-        raise UsageError(f"--netcdf-c chooses the NCZarr layout; it applies to --format nczarr (target is {fmt}).")
-    if args.layout is not None and fmt != "zarr3":
-        raise UsageError(f"--layout chooses the Zarr v3 string layout; add --format zarr3 (target is {fmt}).")
-    if os.path.abspath(src) == os.path.abspath(dst):
-        raise UsageError(f"SRC and DST are the same ({redact(src)}); choose another target.")
-    if _is_netcdf_file(src) and not Path(src).expanduser().exists():
-        raise UsageError(f"No such file: {src}; check the path.")
+    _check_flags(args, fmt)
     from ..errors import CodecDroppedWarning, StringOverflowError, TargetExistsError
     from ..write.convert import convert
 
@@ -93,6 +79,26 @@ def _cmd_convert(args: argparse.Namespace) -> int:
     if not args.quiet:
         print(f"wrote {redact(dst)} ({fmt})", file=sys.stderr)
     return OK
+
+
+def _check_flags(args: argparse.Namespace, fmt: str) -> None:
+    """Refuse flags the target format does not take, and SRC/DST that cannot be, in the command's words."""
+    src, dst = args.src, args.dst
+    if args.maxstrlen is not None and fmt not in ("nczarr", "zarr2"):
+        raise UsageError(f"--maxstrlen applies to --format nczarr/zarr2 only ({fmt} strings are "
+                         "variable-length); drop it.")
+    if args.maxstrlen is not None and args.maxstrlen < 1:
+        raise UsageError(f"--maxstrlen {args.maxstrlen}: expected a width of at least 1 byte.")
+    if args.compressor is not None and fmt not in ("nczarr", "zarr2"):
+        raise UsageError(f"--compressor applies to --format nczarr/zarr2 only (target is {fmt}); drop it.")
+    if args.netcdf_c is not None and fmt != "nczarr":
+        raise UsageError(f"--netcdf-c chooses the NCZarr layout; it applies to --format nczarr (target is {fmt}).")
+    if args.layout is not None and fmt != "zarr3":
+        raise UsageError(f"--layout chooses the Zarr v3 string layout; add --format zarr3 (target is {fmt}).")
+    if os.path.abspath(src) == os.path.abspath(dst):
+        raise UsageError(f"SRC and DST are the same ({redact(src)}); choose another target.")
+    if _is_netcdf_file(src) and not Path(src).expanduser().exists():
+        raise UsageError(f"No such file: {src}; check the path.")
 
 
 def _exists_text(dst: str) -> str:

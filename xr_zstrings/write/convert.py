@@ -337,11 +337,7 @@ def write_netcdf4(groups: Mapping[str, xr.Dataset], dst: str) -> None:
                     anc = anc.parent
                 if found is None or (len(found) != n and not found.isunlimited()):
                     g.createDimension(str(d), None if d in unlimited else n)
-            for k, v in ds.attrs.items():
-                if isinstance(v, list) and all(isinstance(x, str) for x in v):
-                    g.setncattr_string(k, v)
-                else:
-                    g.setncattr(k, v)
+            _set_attributes(g, ds.attrs)
             for name, var in ds.variables.items():
                 _netcdf4_variable(g, str(name), var)
     finally:
@@ -349,10 +345,22 @@ def write_netcdf4(groups: Mapping[str, xr.Dataset], dst: str) -> None:
 
 
 def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
-    enc, attrs = var.encoding, dict(var.attrs)
-    fill = attrs.pop("_FillValue", enc.get("_FillValue") if var.dtype.kind in "TUO" else None)
+    """One variable in netCDF4 group ``g``: created with its storage, attributes, then its values."""
+    attrs = dict(var.attrs)
+    fill = attrs.pop("_FillValue", var.encoding.get("_FillValue") if var.dtype.kind in "TUO" else None)
     kind = text_kind(var)
     dtype: Any = str if kind == "str" else "S1" if kind == "bytes" else var.dtype
+    v = g.createVariable(name, dtype, tuple(str(d) for d in var.dims), fill_value=fill, **_netcdf4_storage(name, var))
+    v.set_auto_maskandscale(False)
+    if kind == "bytes":
+        v.set_auto_chartostring(False)
+    _set_attributes(v, attrs)
+    _netcdf4_values(v, var, kind)
+
+
+def _netcdf4_storage(name: str, var: xr.Variable) -> dict[str, Any]:
+    """``createVariable``'s compression and chunk sizes from the variable's encoding (either codec vocabulary)."""
+    enc = var.encoding
     kw: dict[str, Any] = {}
     comp: Any
     filters: Any
@@ -371,22 +379,26 @@ def _netcdf4_variable(g: Any, name: str, var: xr.Variable) -> None:
     if chunks and var.ndim and len(chunks) == var.ndim:
         # netCDF4 refuses a chunk longer than a fixed dimension (Zarr allows it): clamp
         kw["chunksizes"] = tuple(max(1, min(int(c), n)) if n else 1 for c, n in zip(chunks, var.shape, strict=True))
-    v = g.createVariable(name, dtype, tuple(str(d) for d in var.dims), fill_value=fill, **kw)
-    v.set_auto_maskandscale(False)
-    if kind == "bytes":
-        v.set_auto_chartostring(False)
+    return kw
+
+
+def _set_attributes(obj: Any, attrs: Mapping[Hashable, Any]) -> None:
+    """Attributes on a netCDF4 group or variable, lists of strings as NC_STRING."""
     for k, x in attrs.items():
         if isinstance(x, list) and all(isinstance(y, str) for y in x):
-            v.setncattr_string(k, x)
+            obj.setncattr_string(k, x)
         else:
-            v.setncattr(k, x)
+            obj.setncattr(k, x)
+
+
+def _netcdf4_values(v: Any, var: xr.Variable, kind: str | None) -> None:
+    """The values, block by block (the source's chunks when it is dask-backed): never the whole variable at once."""
     if not var.size:
         return
     if var.ndim == 0:
         values = _as_stored(var.values, kind)
         v[...] = str(values[()]) if kind == "str" else values
         return
-    # block by block (the source's chunks when it is dask-backed): never the whole variable at once
     data = var.data
     chunks = data.chunks if _is_dask(data) else tuple((n,) for n in var.shape)
     for idx in np.ndindex(*(len(c) for c in chunks)):
