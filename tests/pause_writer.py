@@ -9,7 +9,8 @@ exception's class and message.
 
     python pause_writer.py '{"op": "append", "target": "local:s.zarr", "pause": "committed", ...}'
 
-``op``: "append" (``to_nczarr(mode="a")``), "v3-replace" (``to_zarr_v3(mode="w")``), "migrate"
+``op``: "append" (``to_nczarr(mode="a")``), "v3-replace" (``to_zarr_v3(mode="w")``), "v3-append"
+(``to_zarr_v3(mode="a")``), "migrate"
 (in place), "soak" (``soak``: many appends, stopped at random). ``target``: "local:PATH" (a zarr-python ``LocalStore`` object), a path or a URL.
 ``start``/``n``/``tag``: the rows written (``rows``); ``slow``: seconds each chunk write takes (a
 slow writer), ``env``: environment variables (``XR_ZSTRINGS_LOCK_TIMEOUT``).
@@ -99,6 +100,8 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
             to_nczarr(ds, _store(target), mode="a", append_dim="t", storage_options=so)
         elif op == "v3-replace":
             to_zarr_v3(ds, _store(target), mode="w", storage_options=so)
+        elif op == "v3-append":
+            to_zarr_v3(ds, _store(target), mode="a", append_dim="t", storage_options=so)
         elif op == "migrate":
             migrate(_store(target), storage_options=so, **spec.get("kw", {}))
         else:

@@ -71,6 +71,8 @@ def run(writer: str, target: str, so: dict[str, Any] | None, src: str | None, n:
         to_nczarr(dataset(1, n, small)[["code", "count"] if not small else ["value"]], target, mode="a", **kw)
     elif name == "v3_new":
         to_zarr_v3(new, target, layout=layout, **kw)  # type: ignore[arg-type]  # a layout name from the command
+    elif name == "v3_append":
+        to_zarr_v3(new, target, layout=layout, mode="a", append_dim="obs", **kw)  # type: ignore[arg-type]  # a layout name from the command
     elif name == "v3_replace":
         to_zarr_v3(new, target, layout=layout, mode="w", **kw)  # type: ignore[arg-type]  # a layout name from the command
     elif name in ("convert_nc", "convert_store"):

@@ -96,7 +96,7 @@ def _expected(writer: str, n: int = N, small: bool = False) -> tuple[xr.Dataset,
         return dataset(2, n, small), None
     if name in ("nczarr_replace", "v3_replace"):
         return dataset(2, n, small), dataset(1, n, small)
-    if name == "nczarr_append":
+    if name in ("nczarr_append", "v3_append"):
         return appended(n, small), dataset(1, n, small)
     if name == "nczarr_addvars":
         return dataset(1, n, small), dataset(1, n, small).drop_vars(["code", "count"] if not small else ["value"])
@@ -250,14 +250,15 @@ def _judge(label: str, state: tuple[str, Any], allowed: dict[str, Any], may_refu
 
 def _in_place(writer: str) -> bool:
     """Appends and added variables change the store in place (journal, metadata window)."""
-    return writer.split(":")[0] in ("nczarr_append", "nczarr_addvars")
+    return writer.split(":")[0] in ("nczarr_append", "nczarr_addvars", "v3_append")
 
 
 CASES = [
     # (writer, target kind); S3: test_killed_at_every_put_on_s3
     *[(w, "dir") for w in ("nczarr_new", "nczarr_zlib_new", "nczarr_replace", "nczarr_append",
                            "nczarr_addvars", "v3_new:vlen-utf8", "v3_new:zarrs.vlen", "v3_new:arrow",
-                           "v3_new:arrow-large", "v3_replace:vlen-utf8", "convert_nc")],
+                           "v3_new:arrow-large", "v3_replace:vlen-utf8", "v3_append:vlen-utf8", "v3_append:zarrs.vlen",
+                           "convert_nc")],
     *[(w, "zip") for w in ("nczarr_new", "nczarr_replace", "v3_new:vlen-utf8")],
     ("convert_store", "ncfile"),
 ]
@@ -325,6 +326,11 @@ def test_killed_writer_leaves_complete_or_refused(writer: str, kind: str, tmp_pa
                 _judge("zarr-python (engine='zarr')", zp, allowed, True, where)
             elif verdict != "refused" and "vlen-utf8" in writer:  # zarr-python reads this layout
                 raise AssertionError(f"{where}: zarr-python refuses what engine='zstrings' reads: {zp[1][:300]}")
+        if name == "v3_append":  # repaired: the version readers were served, no journal left
+            repair(target)
+            assert not (Path(target) / JOURNAL).exists(), where
+            assert _judge("engine='zstrings' after repair", _ours(target, None), allowed, False, where) == verdict
+            continue
         if kind != "dir" or name.startswith("v3") or name == "convert_nc" and verdict == "refused":
             continue
         before = tmp_path / f"snap{len(snapshots)}.zarr"
@@ -356,7 +362,7 @@ def test_killed_writer_leaves_complete_or_refused(writer: str, kind: str, tmp_pa
 
 S3_ROWS = 50  # chunks of 40: two chunks a variable, the second partial (an append rewrites it)
 S3_WRITERS = ["nczarr_new", "nczarr_replace", "nczarr_append", "nczarr_addvars", "v3_new:vlen-utf8",
-              "v3_replace:vlen-utf8"]
+              "v3_replace:vlen-utf8", "v3_append:vlen-utf8"]
 
 
 @pytest.mark.parametrize("writer", S3_WRITERS)
@@ -380,7 +386,7 @@ def test_killed_at_every_put_on_s3(writer: str, forks: ForkServer) -> None:
         "new": _expected(writer, S3_ROWS, True)[0],
         "old": _expected(writer, S3_ROWS, True)[0],
     }
-    if name == "nczarr_append":
+    if name in ("nczarr_append", "v3_append"):
         again["new"] = xr.concat([appended(S3_ROWS, True), dataset(2, S3_ROWS, True)], dim="obs")
 
     import obstore
@@ -414,7 +420,7 @@ def test_killed_at_every_put_on_s3(writer: str, forks: ForkServer) -> None:
         res = forks.run(writer=writer, target=target, so=so, kill_at=k, **kw)
         assert res["status"] in ("killed", "ok"), f"{where}: {res}"
         verdict = _judge("engine='zstrings'", _ours(target, so), allowed, whole, where)
-        if name == "v3_new" or name == "v3_replace":
+        if name in ("v3_new", "v3_replace", "v3_append"):
             zp = _zarr_python(target, "s3", s3)
             if zp[0] == "data":
                 _judge("zarr-python (engine='zarr')", zp, allowed, True, where)

@@ -165,20 +165,16 @@ def test_every_writer_mode_is_the_one_shared_type():
 
     assert typing.get_args(WriteMode) == ("w-", "w", "a")
     assert typing.get_args(NewMode) == ("w-", "w")
-    for func in (xr_zstrings.to_nczarr, xr_zstrings.to_zarr_v2, xr_zstrings.convert,
+    for func in (xr_zstrings.to_nczarr, xr_zstrings.to_zarr_v2, xr_zstrings.to_zarr_v3, xr_zstrings.convert,
                  ZStringsAccessor.to_nczarr, ZStringsAccessor.to_zarr_v2):
         assert _mode(func) == WriteMode, func
-    for func in (xr_zstrings.to_zarr_v3, xr_zstrings.migrate):
+    for func in (xr_zstrings.migrate,):
         assert _mode(func) == NewMode, func
 
 
-@pytest.mark.parametrize("writer", ["to_zarr_v3", "migrate"])
-def test_a_writer_that_refuses_append_names_its_modes(tmp_path, writer):
+def test_a_writer_that_refuses_append_names_its_modes(tmp_path):
     src = tmp_path / "src.zarr"
     xr_zstrings.to_nczarr(DS, src)
     with pytest.raises(ZStringsError, match=r"Invalid mode='a': expected 'w-' .* or 'w'"):
-        if writer == "to_zarr_v3":
-            xr_zstrings.to_zarr_v3(DS, tmp_path / "out.zarr", mode="a")  # type: ignore[arg-type]
-        else:
-            xr_zstrings.migrate(src, tmp_path / "out.zarr", mode="a")  # type: ignore[arg-type]
+        xr_zstrings.migrate(src, tmp_path / "out.zarr", mode="a")  # type: ignore[arg-type]
     assert not (tmp_path / "out.zarr").exists()

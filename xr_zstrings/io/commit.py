@@ -703,6 +703,9 @@ class StoreState:
         j = self.journal
         if j is None:
             return False
+        if j.fmt == "v3" and not j.whole_store:  # an append or add (write.append_v3): its root written last
+            return j.phase == "committing" and self.root_obj is not None and not self.root_placeholder and \
+                canonical(self.root_obj) != canonical((j.old_meta or {}).get("zarr.json"))
         if j.fmt == "v3":
             return self.root_obj is not None and not self.root_placeholder
         return self.committed is not None and self.committed.commit == j.commit
@@ -859,6 +862,8 @@ def journal_foreign(j: Journal, committed: VersionRecord | None, consolidated: M
                  "a placeholder of another write" if is_placeholder(root) else
                  "no root object" if root is None else "a complete root object")
         return f"it records {ours}), but the store's root shows {shows}; {has}"
+    if j.fmt == "v3":  # a Zarr v3 append or add: no version record in its root zarr.json to hold it to
+        return None
     if c is not None and j.base is not None and c.commit == j.base:
         return None  # built on the committed version
     if c is None and consolidated is not None and j.appends and not (j.new_arrays or j.old_meta) and all(
@@ -1214,7 +1219,8 @@ class Transaction:
         claim. When they did not come from our own in-step ``.zmetadata``, that is written first
         (this version, consolidated: the *base*), so that consolidated readers are served the old
         version through the write's metadata window and a rollback restores what readers saw."""
-        self.base_meta = {k: v for k, v in objects.items() if k.rsplit("/", 1)[-1] in METADATA_NAMES}
+        names = METADATA_NAMES if self.fmt == "v2" else ("zarr.json",)
+        self.base_meta = {k: v for k, v in objects.items() if k.rsplit("/", 1)[-1] in names}
         if not self.inplace or self.fmt != "v2":
             return
         ops = self.ops
@@ -1364,6 +1370,13 @@ class Transaction:
         # only while it is ours (conditional writes): a writer resumed after a takeover leaves the
         # taker's claim and root alone (the taker rolled this committed write forward)
         self._stop_renewal()
+        if self.fmt == "v3" and objects.get(root) is not None:
+            # Zarr v3 (write.append_v3): the root zarr.json is the commit point, so it lands before
+            # the claim goes (a claim released first would leave the arrays grown, the root not)
+            self._put_root(root, dumps(objects[root]))
+            self._release_claim()
+            self._done = True
+            return
         done: list[Callable[[], object]] = [self._release_claim]
         if objects.get(root) is not None:
             done.append(lambda: self._put_root(root, dumps(objects[root])))
@@ -1388,6 +1401,12 @@ class Transaction:
         # tool) is not ours to replace
         self._put_journal()
         was = self.state.root_etag if self.state is not None else None
+        if root == "zarr.json" and isinstance(objects.get(root), Mapping) and objects[root].get("consolidated_metadata"):
+            # a Zarr v3 root holding the consolidated metadata (write.append_v3): every reader of it
+            # is served the old version until it is replaced, the commit point; no placeholder
+            self._root_etag = was
+            sys.audit("xr_zstrings.commit", "window")
+            return
         lost = object()
         try:
             put: object = ops.put(root, placeholder, match=was) if was else ops.put(root, placeholder, create=True)

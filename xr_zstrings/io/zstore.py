@@ -91,6 +91,9 @@ def _refused_non_zarr_key(key: str, e: BaseException) -> bool:
         type(e).__name__ == "InvalidInputError"
 
 
+#: the lineage of a local Zarr v3 store (``ZStore.lineage_now``), whose root holds no version record
+V3_LINEAGE = "zarr.json"
+
 class ZStore:
     """A zarr-python store plus a root prefix; every key here is relative to the dataset root.
 
@@ -179,10 +182,15 @@ class ZStore:
         mode="w" removes the folder), an in-place migration (zarr.json beside it) leaves it."""
         from .consolidated import version_of
 
+        root = Path(cast(Any, self.store).root)
         try:
-            with open(Path(cast(Any, self.store).root) / self.full_key(".zgroup"), "rb") as f:  # (a LocalStore)
+            with open(root / self.full_key(".zgroup"), "rb") as f:  # (a LocalStore)
                 st = os.fstat(f.fileno())
                 rec = version_of(parse_json(f.read(), where=self.where(".zgroup")))
+        except FileNotFoundError:
+            # a Zarr v3 store: replaced by a swap (a new directory, ``version_token``); changed in
+            # place only by appends and added variables (``to_zarr_v3(mode="a")``: its chunks kept)
+            return V3_LINEAGE if (root / self.full_key("zarr.json")).is_file() else None
         except (OSError, ZStringsError):
             return None
         return rec.lineage if rec is not None else f"zgroup:{st.st_ino}-{st.st_mtime_ns}-{st.st_size}"

@@ -2,7 +2,8 @@
 checks ``mode``, locks, recovers and picks the commit): ``plan`` (what each variable becomes on
 disk) -> ``dimensions``, ``chunks`` (encode and write blocks) and ``v2_text`` (appended text in a pure Zarr v2 store's own string layouts) ->
 ``append`` (append along a dimension, add variables) -> ``nczarr`` (``to_nczarr``: NCZarr 2 / Zarr
-v2) and ``zarr3`` (``to_zarr_v3``) -> ``convert`` (whole netCDF-4 files); ``migrate`` (Zarr v2 /
+v2) and ``zarr3`` (``to_zarr_v3``; its plan ``plan_v3``, its appends and added variables
+``append_v3``) -> ``convert`` (whole netCDF-4 files); ``migrate`` (Zarr v2 /
 NCZarr as Zarr v3, chunks unchanged) and ``repair`` (completing or undoing what a killed writer left,
 and the undo every writer's transaction runs first); ``encoding`` (``with_zarr_encoding``: a Dataset's
 encodings in one Zarr format's codecs, for ``to_zarr``).

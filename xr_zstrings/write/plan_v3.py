@@ -263,9 +263,17 @@ def _text_values(var: xr.Variable, kind: Kind, name: Hashable) -> TextValues:
     NA) written as its string ``_FillValue`` when it has one, else in zarrs' nullable ``optional``
     type (warned: zarr-python without our plugin cannot read that type)."""
     arr = np.asarray(var.values)
-    miss = _missing(arr) if arr.dtype.kind in "OT" else None
-    if miss is None or not miss.any():
-        return TextValues(kind, *pack(arr, kind, name))
+    if arr.dtype.kind == "O":  # (searched for missing values only when packing fails: a scan costs as much)
+        try:
+            return TextValues(kind, *pack(arr, kind, name))
+        except ZStringsError:
+            miss = _missing(arr)
+            if miss is None or not miss.any():
+                raise
+    else:
+        miss = _missing(arr) if arr.dtype.kind == "T" else None
+        if miss is None or not miss.any():
+            return TextValues(kind, *pack(arr, kind, name))
     fill = _string_fill(var, kind)
     if fill is not None:
         out = arr.copy() if arr.dtype.kind == "T" else arr.astype(object)

@@ -120,7 +120,12 @@ def undo(zstore: ZStore, journal: Journal, old_object: Callable[[str], Any]) -> 
         if journal.phase != "claimed":  # (claimed: it wrote nothing)
             remove_v3_metadata(zstore)
         return
-    undo_chunks(zstore, journal, old_object)
+    if journal.fmt == "v3":  # (to_zarr_v3(mode="a"))
+        from .append_v3 import undo_appends
+
+        undo_appends(zstore, journal, old_object)
+    else:
+        undo_chunks(zstore, journal, old_object)
     undo_new_arrays(zstore, journal)
 
 

@@ -22,6 +22,7 @@ by the workers). ``ArrayWriter`` also writes given blocks into an existing array
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import json
@@ -35,18 +36,15 @@ import xarray as xr
 
 from ..codecs.layouts import LAYOUT_NAMES, layout_named
 from ..codecs.v3 import V3Pipeline
-from ..errors import TargetExistsError, UnsupportedError, ZStringsError
+from ..errors import ZStringsError
 from ..formats.zarr3 import ArrayMetaV3, parse_node_v3
-from ..io.atomic import CloneStore, local_commit, not_replaceable
-from ..io.commit import Transaction
 from ..io.redact import shown
-from ..io.store import open_store, zarr_v3_only
+from ..io.store import zarr_v3_only
 from ..io.store_errors import local_errors
-from ..io.targets import local_target
 from ..io.zstore import ZStore
 from ..text.vlen import Kind, VlenChunk
 from ..threads import run_all
-from . import NewMode
+from . import WriteMode
 from .chunks import ChunkBatch, block_write, block_writes, compute_sums, local_scheduler
 from .plan import _missing, check_names
 from .plan_v3 import (
@@ -345,12 +343,11 @@ def _finish_lazy(zs: ZStore, pending: list[_Pending], opts: LayoutOptions, *, ow
 
 
 def _write_nodes(zs: ZStore, planned: Sequence[tuple[str, bytes, list[ArrayPlan]]], opts: LayoutOptions, *,
-                 into_group: bool, consolidated: bool) -> None:
+                 into_group: bool, consolidated: bool, owner: bool = False) -> None:
     """Every chunk (in-memory arrays batched across arrays, dask ones in one parallel compute),
     then every array's zarr.json, the groups' (deepest first, with the parents a group path
     implies), the root's last. A transactional store (icechunk) takes an array's zarr.json before
-    its chunks: there the metadata is written first too."""
-    owner = _transactional(zs)
+    its chunks (``owner``): there the metadata is written first too."""
     objects = _metadata(zs, planned, into_group)
     if owner:
         zs.set_many([(k, v) for k, v in objects.items() if k != "zarr.json"])
@@ -439,125 +436,6 @@ def _relative(zs: ZStore, full: str) -> str:
     return full[len(lead):].lstrip("/") if lead else full
 
 
-def _write_local(target: Any, path: Any, is_zip: bool, planned: list[Any], *, group: str | None, mode: str,
-                 consolidated: bool, opts: LayoutOptions) -> None:
-    """A local directory or zip: written beside the target and swapped in whole (a group written
-    into the store that is there: into a copy of it)."""
-    from zarr.storage import ZipStore
-
-    from ..zarr_compat import sync
-
-    display = shown(target)
-    into = group is not None and path.exists()  # a group written into the store that is there
-    found = not_replaceable(path, "zip" if is_zip else "zarr") if into else None
-    if found is not None:  # (else it would make a folder of other files a store's root)
-        raise TargetExistsError(f"Cannot write group {group!r} into {display}: it is {found}. Write the "
-                                "group into a store, or choose another target.")
-    if into and is_zip:  # (a zip is only ever replaced whole: no writer changes one in place)
-        raise TargetExistsError(
-            f"Cannot write group {group!r} into the zip store {display}: a zip is written whole, never "
-            "changed in place. Write the whole tree at once (a DataTree, or a dict of groups), or write the "
-            "group into a folder store and zip that.")
-    with local_commit(path, mode="a" if into else mode, display=display,
-                      zip_file=is_zip) as tmp:
-        if tmp is None:  # no hard links here: write into the target itself, metadata last
-            zs = open_store(os.fspath(target), mode="a")
-        elif is_zip:
-            zs = ZStore(sync(ZipStore.open(tmp, mode="w", read_only=False)), display=display)
-        else:
-            zs = ZStore(CloneStore(tmp, read_only=False), display=display)
-        _refuse_v2_root(zs, group)
-        if group is not None and mode == "w-" and zs.list_dir(group.strip("/")):
-            raise ZStringsError(f"Cannot write group {group!r} to {display}: it exists and mode='w-' never "
-                                "overwrites. Pass mode='w' to replace it.")
-        try:
-            with local_scheduler(zs), local_errors(f"Could not write to {display}"):  # (a full disk: named)
-                _write_nodes(zs, planned, opts, into_group=group is not None, consolidated=consolidated)
-        finally:
-            if is_zip and tmp is not None:
-                zs.store.close()
-
-
-def _write_into(zs: ZStore, planned: list[Any], *, group: str | None, mode: str, consolidated: bool,
-                opts: LayoutOptions) -> None:
-    """A store on object storage (or a zarr-python Store): a group written into it as it is; a
-    transactional store's own commit; else a claimed write transaction."""
-    if group is not None:
-        _refuse_v2_root(zs, group)
-        _write_nodes(zs, planned, opts, into_group=True, consolidated=consolidated)
-        return
-    if _transactional(zs):
-        _claim_transactional(zs, mode)
-        _write_nodes(zs, planned, opts, into_group=False, consolidated=consolidated)
-        return
-    # the store is claimed (its journal), a placeholder root zarr.json put first (refused by every
-    # reader until the real one replaces it) and, for mode="w", the older store's objects removed;
-    # the root zarr.json (with the consolidated metadata) is the commit point: see io/commit.py
-    with Transaction.begin(zs, "new" if mode == "w-" else "replace", fmt="v3", mode=mode) as txn:
-        _write_nodes(zs, planned, opts, into_group=False, consolidated=consolidated)
-        txn.finish()
-
-
-def _refuse_v2_root(zs: ZStore, group: str | None) -> None:
-    """A group written into a Zarr v2 / NCZarr store is refused before anything is written: every
-    reader of that store (its root ``.zgroup``) would miss a Zarr v3 group inside it."""
-    if group is None:
-        return
-    names = set(zs.list_dir(""))
-    if "zarr.json" not in names and names & {".zgroup", ".zarray", ".nczarr"}:
-        raise UnsupportedError(
-            f"Cannot write Zarr v3 group {group!r} into {zs.display}: it is a Zarr v2 / NCZarr store, whose "
-            "readers (engine='zstrings', netcdf-c, zarr-python) would not see a Zarr v3 group inside it. Migrate "
-            "the store to Zarr v3 first (xr_zstrings.migrate(target): netcdf-c keeps reading it), or write "
-            "the group to another store.")
-
-
-def _claim_transactional(zs: ZStore, mode: str) -> None:
-    """A store whose writes nobody sees until its owner commits them: no journal or placeholder
-    (icechunk refuses both: it validates every key and every zarr.json); ``mode="w-"`` refuses a
-    store that is not empty, ``mode="w"`` removes what the older store held."""
-    existing = zs.list_dir("")
-    if existing and mode == "w-":
-        raise TargetExistsError(f"Cannot write to {zs.display}: it is not empty (found {sorted(existing)[:5]}) and "
-                                "mode='w-' never overwrites. Pass mode='w' to replace it.")
-    if mode == "w":
-        _clear(zs)
-
-
-def _transactional(zs: ZStore) -> bool:
-    """A store whose writes nobody sees until its owner commits them: an icechunk session's store
-    (``session.store``; ``session.commit(...)`` is the caller's)."""
-    return zarr_v3_only(zs.store)
-
-
-def _mapped_store_errors(zs: ZStore) -> Any:
-    from ..io.store_errors import mapped_errors
-
-    return mapped_errors(f"Could not write to {zs.display}", zs.probe)
-
-
-def _clear(zs: ZStore) -> None:
-    """Delete every object of the store: root metadata first, then everything else."""
-    from ..zarr_compat import sync
-
-    if not zs.store.supports_deletes:
-        return
-    lead = zs.full_key("").rstrip("/")
-
-    async def run() -> None:
-        keys = [k async for k in zs.store.list_prefix(lead) if not lead or k.startswith(lead + "/")]
-        rel = [k[len(lead):].lstrip("/") if lead else k for k in keys]
-        first = [k for k, r in zip(keys, rel, strict=True) if r in (".zgroup", ".zattrs", ".zmetadata", "zarr.json")]
-        for k in sorted(first, key=lambda k: not k.endswith(".zattrs")):  # .zattrs before .zgroup
-            await zs.store.delete(k)
-        for k in keys:
-            if k not in first:
-                await zs.store.delete(k)
-
-    with _mapped_store_errors(zs):
-        sync(run())
-
-
 def _consolidated_root(zs: ZStore, root: dict[str, Any], nodes: Mapping[str, Any], others: bool) -> dict[str, Any]:
     """The root zarr.json with inline consolidated metadata as zarr-python writes it, built from
     the nodes just written plus (for a write into a group) the ones the store already had."""
@@ -598,10 +476,11 @@ def to_zarr_v3(
     index_codecs: Sequence[Mapping[str, Any]] | None = None,
     data_codecs: Sequence[Mapping[str, Any]] | None = None,
     compressors: Sequence[Mapping[str, Any]] | None = None,
-    mode: NewMode = "w-",
+    mode: WriteMode = "w-",
     consolidated: bool = True,
     group: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    append_dim: str | None = None,
 ) -> None:
     """Write ``ds`` to a Zarr v3 store, string and bytes variables in ``layout``.
 
@@ -619,31 +498,45 @@ def to_zarr_v3(
     and the root ``zarr.json`` last; a local directory or zip is written beside the target and
     swapped in whole (``mode="w"`` keeps the old store until then): see docs/reliability.md.
 
+    ``mode="a"`` writes into the store there, under the commit protocol of ``to_nczarr``'s appends
+    (a killed write is undone by the next writer or ``repair``; of two writers one raises
+    ``ConcurrentWriteError``): with ``append_dim``, the variables that have that dimension get the
+    new values appended (encoded as the stored ones); without, the variables the store does not
+    hold yet are added (identical ones left alone, different ones refused) and group attributes
+    updated. ``group`` then names where ``ds`` goes in the store.
+
     The argument checks, the plan and every value's packing come before anything is written.
     """
     layout_named(layout)  # (an unknown one is refused before anything is written)
     opts = LayoutOptions(layout, index_data_type, index_location, index_codecs, data_codecs, compressors)
-    if mode not in ("w-", "w"):
-        raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite) or 'w' (overwrite).")
+    if mode not in ("w-", "w", "a"):
+        raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite), 'w' (overwrite) or "
+                            "'a' (append along append_dim, or add variables).")
+    if append_dim is not None and mode != "a":
+        raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
     nodes = _nodes(ds, group, target)
+    if mode == "a":
+        _write_in_place(target, nodes, append_dim, opts, storage_options)
+        return
     # every value is checked and packed before the target is touched
     planned = [(key, *plan_group(key, d)) for key, d in nodes]
     _write_new(target, planned, group, mode, consolidated, opts, storage_options)
 
 
-def _write_new(target: Any, planned: list[Any], group: str | None, mode: str, consolidated: bool, opts: Any,
-               storage_options: Mapping[str, Any] | None) -> None:
-    """``to_zarr_v3`` of a whole store (or group) after its plan: open the target, write, commit."""
-    local = local_target(target)
-    if local is not None:
-        _write_local(target, *local, planned, group=group, mode=mode, consolidated=consolidated, opts=opts)
-        return
-    if isinstance(target, str | os.PathLike):
-        zs = open_store(os.fspath(target), mode="w",
-                        storage_options=dict(storage_options) if storage_options else None)
-    else:
-        zs = open_store(target, mode="w")
-    _write_into(zs, planned, group=group, mode=mode, consolidated=consolidated, opts=opts)
+def _write_new(target: Any, planned: list[Any], group: str | None, mode: str, consolidated: bool,
+               opts: LayoutOptions, storage_options: Mapping[str, Any] | None) -> None:
+    """``to_zarr_v3`` of a whole store (or of a group into one) after its plan: the write session
+    opens the target (``write.session``: a local folder or zip written beside it and swapped in,
+    object storage claimed with its placeholder root first, an icechunk session's store as its
+    owner commits), then every chunk, the metadata, the root ``zarr.json`` last."""
+    from .session import write_session
+
+    with write_session(target, mode, fmt="v3", group=group, storage_options=storage_options) as s:
+        zs = s.zstore
+        with local_scheduler(zs), _local_errors(s):
+            _write_nodes(zs, planned, opts, into_group=group is not None, consolidated=consolidated,
+                         owner=s.target.kind == "icechunk")
+        s.finish()
 
 
 def _nodes(ds: Any, group: str | None, target: Any) -> list[tuple[str, xr.Dataset]]:
@@ -665,3 +558,29 @@ def _nodes(ds: Any, group: str | None, target: Any) -> list[tuple[str, xr.Datase
     check_names(named, netcdf_c=None, target=shown(target))
     return [(k.strip("/"), v) for k, v in named.items()]
 
+
+def _write_in_place(target: Any, nodes: list[tuple[str, xr.Dataset]], append_dim: str | None, opts: LayoutOptions,
+                    storage_options: Mapping[str, Any] | None) -> None:
+    """``mode="a"``: an append (``append_dim``) or added variables, in the store itself, committed by
+    the journal transaction (``append_v3``); an icechunk session's store by its owner's commit."""
+    from .append_v3 import add_v3, append_v3
+    from .session import write_session
+
+    kind = "add" if append_dim is None else "append"
+    with write_session(target, "a", kind=kind, fmt="v3", storage_options=storage_options) as s:
+        zs = s.zstore
+        with local_scheduler(zs), _local_errors(s):
+            objects = append_v3(zs, s.txn, nodes, append_dim) if append_dim is not None else \
+                add_v3(zs, s.txn, nodes, opts)
+            if s.txn is not None:
+                s.commit(objects, root="zarr.json", consolidated=False)
+            else:  # (icechunk: nobody sees the write before its owner commits it)
+                zs.set_many([(k, json.dumps(v, indent=2).encode()) for k, v in objects.items() if k != "zarr.json"])
+                zs.set_many([("zarr.json", json.dumps(objects["zarr.json"], indent=2).encode())])
+
+
+def _local_errors(s: Any) -> Any:
+    """A local file system's refusal (a full disk) as our error naming the store."""
+    if s.target.kind not in ("dir", "zip"):
+        return contextlib.nullcontext()
+    return local_errors(f"Could not write to {s.zstore.display}")
