@@ -207,3 +207,26 @@ def test_two_overlapping_appends_one_raises_the_other_commits(kind: str, tmp_pat
         copy = s3.download(BUCKET, url.split(f"s3://{BUCKET}/", 1)[1], tmp_path / "copy.zarr")
         assert zarr.open_group(copy, mode="r")["name"][:].tolist() == want
     assert open_journal(store, so) is None
+
+
+def test_an_icechunk_session_store_takes_appends_and_added_variables() -> None:
+    """An icechunk session's store: the append and the added variables are written into the
+    session (the grown array's zarr.json before its chunks: icechunk refuses a chunk outside an
+    array's shape) and committed by its owner; zarr-python and engine="zstrings" read them."""
+    import icechunk
+
+    repo = icechunk.Repository.create(icechunk.in_memory_storage())
+    session = repo.writable_session("main")
+    to_zarr_v3(_part(1, 6), session.store)
+    session.commit("first")
+    session = repo.writable_session("main")
+    to_zarr_v3(_part(2, 5), session.store, mode="a", append_dim="obs")
+    to_zarr_v3(xr.Dataset({"extra": ("q", np.arange(3))}), session.store, mode="a")
+    session.commit("appended")
+    store = repo.readonly_session("main").store
+    want = _want(_part(1, 6), _part(2, 5))
+    for engine in ("zstrings", "zarr"):
+        got = xr.open_dataset(store, engine=engine, **({"consolidated": False} if engine == "zarr" else {}))
+        assert _names(got["name"].values) == _names(want["name"].values), engine
+        assert got["value"].values.tolist() == want["value"].values.tolist(), engine
+        assert got["extra"].values.tolist() == [0, 1, 2], engine

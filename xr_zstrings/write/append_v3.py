@@ -194,6 +194,9 @@ def append_v3(zs: ZStore, txn: Any, groups: Sequence[tuple[str, xr.Dataset]], ap
     changed: dict[str, Any] = {}
     for j in jobs:
         meta = copy.deepcopy(j.meta)
+        meta["shape"][j.axis] = j.old + j.var.shape[j.axis]
+        if txn is None:  # (icechunk: takes chunks only inside an array's shape; nobody sees them before its commit)
+            zs.set_many([(f"{j.key}/zarr.json", json.dumps(meta, indent=2).encode())])
         meta["shape"][j.axis] = _write_appended(zs, j, append_dim)
         changed[f"{j.key}/zarr.json"] = meta
     return _committed_objects(zs, nodes, root, changed)
