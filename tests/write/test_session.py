@@ -106,7 +106,7 @@ CASES: dict[str, tuple[Callable[[Path], None], Callable[[Path], None]]] = {
 }
 
 #: the entry points still opening their target themselves (each flips when routed: remove it here then)
-NOT_YET: set[str] = {"to_zarr_v3", "to_zarr_v3 group into a store", "to_zarr_v3 append", "region"}
+NOT_YET: set[str] = {"region"}
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=_NOT_ROUTED))
@@ -163,7 +163,6 @@ SESSION_ONLY = {"local_target", "local_commit", "target_lock", "recover_swaps", 
 #: modules still opening targets themselves, each with why; the list only shrinks (the helper that
 #: routes one removes it here: test_the_allow_list_names_only_modules_that_still_need_it says when)
 ALLOWED: dict[str, str] = {
-    "write/zarr3.py": "V3 helper routes to_zarr_v3's whole-store and group writes through the session",
     "cli/check.py": "read-only (opens no session): looks beside a local store for what killed writers left",
 }
 

@@ -113,6 +113,18 @@ def test_nc_char_without_encoding_gains_no_encoding_through_convert(tmp_path):
         assert nc["c"].dtype == np.dtype("S1")
 
 
+@pytest.mark.parametrize(("name", "fmt", "says"), [("back.nc", None, "a netCDF-4 file, which every netcdf-c reads"),
+                                                   ("v2.zarr", "zarr2", "written as plain Zarr v2"),
+                                                   ("v3.zarr", "zarr3", "written as Zarr v3")])
+def test_convert_refuses_netcdf_c_for_a_target_that_is_not_nczarr_saying_what_it_is(tmp_path, name, fmt, says):
+    """netcdf_c chooses an NCZarr layout: for another target the refusal says what that target is."""
+    src = tmp_path / "src.zarr"
+    to_nczarr(xr.Dataset({"s": ("n", np.array(["a"], dtype=object))}), src)
+    with pytest.raises(ZStringsError, match=f"netcdf_c='4.9.0' chooses the NCZarr layout.*is {says}.*Drop netcdf_c"):
+        convert(src, tmp_path / name, netcdf_c="4.9.0", format=fmt)
+    assert not (tmp_path / name).exists()
+
+
 def test_to_zarr_v3_bytes_keep_nuls_and_datatree_groups_get_the_layout(tmp_path):
     p = tmp_path / "b.zarr"
     to_zarr_v3(xr.Dataset({"b": ("n", np.array([b"ab", b"c\x00d"]))}), p)

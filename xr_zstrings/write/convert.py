@@ -156,12 +156,18 @@ def convert(
             ds.close()
 
 
+#: what a target of each other format is, in ``_check_options``' refusal of ``netcdf_c``
+_NOT_NCZARR = {"netcdf4": "a netCDF-4 file, which every netcdf-c reads",
+               "zarr2": "written as plain Zarr v2, which has no NCZarr layout to choose",
+               "zarr3": "written as Zarr v3, which has no NCZarr layout to choose"}
+
+
 def _check_options(fmt: ConvertFormat, dst: str, netcdf_c: str | None, recompress: str | None,
                    kwargs: Mapping[str, Any]) -> None:
     """Refuse options the target format does not take, before anything is read or written."""
     if netcdf_c is not None and fmt != "nczarr":
         raise ZStringsError(f"netcdf_c={netcdf_c!r} chooses the NCZarr layout of a store target; {shown(dst)} is "
-                            f"written as {fmt}. Drop netcdf_c.")
+                            f"{_NOT_NCZARR[fmt]}. Drop netcdf_c.")
     if recompress is not None and fmt not in ("nczarr", "zarr2"):
         raise ZStringsError(f"recompress={recompress!r} applies to NCZarr / Zarr v2 targets ({shown(dst)} is written "
                             f"as {fmt}); drop it.")
@@ -219,9 +225,8 @@ def _to_zarr3(groups: dict[str, xr.Dataset], dst: Target, mode: str, netcdf_c: s
     for ds in groups.values():
         for var in ds.variables.values():
             var.encoding = {k: v for k, v in var.encoding.items() if k in ("chunks", "dtype", "units", "calendar")}
-    # (dst.raw: to_zarr_v3's whole-store write does not take a classified Target yet; once it opens
-    # its target with write.session.write_session, pass dst, which is classified once, here)
-    to_zarr_v3(groups, dst.raw, mode=cast(Any, mode), **kwargs)
+    # (dst, classified once: to_zarr_v3's write_session takes it as it is)
+    to_zarr_v3(groups, dst, mode=cast(Any, mode), **kwargs)
 
 
 #: the writer of each target format
