@@ -146,6 +146,22 @@ def test_a_read_only_command_opens_no_session(tmp_path: Path, monkeypatch: pytes
     assert opened == []
 
 
+def test_a_region_session_is_refused_while_another_writer_holds_a_live_claim(tmp_path: Path) -> None:
+    """Region writers take no lock (many write disjoint slabs at once), but not while a writer that
+    changes the store (here an append of this live process) holds its claim."""
+    from xr_zstrings.errors import ConcurrentWriteError
+
+    _nczarr(tmp_path)
+    store = tmp_path / "src.zarr"
+    with session.write_session(store, "a", kind="append") as claim:
+        with pytest.raises(ConcurrentWriteError, match="another writer .* is writing it"), \
+                session.write_session(store, "a", kind="region"):
+            pass
+        claim.finish()
+    with session.write_session(store, "a", kind="region") as s:
+        assert s.txn is None and s.target.kind == "dir"
+
+
 def test_the_cli_compressor_choices_are_the_librarys() -> None:
     from xr_zstrings.cli.convert import COMPRESSOR_CHOICES
     from xr_zstrings.write.convert import COMPRESSORS
