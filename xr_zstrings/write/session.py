@@ -9,7 +9,7 @@ swap, the journal transaction in place, or the store owner's commit) and hands t
 
 API (the writers in write/, the CLI and the accessor use nothing else to open a target)::
 
-    with write_session(target, mode, kind=None, fmt="v2", group=None, writer="to_nczarr",
+    with write_session(target, mode, kind=None, fmt="v2", group=None, writer=None,
                        storage_options=None) as s:
         s.target       # Target: .kind ("dir", "zip", "object", "store", "icechunk"), .display, .path
         s.zstore       # the ZStore to write into (a local swap's sibling, or the target itself)
@@ -37,7 +37,7 @@ API (the writers in write/, the CLI and the accessor use nothing else to open a 
 * ``kind="region"``: chunks written into an existing store, no metadata change; no lock (many
   workers write disjoint slabs at once), refused while another writer holds a live claim.
 * ``netcdf_file(path, mode)``: a netCDF-4 file written beside ``path`` and renamed over it.
-* ``target_refusal(target, mode, ...)``: what another library's write (xarray's ``to_zarr``,
+* ``target_refusal(target, storage_options=None)``: what another library's write (xarray's ``to_zarr``,
   through the accessor) may not touch there, without opening a session.
 """
 
