@@ -111,13 +111,20 @@ class _Metadata:
         import zarr
 
         zarr.create_array(self.store, name=key, zarr_format=3, overwrite=True, **create)
-        return bytes(self.objects[f"{key}/zarr.json"].to_bytes())
+        return self._taken(f"{key}/zarr.json")
 
     def group(self, key: str, attrs: Mapping[str, Any]) -> bytes:
         import zarr
 
         zarr.create_group(self.store, path=key, zarr_format=3, overwrite=True, attributes=dict(attrs))
-        return bytes(self.objects[f"{key}/zarr.json" if key else "zarr.json"].to_bytes())
+        return self._taken(f"{key}/zarr.json" if key else "zarr.json")
+
+    def _taken(self, key: str) -> bytes:
+        """``key``'s bytes, the store emptied: zarr-python's ``overwrite`` lists the whole store for
+        each node, so nodes held here would make planning n variables cost n^2."""
+        out = bytes(self.objects[key].to_bytes())
+        self.objects.clear()
+        return out
 
 
 def _attr_value(value: Any) -> Any:
