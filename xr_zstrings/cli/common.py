@@ -9,11 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from ..io.targets import NETCDF_SUFFIXES as _NETCDF_SUFFIXES  # (light: no zarr, no xarray)
+
 #: exit codes (INTERNAL: an exception no command expects, i.e. a bug in zstrings; its traceback is printed)
 OK, PROBLEMS, USAGE, INTERNAL = 0, 1, 2, 3
-
-
-_NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".h5", ".hdf5", ".netcdf")
 
 
 #: netcdf-c's default NC_STRING width (``_nczarr_default_maxstrlen``).

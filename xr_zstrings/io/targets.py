@@ -18,7 +18,10 @@ from typing import Any
 from ..errors import ZStringsError
 from .redact import redact, refuse_credentials
 
-__all__ = ["ParsedTarget", "local_target", "looks_like_zstrings_target", "parse_nczarr_url"]
+__all__ = ["NETCDF_SUFFIXES", "ParsedTarget", "local_target", "looks_like_zstrings_target", "parse_nczarr_url"]
+
+#: the names of a netCDF file target (``convert`` and ``zstrings convert`` write one there)
+NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".h5", ".hdf5", ".netcdf")
 
 
 @dataclass(frozen=True)

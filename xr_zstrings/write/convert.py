@@ -21,6 +21,7 @@ from ..codecs.vocabulary import netcdf4_compression
 from ..errors import CodecDroppedWarning, ZStringsError, user_stacklevel
 from ..io.atomic import NETCDF_MAGIC
 from ..io.redact import shown
+from ..io.targets import NETCDF_SUFFIXES
 from . import WriteMode, session
 from .nczarr import to_nczarr
 from .plan import _is_dask, check_names, text_kind
@@ -32,8 +33,6 @@ __all__ = ["COMPRESSORS", "FORMATS", "NETCDF_SUFFIXES", "RAW_DECODERS", "Convert
 ConvertFormat = Literal["nczarr", "zarr2", "zarr3", "netcdf4"]
 #: the formats ``convert`` writes
 FORMATS: tuple[ConvertFormat, ...] = ("nczarr", "zarr2", "zarr3", "netcdf4")
-#: target names written as a netCDF-4 file
-NETCDF_SUFFIXES = (".nc", ".nc4", ".cdf", ".h5", ".hdf5", ".netcdf")
 #: ``recompress`` choices: every variable's compressor (None: uncompressed)
 COMPRESSORS: dict[str, dict[str, Any] | None] = {
     "zlib": {"id": "zlib", "level": 4}, "zstd": {"id": "zstd", "level": 3}, "bz2": {"id": "bz2", "level": 9},
