@@ -4,8 +4,7 @@
 storage, a zarr-python Store, an icechunk session's store), refuses what ``mode`` may not touch,
 takes the writer lock, recovers what killed writers left, picks the commit (``RULES``: a local
 swap, the journal transaction in place, or the store owner's commit) and hands the writer one
-``WriteSession``. Before this module each writer did that dance itself, and one copy of it
-(``repair``'s) emptied zip files.
+``WriteSession``. Why there is one place for this: docs/reliability.md ("Interrupted writes").
 
 API (the writers in write/, the CLI and the accessor use nothing else to open a target)::
 
