@@ -66,3 +66,17 @@ def test_migrate_a_netcdf_file_is_a_usage_error(tmp_path, capsys):
         ds.createDimension("x", 1)
     assert main(["migrate", str(tmp_path / "a.nc")]) == 2
     assert "--format zarr3" in capsys.readouterr().err
+
+
+def test_migrate_in_place_through_a_link_says_the_writers_refusal_not_a_dst(tmp_path, capsys):
+    """In place there is no DST: the session's refusal of a link is printed as it is (it named
+    ``DST None`` and --overwrite, which cannot help)."""
+    src = tmp_path / "s.zarr"
+    shutil.copytree(sample_path(), src)
+    link = tmp_path / "link.zarr"
+    link.symlink_to(src)
+    assert main(["migrate", str(link)]) == 2
+    err = capsys.readouterr().err
+    assert "symbolic link" in err and str(src) in err, err
+    assert "DST" not in err and "--overwrite" not in err, err
+    assert not (src / "zarr.json").exists()

@@ -33,6 +33,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
         report = migrate(args.src, args.dst, mode="w" if args.overwrite else "w-", dry_run=args.dry_run,
                          consolidated=not args.no_consolidated, missing=args.missing, check_utf8=args.check_utf8)
     except TargetExistsError as e:  # the writer's refusal (its session's) in the command's words, as convert's
+        if args.dst is None:  # in place (a link refused): no DST to name, the writer's own words
+            raise
         raise UsageError(_refused_text(args.dst, "zarr3", args.overwrite, e)) from None
     for line in report.lines():
         print(line)
