@@ -230,3 +230,18 @@ def test_an_icechunk_session_store_takes_appends_and_added_variables() -> None:
         assert _names(got["name"].values) == _names(want["name"].values), engine
         assert got["value"].values.tolist() == want["value"].values.tolist(), engine
         assert got["extra"].values.tolist() == [0, 1, 2], engine
+
+
+def test_to_nczarr_into_a_v3_store_names_to_zarr_v3s_append_which_does_it(tmp_path: Path) -> None:
+    """``to_nczarr(mode="a")`` refuses a Zarr v3 store naming ``to_zarr_v3(mode="a", append_dim=...)``
+    as the fix (before: xarray's ``to_zarr``); doing what it says appends, read by zarr-python."""
+    from xr_zstrings import to_nczarr
+    from xr_zstrings.errors import UnsupportedError
+
+    target = tmp_path / "t.zarr"
+    to_zarr_v3(_part(1, 6), target)
+    with pytest.raises(UnsupportedError, match=r"to_zarr_v3\(ds, target, mode='a', append_dim=\.\.\.\)"):
+        to_nczarr(_part(2, 5), target, mode="a", append_dim="obs")
+    to_zarr_v3(_part(2, 5), target, mode="a", append_dim="obs")
+    want = _names(_want(_part(1, 6), _part(2, 5))["name"].values)
+    assert zarr.open_group(target, mode="r")["name"][:].tolist() == want

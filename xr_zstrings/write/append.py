@@ -352,9 +352,10 @@ def _refuse_unwritable(zstore: ZStore, tree: Any, action: str) -> None:
     if tree.root.zarr_format == 3:
         raise UnsupportedError(
             f"Cannot {action} {zstore.display} with to_nczarr: it is a Zarr v3 store, and to_nczarr writes "
-            "NCZarr / Zarr v2 metadata, which would sit beside its own. Write a new group with "
-            "xr_zstrings.to_zarr_v3(ds, target, group=...), append with xarray's to_zarr(mode='a', append_dim=...), "
-            "or write the whole dataset again with to_zarr_v3(..., mode='w').")
+            "NCZarr / Zarr v2 metadata, which would sit beside its own. Append or add variables with "
+            "xr_zstrings.to_zarr_v3(ds, target, mode='a', append_dim=...) (without append_dim: add), write a new "
+            "group with to_zarr_v3(ds, target, group=...), or write the whole dataset again with "
+            "to_zarr_v3(..., mode='w').")
     layout = _store_layout(tree)
     if tree.root.is_nczarr and (layout is None or not layout.writable):
         raise ZStringsError(
