@@ -92,9 +92,9 @@ def run(spec: dict[str, Any]) -> dict[str, Any]:
     ds = rows(int(spec.get("start", 0)), int(spec.get("n", 0)), spec.get("tag", "a"), int(spec.get("chunk", CHUNK)))
     op, target = spec["op"], spec["target"]
     if op == "soak":
-        from xr_zstrings.io import commit
+        from xr_zstrings.io import conditional
 
-        return {"outcome": "ok", "attempts": soak(spec), "conditional": sorted(set(commit._CONDITIONS.values()))}
+        return {"outcome": "ok", "attempts": soak(spec), "conditional": sorted(set(conditional._CONDITIONS.values()))}
     try:
         if op == "append":
             to_nczarr(ds, _store(target), mode="a", append_dim="t", storage_options=so)

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 from zarr.storage import LocalStore
 
 from ..errors import ConcurrentWriteError, TargetExistsError
+from .conditional import lock_timeout, partial_name
 from .consolidated import INCOMPLETE_MARKER
 from .zstore import ZStore, refuse_links
 
@@ -72,22 +73,8 @@ def incomplete_v3_root(version: dict[str, Any] | None = None) -> bytes:
     return json.dumps(obj).encode()
 
 
-def lock_timeout() -> float:
-    """Seconds a writer waits for another writer of the same target (``XR_ZSTRINGS_LOCK_TIMEOUT``)."""
-    try:
-        return float(os.environ.get("XR_ZSTRINGS_LOCK_TIMEOUT", "600"))
-    except ValueError:
-        return 600.0
-
-
 def _sibling(target: Path, tag: str, suffix: str = "") -> Path:
     return target.with_name(f".{target.name}.zstrings-{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}")
-
-
-def partial_name(name: str) -> str:
-    """The temporary file an object ``name`` is written to before it is renamed over the object
-    (``commit._LocalOps.put``): ``<name>.<8 hex digits>.partial`` (``TEMPORARY`` matches exactly these)."""
-    return f"{name}.{uuid.uuid4().hex[:8]}.partial"
 
 
 #: the temporary files our writers and ``repair`` make inside a local store, and nothing else: an object

@@ -5,8 +5,9 @@ zarr-python's async store API (obstore's directly under zarr's ``ObjectStore``) 
 requests, serves Zarr v2 metadata from consolidated metadata (when ``commit.consolidated_view``
 says it is a whole, current version), ties chunk reads to the version of a local store whose
 metadata were read (appends in place keep it; a replacement does not), and refuses writes that would
-leave the store through a symbolic link (``refuse_links`` checks a whole tree before a change). Turning a
-path or URL into one is ``store.open_store``'s job.
+leave the store through a symbolic link (``refuse_links`` checks a whole tree before a change), and
+does the commit protocol's create-only and compare-and-swap writes (``put_if`` and its kin, each kind
+of store its own way: ``conditional``). Turning a path or URL into one is ``store.open_store``'s job.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..errors import StoreReplacedError, ZStringsError
 from ..formats.nczarr import ATTRIBUTE_OBJECTS, parse_json
 from ..scratch import ThreadScratch
 from ..zarr_compat import sync
+from .conditional import Conditional, conditional_for, some_objects
 from .redact import redact
 from .runtime import fork_unsafe_runtime, using_native_store, using_runtime
 from .store_errors import mapped_errors
@@ -129,6 +131,7 @@ class ZStore:
         #: called before every batch of writes (``set_many``, ``check_fence``): an in-place write's
         #: transaction installs its ownership check here (``commit.Transaction``); not pickled
         self.fence: Callable[[], None] | None = None
+        self._conditional: Conditional | None = None  # the store kind's conditional writes (see put_if)
 
     def __repr__(self) -> str:
         return f"ZStore({self.display!r})"
@@ -138,6 +141,7 @@ class ZStore:
         state.pop("_lock", None)
         state["requests"] = 0  # a copy (e.g. on a dask worker) counts its own requests
         state["fence"] = None  # a transaction's threads stay in its process (docs/reliability.md)
+        state["_conditional"] = None  # (made again where it is used)
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -624,6 +628,51 @@ class ZStore:
         with mapped_errors(f"Could not write to {self.display}", self.probe):
             sync(run())
 
+    # --- conditional writes: the commit protocol's (io/commit.py) ------------------------------
+    # A tag is what identifies an object's content now (an S3 ETag; locally inode, mtime and size;
+    # elsewhere a hash). Each kind of store does these its own way: io/conditional.py.
+    def _ops(self) -> Conditional:
+        if self._conditional is None:
+            self._conditional = conditional_for(self)
+        return self._conditional
+
+    def get_tagged(self, key: str) -> tuple[bytes | None, str | None]:
+        """An object's bytes and tag, ``(None, None)`` when it does not exist."""
+        return self._ops().get(key)
+
+    def get_tagged_many(self, keys: Sequence[str]) -> list[tuple[bytes | None, str | None]]:
+        """``get_tagged`` of several keys (at once on object storage)."""
+        return self._ops().get_many(keys)
+
+    def age(self, key: str) -> float | None:
+        """Seconds since ``key`` was last written by the server's clock (object storage's
+        ``Last-Modified``); None where the store keeps no clock of its own, or ``key`` is missing."""
+        return self._ops().age(key)
+
+    def put_if(self, key: str, data: bytes, *, create: bool = False, match: str | None = None) -> str | None:
+        """Write ``key``; with ``create`` only if it does not exist, with ``match`` only if its tag is
+        still that one: atomic on object storage that honours ``If-None-Match``/``If-Match`` and on
+        local folders, else read-then-write. Returns the new tag; ``conditional.CommitConflict``
+        when the condition fails. Not fenced: the protocol's own objects (``set_many`` is)."""
+        return self._ops().put(key, data, create=create, match=match)
+
+    def put_whole(self, items: Sequence[tuple[str, bytes]]) -> None:
+        """Write objects unconditionally, each whole (a local file renamed over the old one, elsewhere
+        ``set_many``): metadata that readers may read while it changes."""
+        self._ops().put_whole(items)
+
+    def delete_keys(self, keys: Sequence[str]) -> None:
+        """Delete objects (missing ones are no error; on a local folder, the folders left empty go too)."""
+        self._ops().delete(keys)
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """Every key below ``prefix`` (relative to the dataset root), recursively, sorted."""
+        return self._ops().list(prefix)
+
+    def some_objects(self, n: int = 5) -> list[str]:
+        """The names (first path part) of up to ``n`` objects, the package's own (``.zstrings-*``)
+        left out: whether a target is empty."""
+        return some_objects(self, n)
 
     def _confine(self, keys: Sequence[str]) -> None:
         """Refuse to write a key whose path leaves the store through a symbolic link (a linked

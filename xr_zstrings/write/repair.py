@@ -32,7 +32,6 @@ from ..io.commit import (
     foreign_appends,
     inspect_store,
     new_id,
-    ops_for,
     recover,
     refuse_foreign,
 )
@@ -49,8 +48,7 @@ def undo_chunks(zstore: ZStore, journal: Journal, old_object: Callable[[str], An
     from ..formats.nczarr import NC_DEFAULT_MAXSTRLEN, NodeObjects, parse_array
     from ..read.chunked import open_chunked
 
-    ops = ops_for(zstore)
-    theirs = foreign_appends(ops, journal)  # grown by another tool since: not this write's to undo
+    theirs = foreign_appends(zstore, journal)  # grown by another tool since: not this write's to undo
     for path, rng in journal.appends.items():
         if path in theirs:
             continue
@@ -73,7 +71,7 @@ def undo_chunks(zstore: ZStore, journal: Journal, old_object: Callable[[str], An
                 ix = list(rest)
                 ix.insert(axis, j)
                 drop.append(arr.chunk_key(tuple(ix)))
-        ops.delete(drop)
+        zstore.delete_keys(drop)
         if old % c:
             _rewrite_tail(zstore, meta, axis, old)
 
@@ -108,9 +106,8 @@ def _rewrite_tail(zstore: ZStore, meta: Any, axis: int, n: int) -> None:
 
 def undo_new_arrays(zstore: ZStore, journal: Journal) -> None:
     """Remove every object below the folders of the arrays ``journal``'s write added."""
-    ops = ops_for(zstore)
     for path in journal.new_arrays:
-        ops.delete(ops.list(path.strip("/")))
+        zstore.delete_keys(zstore.list_keys(path.strip("/")))
 
 
 def undo(zstore: ZStore, journal: Journal, old_object: Callable[[str], Any]) -> None:
@@ -134,13 +131,12 @@ def remove_v3_metadata(zstore: ZStore) -> None:
     ``zarr.json``, the root's first, so v3 readers fall back to the v2 metadata at once; a rewritten
     array's ``c/`` chunks; a root zarr.json's temporary file): what an interrupted one may have left.
     No v2 object nor v2 chunk is touched (a v2 chunk key never starts with ``c/``)."""
-    ops = ops_for(zstore)
-    keys = [k for k in ops.list("") if k != JOURNAL]
+    keys = [k for k in zstore.list_keys("") if k != JOURNAL]
     arrays = {k.rsplit("/", 1)[0] if "/" in k else "" for k in keys if k.rsplit("/", 1)[-1] == ".zarray"}
     v3 = [k for k in keys if k.rsplit("/", 1)[-1] == "zarr.json" or k.startswith(".zarr.json.zstrings-tmp-")]
     chunks = [k for k in keys if any(k.startswith(f"{a}/c/" if a else "c/") for a in arrays)]
-    ops.delete(sorted(v3, key=lambda k: (k.count("/"), k)))
-    ops.delete(chunks)
+    zstore.delete_keys(sorted(v3, key=lambda k: (k.count("/"), k)))
+    zstore.delete_keys(chunks)
 
 
 @dataclass(frozen=True)
@@ -202,12 +198,12 @@ def _removed(report: RepairReport, gone: list[str]) -> RepairReport:
     return RepairReport(report.target, report.state, f"{report.action}; {removed}", True)
 
 
-def _inspect(zstore: ZStore, display: str, ops: Any = None) -> StoreState:
+def _inspect(zstore: ZStore, display: str) -> StoreState:
     """``inspect_store``, refusing (``JournalError``, nothing changed) a journal that is not one or
     that does not belong to the store."""
     doing = f"Cannot repair {display}: "
     try:
-        state = inspect_store(zstore, ops)
+        state = inspect_store(zstore)
     except JournalError as e:
         raise JournalError.of(e.found, doing) from None
     refuse_foreign(state, zstore, doing)
@@ -234,19 +230,18 @@ def _zip_state(zstore: ZStore, display: str) -> RepairReport:
 
 
 def _repair(zstore: ZStore, display: str, *, force: bool) -> RepairReport:
-    ops = ops_for(zstore)
-    state = _inspect(zstore, display, ops)
+    state = _inspect(zstore, display)
     what, action = state.describe()
     if state.journal is not None:
         if not (force or state.writer_gone or state.lease_expired):
             raise ConcurrentWriteError(
                 f"Cannot repair {display}: {what}. Wait for it, or (only when you are sure that writer is not "
                 f"running) repair with force=True / `zstrings repair {display} --force`.")
-        taken, claim = _take(zstore, ops, state)
-        done = recover(zstore, taken, undo, ops, claim=claim)
+        taken, claim = _take(zstore, state)
+        done = recover(zstore, taken, undo, claim=claim)
         return RepairReport(display, what, done, True)
     if "roll forward" in action:
-        return RepairReport(display, what, recover(zstore, state, undo, ops), True)
+        return RepairReport(display, what, recover(zstore, state, undo), True)
     drift = find_drift(zstore, state.consolidated, state.root_obj) if state.fmt == "v2" and (
         action == "nothing to do" or "re-consolidate" in action) else None
     if drift:
@@ -286,16 +281,16 @@ def _v3_in_step(zstore: ZStore, report: RepairReport) -> RepairReport:
     return RepairReport(report.target, state, f"{report.action}; {wrote}" if report.changed else wrote, True)
 
 
-def _take(zstore: ZStore, ops: Any, state: StoreState) -> tuple[StoreState, str | None]:
+def _take(zstore: ZStore, state: StoreState) -> tuple[StoreState, str | None]:
     """Take a dead writer's journal over (one taker wins: a compare-and-swap on its ETag), so that
     no second repair or writer acts on it at the same time; returns the state to recover and the
     ETag of the claim (released when the recovery is done)."""
-    from ..io.commit import CommitConflict
+    from ..io.conditional import CommitConflict
 
     assert state.journal is not None
     mine = Journal(**{**state.journal.__dict__, "writer": {**state.journal.writer, "repair": new_id()}})
     try:
-        claim = ops.put(JOURNAL, mine.to_bytes(), match=state.journal_etag)
+        claim = zstore.put_if(JOURNAL, mine.to_bytes(), match=state.journal_etag)
     except CommitConflict:
         raise ConcurrentWriteError(f"Cannot repair {zstore.display}: another writer or repair took the store "
                                    "over at the same moment; look again with `zstrings check`.") from None
