@@ -317,6 +317,7 @@ def test_check_zarr_v3_and_codecs_netcdf_c_lacks(capsys, tmp_path):
     assert code == 0 and run(capsys, "check", str(tmp_path / "a.zarr"))[0] == 0
     code, _, err = run(capsys, "convert", str(tmp_path / "gz.zarr"), str(tmp_path / "b.zarr"))
     assert code == 0 and "codecs netcdf-c cannot read (gzip) were replaced by zlib" in err
+    assert "choose another compressor with --compressor." in err and "recompress=" not in err, err  # (its flag)
     assert '"id": "zlib"' in (tmp_path / "b.zarr" / "f" / ".zarray").read_text()
 
 

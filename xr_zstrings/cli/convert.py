@@ -70,6 +70,7 @@ def _cmd_convert(args: argparse.Namespace) -> int:
         with warnings.catch_warnings():
             if args.quiet:
                 warnings.filterwarnings("ignore", message="codecs netcdf-c cannot read", category=CodecDroppedWarning)
+            warnings.showwarning = _codec_fix_in_flags(warnings.showwarning, CodecDroppedWarning)
             convert(src, dst, mode="w" if args.overwrite else "w-", format=cast(Any, fmt), netcdf_c=args.netcdf_c,
                     progress=lambda total: _progress(total, args.quiet, dst), **kw)
     except TargetExistsError as e:  # the writer's refusal, in the command's words
@@ -132,6 +133,17 @@ def _refused_text(dst: str, fmt: str, overwrite: bool, e: BaseException) -> str:
     if not overwrite:
         return _exists_text(dst)
     return str(e).replace("mode='w' replaces", "--overwrite replaces")
+
+
+def _codec_fix_in_flags(show: Any, category: type[Warning]) -> Any:
+    """``show`` (``warnings.showwarning``) with a replaced codec's fix in the command's words (its
+    flag, not the library's keyword argument)."""
+    def in_flags(message: Any, cat: type[Warning], *args: Any, **kwargs: Any) -> Any:
+        if issubclass(cat, category):
+            message = str(message).replace("recompress=... (zstrings convert --compressor)", "--compressor")
+        return show(message, cat, *args, **kwargs)
+
+    return in_flags
 
 
 def _overflow_in_flags(message: str) -> str:
