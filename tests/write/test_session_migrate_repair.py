@@ -27,32 +27,29 @@ T = np.dtypes.StringDType()
 DS = xr.Dataset({"name": ("t", np.array(["a", "bé", "", "中文"], dtype=T))})
 
 
-@pytest.fixture
-def classified(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
-    """Every target ``write.session.classify`` is handed, in order."""
+def _spied(monkeypatch: pytest.MonkeyPatch, name: str) -> list[Any]:
+    """Every target ``write.session.<name>`` is handed, in order (the real one still runs)."""
     seen: list[Any] = []
-    real = session_module.classify
+    real = getattr(session_module, name)
 
     def spy(target: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append(target)
         return real(target, *args, **kwargs)
 
-    monkeypatch.setattr(session_module, "classify", spy)
+    monkeypatch.setattr(session_module, name, spy)
     return seen
+
+
+@pytest.fixture
+def classified(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """Every target ``write.session.classify`` is handed, in order."""
+    return _spied(monkeypatch, "classify")
 
 
 @pytest.fixture
 def opened(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """Every target a write session is opened on (``write.session.write_session``)."""
-    seen: list[Any] = []
-    real = session_module.write_session
-
-    def spy(target: Any, *args: Any, **kwargs: Any) -> Any:
-        seen.append(target)
-        return real(target, *args, **kwargs)
-
-    monkeypatch.setattr(session_module, "write_session", spy)
-    return seen
+    return _spied(monkeypatch, "write_session")
 
 
 @pytest.fixture
