@@ -102,6 +102,8 @@ KINDS: dict[str, tuple[str, ...]] = {
     "region": ("a",),
 }
 _DEFAULT_KIND = {"w-": "new", "w": "replace", "a": "add"}
+#: a kind's own fix where its target cannot be changed in place (else the rule's ``why``)
+_IN_PLACE_FIX = {"migrate": "zip files are not changed in place. Pass a target (a directory) to migrate into."}
 #: root objects whose presence makes a local folder a store to write into
 _STORE_ROOTS = (".zgroup", ".nczarr", ".zmetadata", "zarr.json", JOURNAL)
 
@@ -259,7 +261,8 @@ def write_session(target: Any, mode: str = "w-", *, kind: str | None = None, fmt
         return
     rules = t.rules
     if mode == "a" and rules.inplace is None:
-        raise UnsupportedError(f"Cannot write into the zip store {t.display} in place: {rules.why}")
+        raise UnsupportedError(f"Cannot write into the zip store {t.display} in place: "
+                               f"{_IN_PLACE_FIX.get(kind, rules.why)}")
     how = rules.inplace if mode == "a" else rules.whole
     assert how is not None
     with _OPEN[how](t, mode, kind, fmt, writer) as s:
