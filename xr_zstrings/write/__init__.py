@@ -7,6 +7,8 @@ v2) and ``zarr3`` (``to_zarr_v3``; its plan ``plan_v3``, its appends and added v
 NCZarr as Zarr v3, chunks unchanged) and ``repair`` (completing or undoing what a killed writer left,
 and the undo every writer's transaction runs first); ``encoding`` (``with_zarr_encoding``: a Dataset's
 encodings in one Zarr format's codecs, for ``to_zarr``).
+Beside them: ``region`` (``region=``: chunks into the arrays a store holds, no lock) and
+``deferred`` (``compute=False``: a dask ``Delayed`` that writes and commits when computed).
 """
 
 from typing import Literal

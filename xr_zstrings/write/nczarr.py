@@ -22,6 +22,7 @@ form), ``dimensions``, ``chunk_io``, ``nczarr_json`` and ``append``.
 
 from __future__ import annotations
 
+import functools
 import os
 import uuid
 from collections.abc import Iterable, Mapping
@@ -40,6 +41,7 @@ from ..text import policy as strings
 from . import WriteMode
 from .append import _add_variables, _append
 from .chunks import attach_pipelines, local_scheduler, write_arrays
+from .deferred import deferred
 from .dimensions import _ancestors, _resolve_dimensions
 from .encoding import with_zarr_encoding
 from .plan import (
@@ -56,6 +58,7 @@ from .plan import (
     check_names,
     text_kind,
 )
+from .region import Region, write_region
 from .session import check_mode, write_session
 
 __all__ = [
@@ -150,7 +153,9 @@ def to_nczarr(
     netcdf_c_codecs_only: bool = True,
     storage_options: Mapping[str, Any] | None = None,
     netcdf_c: str | None = None,
-) -> None:
+    region: Region | None = None,
+    compute: bool = True,
+) -> Any:
     """Write ``obj`` as an NCZarr 2 store that netcdf-c (``netcdf_c`` and later) and ``engine="zstrings"`` read.
 
     ``obj`` is a Dataset, a DataTree (groups become NCZarr groups; a variable references the nearest
@@ -192,9 +197,20 @@ def to_nczarr(
     arrays on a dimension ``scalar1``, each with a ``NetcdfCompatibilityWarning``; string-list
     attributes are refused. The target applies to ``format="nczarr"``.
 
+    ``region`` (dimension -> slice, or "auto"; a Dataset) writes ``obj`` into that part of the arrays
+    the store holds, chunks only, no lock, regions aligned with the chunks (``write.region``,
+    docs/writing.md#region-writes). ``compute=False`` returns a dask ``Delayed`` that writes and
+    commits when computed (``write.deferred``); the checks and the plan run now.
+
     Long because it is the public entry point: it checks every argument before anything is written,
     then runs plan, write and commit; the steps themselves live in plan/chunks/append.
     """
+    if region is not None:
+        if append_dim is not None:
+            raise ZStringsError(f"append_dim={append_dim!r} and region cannot be given together: a region write "
+                                "writes into the arrays as they are; append first, then write regions.")
+        return write_region(obj, target, region, fmt="v2", mode=mode, on_overflow=on_overflow,
+                            storage_options=storage_options, compute=compute)
     if format not in ("nczarr", "zarr2"):
         raise ZStringsError(f"Invalid format={format!r}: expected 'nczarr' (NCZarr 2, the default) or "
                             "'zarr2' (pure Zarr v2 that netcdf-c reads with mode=zarr).")
@@ -211,6 +227,12 @@ def to_nczarr(
                     default_maxstrlen=default_maxstrlen, compressor=compressor,
                     strict_codecs=netcdf_c_codecs_only, layout=reader.writes)
     check_mode(mode)
+    if mode == "a" and not compute:  # (an append plans under its claim: all of it runs when computed)
+        return deferred(functools.partial(
+            to_nczarr, obj, target, mode=mode, format=format, maxstrlen=maxstrlen, default_maxstrlen=default_maxstrlen,
+            on_overflow=on_overflow, append_dim=append_dim, compressor=compressor,
+            netcdf_c_codecs_only=netcdf_c_codecs_only, storage_options=storage_options, netcdf_c=netcdf_c),
+            "zstrings-nczarr")
     if mode == "a":
         with write_session(target, "a", kind="add" if append_dim is None else "append",
                            storage_options=storage_options) as s:
@@ -239,6 +261,15 @@ def to_nczarr(
         plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
     declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
     attach_pipelines(a for arrays in plans.values() for a in arrays)
+    write = functools.partial(_write_whole, target, mode, storage_options, groups, plans, gattrs, declared, opts)
+    return deferred(write, "zstrings-nczarr") if not compute else write()
+
+
+def _write_whole(target: Any, mode: WriteMode, storage_options: Mapping[str, Any] | None,
+                 groups: Mapping[str, xr.Dataset], plans: Mapping[str, list[_Array]],
+                 gattrs: Mapping[str, dict[str, Any]], declared: Mapping[str, Mapping[str, list[Any]]],
+                 opts: _Options) -> None:
+    """``to_nczarr`` after its plan: open the target, write every chunk, commit."""
     with write_session(target, mode, storage_options=storage_options) as s, local_scheduler(s.zstore):
         s.commit(_write_all(s.zstore, groups, plans, gattrs, declared, opts), full=True)
 
@@ -257,13 +288,16 @@ def to_zarr_v2(
     netcdf_c_codecs_only: bool = True,
     storage_options: Mapping[str, Any] | None = None,
     netcdf_c: str | None = None,
-) -> None:
+    region: Region | None = None,
+    compute: bool = True,
+) -> Any:
     """Write ``obj`` as pure Zarr v2 (``_ARRAY_DIMENSIONS``, no ``_nczarr_*`` metadata) that
     zarr-python, ``engine="zarr"`` and netcdf-c (``mode=zarr``) read: ``to_nczarr(format="zarr2")``,
-    with the same arguments, strings, modes and commit."""
-    to_nczarr(obj, target, mode=mode, format="zarr2", maxstrlen=maxstrlen, default_maxstrlen=default_maxstrlen,
-              on_overflow=on_overflow, unlimited_dims=unlimited_dims, append_dim=append_dim, compressor=compressor,
-              netcdf_c_codecs_only=netcdf_c_codecs_only, storage_options=storage_options, netcdf_c=netcdf_c)
+    with the same arguments, strings, modes, ``region`` and ``compute``, and commit."""
+    return to_nczarr(obj, target, mode=mode, format="zarr2", maxstrlen=maxstrlen, default_maxstrlen=default_maxstrlen,
+                     on_overflow=on_overflow, unlimited_dims=unlimited_dims, append_dim=append_dim,
+                     compressor=compressor, netcdf_c_codecs_only=netcdf_c_codecs_only,
+                     storage_options=storage_options, netcdf_c=netcdf_c, region=region, compute=compute)
 
 
 def _write_all(

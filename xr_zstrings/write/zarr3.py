@@ -46,6 +46,7 @@ from ..text.vlen import Kind, VlenChunk
 from ..threads import run_all
 from . import WriteMode
 from .chunks import ChunkBatch, block_write, block_writes, compute_sums, local_scheduler
+from .deferred import deferred
 from .plan import _missing, check_names
 from .plan_v3 import (
     ArrayPlan,
@@ -58,6 +59,7 @@ from .plan_v3 import (
     text_meta,
     warn_optional,
 )
+from .region import Region, write_region
 
 __all__ = ["LAYOUTS", "ArrayWriter", "to_zarr_v3"]
 
@@ -481,7 +483,9 @@ def to_zarr_v3(
     group: str | None = None,
     storage_options: Mapping[str, Any] | None = None,
     append_dim: str | None = None,
-) -> None:
+    region: Region | None = None,
+    compute: bool = True,
+) -> Any:
     """Write ``ds`` to a Zarr v3 store, string and bytes variables in ``layout``.
 
     ``ds`` is a Dataset, a DataTree (its nodes become groups) or a mapping of group paths to
@@ -505,8 +509,16 @@ def to_zarr_v3(
     hold yet are added (identical ones left alone, different ones refused) and group attributes
     updated. ``group`` then names where ``ds`` goes in the store.
 
+    ``region`` (dimension -> slice, or "auto"; a Dataset) writes ``ds`` into that part of the arrays
+    the store holds, chunks only, no lock, regions aligned with the chunks (``write.region``).
+    ``compute=False`` returns a dask ``Delayed`` that writes and commits when computed
+    (``write.deferred``); the checks, the plan and the packing run now (an append's plan then).
+
     The argument checks, the plan and every value's packing come before anything is written.
     """
+    if region is not None:
+        return write_region(ds, target, region, fmt="v3", mode=mode, group=group, storage_options=storage_options,
+                            compute=compute)
     layout_named(layout)  # (an unknown one is refused before anything is written)
     opts = LayoutOptions(layout, index_data_type, index_location, index_codecs, data_codecs, compressors)
     if mode not in ("w-", "w", "a"):
@@ -515,12 +527,13 @@ def to_zarr_v3(
     if append_dim is not None and mode != "a":
         raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
     nodes = _nodes(ds, group, target)
-    if mode == "a":
-        _write_in_place(target, nodes, append_dim, opts, storage_options)
-        return
+    if mode == "a":  # (an append plans under its claim: all of it runs when computed)
+        append = functools.partial(_write_in_place, target, nodes, append_dim, opts, storage_options)
+        return deferred(append, "zstrings-v3") if not compute else append()
     # every value is checked and packed before the target is touched
     planned = [(key, *plan_group(key, d)) for key, d in nodes]
-    _write_new(target, planned, group, mode, consolidated, opts, storage_options)
+    write = functools.partial(_write_new, target, planned, group, mode, consolidated, opts, storage_options)
+    return deferred(write, "zstrings-v3") if not compute else write()
 
 
 def _write_new(target: Any, planned: list[Any], group: str | None, mode: str, consolidated: bool,
