@@ -106,7 +106,7 @@ CASES: dict[str, tuple[Callable[[Path], None], Callable[[Path], None]]] = {
 }
 
 #: the entry points still opening their target themselves (each flips when routed: remove it here then)
-NOT_YET: set[str] = {"region"}
+NOT_YET: set[str] = set()
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=_NOT_ROUTED))
