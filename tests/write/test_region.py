@@ -324,3 +324,19 @@ def test_compute_false_region_then_template(tmp_path: Path, client: Client) -> N
     dask.compute(xz.to_zarr_v3(dask_template, path, compute=False))
     client.gather(client.map(write_slab, ["v3"] * SLABS, [str(path)] * SLABS, range(SLABS), pure=False))
     read_peers("v3", path)
+
+
+@pytest.mark.parametrize("fmt", ["nczarr", "v3"])
+def test_compute_false_append(fmt: str, tmp_path: Path) -> None:
+    """An append with compute=False (planned under its claim, so all of it runs when computed):
+    readers see the old rows until it is computed, then the appended ones."""
+    path = tmp_path / "s.zarr"
+    if fmt == "v3":
+        xz.to_zarr_v3(rows(0, 30, "a"), path)
+    else:
+        xz.to_nczarr(rows(0, 30, "a"), path, unlimited_dims=["t"])
+    delayed = writer(fmt)(rows(30, 10, "b").chunk(t=5), path, mode="a", append_dim="t", compute=False)
+    assert xr.open_dataset(path, engine="zstrings").sizes["t"] == 30
+    delayed.compute()
+    got = xr.open_dataset(path, engine="zstrings")["name"].values.tolist()
+    assert got == [f"a-{i}-é" for i in range(30)] + [f"b-{i}-é" for i in range(30, 40)]
