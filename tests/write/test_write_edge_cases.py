@@ -125,6 +125,24 @@ def test_convert_refuses_netcdf_c_for_a_target_that_is_not_nczarr_saying_what_it
     assert not (tmp_path / name).exists()
 
 
+def test_convert_to_an_existing_netcdf_file_names_the_fix_it_takes(tmp_path):
+    """A netCDF-4 target that exists: the refusal names mode='w' only (a netCDF file is written
+    whole; mode='a' is refused for it), and mode='w' then replaces it, read by netCDF4."""
+    from xr_zstrings.errors import TargetExistsError
+
+    src = tmp_path / "src.zarr"
+    to_nczarr(xr.Dataset({"s": ("n", np.array(["a", "bé"], dtype=object))}), src)
+    dst = tmp_path / "out.nc"
+    convert(src, dst)
+    old = dst.read_bytes()
+    with pytest.raises(TargetExistsError, match=r"exists and mode='w-' never overwrites\. Pass mode='w'") as e:
+        convert(src, dst)
+    assert "append" not in str(e.value) and dst.read_bytes() == old
+    convert(src, dst, mode="w")
+    with netCDF4.Dataset(dst) as nc:
+        assert nc["s"][:].tolist() == ["a", "bé"]
+
+
 def test_to_zarr_v3_bytes_keep_nuls_and_datatree_groups_get_the_layout(tmp_path):
     p = tmp_path / "b.zarr"
     to_zarr_v3(xr.Dataset({"b": ("n", np.array([b"ab", b"c\x00d"]))}), p)

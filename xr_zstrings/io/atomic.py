@@ -680,6 +680,8 @@ def local_commit(target: Path, *, mode: str, display: str, zip_file: bool = Fals
         _recover(target)
         if mode == "w-" and is_nonempty(target):
             raise TargetExistsError(
+                f"Cannot write to {display}: it exists and mode='w-' never overwrites. Pass mode='w' to replace it."
+                if kind == "netcdf" else  # (a netCDF file is written whole: no mode='a')
                 f"Cannot write to {display}: it is not empty and mode='w-' never overwrites. Pass "
                 "mode='w' to replace it, or mode='a' with append_dim to append."
             )
