@@ -162,6 +162,22 @@ def test_a_region_session_is_refused_while_another_writer_holds_a_live_claim(tmp
         assert s.txn is None and s.target.kind == "dir"
 
 
+def test_a_region_session_is_refused_while_a_whole_store_writer_holds_the_folders_lock(tmp_path: Path) -> None:
+    """A replacement of a local folder is written beside it under the folder's writer lock, with no
+    claim in the store: a region written meanwhile would be swapped away, so it is refused."""
+    from xr_zstrings.errors import ConcurrentWriteError
+    from xr_zstrings.io.atomic import target_lock
+
+    _nczarr(tmp_path)
+    store = tmp_path / "src.zarr"
+    with target_lock(store.resolve(), str(store)):
+        with pytest.raises(ConcurrentWriteError, match="holds its writer lock"), \
+                session.write_session(store, "a", kind="region"):
+            pass
+    with session.write_session(store, "a", kind="region") as s:
+        assert s.txn is None
+
+
 def test_the_cli_compressor_choices_are_the_librarys() -> None:
     from xr_zstrings.cli.convert import COMPRESSOR_CHOICES
     from xr_zstrings.write.convert import COMPRESSORS

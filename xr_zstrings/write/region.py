@@ -22,7 +22,7 @@ import pandas as pd
 import xarray as xr
 from xarray import conventions
 
-from ..errors import ConcurrentWriteError, UnsupportedError, ZStringsError
+from ..errors import UnsupportedError, ZStringsError
 from ..io.zstore import ZStore
 from ..read.paths import node_key
 from ..text import policy as strings
@@ -40,19 +40,6 @@ Region = Mapping[str, slice | Literal["auto"]] | Literal["auto"]
 # ---------------------------------------------------------------------------------------------
 # The store and what it holds
 # ---------------------------------------------------------------------------------------------
-
-
-def refuse_locked(zstore: ZStore) -> None:
-    """Refuse a region write into a local folder whose writer lock (``io.atomic.target_lock``) a
-    whole-store write or an append holds: a replacement would swap its new store over the chunks
-    written meanwhile. (The write session refuses a live journal; this is the lock it does not see.)"""
-    from ..io.atomic import lock_held
-
-    root = getattr(zstore.store, "root", None)
-    if type(zstore.store).__name__ == "LocalStore" and root is not None and lock_held(root):
-        raise ConcurrentWriteError(
-            f"Cannot write a region of {zstore.display}: another write (a whole-store write or an append) holds "
-            "its writer lock. Nothing was written. Wait for that write to end and write again.")
 
 
 def _tree(zstore: ZStore, fmt: str, group: str) -> Any:
@@ -471,7 +458,6 @@ def _session(target: Any, fmt: str, storage_options: Mapping[str, Any] | None) -
     from .session import write_session
 
     with write_session(target, "a", kind="region", fmt=fmt, storage_options=storage_options) as s:
-        refuse_locked(s.zstore)
         yield s.zstore
 
 

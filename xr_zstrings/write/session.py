@@ -57,6 +57,7 @@ from ..io.atomic import (
     CloneStore,
     TargetRoot,
     local_commit,
+    lock_held,
     not_replaceable,
     recover_swaps,
     refuse_link_target,
@@ -449,7 +450,8 @@ def _group(t: Target, group: str, mode: str) -> Iterator[WriteSession]:
 
 def _region(t: Target) -> WriteSession:
     """Chunks written into the store that is there, its metadata unchanged: no lock and no claim
-    (many workers write disjoint slabs at once), refused while another writer holds a live claim."""
+    (many workers write disjoint slabs at once), refused while another writer holds a live claim
+    or a local folder's writer lock."""
     if t.kind == "zip":
         raise UnsupportedError(f"Cannot write a region into the zip store {t.display}: {RULES['zip'].why}")
     zs = _opened(t, "a", "to_nczarr" if t.kind != "icechunk" else None)
@@ -460,6 +462,12 @@ def _region(t: Target) -> WriteSession:
             raise ConcurrentWriteError(
                 f"Cannot write a region of {zs.display}: another writer ({describe_writer(j.writer)}) is writing it "
                 f"(its claim {JOURNAL!r}). Nothing was written. Wait for that write to end and write again.")
+    if t.kind == "dir" and t.path is not None and lock_held(Path(os.path.abspath(t.path))):
+        # a whole-store write or an append holding a local folder's lock would swap its store over
+        # the chunks written meanwhile
+        raise ConcurrentWriteError(
+            f"Cannot write a region of {t.display}: another write (a whole-store write or an append) holds "
+            "its writer lock. Nothing was written. Wait for that write to end and write again.")
     return WriteSession(t, zs, "a", "region", None)
 
 
