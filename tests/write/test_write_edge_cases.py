@@ -143,6 +143,24 @@ def test_convert_to_an_existing_netcdf_file_names_the_fix_it_takes(tmp_path):
         assert nc["s"][:].tolist() == ["a", "bé"]
 
 
+def test_convert_takes_the_zarr2_format_from_the_url_mode_only(tmp_path):
+    """``#mode=zarr`` (netcdf-c's pure Zarr) makes a Zarr v2 target; a folder named ``mode=zarr`` in
+    the path does not (it is an NCZarr target, as any other path), as netcdf-c reads each."""
+    from xr_zstrings.write.convert import target_format
+
+    src = tmp_path / "src.zarr"
+    to_nczarr(xr.Dataset({"s": ("n", np.array(["a", "bé"], dtype=object))}), src)
+    (tmp_path / "mode=zarr").mkdir()
+    in_folder = tmp_path / "mode=zarr" / "out.zarr"
+    assert target_format(in_folder) == "nczarr"
+    convert(src, in_folder)
+    assert (in_folder / ".zgroup").read_text().count("_nczarr_superblock") == 1
+    assert target_format(f"{(tmp_path / 'pure.zarr').as_uri()}#mode=zarr,file") == "zarr2"
+    assert target_format(f"{(tmp_path / 'nc.zarr').as_uri()}#mode=nczarr,file") == "nczarr"
+    with netCDF4.Dataset(nc_url(in_folder)) as nc:
+        assert nc["s"][:].tolist() == ["a", "bé"]
+
+
 def test_to_zarr_v3_bytes_keep_nuls_and_datatree_groups_get_the_layout(tmp_path):
     p = tmp_path / "b.zarr"
     to_zarr_v3(xr.Dataset({"b": ("n", np.array([b"ab", b"c\x00d"]))}), p)

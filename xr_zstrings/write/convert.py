@@ -21,7 +21,7 @@ from ..codecs.vocabulary import netcdf4_compression
 from ..errors import CodecDroppedWarning, ZStringsError, user_stacklevel
 from ..io.atomic import NETCDF_MAGIC
 from ..io.redact import shown
-from ..io.targets import NETCDF_SUFFIXES
+from ..io.targets import NETCDF_SUFFIXES, parse_nczarr_url
 from . import WriteMode, session
 from .nczarr import to_nczarr
 from .plan import _is_dask, check_names, text_kind
@@ -95,7 +95,8 @@ def target_format(target: str | os.PathLike[str], requested: str | None = None) 
     dst = os.fspath(target)
     if dst.lower().endswith(NETCDF_SUFFIXES):
         return "netcdf4"
-    if "mode=zarr" in dst and "nczarr" not in dst.split("#", 1)[-1]:
+    modes = parse_nczarr_url(dst).modes  # (netcdf-c's #mode= flags, not any "mode=zarr" in the path)
+    if "zarr" in modes and "nczarr" not in modes:
         return "zarr2"
     return "nczarr"
 
