@@ -133,7 +133,7 @@ def convert(
     fmt = target_format(dst, format)
     if os.path.abspath(src) == os.path.abspath(dst):
         raise ZStringsError(f"Cannot convert {shown(src)} onto itself; choose another target.")
-    _check_options(fmt, dst, netcdf_c, recompress, kwargs)
+    _check_options(fmt, dst, netcdf_c, recompress)
     t = session.classify(dst, None if fmt == "netcdf4" else kwargs.get("storage_options"))  # (once: checks and write)
     from_netcdf = is_netcdf_file(src)
     if not from_netcdf and fmt != "netcdf4":  # a target that is the source (spelled otherwise), holds it or lies inside
@@ -162,8 +162,7 @@ _NOT_NCZARR = {"netcdf4": "a netCDF-4 file, which every netcdf-c reads",
                "zarr3": "written as Zarr v3, which has no NCZarr layout to choose"}
 
 
-def _check_options(fmt: ConvertFormat, dst: str, netcdf_c: str | None, recompress: str | None,
-                   kwargs: Mapping[str, Any]) -> None:
+def _check_options(fmt: ConvertFormat, dst: str, netcdf_c: str | None, recompress: str | None) -> None:
     """Refuse options the target format does not take, before anything is read or written."""
     if netcdf_c is not None and fmt != "nczarr":
         raise ZStringsError(f"netcdf_c={netcdf_c!r} chooses the NCZarr layout of a store target; {shown(dst)} is "
