@@ -637,8 +637,15 @@ class Transaction:
         self._stop_renewal()
         if self.fmt == "v3" and objects.get(root) is not None:
             # Zarr v3 (write.append_v3): the root zarr.json is the commit point, so it lands before
-            # the claim goes (a claim released first would leave the arrays grown, the root not)
-            self._put_root(root, dumps(objects[root]))
+            # the claim goes (a claim released first would leave the arrays grown, the root not),
+            # only while the claim is ours and over the root this write started from (or its
+            # placeholder): else another writer or a takeover came first, and this write lost
+            self._fence()
+            data = dumps(objects[root])
+            try:
+                zs.put_if(root, data, match=self._root_etag) if self._root_etag else zs.put_if(root, data)
+            except CommitConflict:
+                self._lose(f"its root object {root!r} changed under it (another writer or a takeover)")
             self._release_claim()
             self._done = True
             return
