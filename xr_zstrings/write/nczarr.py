@@ -220,9 +220,8 @@ def to_nczarr(
     check_names(groups, netcdf_c="zarr" if format == "zarr2" else "nczarr", target=shown(target))
     if format == "nczarr":
         groups = for_netcdf_c(groups, reader)
-    root_ds = groups["/"]
-    if default_maxstrlen is None and root_ds.encoding.get("default_maxstrlen") is not None:
-        default_maxstrlen = int(root_ds.encoding["default_maxstrlen"])
+    if default_maxstrlen is None and groups["/"].encoding.get("default_maxstrlen") is not None:
+        default_maxstrlen = int(groups["/"].encoding["default_maxstrlen"])
     opts = _Options(fmt=format, on_overflow=on_overflow, maxstrlen=maxstrlen,
                     default_maxstrlen=default_maxstrlen, compressor=compressor,
                     strict_codecs=netcdf_c_codecs_only, layout=reader.writes)
@@ -234,24 +233,39 @@ def to_nczarr(
             netcdf_c_codecs_only=netcdf_c_codecs_only, storage_options=storage_options, netcdf_c=netcdf_c),
             "zstrings-nczarr")
     if mode == "a":
-        with write_session(target, "a", kind="add" if append_dim is None else "append",
-                           storage_options=storage_options) as s:
-            zstore, txn = s.zstore, s.txn
-            assert txn is not None
-            if append_dim is None:
-                updates = _add_variables(zstore, groups, opts, txn)
-            else:
-                updates = _append(zstore, groups, append_dim, opts, txn)
-            s.commit(updates)
-            if zstore.read_v3_beside:  # a store migrated in place (as read under the claim): v3 readers see it too
-                from .migrate import keep_v3_in_step
-
-                keep_v3_in_step(zstore)
-        return
+        _write_into(target, groups, append_dim, opts, storage_options)
+        return None
     if append_dim is not None:
         raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
+    plans, gattrs, declared = _plan_whole(groups, opts, set(unlimited_dims or ()), reader, netcdf_c)
+    write = functools.partial(_write_whole, target, mode, storage_options, groups, plans, gattrs, declared, opts)
+    return deferred(write, "zstrings-nczarr") if not compute else write()
+
+
+def _write_into(target: Any, groups: Mapping[str, xr.Dataset], append_dim: str | None, opts: _Options,
+                storage_options: Mapping[str, Any] | None) -> None:
+    """``mode="a"``: append along ``append_dim`` (or, without it, add the variables the store does
+    not hold) under the store's claim, planned against the store as read under that claim."""
+    with write_session(target, "a", kind="add" if append_dim is None else "append",
+                       storage_options=storage_options) as s:
+        zstore, txn = s.zstore, s.txn
+        assert txn is not None
+        if append_dim is None:
+            updates = _add_variables(zstore, groups, opts, txn)
+        else:
+            updates = _append(zstore, groups, append_dim, opts, txn)
+        s.commit(updates)
+        if zstore.read_v3_beside:  # a store migrated in place (as read under the claim): v3 readers see it too
+            from .migrate import keep_v3_in_step
+
+            keep_v3_in_step(zstore)
+
+
+def _plan_whole(groups: Mapping[str, xr.Dataset], opts: _Options, extra_unlimited: set[str], reader: NetcdfC,
+                netcdf_c: str | None) -> tuple[dict[str, list[_Array]], dict[str, dict[str, Any]], Any]:
+    """A whole store's plan: each group's arrays and attributes, and (NCZarr) the dimensions each
+    group declares; unlimited dimensions made fixed where ``netcdf_c`` cannot read them."""
     unl: dict[str, set[str]] = {}
-    extra_unlimited = set(unlimited_dims or ())
     plans: dict[str, list[_Array]] = {}
     gattrs: dict[str, dict[str, Any]] = {}
     for path, ds in groups.items():
@@ -259,10 +273,9 @@ def to_nczarr(
         if netcdf_c is not None:
             unl[path] = _fixed_for_netcdf_c(path, ds, unl[path], reader, netcdf_c)
         plans[path], gattrs[path] = _plan_group(path, ds, opts, unl[path])
-    declared = _resolve_dimensions(plans, unl) if format == "nczarr" else {g: {} for g in plans}
+    declared = _resolve_dimensions(plans, unl) if opts.fmt == "nczarr" else {g: {} for g in plans}
     attach_pipelines(a for arrays in plans.values() for a in arrays)
-    write = functools.partial(_write_whole, target, mode, storage_options, groups, plans, gattrs, declared, opts)
-    return deferred(write, "zstrings-nczarr") if not compute else write()
+    return plans, gattrs, declared
 
 
 def _write_whole(target: Any, mode: WriteMode, storage_options: Mapping[str, Any] | None,
