@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 #: radon's rank D starts above this complexity
 LIMIT = 20
 
-#: how many functions may stay over LIMIT. The target is 10 (issue 38 item 4); the budget only goes
-#: down: lower it as functions are split (the session's coordinator sets it to the count at the end).
-BUDGET = 36
+#: how many functions may stay over LIMIT: none since issue 38 (its target was at most 10, from 48).
+#: A function that needs more is split by job (named steps, a table of cases), not given budget.
+BUDGET = 0
 
 #: what a reader runs to see the list
 COMMAND = "python -m radon cc -n D -s xr_zstrings"
@@ -45,7 +45,7 @@ def over_limit(blocks: dict[str, Any]) -> list[str]:
 
 def verdict(found: list[str], budget: int = BUDGET) -> tuple[bool, str]:
     """(whether the gate passes, what it says) for the functions ``found`` over ``LIMIT``."""
-    head = f"complexity: {len(found)} functions with cyclomatic complexity > {LIMIT} (radon; budget {budget}, target 10)"
+    head = f"complexity: {len(found)} functions with cyclomatic complexity > {LIMIT} (radon; budget {budget})"
     if len(found) <= budget:
         return True, head
     return False, "\n".join([

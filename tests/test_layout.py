@@ -207,7 +207,7 @@ def test_the_lint_step_gates_complexity() -> None:
     lint = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]["lint"]
     assert any(r.startswith("radon==") for r in lint)
     gate = _complexity_gate()
-    assert gate.LIMIT == 20 and gate.BUDGET >= 10
+    assert gate.LIMIT == 20 and gate.BUDGET <= 10  # (issue 38's target: at most 10 over 20)
 
 
 def test_the_complexity_gate_lists_the_functions_and_the_fix() -> None:
