@@ -15,9 +15,9 @@ from typing import Literal
 
 __all__ = ["NewMode", "WriteMode"]
 
-#: the modes of the writers that only write a whole store (``to_zarr_v3``, ``migrate``): ``"w-"``
-#: creates and refuses a non-empty target, ``"w"`` replaces the target whole
+#: the modes of the writers that only write a whole store (``migrate``): ``"w-"`` creates and
+#: refuses a non-empty target, ``"w"`` replaces the target whole
 NewMode = Literal["w-", "w"]
-#: every writer's ``mode`` (``to_nczarr``, ``to_zarr_v2``, ``convert``, the accessor): ``NewMode``'s
-#: and ``"a"``, which writes into the store there (appends, adds variables)
+#: every other writer's ``mode`` (``to_nczarr``, ``to_zarr_v2``, ``to_zarr_v3``, ``convert``, the
+#: accessor): ``NewMode``'s and ``"a"``, which writes into the store there (appends, adds variables)
 WriteMode = Literal[NewMode, "a"]
