@@ -1,8 +1,9 @@
 """``ds.zstrings`` / ``tree.zstrings``: this package's writers (in ``xr_zstrings.write``) and its
 encodings for xarray's own ``to_zarr`` as an accessor, e.g. ``ds.zstrings.to_nczarr(...)``.
 
-Registered when ``xr_zstrings.write.nczarr`` or the xarray backend is imported (``import xr_zstrings.write.nczarr``;
-opening anything with ``engine="zstrings"`` also does).
+Registered when the xarray backend is imported (opening anything with ``engine="zstrings"``) or a
+public function is taken from the package (``xr_zstrings.to_nczarr``, ...) once xarray is loaded;
+the writers never import it.
 """
 
 from __future__ import annotations
