@@ -245,3 +245,47 @@ def test_to_nczarr_into_a_v3_store_names_to_zarr_v3s_append_which_does_it(tmp_pa
     to_zarr_v3(_part(2, 5), target, mode="a", append_dim="obs")
     want = _names(_want(_part(1, 6), _part(2, 5))["name"].values)
     assert zarr.open_group(target, mode="r")["name"][:].tolist() == want
+
+
+_KILLED_AFTER_ROOT = """
+import os, pickle, sys
+import xr_zstrings
+from xr_zstrings.io import commit
+with open(sys.argv[2], "rb") as f:
+    ds = pickle.load(f)
+setattr(commit.Transaction, sys.argv[3], lambda self: os._exit(9))  # killed at that step
+xr_zstrings.to_zarr_v3(ds, sys.argv[1], mode="a", append_dim="obs")
+"""
+
+
+@pytest.mark.parametrize("consolidated", [True, False])
+@pytest.mark.parametrize("kill_at", ["_fence", "_release_claim"])
+def test_an_append_killed_after_its_root_is_kept_by_repair_as_readers_saw_it(tmp_path: Path, consolidated: bool,
+                                                                            kill_at: str) -> None:
+    """A Zarr v3 append killed after its root zarr.json (the commit point) was written, before its
+    claim went (``_release_claim``): every reader already reads the appended rows, and repair rolls
+    the write forward (before: a store without consolidated metadata, whose root the append leaves
+    as it was, was rolled back, the appended rows readers had seen removed). Killed just before its
+    root (``_fence``): repair rolls it back, the rows as before."""
+    import pickle
+    import subprocess
+    import sys
+
+    from xr_zstrings import repair
+
+    target = tmp_path / "t.zarr"
+    to_zarr_v3(_part(1, 6), target, consolidated=consolidated)
+    (tmp_path / "part2.pickle").write_bytes(pickle.dumps(_part(2, 5)))
+    done = subprocess.run([sys.executable, "-c", _KILLED_AFTER_ROOT, str(target), str(tmp_path / "part2.pickle"),
+                           kill_at], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 9, done.stderr[-2000:]
+    assert (target / JOURNAL).exists()
+    committed = kill_at == "_release_claim"
+    want = _names((_want(_part(1, 6), _part(2, 5)) if committed else _part(1, 6))["name"].values)
+    if committed or consolidated:  # (else the placeholder root: every reader refuses the store)
+        assert zarr.open_group(target, mode="r")["name"][:].tolist() == want  # what a reader sees now
+    report = repair(target)
+    assert ("rolled forward" if committed else "rolled back") in report.action, report.action
+    assert not (target / JOURNAL).exists()
+    assert zarr.open_group(target, mode="r")["name"][:].tolist() == want
+    assert _names(xr.open_dataset(target, engine="zstrings")["name"].values) == want

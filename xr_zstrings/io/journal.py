@@ -196,6 +196,9 @@ class StoreState:
     root_etag: str | None = None
     #: why ``journal`` does not belong to this store (``journal_foreign``), None when it may
     foreign: str | None = None
+    #: a Zarr v3 append or add whose root is as it was: one of the objects it changes holds its new
+    #: value (its root, written after them over its placeholder, is then the new version's)
+    v3_objects_new: bool = False
 
     @property
     def writer_gone(self) -> bool:
@@ -212,8 +215,8 @@ class StoreState:
         if j is None:
             return False
         if j.fmt == "v3" and not j.whole_store:  # an append or add (write.append_v3): its root written last
-            return j.phase == "committing" and self.root_obj is not None and not self.root_placeholder and \
-                canonical(self.root_obj) != canonical((j.old_meta or {}).get("zarr.json"))
+            return j.phase == "committing" and self.root_obj is not None and not self.root_placeholder and (
+                canonical(self.root_obj) != canonical((j.old_meta or {}).get("zarr.json")) or self.v3_objects_new)
         if j.fmt == "v3":
             return self.root_obj is not None and not self.root_placeholder
         return self.committed is not None and self.committed.commit == j.commit
@@ -299,13 +302,36 @@ def inspect_store(zstore: ZStore) -> StoreState:
     if journal is not None:
         foreign = _foreign_here(zstore, journal, raw_3 if journal.fmt == "v3" else raw_g, committed, meta)
     raw_a = raw_a if fmt == "v2" else None
+    v3_new = journal is not None and _v3_objects_new(zstore, journal, root if fmt == "v3" else None)
     return StoreState(
         fmt=fmt, journal=journal, journal_etag=etag_j, journal_age=age, committed=committed,
         root=version_of(root) if fmt == "v2" else None, root_placeholder=is_placeholder(root),
         zmetadata_etag=etag_z, consolidated=meta, root_obj=root,
         root_zattrs=parse_json(raw_a, where=zstore.where(".zattrs")) if raw_a is not None else None,
-        foreign=foreign, root_etag=etag_3 if fmt == "v3" else etag_g,
+        foreign=foreign, root_etag=etag_3 if fmt == "v3" else etag_g, v3_objects_new=v3_new,
     )
+
+
+def _v3_objects_new(zstore: ZStore, j: Journal, root: Any) -> bool:
+    """A Zarr v3 append or add whose root holds no consolidated metadata (so it stays as it was):
+    whether one object it changes holds its new value. Those are written only after the placeholder
+    root, and the root only after them, so a root that is no placeholder is then the committed one
+    (else the write never reached its window)."""
+    if j.fmt != "v3" or j.whole_store or j.phase != "committing" or not j.new_meta or is_placeholder(root):
+        return False
+    old = j.old_meta or {}
+    old_root = old.get("zarr.json")
+    if canonical(root) != canonical(old_root) or (isinstance(old_root, Mapping)
+                                                  and old_root.get("consolidated_metadata")):
+        return False  # (the root tells: one holding the consolidated metadata is written without a placeholder)
+    key = next((k for k, v in sorted(j.new_meta.items()) if canonical(v) != canonical(old.get(k))), None)
+    if key is None:
+        return False
+    try:
+        now = zstore.get_json_many([key])[0]
+    except (MetadataError, OSError):
+        return False
+    return canonical(now) == canonical(j.new_meta[key])
 
 
 def _journal_age(zstore: ZStore, journal: Journal) -> float:
