@@ -170,10 +170,9 @@ def test_a_region_session_is_refused_while_a_whole_store_writer_holds_the_folder
 
     _nczarr(tmp_path)
     store = tmp_path / "src.zarr"
-    with target_lock(store.resolve(), str(store)):
-        with pytest.raises(ConcurrentWriteError, match="holds its writer lock"), \
-                session.write_session(store, "a", kind="region"):
-            pass
+    with target_lock(store.resolve(), str(store)), pytest.raises(ConcurrentWriteError, match="holds its writer lock"), \
+            session.write_session(store, "a", kind="region"):
+        pass
     with session.write_session(store, "a", kind="region") as s:
         assert s.txn is None
 
