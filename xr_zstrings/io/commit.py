@@ -642,6 +642,7 @@ class Transaction:
             # placeholder): else another writer or a takeover came first, and this write lost
             self._fence()
             data = dumps(objects[root])
+            zs.keep_lineage(data)  # (a local store: lazy readers of the old version keep reading)
             try:
                 zs.put_if(root, data, match=self._root_etag) if self._root_etag else zs.put_if(root, data)
             except CommitConflict:

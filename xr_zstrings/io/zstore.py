@@ -93,8 +93,9 @@ def _refused_non_zarr_key(key: str, e: BaseException) -> bool:
         type(e).__name__ == "InvalidInputError"
 
 
-#: the lineage of a local Zarr v3 store (``ZStore.lineage_now``), whose root holds no version record
-V3_LINEAGE = "zarr.json"
+#: beside a local Zarr v3 store's root ``zarr.json``: the lineage our last in-place commit kept
+#: (``ZStore.keep_lineage``), since a Zarr v3 root has no room for our version record
+LINEAGE_NOTE = ".zstrings-lineage"
 
 class ZStore:
     """A zarr-python store plus a root prefix; every key here is relative to the dataset root.
@@ -192,12 +193,53 @@ class ZStore:
                 st = os.fstat(f.fileno())
                 rec = version_of(parse_json(f.read(), where=self.where(".zgroup")))
         except FileNotFoundError:
-            # a Zarr v3 store: replaced by a swap (a new directory, ``version_token``); changed in
-            # place only by appends and added variables (``to_zarr_v3(mode="a")``: its chunks kept)
-            return V3_LINEAGE if (root / self.full_key("zarr.json")).is_file() else None
+            return self._v3_lineage(root)
         except (OSError, ZStringsError):
             return None
         return rec.lineage if rec is not None else f"zgroup:{st.st_ino}-{st.st_mtime_ns}-{st.st_size}"
+
+    def _v3_lineage(self, root: Path) -> str | None:
+        """A local Zarr v3 store's lineage: its root ``zarr.json``'s file identity, carried over our
+        own in-place commits by ``LINEAGE_NOTE`` (which names the roots that continue it, by their
+        hash). Any other rewrite of the root (xarray's ``mode="w"`` keeps the folder and may even
+        keep its inode number) is a new lineage, so a lazy reader is told, never served new chunks."""
+        import hashlib
+        import json
+
+        try:
+            with open(root / self.full_key("zarr.json"), "rb") as f:
+                st = os.fstat(f.fileno())
+                digest = hashlib.sha256(f.read()).hexdigest()
+        except OSError:
+            return None
+        try:
+            note = json.loads((root / self.full_key(LINEAGE_NOTE)).read_bytes())
+            if digest in note["roots"] and isinstance(note["lineage"], str):
+                return str(note["lineage"])
+        except (OSError, ValueError, KeyError, TypeError):
+            pass  # (no note, or not ours to trust: the root's own identity)
+        return f"zarrjson:{st.st_ino}-{st.st_mtime_ns}-{st.st_size}"
+
+    def keep_lineage(self, new_root: bytes) -> None:
+        """Before an in-place commit writes ``new_root`` as a local Zarr v3 store's root: note that it
+        continues the lineage there now, so lazy readers of the older version keep reading (an
+        append keeps every chunk they can reach). The note names the old root too, so a reader
+        between the note and the root sees the same lineage; a kill in between leaves it harmless."""
+        import hashlib
+        import json
+
+        if type(self.store) is not LocalStore:
+            return
+        root = Path(cast(Any, self.store).root)
+        lineage = self.lineage_now()
+        try:
+            old = (root / self.full_key("zarr.json")).read_bytes()
+        except OSError:
+            return
+        if lineage is None:
+            return
+        note = {"lineage": lineage, "roots": [hashlib.sha256(old).hexdigest(), hashlib.sha256(new_root).hexdigest()]}
+        self.put_whole([(LINEAGE_NOTE, json.dumps(note).encode())])
 
     def same_version(self, token: tuple[int, int] | None, lineage: str | None) -> bool:
         """Whether the local store still holds the version of ``token``/``lineage``: the same

@@ -15,7 +15,7 @@ from ..errors import DimensionError, IncompleteStoreError, ZStringsError
 from ..formats.array import ArrayMeta
 from ..formats.nczarr import Dimension, GroupMeta
 from ..io.consolidated import INCOMPLETE_MARKER, ZMETADATA, consolidated_meta, consolidated_view, version_of
-from ..io.zstore import V3_LINEAGE, ZStore
+from ..io.zstore import ZStore
 from . import tree_v2, tree_v3
 from .paths import node_key
 
@@ -84,7 +84,7 @@ def open_tree(zstore: ZStore, *, consolidated: bool = True, serve: Mapping[str, 
                 raise
             continue
         lineage = tree.lineage
-        if lineage is None and root_id is not None and (root_id.startswith("zgroup:") or root_id == V3_LINEAGE):
+        if lineage is None and root_id is not None and root_id.startswith(("zgroup:", "zarrjson:")):
             lineage = root_id
         if before is None or zstore.same_version(before, lineage):
             tree.version = before
