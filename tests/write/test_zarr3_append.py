@@ -289,3 +289,18 @@ def test_an_append_killed_after_its_root_is_kept_by_repair_as_readers_saw_it(tmp
     assert not (target / JOURNAL).exists()
     assert zarr.open_group(target, mode="r")["name"][:].tolist() == want
     assert _names(xr.open_dataset(target, engine="zstrings")["name"].values) == want
+
+
+@pytest.mark.parametrize("consolidated", [True, False])
+def test_a_lazy_reader_keeps_its_version_through_an_append(tmp_path: Path, consolidated: bool) -> None:
+    """A lazy reader opened before an append reads the rows it opened, whole, with or without the
+    consolidated metadata (before: without it, it was told the store had been replaced, because
+    the lineage was noted over the append's placeholder root instead of the root it started from)."""
+    target = tmp_path / "t.zarr"
+    to_zarr_v3(_part(1, 6), target, consolidated=consolidated)
+    lazy = xr.open_dataset(target, engine="zstrings", chunks={})
+    to_zarr_v3(_part(2, 5), target, mode="a", append_dim="obs")
+    assert _names(lazy["name"].values) == _names(_part(1, 6)["name"].values)
+    np.testing.assert_array_equal(lazy["value"].values, _part(1, 6)["value"].values)
+    want = _names(_want(_part(1, 6), _part(2, 5))["name"].values)
+    assert zarr.open_group(target, mode="r")["name"][:].tolist() == want

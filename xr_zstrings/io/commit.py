@@ -316,6 +316,13 @@ def _finish_lagging(zstore: ZStore, state: StoreState) -> str:
 # ---------------------------------------------------------------------------------------------
 
 
+def _v3_root_in_step(objects: Mapping[str, Any], root: str) -> bool:
+    """A Zarr v3 append's root holding the consolidated metadata: written without a placeholder
+    (readers are served the old version from it until it is replaced)."""
+    new = objects.get(root)
+    return root == "zarr.json" and isinstance(new, Mapping) and bool(new.get("consolidated_metadata"))
+
+
 class Transaction:
     """One write of a store, committed by the protocol in this module's docstring.
 
@@ -642,7 +649,8 @@ class Transaction:
             # placeholder): else another writer or a takeover came first, and this write lost
             self._fence()
             data = dumps(objects[root])
-            zs.keep_lineage(data)  # (a local store: lazy readers of the old version keep reading)
+            if _v3_root_in_step(objects, root):  # (else noted before its placeholder: _open_window)
+                zs.keep_lineage(data)  # (a local store: lazy readers of the old version keep reading)
             try:
                 zs.put_if(root, data, match=self._root_etag) if self._root_etag else zs.put_if(root, data)
             except CommitConflict:
@@ -715,12 +723,15 @@ class Transaction:
         # tool) is not ours to replace
         self._put_journal()
         was = self.state.root_etag if self.state is not None else None
-        if root == "zarr.json" and isinstance(objects.get(root), Mapping) and objects[root].get("consolidated_metadata"):
+        if _v3_root_in_step(objects, root):
             # a Zarr v3 root holding the consolidated metadata (write.append_v3): every reader of it
             # is served the old version until it is replaced, the commit point; no placeholder
             self._root_etag = was
             sys.audit("xr_zstrings.commit", "window")
             return
+        if root == "zarr.json" and isinstance(objects.get(root), Mapping):
+            # (the lineage noted over the root this write started from, not over its placeholder)
+            zs.keep_lineage(dumps(objects[root]))
         lost = object()
         try:
             put: object = zs.put_if(root, placeholder, match=was) if was else zs.put_if(root, placeholder, create=True)
