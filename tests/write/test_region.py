@@ -247,6 +247,41 @@ def test_what_a_region_write_refuses(tmp_path: Path) -> None:
     assert xr.open_dataset(path, engine="zstrings")["name"].values[0] == "é" * 8
 
 
+def with_missing_name(i: int, lazy: bool) -> xr.Dataset:
+    """Slab ``i`` with a missing text value in its first chunk (dask-backed if ``lazy``)."""
+    ds = slab(i).assign(name=("x", np.array([None if j == 2 else f"w{i}-{j}" for j in range(N)], dtype=object)))
+    return ds.chunk(x=CHUNK) if lazy else ds
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["numpy", "dask"])
+def test_v3_missing_text_in_a_region(lazy: bool, tmp_path: Path) -> None:
+    """Zarr v3 text: a missing value goes in as the array's string _FillValue, or None in zarrs'
+    optional type; with neither it is refused (in memory: before any chunk is written; dask: the
+    block holding it is not written). Read back by zarr-python where it reads the type."""
+    region = {"x": slice(0, N)}
+    plain, filled, optional = tmp_path / "plain.zarr", tmp_path / "filled.zarr", tmp_path / "optional.zarr"
+    init("v3", plain)
+    with pytest.raises(ZStringsError, match=r"1 missing value\(s\) \(None/NaN\), but .*plain\.zarr key name/zarr\.json "
+                       r"has no string _FillValue"):
+        xz.to_zarr_v3(with_missing_name(0, lazy), plain, region=region)
+    assert zarr.open_array(plain / "name", mode="r")[:CHUNK].tolist() == [""] * CHUNK
+    if not lazy:
+        np.testing.assert_array_equal(zarr.open_array(plain / "value", mode="r")[:N], np.full((N, 3), np.nan))
+    ds = template()
+    ds["name"] = ds["name"].astype(object).where(ds["x"] > 0, None)  # (a missing value: the fill is kept)
+    ds["name"].encoding.update(chunks=(CHUNK,), _FillValue="?")
+    xz.to_zarr_v3(ds, filled)
+    xz.to_zarr_v3(with_missing_name(0, lazy), filled, region=region)
+    assert zarr.open_array(filled / "name", mode="r")[:4].tolist() == ["w0-0", "w0-1", "?", "w0-3"]
+    ds = template().assign(name=("x", np.array([None] * N * SLABS, dtype=object)))
+    ds["name"].encoding.update(chunks=(CHUNK,))
+    with pytest.warns(UserWarning):
+        xz.to_zarr_v3(ds, optional)
+    xz.to_zarr_v3(with_missing_name(0, lazy), optional, region=region)
+    got = xr.open_dataset(optional, engine="zstrings")["name"].values[:4].tolist()
+    assert got[:2] == ["w0-0", "w0-1"] and (got[2] is None or got[2] != got[2])
+
+
 @pytest.mark.parametrize("target", ["path", "local:"])
 def test_a_region_write_during_a_live_append_is_refused(target: str, tmp_path: Path) -> None:
     """An append paused while it holds the store (its journal; on a path its writer lock too): a

@@ -222,14 +222,6 @@ class _Encoder:
     def storage(self, block: np.ndarray) -> np.ndarray:  # pragma: no cover - each format's
         raise NotImplementedError
 
-    def _padded(self, storage: np.ndarray, fill: Any) -> np.ndarray:
-        chunks = tuple(self.meta.chunks)
-        if storage.shape == chunks:
-            return storage
-        full = np.full(chunks, fill, dtype=storage.dtype)
-        full[tuple(slice(0, s) for s in storage.shape)] = storage
-        return full
-
 
 class _V2Encoder(_Encoder):
     """NCZarr / Zarr v2: the values encoded as an append encodes them (``write.append``: the stored
@@ -289,60 +281,6 @@ class _V2Encoder(_Encoder):
         return bytes(memoryview(_encode_chunk(self._pipe, storage, tuple(self.meta.chunks))))
 
 
-class _V3Encoder(_Encoder):
-    """Zarr v3: numbers CF-encoded with the stored attributes; text with its missing values as the
-    array's string ``_FillValue`` (or None in zarrs' optional type); the chunk through the array's
-    codec chain (``codecs.v3.V3Pipeline``)."""
-
-    def storage(self, block: np.ndarray) -> np.ndarray:
-        meta = self.meta
-        if meta.string_kind is None:
-            enc = {k: v for k, v in meta.cf_attributes().items()
-                   if k in ("units", "calendar", "scale_factor", "add_offset", "_FillValue", "missing_value")}
-            var = xr.Variable(self.dims, block, {k: v for k, v in self.attrs.items() if k not in enc},
-                              {**enc, "dtype": meta.dtype})
-            if "_FillValue" not in enc:
-                var.encoding["_FillValue"] = None
-            return np.asarray(conventions.encode_cf_variable(var, name=self.name).values).astype(meta.dtype)
-        values = np.asarray(block)
-        miss = _missing(values) if values.dtype.kind in "OT" else None
-        optional = bool(getattr(meta, "optional", False))
-        if miss is not None and miss.any():
-            values = values.astype(object)
-            if optional:
-                values[miss] = None
-            else:
-                values[miss] = self._text_fill(int(miss.sum()))
-        if optional:
-            return values.astype(object)
-        return values.astype(meta.dtype) if meta.dtype.kind == "T" else values.astype(object)
-
-    def _text_fill(self, n: int) -> Any:
-        import base64
-
-        fv = self.meta.attrs.get("_FillValue")
-        if fv is None:
-            raise ZStringsError(
-                f"Cannot write a region of {_what(self.gpath, self.name)}: {n} missing value(s) (None/NaN), but "
-                f"{self.where} has no string _FillValue, so a missing value cannot be stored there. Fill them "
-                "first (e.g. ds[name].fillna('')), or write the store again with a string _FillValue.")
-        if self.meta.dtype.kind == "O" and self.meta.string_kind != "vlen" and isinstance(fv, str):
-            return base64.b64decode(fv)
-        return fv
-
-    def chunk(self, storage: np.ndarray) -> bytes:
-        from ..codecs.v3 import V3Pipeline
-
-        meta = self.meta
-        if self._pipe is None:
-            self._pipe = V3Pipeline.from_metadata(
-                list(meta.codecs), data_type=meta.data_type, dtype=meta.dtype, chunk_shape=meta.chunks,
-                fill_value=meta.fill_value, where=self.where)
-            fv = self._pipe.fill_value
-            self._fill = None if getattr(meta, "optional", False) else fv
-        return bytes(self._pipe.encode(self._padded(storage, self._fill), write_empty_chunks=True))
-
-
 class _SlabWriter:
     """Writes the chunks of one slab: a block of values (one chunk's, or the edge chunk's part) at
     chunk-grid location ``loc`` within the slab."""
@@ -367,34 +305,106 @@ class _SlabWriter:
         with block_write(self.zstore):
             self.zstore.set_many([self.encoded(block, loc)])
 
+    def in_memory(self, values: np.ndarray) -> list[tuple[str, bytes]]:
+        """Every chunk of an in-memory slab encoded (on threads), before any is written."""
+        chunks = self.meta.chunks[: values.ndim]
+        grid = [math.ceil(n / c) for n, c in zip(values.shape, chunks, strict=True)]
+
+        def one(loc: tuple[int, ...]) -> tuple[str, bytes]:
+            sel = tuple(slice(i * c, (i + 1) * c) for i, c in zip(loc, chunks, strict=True))
+            return self.encoded(values[sel], loc)
+
+        return run_all(one, list(np.ndindex(*grid)))
+
     def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
-        if block_info is None:  # dask probing the function: write nothing
-            return np.zeros((1,) * max(np.ndim(block), 1), np.int64)
-        self.write(block, tuple(block_info[0]["chunk-location"]))
-        return np.zeros((1,) * max(np.ndim(block), 1), np.int64)
+        return _call(self, block, block_info)
 
 
-def _write_dask_block(block: np.ndarray, writer: _SlabWriter, block_info: Any = None) -> np.ndarray:
+class _V3SlabWriter:
+    """Zarr v3: one slab's blocks written by the array's ``zarr3.ArrayWriter`` (its codec chain)
+    at the slab's place. Numbers come CF-encoded (``_v3_data``); text's missing values become the
+    stored string ``_FillValue`` (None in zarrs' optional type), refused with neither before the
+    block holding them is written."""
+
+    def __init__(self, zstore: ZStore, slab: _Slab) -> None:
+        from .append_v3 import _stored_kind, _text_fill
+        from .zarr3 import ArrayWriter
+
+        meta = slab.meta
+        self.zstore, self.meta, self.what = zstore, meta, slab.what
+        self.where = f"{zstore.display} key {meta.path.strip('/')}/zarr.json"
+        self.origin = tuple(s // c for s, c in zip(slab.start, meta.chunks, strict=True))
+        fill, optional = _text_fill(meta.raw, meta) if meta.string_kind is not None else (None, True)
+        self.fill: Any = fill
+        self.fills_missing = not optional  # (text not in the optional type: its missing values need the fill)
+        self.writer = ArrayWriter(zstore, meta.path.strip("/"), meta.raw, _stored_kind(meta.raw), fill=self.fill,
+                                  fresh=False, name=slab.name)
+
+    def stored(self, values: np.ndarray) -> np.ndarray:
+        """``values`` with missing text as the fill (refused without one); others as given."""
+        miss = _missing(values) if self.fills_missing and values.dtype.kind in "OT" else None
+        if miss is None or not miss.any():
+            return values
+        if self.fill is None:
+            raise ZStringsError(
+                f"Cannot write a region of {self.what}: {int(miss.sum())} missing value(s) (None/NaN), but "
+                f"{self.where} has no string _FillValue, so a missing value cannot be stored there. Fill them "
+                "first (e.g. ds[name].fillna('')), or write the store again with a string _FillValue.")
+        values = values.astype(object)
+        values[miss] = self.fill
+        return values
+
+    def write(self, block: np.ndarray, loc: tuple[int, ...]) -> None:
+        at = tuple(o + i for o, i in zip(self.origin, loc, strict=True))
+        with strings.at_offset(tuple(i * c for i, c in zip(at, self.meta.chunks, strict=True))):
+            self.writer.write(self.stored(np.asarray(block)), at)
+
+    def in_memory(self, values: np.ndarray) -> list[tuple[str, bytes]]:
+        """Every chunk of an in-memory slab encoded (on threads), before any is written."""
+        w = self.writer
+        with strings.at_offset(tuple(i * c for i, c in zip(self.origin, self.meta.chunks, strict=True))):
+            stored = self.stored(values)
+            data, packed = (stored, None) if w.kind is None else w.prepared(stored)[:2]
+        assert data is not None  # (missing text without a fill was refused above)
+        return [x for x in run_all(lambda job: job(), list(w.jobs(data, packed, self.origin))) if x is not None]
+
+    def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
+        return _call(self, block, block_info)
+
+
+def _v3_data(slab: _Slab) -> Any:
+    """A Zarr v3 slab's values as written: numbers CF-encoded with the stored attributes (lazily
+    for dask, by xarray's public encoder), text as given."""
+    meta, var = slab.meta, slab.var
+    if meta.string_kind is not None:
+        return var.data
+    enc = {k: v for k, v in meta.cf_attributes().items()
+           if k in ("units", "calendar", "scale_factor", "add_offset", "_FillValue", "missing_value")}
+    plain = xr.Variable(var.dims, var.data, {k: v for k, v in var.attrs.items() if k not in enc},
+                        {**enc, "dtype": meta.dtype})
+    if "_FillValue" not in enc:
+        plain.encoding["_FillValue"] = None
+    return conventions.encode_cf_variable(plain, name=slab.name).data.astype(meta.dtype)
+
+
+_Writer = _SlabWriter | _V3SlabWriter
+
+
+def _call(writer: _Writer, block: np.ndarray, block_info: Any) -> np.ndarray:
+    if block_info is not None:  # (None: dask probing the function: write nothing)
+        writer.write(block, tuple(block_info[0]["chunk-location"]))
+    return np.zeros((1,) * max(np.ndim(block), 1), np.int64)
+
+
+def _write_dask_block(block: np.ndarray, writer: _Writer, block_info: Any = None) -> np.ndarray:
     return writer(block, block_info)
 
 
-def _graph(writer: _SlabWriter, data: Any) -> Any:
+def _graph(writer: _Writer, data: Any) -> Any:
     """The dask graph of block writes (blocks rechunked to the stored chunks: each chunk is
     written by exactly one task)."""
     return block_writes(_write_dask_block, data.rechunk(tuple(writer.meta.chunks[: data.ndim])), writer,
                         "zstrings-region")
-
-
-def _numpy_chunks(writer: _SlabWriter, values: np.ndarray) -> list[tuple[str, bytes]]:
-    """Every chunk of an in-memory slab encoded (on threads), before any is written."""
-    chunks = writer.meta.chunks[: values.ndim]
-    grid = [math.ceil(n / c) for n, c in zip(values.shape, chunks, strict=True)]
-
-    def one(loc: tuple[int, ...]) -> tuple[str, bytes]:
-        sel = tuple(slice(i * c, (i + 1) * c) for i, c in zip(loc, chunks, strict=True))
-        return writer.encoded(values[sel], loc)
-
-    return run_all(one, list(np.ndindex(*grid)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -435,11 +445,11 @@ def write_region(
         reg = _region(obj, region, zstore, tree, gpath)
         ds = _to_write(obj, reg)
         netcdf_c = bool(tree.root.is_nczarr) if fmt == "v2" else False
-        writers: list[tuple[_SlabWriter, Any]] = []
+        writers: list[tuple[_Writer, Any]] = []
         for name, var in ds.variables.items():
             slab = _slab(zstore, tree, gpath, str(name), var, reg)
-            enc = (_V2Encoder if fmt == "v2" else _V3Encoder)(zstore, slab, on_overflow, netcdf_c)
-            writers.append((_SlabWriter(zstore, slab, enc), var.data))
+            writers.append((_SlabWriter(zstore, slab, _V2Encoder(zstore, slab, on_overflow, netcdf_c)), var.data)
+                           if fmt == "v2" else (_V3SlabWriter(zstore, slab), _v3_data(slab)))
         _refuse_links(zstore, [w.meta.path for w, _ in writers])
         if compute:
             _run(zstore, writers)
@@ -468,7 +478,7 @@ def _refuse_links(zstore: ZStore, paths: list[str]) -> None:
         refuse_links_on(zstore.store.root, [p.strip("/") for p in paths], zstore.display)  # type: ignore[union-attr]
 
 
-def _run(zstore: ZStore, writers: list[tuple[_SlabWriter, Any]]) -> None:
+def _run(zstore: ZStore, writers: list[tuple[_Writer, Any]]) -> None:
     """In-memory slabs encoded whole (a bad value is refused before any chunk is written), then
     written in batches; then every dask slab in one compute (each block checked as it is written)."""
     import warnings
@@ -476,7 +486,7 @@ def _run(zstore: ZStore, writers: list[tuple[_SlabWriter, Any]]) -> None:
     from ..errors import StringTruncationWarning
 
     graphs = [_graph(w, data) for w, data in writers if _is_dask(data)]
-    items = [kv for w, data in writers if not _is_dask(data) for kv in _numpy_chunks(w, np.asarray(data))]
+    items = [kv for w, data in writers if not _is_dask(data) for kv in w.in_memory(np.asarray(data))]
     try:
         batch = ChunkBatch(zstore)
         batch.add(items)
@@ -493,7 +503,7 @@ def _run(zstore: ZStore, writers: list[tuple[_SlabWriter, Any]]) -> None:
 
 
 def _checked_then_run(target: Any, fmt: str, storage_options: Mapping[str, Any] | None,
-                      writers: list[tuple[_SlabWriter, Any]]) -> None:
+                      writers: list[tuple[_Writer, Any]]) -> None:
     """A deferred region write, when computed: refused if another write holds the store now."""
     with _session(target, fmt, storage_options):
         if writers:
