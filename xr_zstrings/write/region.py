@@ -283,12 +283,31 @@ class _V2Encoder(_Encoder):
 
 class _SlabWriter:
     """Writes the chunks of one slab: a block of values (one chunk's, or the edge chunk's part) at
-    chunk-grid location ``loc`` within the slab."""
+    chunk-grid location ``loc`` within the slab (each format's subclass encodes them)."""
+
+    def __init__(self, zstore: ZStore, slab: _Slab) -> None:
+        self.zstore, self.meta, self.what = zstore, slab.meta, slab.what
+        self.origin = tuple(s // c for s, c in zip(slab.start, slab.meta.chunks, strict=True))
+
+    def write(self, block: np.ndarray, loc: tuple[int, ...]) -> None:  # pragma: no cover - each format's
+        raise NotImplementedError
+
+    def in_memory(self, values: np.ndarray) -> list[tuple[str, bytes]]:  # pragma: no cover - each format's
+        """Every chunk of an in-memory slab encoded (on threads), before any is written."""
+        raise NotImplementedError
+
+    def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
+        if block_info is not None:  # (None: dask probing the function: write nothing)
+            self.write(block, tuple(block_info[0]["chunk-location"]))
+        return np.zeros((1,) * max(np.ndim(block), 1), np.int64)
+
+
+class _V2SlabWriter(_SlabWriter):
+    """NCZarr / Zarr v2: each chunk encoded by the slab's ``_V2Encoder``."""
 
     def __init__(self, zstore: ZStore, slab: _Slab, encoder: _Encoder) -> None:
-        self.zstore, self.encoder = zstore, encoder
-        self.meta, self.what = slab.meta, slab.what
-        self.origin = tuple(s // c for s, c in zip(slab.start, slab.meta.chunks, strict=True))
+        super().__init__(zstore, slab)
+        self.encoder = encoder
         self.extra = len(slab.meta.shape) - slab.var.ndim
 
     def key(self, loc: tuple[int, ...]) -> str:
@@ -306,7 +325,6 @@ class _SlabWriter:
             self.zstore.set_many([self.encoded(block, loc)])
 
     def in_memory(self, values: np.ndarray) -> list[tuple[str, bytes]]:
-        """Every chunk of an in-memory slab encoded (on threads), before any is written."""
         chunks = self.meta.chunks[: values.ndim]
         grid = [math.ceil(n / c) for n, c in zip(values.shape, chunks, strict=True)]
 
@@ -316,11 +334,8 @@ class _SlabWriter:
 
         return run_all(one, list(np.ndindex(*grid)))
 
-    def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
-        return _call(self, block, block_info)
 
-
-class _V3SlabWriter:
+class _V3SlabWriter(_SlabWriter):
     """Zarr v3: one slab's blocks written by the array's ``zarr3.ArrayWriter`` (its codec chain)
     at the slab's place. Numbers come CF-encoded (``_v3_data``); text's missing values become the
     stored string ``_FillValue`` (None in zarrs' optional type), refused with neither before the
@@ -330,10 +345,9 @@ class _V3SlabWriter:
         from .append_v3 import _stored_kind, _text_fill
         from .zarr3 import ArrayWriter
 
+        super().__init__(zstore, slab)
         meta = slab.meta
-        self.zstore, self.meta, self.what = zstore, meta, slab.what
         self.where = f"{zstore.display} key {meta.path.strip('/')}/zarr.json"
-        self.origin = tuple(s // c for s, c in zip(slab.start, meta.chunks, strict=True))
         fill, optional = _text_fill(meta.raw, meta) if meta.string_kind is not None else (None, True)
         self.fill: Any = fill
         self.fills_missing = not optional  # (text not in the optional type: its missing values need the fill)
@@ -360,16 +374,12 @@ class _V3SlabWriter:
             self.writer.write(self.stored(np.asarray(block)), at)
 
     def in_memory(self, values: np.ndarray) -> list[tuple[str, bytes]]:
-        """Every chunk of an in-memory slab encoded (on threads), before any is written."""
         w = self.writer
         with strings.at_offset(tuple(i * c for i, c in zip(self.origin, self.meta.chunks, strict=True))):
             stored = self.stored(values)
             data, packed = (stored, None) if w.kind is None else w.prepared(stored)[:2]
         assert data is not None  # (missing text without a fill was refused above)
         return [x for x in run_all(lambda job: job(), list(w.jobs(data, packed, self.origin))) if x is not None]
-
-    def __call__(self, block: np.ndarray, block_info: Any = None) -> np.ndarray:
-        return _call(self, block, block_info)
 
 
 def _v3_data(slab: _Slab) -> Any:
@@ -387,20 +397,11 @@ def _v3_data(slab: _Slab) -> Any:
     return conventions.encode_cf_variable(plain, name=slab.name).data.astype(meta.dtype)
 
 
-_Writer = _SlabWriter | _V3SlabWriter
-
-
-def _call(writer: _Writer, block: np.ndarray, block_info: Any) -> np.ndarray:
-    if block_info is not None:  # (None: dask probing the function: write nothing)
-        writer.write(block, tuple(block_info[0]["chunk-location"]))
-    return np.zeros((1,) * max(np.ndim(block), 1), np.int64)
-
-
-def _write_dask_block(block: np.ndarray, writer: _Writer, block_info: Any = None) -> np.ndarray:
+def _write_dask_block(block: np.ndarray, writer: _SlabWriter, block_info: Any = None) -> np.ndarray:
     return writer(block, block_info)
 
 
-def _graph(writer: _Writer, data: Any) -> Any:
+def _graph(writer: _SlabWriter, data: Any) -> Any:
     """The dask graph of block writes (blocks rechunked to the stored chunks: each chunk is
     written by exactly one task)."""
     return block_writes(_write_dask_block, data.rechunk(tuple(writer.meta.chunks[: data.ndim])), writer,
@@ -445,10 +446,10 @@ def write_region(
         reg = _region(obj, region, zstore, tree, gpath)
         ds = _to_write(obj, reg)
         netcdf_c = bool(tree.root.is_nczarr) if fmt == "v2" else False
-        writers: list[tuple[_Writer, Any]] = []
+        writers: list[tuple[_SlabWriter, Any]] = []
         for name, var in ds.variables.items():
             slab = _slab(zstore, tree, gpath, str(name), var, reg)
-            writers.append((_SlabWriter(zstore, slab, _V2Encoder(zstore, slab, on_overflow, netcdf_c)), var.data)
+            writers.append((_V2SlabWriter(zstore, slab, _V2Encoder(zstore, slab, on_overflow, netcdf_c)), var.data)
                            if fmt == "v2" else (_V3SlabWriter(zstore, slab), _v3_data(slab)))
         _refuse_links(zstore, [w.meta.path for w, _ in writers])
         if compute:
@@ -478,7 +479,7 @@ def _refuse_links(zstore: ZStore, paths: list[str]) -> None:
         refuse_links_on(zstore.store.root, [p.strip("/") for p in paths], zstore.display)  # type: ignore[union-attr]
 
 
-def _run(zstore: ZStore, writers: list[tuple[_Writer, Any]]) -> None:
+def _run(zstore: ZStore, writers: list[tuple[_SlabWriter, Any]]) -> None:
     """In-memory slabs encoded whole (a bad value is refused before any chunk is written), then
     written in batches; then every dask slab in one compute (each block checked as it is written)."""
     import warnings
@@ -503,7 +504,7 @@ def _run(zstore: ZStore, writers: list[tuple[_Writer, Any]]) -> None:
 
 
 def _checked_then_run(target: Any, fmt: str, storage_options: Mapping[str, Any] | None,
-                      writers: list[tuple[_Writer, Any]]) -> None:
+                      writers: list[tuple[_SlabWriter, Any]]) -> None:
     """A deferred region write, when computed: refused if another write holds the store now."""
     with _session(target, fmt, storage_options):
         if writers:
