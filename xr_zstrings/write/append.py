@@ -40,6 +40,7 @@ from .plan import (
     _string_array,
     _typed,
     _what,
+    held_otherwise,
     text_kind,
 )
 from .v2_text import OWN_LAYOUTS, encode_as_stored, fill_missing, missing_fill
@@ -513,11 +514,7 @@ def _not_stored(zstore: ZStore, tree: Any, gpath: str, arrays: Iterable[_Array])
         if meta is None:
             out.append(a)
         elif not _same_stored(zstore, meta, a):
-            raise ZStringsError(
-                f"Cannot add {_what(gpath, a.name)}: {zstore.display} already holds it with other "
-                "values or shape. mode='a' adds new variables (and leaves identical ones alone); "
-                "use append_dim=<unlimited dimension> to extend it, or mode='w' to rewrite the store."
-            )
+            raise held_otherwise(_what(gpath, a.name), zstore.display, "append_dim=<unlimited dimension>")
     return out
 
 

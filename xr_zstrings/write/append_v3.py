@@ -31,7 +31,7 @@ from ..errors import DimensionError, ZStringsError
 from ..formats.zarr3 import ArrayMetaV3, decode_xarray_fill_attr, parse_node_v3
 from ..io.zstore import ZStore
 from ..text import policy as strings
-from .plan import _is_dask, _missing, text_kind
+from .plan import _is_dask, _missing, held_otherwise, text_kind
 from .plan_v3 import LayoutOptions, plan_group
 
 __all__ = ["add_v3", "append_v3", "undo_appends"]
@@ -296,10 +296,7 @@ def add_v3(zs: ZStore, txn: Any, groups: Sequence[tuple[str, xr.Dataset]], opts:
             if stored is None:
                 new.append(a)
             elif not _same_stored(zs, a, stored):
-                raise ZStringsError(
-                    f"Cannot add variable {'/' + a.key!r}: {zs.display} already holds it with other values or shape. "
-                    "mode='a' adds new variables (and leaves identical ones alone); use append_dim=... to extend "
-                    "it, or mode='w' to rewrite the store.")
+                raise held_otherwise(f"variable {'/' + a.key!r}", zs.display, "append_dim=...")
     if txn is not None:
         txn.set_base(nodes, consolidated_in_step=True)
         txn.record_writes(new_arrays=["/" + a.key for a in new])

@@ -97,6 +97,14 @@ def _what(group: str, name: Hashable) -> str:
     return f"variable {f'{group.rstrip(chr(47))}/{name}'!r}"
 
 
+def held_otherwise(what: str, store: str, extend: str) -> ZStringsError:
+    """The refusal of ``mode="a"`` adding ``what`` (a variable) that ``store`` already holds with
+    other values or shape (both formats' writers); ``extend``: how to extend it instead."""
+    return ZStringsError(f"Cannot add {what}: {store} already holds it with other values or shape. mode='a' adds new "
+                         f"variables (and leaves identical ones alone); use {extend} to extend it, or mode='w' to "
+                         "rewrite the store.")
+
+
 def check_names(groups: Mapping[str, xr.Dataset], *, netcdf_c: str | None, target: Any) -> None:
     """Refuse, before anything is written, every group, variable or dimension name that our
     reader or netcdf-c (in mode ``netcdf_c``: "nczarr", "zarr"; None for Zarr v3) could not open,
