@@ -282,6 +282,26 @@ def test_v3_missing_text_in_a_region(lazy: bool, tmp_path: Path) -> None:
     assert got[:2] == ["w0-0", "w0-1"] and (got[2] is None or got[2] != got[2])
 
 
+@pytest.mark.parametrize("lazy", [False, True], ids=["numpy", "dask"])
+@pytest.mark.parametrize("dtype", ["U2", "S2"])
+def test_v3_fixed_width_text_too_long_for_a_region_is_refused(dtype: str, lazy: bool, tmp_path: Path) -> None:
+    """A region of a fixed-width text array xarray wrote (zarr-python's fixed_length_utf32 /
+    null_terminated_bytes): a value longer than the width is refused naming it and the stored type,
+    and nothing is written; never cut silently by the cast to the stored type."""
+    path = tmp_path / "fixed.zarr"
+    xr.Dataset({"s": ("x", np.array(["ab", "cd", "ef", "gh"], dtype=dtype))}).to_zarr(
+        path, zarr_format=3, mode="w", encoding={"s": {"chunks": (2,)}})
+    as_kind = (lambda v: v) if dtype == "U2" else (lambda v: v.encode("ascii"))
+    slab = xr.Dataset({"s": ("x", np.array([as_kind("xyz"), as_kind("w")], dtype=object))})
+    with pytest.raises(StringOverflowError, match=r"1 value\(s\) do not fit .*fixed\.zarr key s/zarr\.json, which stores "
+                       r"(<U2 \(2 characters\)|\|S2 \(2 bytes\)): the longest, value \[0\] = b?'xyz', has 3 "):
+        xz.to_zarr_v3(slab.chunk({"x": 2}) if lazy else slab, path, region={"x": slice(0, 2)})
+    assert zarr.open_array(path / "s", mode="r")[:].tolist() == [as_kind(v) for v in ("ab", "cd", "ef", "gh")]
+    xz.to_zarr_v3(slab.assign(s=("x", np.array([as_kind("xy"), as_kind("w")], dtype=object))), path,
+                  region={"x": slice(0, 2)})
+    assert zarr.open_array(path / "s", mode="r")[:].tolist() == [as_kind(v) for v in ("xy", "w", "ef", "gh")]
+
+
 @pytest.mark.parametrize("target", ["path", "local:"])
 def test_a_region_write_during_a_live_append_is_refused(target: str, tmp_path: Path) -> None:
     """An append paused while it holds the store (its journal; on a path its writer lock too): a

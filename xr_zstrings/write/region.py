@@ -22,7 +22,7 @@ import pandas as pd
 import xarray as xr
 from xarray import conventions
 
-from ..errors import UnsupportedError, ZStringsError
+from ..errors import StringOverflowError, UnsupportedError, ZStringsError
 from ..io.zstore import ZStore
 from ..read.paths import node_key
 from ..text import policy as strings
@@ -368,15 +368,36 @@ class _V3SlabWriter(_SlabWriter):
         values[miss] = self.fill
         return values
 
+    def fitted(self, values: np.ndarray) -> np.ndarray:
+        """Text for a fixed-width array (zarr-python's ``fixed_length_utf32``, ``null_terminated_bytes``):
+        a value longer than its width is refused, never cut silently by the cast to the stored type."""
+        dt = np.dtype(self.meta.dtype)
+        if dt.kind not in "US" or values.dtype.kind not in "OTUS":
+            return values
+        per = 4 if dt.kind == "U" else 1  # (UTF-32: four bytes a character)
+        width = dt.itemsize // per
+        flat = values.reshape(-1)
+        lengths = np.fromiter((len(v) if isinstance(v, str | bytes) else 0 for v in flat), np.int64, flat.size)
+        over = lengths > width
+        if over.any():
+            i = int(np.argmax(lengths))
+            unit = "characters" if per == 4 else "bytes"
+            raise StringOverflowError(
+                f"{strings.what_prefix(self.what)}{int(over.sum())} value(s) do not fit {self.where}, which stores "
+                f"{dt.str} ({width} {unit}): the longest, value {strings.position_label(i, values.shape)} = "
+                f"{flat[i]!r}, has {int(lengths[i])} {unit}. A region write keeps the stored type: shorten the values, "
+                "or write the variable again (to_zarr_v3(..., mode='w')) as variable-length text.")
+        return values
+
     def write(self, block: np.ndarray, loc: tuple[int, ...]) -> None:
         at = tuple(o + i for o, i in zip(self.origin, loc, strict=True))
         with strings.at_offset(tuple(i * c for i, c in zip(at, self.meta.chunks, strict=True))):
-            self.writer.write(self.stored(np.asarray(block)), at)
+            self.writer.write(self.fitted(self.stored(np.asarray(block))), at)
 
     def in_memory(self, values: np.ndarray) -> list[tuple[str, bytes]]:
         w = self.writer
-        with strings.at_offset(tuple(i * c for i, c in zip(self.origin, self.meta.chunks, strict=True))):
-            stored = self.stored(values)
+        with strings.at_offset(tuple(i * c for i, c in zip(self.origin, self.meta.chunks, strict=True)), "the region"):
+            stored = self.fitted(self.stored(values))
             data, packed = (stored, None) if w.kind is None else w.prepared(stored)[:2]
         assert data is not None  # (missing text without a fill was refused above)
         return [x for x in run_all(lambda job: job(), list(w.jobs(data, packed, self.origin))) if x is not None]
