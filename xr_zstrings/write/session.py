@@ -161,7 +161,7 @@ def check_mode(mode: str, kind: str | None = None) -> str:
     """``mode`` checked (and ``kind`` with it); the transaction kind the write is."""
     if mode not in _DEFAULT_KIND:
         raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite), 'w' "
-                            "(overwrite) or 'a' (append along an unlimited dimension).")
+                            "(overwrite) or 'a' (append along append_dim, or add variables).")
     kind = kind or _DEFAULT_KIND[mode]
     if kind not in KINDS:
         raise ZStringsError(f"Invalid write kind {kind!r}: expected one of {sorted(KINDS)}.")

@@ -60,6 +60,7 @@ from .plan_v3 import (
     warn_optional,
 )
 from .region import Region, write_region
+from .session import check_mode
 
 __all__ = ["LAYOUTS", "ArrayWriter", "to_zarr_v3"]
 
@@ -521,9 +522,7 @@ def to_zarr_v3(
                             compute=compute)
     layout_named(layout)  # (an unknown one is refused before anything is written)
     opts = LayoutOptions(layout, index_data_type, index_location, index_codecs, data_codecs, compressors)
-    if mode not in ("w-", "w", "a"):
-        raise ZStringsError(f"Invalid mode={mode!r}: expected 'w-' (create, never overwrite), 'w' (overwrite) or "
-                            "'a' (append along append_dim, or add variables).")
+    check_mode(mode)
     if append_dim is not None and mode != "a":
         raise ZStringsError(f"append_dim={append_dim!r} is only used with mode='a'.")
     nodes = _nodes(ds, group, target)
