@@ -19,6 +19,7 @@ __all__ = [
     "MetadataError",
     "MissingStringsWarning",
     "NetcdfCompatibilityWarning",
+    "RegionError",
     "StoreConnectionError",
     "StoreNotFoundError",
     "StorePermissionError",
@@ -98,6 +99,14 @@ class StringDecodeError(ZStringsError):
 
 class StringOverflowError(ZStringsError):
     """Strings that do not fit the declared fixed width under ``on_overflow="error"``."""
+
+
+class RegionError(ZStringsError, KeyError, TypeError):
+    """A ``region=`` that does not fit the Dataset or the store. Also the ``KeyError`` and
+    ``TypeError`` xarray's ``to_zarr(region=...)`` raises for the same mistakes, so code written for
+    xarray catches it."""
+
+    __str__ = BaseException.__str__  # (KeyError's would quote the message)
 
 
 class StoreNotFoundError(ZStringsError, FileNotFoundError):

@@ -247,6 +247,31 @@ def test_what_a_region_write_refuses(tmp_path: Path) -> None:
     assert xr.open_dataset(path, engine="zstrings")["name"].values[0] == "é" * 8
 
 
+def test_a_region_that_does_not_fit_is_ours_and_what_xarray_raises(tmp_path: Path) -> None:
+    """A region the Dataset or the store cannot take raises ``RegionError``: a ``ZStringsError``
+    (as every bad input here) and also the ``KeyError``/``TypeError``/``ValueError`` xarray's own
+    ``to_zarr(region=...)`` raises for the same mistake, so code written for xarray catches it."""
+    from xr_zstrings.errors import RegionError
+
+    path = tmp_path / "s.zarr"
+    init("nczarr", path)
+    cases = [  # (what xarray raises for it, the call)
+        (TypeError, lambda: xz.to_nczarr(slab(0), path, mode="a", region=[("x", slice(0, N))])),
+        (ValueError, lambda: xz.to_nczarr(slab(0), path, mode="a", region={"y": slice(0, N)})),
+        (TypeError, lambda: xz.to_nczarr(slab(0), path, mode="a", region={"x": 3})),
+        (ValueError, lambda: xz.to_nczarr(slab(0), path, mode="a", region={"x": slice(0, N, 2)})),
+        (ValueError, lambda: xz.to_nczarr(slab(0).assign(label=((), "a")), path, mode="a", region={"x": slice(0, N)})),
+        (KeyError, lambda: xz.to_nczarr(slab(0).assign_coords(x=np.arange(10_000, 10_000 + N)), path, mode="a",
+                                        region="auto")),
+    ]
+    for xarray_raises, call in cases:
+        with pytest.raises(RegionError) as info:
+            call()
+        assert isinstance(info.value, ZStringsError) and isinstance(info.value, xarray_raises)
+        assert not str(info.value).startswith("'")  # (not quoted as a KeyError's message would be)
+    assert "append the new 'x' values first (mode='a', append_dim='x')" in str(info.value)
+
+
 def with_missing_name(i: int, lazy: bool) -> xr.Dataset:
     """Slab ``i`` with a missing text value in its first chunk (dask-backed if ``lazy``)."""
     ds = slab(i).assign(name=("x", np.array([None if j == 2 else f"w{i}-{j}" for j in range(N)], dtype=object)))

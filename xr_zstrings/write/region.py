@@ -22,7 +22,7 @@ import pandas as pd
 import xarray as xr
 from xarray import conventions
 
-from ..errors import StringOverflowError, UnsupportedError, ZStringsError
+from ..errors import RegionError, StringOverflowError, UnsupportedError, ZStringsError
 from ..io.zstore import ZStore
 from ..read.paths import node_key
 from ..text import policy as strings
@@ -87,10 +87,11 @@ def _auto(ds: xr.Dataset, region: Mapping[str, Any], zstore: ZStore, tree: Any, 
         stored = conventions.decode_cf_variable(dim, xr.Variable((dim,), raw, meta.cf_attributes()))
         idxs = pd.Index(np.asarray(stored.values)).get_indexer(np.asarray(ds[dim].values))
         if (idxs == -1).any():
-            raise KeyError(f"Not all values of coordinate {dim!r} in the new array were found in {zstore.display}. "
-                           "Writing to a region requires that no dimensions or metadata are changed by the write.")
+            raise RegionError(f"Not all values of coordinate {dim!r} in the new array were found in {zstore.display}. "
+                              "Writing to a region requires that no dimensions or metadata are changed by the write: "
+                              f"append the new {dim!r} values first (mode='a', append_dim={dim!r}), then write the region.")
         if (np.diff(idxs) != 1).any():
-            raise ValueError(f"The auto-detected region of coordinate {dim!r} in {zstore.display} had "
+            raise RegionError(f"The auto-detected region of coordinate {dim!r} in {zstore.display} had "
                              "non-contiguous indices. Writing to a region requires that the new data be a "
                              "contiguous part of the store.")
         out[dim] = slice(int(idxs[0]), int(idxs[-1]) + 1)
@@ -102,23 +103,23 @@ def _region(ds: xr.Dataset, region: Region, zstore: ZStore, tree: Any, group: st
     asked: dict[str, Any] | None = (dict.fromkeys(map(str, ds.dims), "auto") if isinstance(region, str) and region == "auto"
                                     else dict(region) if isinstance(region, Mapping) else None)
     if asked is None:
-        raise TypeError(f"``region`` must be a dict of dimension -> slice (or 'auto'), got {type(region).__name__}")
+        raise RegionError(f"``region`` must be a dict of dimension -> slice (or 'auto'), got {type(region).__name__}")
     for k, v in asked.items():
         if k not in ds.dims:
-            raise ValueError(f"all keys in ``region`` are not in Dataset dimensions, got {list(asked)} and "
+            raise RegionError(f"all keys in ``region`` are not in Dataset dimensions, got {list(asked)} and "
                              f"{list(ds.dims)}")
         if not isinstance(v, slice) and not (isinstance(v, str) and v == "auto"):
-            raise TypeError(f"all values in ``region`` must be slice objects or 'auto', got region={asked}")
+            raise RegionError(f"all values in ``region`` must be slice objects or 'auto', got region={asked}")
         if isinstance(v, slice) and v.step not in (1, None):
-            raise ValueError(f"step on all slices in ``region`` must be 1 or None, got region={asked}")
+            raise RegionError(f"step on all slices in ``region`` must be 1 or None, got region={asked}")
     out = _auto(ds, asked, zstore, tree, group)
     for dim, s in out.items():
         start = s.start or 0
         stop = s.stop if s.stop is not None else start + ds.sizes[dim]
         if start < 0 or stop < 0:
-            raise ValueError(f"region[{dim!r}] = {s}: negative bounds are not supported; give the positions.")
+            raise RegionError(f"region[{dim!r}] = {s}: negative bounds are not supported; give the positions.")
         if stop - start != ds.sizes[dim]:
-            raise ValueError(f"region[{dim!r}] = {s} covers {stop - start} positions but the Dataset's {dim!r} has "
+            raise RegionError(f"region[{dim!r}] = {s} covers {stop - start} positions but the Dataset's {dim!r} has "
                              f"{ds.sizes[dim]}.")
         out[dim] = slice(start, stop)
     return out
@@ -129,7 +130,7 @@ def _to_write(ds: xr.Dataset, region: Mapping[str, slice]) -> xr.Dataset:
     error and fix), and indexes are dropped (a region write never changes them)."""
     non_matching = [k for k, v in ds.variables.items() if not set(region).intersection(v.dims)]
     if region and non_matching:
-        raise ValueError(
+        raise RegionError(
             "when setting `region` explicitly, all variables in the dataset to write must have at least one "
             f"dimension in common with the region's dimensions {list(region)}, but that is not the case for some "
             f"variables here. To drop these variables from this dataset before writing, write: "
