@@ -77,8 +77,6 @@ def _region(p: Path) -> None:
     to_nczarr(_ds(2, start=2), p / "src.zarr", mode="a", region={"t": slice(0, 2)})
 
 
-_NOT_ROUTED = "routed through write.session by another item-1 helper; flips to a pass when it lands"
-
 #: entry point -> (what is there first, the write)
 CASES: dict[str, tuple[Callable[[Path], None], Callable[[Path], None]]] = {
     "to_nczarr": (_nothing, _call("to_nczarr", _ds(), "{p}/out.zarr")),
@@ -105,12 +103,7 @@ CASES: dict[str, tuple[Callable[[Path], None], Callable[[Path], None]]] = {
     "repair": (_nczarr, _call("repair", "{p}/src.zarr")),
 }
 
-#: the entry points still opening their target themselves (each flips when routed: remove it here then)
-NOT_YET: set[str] = set()
-
-
-@pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=_NOT_ROUTED))
-                                  if c in NOT_YET else c for c in CASES])
+@pytest.mark.parametrize("case", list(CASES))
 def test_every_write_classifies_its_target_through_the_session_once(case: str, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """Each write entry point's target goes through ``session.classify`` exactly once (a writer
