@@ -9,6 +9,9 @@
  * Encoding turns StringDType or object-of-str arrays into UTF-8 lengths (utf8_scan), NUL padded
  * |Sn rows (fill_fixed_bounded), packed offsets + data (utf8_pack, for every v3 layout) and
  * numcodecs vlen-utf8 chunks (vlen_utf8_from_offsets); T_to_objects is astype(object).
+ * Arrow: vlen-utf8 chunks and fixed-width rows become (int64 offsets, compacted data) in one pass
+ * (vlen_to_offsets, fixed_to_offsets), UTF-8 validated on the way; offsets_check checks given
+ * offsets and their UTF-8 in one pass.
  *
  * Policies: 0 "strict", 1 "drop" (an incomplete-but-valid-so-far UTF-8 sequence at the very end
  * of a value is dropped, anything else invalid is bad), 2 "replace".  Under "drop" the decoders
@@ -501,10 +504,14 @@ static Py_ssize_t
 row_rstrip_nul(const uint8_t *p, Py_ssize_t n, int *non_ascii)
 {
     Py_ssize_t L = n;
+    while (L >= 8) { /* the padding a word at a time */
+        uint64_t w;
+        memcpy(&w, p + L - 8, 8);
+        if (w) break;
+        L -= 8;
+    }
     while (L > 0 && p[L - 1] == 0) L--;
-    int na = 0;
-    for (Py_ssize_t j = 0; j < L; j++) na |= p[j] >> 7;
-    *non_ascii = na;
+    *non_ascii = span_non_ascii(p, L, p + n);
     return L;
 }
 
@@ -1552,6 +1559,206 @@ done:
     Py_RETURN_NONE;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Arrow: stored layouts -> (int64 offsets, compacted data), the buffers an Arrow
+ * large_string/large_binary array then owns without another copy.  UTF-8 is validated on the
+ * way (validate=True) into one flag: the Python layer (xr_zstrings.text.arrow) finds and handles
+ * the bad values only when it is false, as the numpy path would.
+ * ---------------------------------------------------------------------------------------- */
+
+/* bytes validated per block of compacted output (a block starts at a value start, so the
+ * values of a block are each valid exactly when the block is and each starts on a character
+ * boundary) */
+#define ARROW_VALIDATE_BLOCK 65536
+
+/* (offsets, data[:total], valid) as a new tuple; steals nothing (the arrays stay owned by the caller) */
+static PyObject *
+arrow_result(PyArrayObject *off, PyArrayObject *data, int64_t total, int valid)
+{
+    PyObject *slice = PySequence_GetSlice((PyObject *)data, 0, (Py_ssize_t)total);
+    if (slice == NULL) return NULL;
+    PyObject *res = Py_BuildValue("(OOO)", (PyObject *)off, slice, valid ? Py_True : Py_False);
+    Py_DECREF(slice);
+    return res;
+}
+
+/* vlen_to_offsets(buf, n_expected, allow_trailing, validate) -> (int64 offsets, uint8 data, valid)
+ * or None when the framing is wrong (the caller's Python walk raises the detailed ChunkError):
+ * the checks of vlen_utf8_to_T. The data is allocated once at its final size, len(buf) - 4 - 4n
+ * (less only with allow_trailing and trailing bytes). */
+static PyObject *
+vlen_to_offsets(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t n_expected;
+    int allow_trailing, validate;
+    if (!PyArg_ParseTuple(args, "y*npp", &view, &n_expected, &allow_trailing, &validate)) return NULL;
+    PyObject *result = NULL;
+    PyArrayObject *off = NULL, *dat = NULL;
+    const uint8_t *a = (const uint8_t *)view.buf;
+    int64_t B = (int64_t)view.len;
+    if (B < 4) goto malformed;
+    int64_t n = rd_u32le(a);
+    if ((n_expected >= 0 && n != n_expected) || n > (B - 4) / 4) goto malformed;
+    npy_intp dims_off[1] = {(npy_intp)(n + 1)}, dims_dat[1] = {(npy_intp)(B - 4 - 4 * n)};
+    off = (PyArrayObject *)PyArray_SimpleNew(1, dims_off, NPY_INT64);
+    dat = (PyArrayObject *)PyArray_SimpleNew(1, dims_dat, NPY_UINT8);
+    if (off == NULL || dat == NULL) goto finish;
+    int64_t *o = (int64_t *)PyArray_DATA(off);
+    uint8_t *d = (uint8_t *)PyArray_DATA(dat);
+    int err = 0, valid = 1;
+    int64_t q = 0;
+    Py_BEGIN_ALLOW_THREADS
+    int64_t p = 4, block = 0;
+    Py_ssize_t tail_unused;
+    o[0] = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (p + 4 > B) {
+            err = 1;
+            break;
+        }
+        int64_t ln = rd_u32le(a + p);
+        p += 4;
+        if (ln > B - p) {
+            err = 1;
+            break;
+        }
+        memcpy(d + q, a + p, (size_t)ln);
+        if (validate && valid && ln && (a[p] & 0xC0) == 0x80) valid = 0;
+        p += ln;
+        q += ln;
+        o[i + 1] = q;
+        if (validate && valid && q - block >= ARROW_VALIDATE_BLOCK) {
+            valid = utf8_check(d + block, (Py_ssize_t)(q - block), &tail_unused) == 0;
+            block = q;
+        }
+    }
+    if (!err && p < B && !allow_trailing) err = 1;
+    if (!err && validate && valid && q > block)
+        valid = utf8_check(d + block, (Py_ssize_t)(q - block), &tail_unused) == 0;
+    Py_END_ALLOW_THREADS
+    if (err) goto malformed;
+    result = arrow_result(off, dat, q, valid);
+    goto finish;
+malformed:
+    result = Py_NewRef(Py_None);
+finish:
+    Py_XDECREF(off);
+    Py_XDECREF(dat);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* fixed_to_offsets(buf, width, trailing, validate) -> (int64 offsets, uint8 data, valid): rows of
+ * `width` bytes; a value ends at its first NUL (trailing=False: NC_STRING, netcdf-c) or loses its
+ * trailing NULs only (trailing=True: NC_CHAR). The data array is n * width bytes of address space
+ * of which only the compacted values are written (the pages after them are never touched, so
+ * never resident); the result is its first `total` bytes. */
+static PyObject *
+fixed_to_offsets(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t width;
+    int trailing, validate;
+    if (!PyArg_ParseTuple(args, "y*npp", &view, &width, &trailing, &validate)) return NULL;
+    PyObject *result = NULL;
+    PyArrayObject *off = NULL, *dat = NULL;
+    if (width <= 0 || view.len % width != 0) {
+        PyErr_SetString(PyExc_ValueError, "buffer size is not a multiple of a positive width");
+        goto finish;
+    }
+    npy_intp n = (npy_intp)(view.len / width);
+    npy_intp dims_off[1] = {n + 1}, dims_dat[1] = {(npy_intp)view.len};
+    off = (PyArrayObject *)PyArray_SimpleNew(1, dims_off, NPY_INT64);
+    dat = (PyArrayObject *)PyArray_SimpleNew(1, dims_dat, NPY_UINT8);
+    if (off == NULL || dat == NULL) goto finish;
+    int64_t *o = (int64_t *)PyArray_DATA(off);
+    uint8_t *d = (uint8_t *)PyArray_DATA(dat);
+    const uint8_t *src = (const uint8_t *)view.buf;
+    int valid = 1;
+    int64_t q = 0;
+    Py_BEGIN_ALLOW_THREADS
+    Py_ssize_t tail_unused;
+    o[0] = 0;
+    for (npy_intp i = 0; i < n; i++) {
+        const uint8_t *p = src + (int64_t)i * width;
+        int non_ascii;
+        Py_ssize_t L = trailing ? row_rstrip_nul(p, width, &non_ascii) : row_first_nul(p, width, &non_ascii);
+        memcpy(d + q, p, (size_t)L);
+        if (validate && valid && non_ascii) valid = utf8_check(p, L, &tail_unused) == 0;
+        q += L;
+        o[i + 1] = q;
+    }
+    Py_END_ALLOW_THREADS
+    result = arrow_result(off, dat, q, valid);
+finish:
+    Py_XDECREF(off);
+    Py_XDECREF(dat);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+/* offsets_check(data, offsets, validate) -> 0 (offsets inside data and monotone; with validate,
+ * every value valid UTF-8), 1 (offsets out of bounds or decreasing: the caller's Python check
+ * names the first bad one) or 2 (some value is not valid UTF-8).  Native int32/int64/uint32/uint64
+ * offsets, the first need not be 0; the values between the first and last offset are validated as
+ * one run (each value starts on a character boundary and the run is valid exactly when each value is). */
+static PyObject *
+offsets_check(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    PyObject *off_obj;
+    int validate;
+    if (!PyArg_ParseTuple(args, "y*Op", &view, &off_obj, &validate)) return NULL;
+    PyObject *result = NULL;
+    if (!PyArray_Check(off_obj) || PyArray_NDIM((PyArrayObject *)off_obj) != 1 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || !PyArray_ISALIGNED((PyArrayObject *)off_obj) ||
+        PyArray_DIM((PyArrayObject *)off_obj, 0) < 1) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be a 1-D aligned contiguous integer array of n+1");
+        goto finish;
+    }
+    PyArrayObject *off = (PyArrayObject *)off_obj;
+    int t = PyArray_TYPE(off);
+    if (!PyArray_ISNBO(PyArray_DESCR(off)->byteorder) ||
+        !(t == NPY_INT32 || t == NPY_INT64 || t == NPY_UINT32 || t == NPY_UINT64)) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be native int32/int64/uint32/uint64");
+        goto finish;
+    }
+    npy_intp n = PyArray_DIM(off, 0) - 1;
+    const char *od = PyArray_BYTES(off);
+    const uint8_t *data = (const uint8_t *)view.buf;
+    int64_t dlen = (int64_t)view.len;
+    int status = 0;
+    Py_BEGIN_ALLOW_THREADS
+#define OFF(i) (t == NPY_INT32 ? (int64_t)((const int32_t *)od)[i]                       \
+                : t == NPY_INT64 ? ((const int64_t *)od)[i]                              \
+                : t == NPY_UINT32 ? (int64_t)((const uint32_t *)od)[i]                   \
+                : (((const uint64_t *)od)[i] > (uint64_t)INT64_MAX ? -1                   \
+                   : (int64_t)((const uint64_t *)od)[i]))
+    int64_t first = OFF(0), prev = first;
+    int boundary_bad = 0;
+    if (prev < 0 || prev > dlen) status = 1;
+    for (npy_intp i = 0; i < n && !status; i++) {
+        int64_t nxt = OFF(i + 1);
+        if (nxt < prev || nxt > dlen) {
+            status = 1;
+            break;
+        }
+        if (nxt > prev) boundary_bad |= (data[prev] & 0xC0) == 0x80;
+        prev = nxt;
+    }
+#undef OFF
+    Py_ssize_t tail_unused;
+    if (!status && validate &&
+        (boundary_bad || utf8_check(data + first, (Py_ssize_t)(prev - first), &tail_unused) != 0))
+        status = 2;
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLong(status);
+finish:
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
@@ -1572,6 +1779,12 @@ static PyMethodDef methods[] = {
      "utf8_pack(objects_or_T, allow_nul=False) -> (status, index, offsets, data)"},
     {"vlen_utf8_from_offsets", vlen_utf8_from_offsets, METH_VARARGS,
      "vlen_utf8_from_offsets(data, int64 offsets) -> bytes (numcodecs vlen-utf8 layout)"},
+    {"vlen_to_offsets", vlen_to_offsets, METH_VARARGS,
+     "vlen_to_offsets(buf, n_expected, allow_trailing, validate) -> (int64 offsets, uint8 data, valid) or None"},
+    {"fixed_to_offsets", fixed_to_offsets, METH_VARARGS,
+     "fixed_to_offsets(buf, width, trailing, validate) -> (int64 offsets, uint8 data, valid)"},
+    {"offsets_check", offsets_check, METH_VARARGS,
+     "offsets_check(data, offsets, validate) -> 0 ok, 1 offsets out of bounds or decreasing, 2 invalid UTF-8"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -149,11 +149,17 @@ def offsets_to_arrow(
     _arrow_type(kind)
     u8 = _as_u8(data, what)
     off = np.asarray(offsets)
-    validate_offsets(off, int(u8.size), what=what, layout="Arrow offsets")
+    K = kernels()
+    status = -1  # unchecked
+    if K is not None and off.ndim == 1 and off.size and off.dtype.kind in "iu" and off.dtype.itemsize in (4, 8):
+        off = np.ascontiguousarray(off, dtype=off.dtype.newbyteorder("="))
+        status = K.offsets_check(u8, off, kind == "str")
+    if status in (-1, 1):  # the numpy check (names the first bad offset)
+        validate_offsets(off, int(u8.size), what=what, layout="Arrow offsets")
     off64 = _int64(off)
     arr = _build(kind, off64, u8)
     if kind == "str":
-        arr = _checked(arr, off64, u8, policy, what, index)
+        arr = _checked(arr, off64, u8, policy, what, index, None if status == -1 else status == 0)
     return with_nulls(arr, None if valid is None else ~np.asarray(valid, bool))
 
 
@@ -175,7 +181,7 @@ def vlen_frames_to_arrow(
     a = _as_u8(buf, what)
     K = kernels()
     res = None
-    if K is not None and hasattr(K, "vlen_to_offsets"):
+    if K is not None:
         res = K.vlen_to_offsets(a, -1 if n_expected is None else int(n_expected), bool(allow_trailing),
                                 kind == "str")
     if res is None:  # no kernels, or a malformed chunk: the Python walk names the problem
@@ -265,7 +271,7 @@ def fixed_to_arrow(
     n, w = mat.shape
     K = kernels()
     ok = None
-    if K is not None and hasattr(K, "fixed_to_offsets") and n and w:
+    if K is not None and n and w:
         off64, data, ok = K.fixed_to_offsets(mat, w, bool(trailing), kind == "str")
     else:
         off64, data = _fixed_offsets(mat, trailing)
