@@ -37,6 +37,7 @@ from .read.lazy import LazyArray
 from .read.options import ReadOptions
 from .read.tree import TreeMeta, open_tree
 from .read.variables import GroupContents, group_contents, group_not_found
+from .xarray_arrow import warn_kept, with_arrow_strings
 
 __all__ = ["ZStringsBackendArray", "ZStringsBackendEntrypoint", "ZStringsDataStore"]
 
@@ -118,7 +119,10 @@ def _to_dataset(
     options: ReadOptions,
     drop_variables: str | Iterable[str] | None,
     decoders: dict[str, Any],
+    kept: list[str] | None = None,
 ) -> xr.Dataset:
+    """One group as xarray decodes it; ``string_dtype="arrow"``: then its 1-D text Arrow-backed (the
+    string variables left StringDType are added to ``kept``, for one warning per open)."""
     drop = {drop_variables} if isinstance(drop_variables, str) else set(drop_variables or ())
     contents = group_contents(tree, path, options=options, drop_variables=drop)
     store = ZStringsDataStore(contents, tree.store)
@@ -133,6 +137,10 @@ def _to_dataset(
     for name, spec in contents.variables.items():
         if spec.decoded_encoding and name in ds.variables:
             ds.variables[name].encoding.update(spec.decoded_encoding)
+    if options.arrow:
+        ds, left = with_arrow_strings(ds, contents, ZStringsBackendArray, path)
+        if kept is not None:
+            kept.extend(left)
     ds.encoding["zstrings_requests"] = tree.store.requests  # what opening cost (object storage)
     return ds
 
@@ -179,7 +187,8 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
     """Open NCZarr (every netcdf-c generation), Zarr v2 and Zarr v3 stores with real ``str`` variables.
 
     Extra keyword arguments: ``string_dtype`` ("T" numpy StringDType (default), "O" object, "U"
-    fixed width, "bytes" the stored bytes of every string layout), ``utf8_errors`` ("drop" (default) drops a character that netcdf-c cut in half,
+    fixed width, "bytes" the stored bytes of every string layout, "arrow" 1-D strings as pandas
+    ``ArrowDtype(pa.large_string())`` arrays, lazily; others as "T", with a warning), ``utf8_errors`` ("drop" (default) drops a character that netcdf-c cut in half,
     "replace", "strict"), ``storage_options`` for the store layer, ``decode_threads`` (threads that
     decode chunks; default ``$XR_ZSTRINGS_DECODE_THREADS`` or min(8, CPUs); 1 decodes on the caller),
     ``use_zarr_fill_value_as_mask`` (a pure Zarr ``fill_value`` marks missing values, as in
@@ -230,17 +239,21 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         _check_group(group)
         options = _options(string_dtype, utf8_errors, concat_characters, decode_threads, mask_and_scale,
                            use_zarr_fill_value_as_mask)
+        kept: list[str] = []
         with _gc_paused():
             tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
             tree.store.pin_version(tree.version)  # lazy reads refuse a version swapped in later
-            return _to_dataset(
+            ds = _to_dataset(
                 tree,
                 group or "/",
                 options=options,
                 drop_variables=drop_variables,
                 decoders=_decoders(mask_and_scale, decode_times, concat_characters, decode_coords,
                                    use_cftime, decode_timedelta),
+                kept=kept,
             )
+        warn_kept(kept)
+        return ds
 
     def open_groups_as_dict(
         self,
@@ -265,6 +278,7 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
         root = "/" + (group or "").strip("/") if (group or "").strip("/") else "/"
         decoders = _decoders(**{k: decoders.get(k, v) for k, v in _DECODER_DEFAULTS.items()})
         out: dict[str, xr.Dataset] = {}
+        kept: list[str] = []
         with _gc_paused():
             tree = open_tree(open_store(filename_or_obj, storage_options=storage_options))
             tree.store.pin_version(tree.version)  # lazy reads refuse a version swapped in later
@@ -275,7 +289,8 @@ class ZStringsBackendEntrypoint(BackendEntrypoint):
                     continue
                 rel = "/" if path == root else path[len(root.rstrip("/")):]
                 out[rel] = _to_dataset(tree, path, options=options, drop_variables=drop_variables,
-                                       decoders=decoders)
+                                       decoders=decoders, kept=kept)
+        warn_kept(kept)
         return out
 
     def open_datatree(

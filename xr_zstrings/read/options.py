@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ..text.dtypes import resolve_string_dtype
+from ..text.dtypes import is_arrow_string_dtype, resolve_string_dtype
 from ..text.policy import Utf8Errors, check_utf8_errors
 from ..threads import check_decode_threads
 
@@ -25,8 +25,14 @@ class ReadOptions:
     #: a pure Zarr array's ``fill_value`` marks missing values (xarray's ``use_zarr_fill_value_as_mask``;
     #: None: for Zarr v2 yes, for v3 no, as engine="zarr" decides it)
     use_zarr_fill_value_as_mask: bool | None = None
+    #: string_dtype="arrow" (xarray only): decoded as "T", 1-D text handed to xarray as pandas
+    #: Arrow-backed arrays after CF decoding (``string_dtype`` then reads "T"; xarray_arrow.py)
+    arrow: bool = False
 
     def __post_init__(self) -> None:
+        if is_arrow_string_dtype(self.string_dtype):
+            object.__setattr__(self, "string_dtype", "T")
+            object.__setattr__(self, "arrow", True)
         # reject bad options when the store is opened, not when data are first read
         resolve_string_dtype(self.string_dtype)
         check_utf8_errors(self.utf8_errors)

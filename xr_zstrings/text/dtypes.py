@@ -27,6 +27,7 @@ __all__ = [
     "decode_objects",
     "decode_utf32",
     "empty_T",
+    "is_arrow_string_dtype",
     "missing_string_dtype",
     "objects_to_T",
     "resolve_string_dtype",
@@ -57,6 +58,12 @@ def claim_string_dtypes(*dtypes: np.dtype) -> list[np.ndarray]:
 
 
 _CLAIMED = claim_string_dtypes(_T, _T_STRICT, NA_T)
+
+
+def is_arrow_string_dtype(kind: Any) -> bool:
+    """``string_dtype="arrow"``: engine="zstrings" reads as "T", then hands 1-D text variables to
+    xarray as pandas Arrow-backed arrays (xr_zstrings/xarray_arrow.py); numpy results have no such kind."""
+    return isinstance(kind, str) and kind.strip().lower() == "arrow"
 
 
 def resolve_string_dtype(kind: Any = "T") -> np.dtype:
@@ -95,11 +102,18 @@ def resolve_string_dtype(kind: Any = "T") -> np.dtype:
             return _U
         if kind.kind == "S" and kind.itemsize == 0:
             return _S
+    if is_arrow_string_dtype(kind):
+        raise ZStringsError(
+            "string_dtype='arrow' is an option of xr.open_dataset / open_datatree / open_groups with "
+            "engine='zstrings' (pandas Arrow-backed variables); this function returns a numpy array: use "
+            "'T' (numpy StringDType), 'O', 'U' or 'bytes' here, or xr_zstrings.read_arrow for an Arrow array"
+        )
     raise ZStringsError(
         f"string_dtype={kind!r} is not a string output kind; use 'T' (numpy StringDType, the "
         "default), 'O' (object array of str), 'U' (fixed-width unicode; its width is computed "
         "from the data, so pass plain 'U' rather than a sized dtype such as 'U10') or 'bytes' "
-        "(the stored bytes, not decoded)"
+        "(the stored bytes, not decoded); xr.open_dataset(..., engine='zstrings') also takes 'arrow' "
+        "(1-D string variables as pandas Arrow-backed arrays)"
     )
 
 

@@ -39,6 +39,9 @@ def with_zarr_encoding(obj: Any, zarr_format: int) -> Any:
         raise ValueError(f"zarr_format must be 2 or 3, got {zarr_format!r}.")
     if isinstance(obj, xr.DataTree):
         return obj.map_over_datasets(lambda d: with_zarr_encoding(d, zarr_format))
+    from ..xarray_arrow import numpy_strings
+
+    obj = numpy_strings(obj)  # string_dtype="arrow"'s pandas Arrow strings: xarray's to_zarr cannot encode them
     out = obj.copy()
     for name, var in obj.variables.items():
         kind = text_kind(var)  # the writers' rule (text/kind.py)

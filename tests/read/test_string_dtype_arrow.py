@@ -1,0 +1,265 @@
+"""``xr.open_dataset(..., engine="zstrings", string_dtype="arrow")``: 1-D string and bytes variables
+as pandas ``ArrowDtype`` arrays (docs/guide.md, "string_dtype"; what xarray holds:
+docs/format-notes.md, "pandas extension arrays in xarray").
+
+Stores written by the peers (netcdf-c through netCDF4, zarr-python, xarray's engine="zarr"); every
+value compared with what ``string_dtype="T"`` reads from the same store; what is written back is
+read by netCDF4 and zarr-python. Both with the compiled kernels and without them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+from typing import Any
+
+import netCDF4
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import xarray as xr
+import zarr
+from peers import nc_url
+
+import xr_zstrings
+from xr_zstrings import ZStringsError
+from xr_zstrings.text.dtypes import resolve_string_dtype
+from xr_zstrings.xarray_arrow import numpy_strings
+
+STR = pd.ArrowDtype(pa.large_string())
+BIN = pd.ArrowDtype(pa.large_binary())
+LABELS = ["p", "q", "ré", "s", "t", "u"]
+
+
+@pytest.fixture(params=["C", "python"])
+def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every read through the compiled kernels and through the pure-Python fallback."""
+    if request.param == "python":
+        monkeypatch.setenv("XR_ZSTRINGS_NO_EXT", "1")
+    return str(request.param)
+
+
+def _netcdf_c(path: Path) -> Path:
+    """An NCZarr store netcdf-c wrote: a string dimension coordinate ``x``, NC_STRING ``s`` with a
+    fill (one chunk never written, one value written as the fill: both missing), NC_CHAR ``c`` (joined
+    to 1-D text), a 2-D NC_STRING ``m`` and a number ``n``."""
+    with netCDF4.Dataset(nc_url(path), "w") as nc:
+        nc.createDimension("x", 6)
+        nc.createDimension("y", 2)
+        nc.createDimension("nchar", 3)
+        x = nc.createVariable("x", str, ("x",))
+        x[:] = np.array(LABELS, dtype=object)
+        s = nc.createVariable("s", str, ("x",), fill_value="N/A", chunksizes=(2,))
+        s[0], s[1], s[2], s[3] = "a", "é", "N/A", "bb"  # 4-5 never written
+        c = nc.createVariable("c", "S1", ("x", "nchar"))
+        c._Encoding = "utf-8"
+        c[:] = np.array(["ab", "c", "dé", "", "x", "yz"], dtype="U3")
+        m = nc.createVariable("m", str, ("x", "y"))
+        m[:] = np.array([[f"{i}{j}" for j in range(2)] for i in range(6)], dtype=object)
+        n = nc.createVariable("n", "i4", ("x",))
+        n[:] = np.arange(6)
+    return path
+
+
+def _zarr_v3(path: Path) -> Path:
+    """A Zarr v3 store xarray's engine="zarr" wrote (vlen-utf8 strings, a string index)."""
+    ds = xr.Dataset({"s": ("x", np.array(["a", "é", "", "bb", "ccc", "d"], dtype=np.dtypes.StringDType())),
+                     "n": ("x", np.arange(6))},
+                    coords={"x": np.array(LABELS, dtype=np.dtypes.StringDType())})
+    ds.to_zarr(path, zarr_format=3, mode="w", encoding={"s": {"chunks": (2,)}})
+    return path
+
+
+def _zarr_v2_bytes(path: Path) -> Path:
+    """A pure Zarr v2 store zarr-python wrote: ``|S3`` bytes ``b`` (returned as stored) beside text."""
+    g = zarr.open_group(path, mode="w", zarr_format=2)
+    b = g.create_array("b", shape=(6,), chunks=(4,), dtype="S3", fill_value=None)
+    b[:] = np.array([b"ab", b"", b"\xff\x00z", b"q", b"rs", b"t"], dtype="S3")
+    b.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    x = g.create_array("x", shape=(6,), chunks=(6,), dtype=str)
+    x[:] = np.array(LABELS, dtype=object)
+    x.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    return path
+
+
+STORES = {"nczarr": _netcdf_c, "zarr3": _zarr_v3, "zarr2-bytes": _zarr_v2_bytes}
+
+
+@pytest.fixture(params=sorted(STORES))
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Path:
+    return STORES[request.param](tmp_path / f"{request.param}.zarr")
+
+
+def _open(store: Path, **kwargs: Any) -> xr.Dataset:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the 2-D variable's warning: its own test)
+        return xr.open_dataset(store, engine="zstrings", **kwargs)
+
+
+def _plain(values: Any) -> list[Any]:
+    """Comparable values: every missing value (NaN, None, pd.NA) as None, bytes and str as they are."""
+    out = []
+    for v in np.asarray(values, dtype=object).reshape(-1).tolist():
+        out.append(None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v)
+    return out
+
+
+def _one_d_strings(ds: xr.Dataset) -> list[str]:
+    return [str(k) for k, v in ds.variables.items() if v.ndim == 1 and v.dtype.kind in "TSO"]
+
+
+def test_1d_strings_are_arrow_and_equal_the_T_read(store: Path, kernels: str) -> None:
+    t = _open(store)
+    a = _open(store, string_dtype="arrow")
+    names = _one_d_strings(t)
+    assert names, "the store has 1-D string variables"
+    for name in names:
+        want = STR if t[name].dtype.kind == "T" else BIN
+        assert a[name].dtype == want, name
+        assert _plain(a[name].values) == _plain(t[name].values), name
+    assert {k: v.dtype for k, v in a.variables.items() if k not in names} == \
+        {k: v.dtype for k, v in t.variables.items() if k not in names}
+
+
+def test_missing_values_stay_missing(tmp_path: Path, kernels: str) -> None:
+    store = _netcdf_c(tmp_path / "s.zarr")
+    a = _open(store, string_dtype="arrow")
+    got = a["s"].values
+    assert [v is pd.NA for v in got] == [False, False, True, False, True, True]
+    assert a["s"].isnull().values.tolist() == _open(store)["s"].isnull().values.tolist()
+    assert a["s"].variable.data.__arrow_array__().null_count == 3  # Arrow nulls, not text
+
+
+def test_1d_variables_stay_lazy_until_read(tmp_path: Path) -> None:
+    a = _open(_netcdf_c(tmp_path / "s.zarr"), string_dtype="arrow")
+    assert not a["s"].variable._in_memory
+    assert a["x"].variable._in_memory  # the index of a string dimension is read at open, as always
+    part = a["s"].isel(x=slice(0, 2))
+    assert not part.variable._in_memory
+    assert _plain(part.values) == ["a", "é"]
+    assert isinstance(part.load().variable.data, pd.arrays.ArrowExtensionArray)
+
+
+def test_to_dataframe_gives_arrow_columns(store: Path) -> None:
+    t = _open(store)
+    a = _open(store, string_dtype="arrow")
+    one_d = [k for k in a.data_vars if a[k].ndim == 1]
+    df = a[one_d].to_dataframe()
+    want = t[one_d].to_dataframe()
+    for name in one_d:
+        if t[name].dtype.kind in "TSO":
+            assert df[name].dtype == (STR if t[name].dtype.kind == "T" else BIN), name
+        assert _plain(df[name]) == _plain(want[name]), name
+    assert df.index.tolist() == want.index.tolist() == LABELS
+    assert str(df.index.dtype) == "str"  # pandas 3's Arrow-backed str
+
+
+@pytest.mark.parametrize("loaded", [False, True])
+def test_isel_and_sel_on_the_string_index(tmp_path: Path, loaded: bool) -> None:
+    store = _netcdf_c(tmp_path / "s.zarr")
+    t = _open(store).drop_vars("m")
+    a = _open(store, string_dtype="arrow").drop_vars("m")
+    if loaded:
+        a = a.load()
+    assert a.indexes["x"].tolist() == LABELS
+    for sel in ({"x": "ré"}, {"x": "s"}, {"x": ["u", "p"]}, {"x": slice("q", "s")}):
+        got, want = a.sel(sel), t.sel(sel)
+        for name in ("s", "c", "x"):
+            assert _plain(got[name].values) == _plain(want[name].values), (sel, name)
+    for isel in ({"x": 3}, {"x": -1}, {"x": [5, 0, 2]}, {"x": slice(None, None, 2)}):
+        got, want = a.isel(isel), t.isel(isel)
+        for name in ("s", "c", "x"):
+            assert got[name].shape == want[name].shape, (isel, name)
+            assert _plain(got[name].values) == _plain(want[name].values), (isel, name)
+    assert a.sel(x=["u", "p"])["s"].dtype == STR
+
+
+def test_nd_strings_stay_stringdtype_with_one_warning(tmp_path: Path) -> None:
+    store = _netcdf_c(tmp_path / "s.zarr")
+    with pytest.warns(UserWarning, match=r"string_dtype='arrow': /m \(2-D\) are read as numpy StringDType") as rec:
+        a = xr.open_dataset(store, engine="zstrings", string_dtype="arrow")
+    assert len([w for w in rec if "string_dtype='arrow'" in str(w.message)]) == 1
+    assert a["m"].dtype == np.dtypes.StringDType()
+    assert a["m"].values.tolist() == _open(store)["m"].values.tolist()
+
+
+def test_written_back_as_the_T_read_writes(tmp_path: Path) -> None:
+    """Our writers take the Arrow variables; xarray's own writers refuse them (TypeError, their
+    limitation), and ``numpy_strings`` first makes them writable: netCDF4 and zarr-python read the
+    same strings as from the "T" read written the same way."""
+    store = _netcdf_c(tmp_path / "s.zarr")
+    t = _open(store).drop_vars("m")
+    a = _open(store, string_dtype="arrow").drop_vars("m")
+
+    def nczarr(ds: xr.Dataset, name: str) -> dict[str, Any]:
+        xr_zstrings.to_nczarr(ds, tmp_path / name)
+        with netCDF4.Dataset(nc_url(tmp_path / name)) as nc:
+            nc.set_auto_mask(False)
+            return {k: _plain(nc[k][:]) for k in ("x", "s", "n")}
+
+    written = nczarr(a, "a.zarr")
+    assert written == nczarr(t, "t.zarr")
+    assert written["s"][2] == "N/A"  # missing written as the fill, as netcdf-c wrote it
+
+    def v3(ds: xr.Dataset, name: str) -> dict[str, Any]:
+        ds.zstrings.to_zarr(tmp_path / name, zarr_format=3)
+        g = zarr.open_group(tmp_path / name, mode="r")
+        return {k: _plain(g[k][:]) for k in ("x", "s", "c")}
+
+    assert v3(a, "a3.zarr") == v3(t, "t3.zarr")
+
+    with pytest.raises(TypeError, match="large_string"):
+        a.to_netcdf(tmp_path / "refused.nc")
+    numpy_strings(a).to_netcdf(tmp_path / "a.nc")
+    t.to_netcdf(tmp_path / "t.nc")
+    with netCDF4.Dataset(tmp_path / "a.nc") as na, netCDF4.Dataset(tmp_path / "t.nc") as nt:
+        for k in ("x", "s", "c"):
+            assert _plain(na[k][:]) == _plain(nt[k][:]), k
+
+
+def test_numpy_strings_gives_the_T_dtypes(store: Path) -> None:
+    t = _open(store)
+    back = numpy_strings(_open(store, string_dtype="arrow"))
+    for name in _one_d_strings(t):
+        assert not isinstance(back[name].dtype, pd.ArrowDtype), name
+        assert _plain(back[name].values) == _plain(t[name].values), name
+
+
+def _tree(path: Path) -> Path:
+    with netCDF4.Dataset(nc_url(path), "w") as nc:
+        nc.createDimension("x", 3)
+        x = nc.createVariable("x", str, ("x",))
+        x[:] = np.array(["a", "b", "c"], dtype=object)
+        g = nc.createGroup("obs")
+        g.createDimension("k", 2)
+        v = g.createVariable("name", str, ("k",), fill_value="")
+        v[0] = "first"  # [1] never written: missing
+    return path
+
+
+def test_open_datatree_and_open_groups(tmp_path: Path) -> None:
+    store = _tree(tmp_path / "t.zarr")
+    tree = xr.open_datatree(store, engine="zstrings", string_dtype="arrow")
+    assert tree["obs"]["name"].dtype == STR
+    assert _plain(tree["obs"]["name"].values) == ["first", None]
+    assert tree["x"].dtype == STR and tree.ds.indexes["x"].tolist() == ["a", "b", "c"]
+    groups = xr.open_groups(store, engine="zstrings", string_dtype="arrow")
+    assert groups["/obs"]["name"].dtype == STR
+    assert _plain(groups["/obs"]["name"].values) == _plain(
+        xr.open_groups(store, engine="zstrings")["/obs"]["name"].values)
+
+
+def test_a_bad_string_dtype_names_the_choices(tmp_path: Path) -> None:
+    store = _tree(tmp_path / "t.zarr")
+    with pytest.raises(ZStringsError, match=r"string_dtype='arow' is not a string output kind.*'T'.*'arrow'"):
+        xr.open_dataset(store, engine="zstrings", string_dtype="arow")
+    with pytest.raises(ZStringsError, match="string_dtype='arrow' is an option of xr.open_dataset"):
+        resolve_string_dtype("arrow")  # the numpy readers have no Arrow result
+
+
+def test_dask_chunks_are_refused_by_xarray(tmp_path: Path) -> None:
+    """A fact of xarray 2026.9 the docs state: dask cannot hold a pandas extension dtype."""
+    store = _netcdf_c(tmp_path / "s.zarr")
+    with pytest.raises(TypeError, match="large_string"):
+        _open(store, string_dtype="arrow", chunks={})

@@ -1,0 +1,198 @@
+"""``string_dtype="arrow"``: 1-D string and bytes variables handed to xarray as pandas Arrow-backed arrays.
+
+The reader decodes as for ``"T"`` (xarray's CF decoding cannot read an extension dtype); after
+decoding, each 1-D text variable still backed by its ``ZStringsBackendArray`` is swapped for a lazy
+``pd.ArrowDtype(pa.large_string())`` one (bytes: ``large_binary``), built from Arrow arrays with no
+Python ``str`` in between. What xarray can and cannot hold is in docs/format-notes.md
+("pandas extension arrays in xarray").
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import xarray as xr
+from xarray.backends import BackendArray
+from xarray.core import indexing
+
+# xarray's wrapper for pandas extension arrays: a BackendArray must return one (a bare ExtensionArray
+# fails xarray's as_indexable); xarray has no public name for it
+from xarray.core.extension_array import PandasExtensionArray
+
+from .errors import user_stacklevel
+
+__all__ = ["ArrowBackendArray", "ArrowValues", "arrow_type_of", "numpy_strings", "with_arrow_strings"]
+
+
+def arrow_type_of(data: Any) -> pa.DataType | None:
+    """The Arrow type a variable read by ``LazyArray`` gets under ``string_dtype="arrow"``: text
+    ``large_string``, stored bytes ``large_binary``, anything else None (it stays numpy)."""
+    decode = getattr(data, "decode", None)
+    if decode is None:
+        return None
+    if decode.text:
+        return pa.large_string()
+    if decode.as_bytes:
+        return pa.large_binary()
+    return None
+
+
+class ArrowBackendArray(BackendArray):
+    """A 1-D variable's values as a pandas ``ArrowDtype`` array, read lazily through ``source``.
+
+    ``source`` is the variable's ``ZStringsBackendArray``: its ``arrow`` method (the chunks' Arrow
+    arrays) when it has one, else its numpy read converted by pyarrow (no Python objects either way).
+    """
+
+    def __init__(self, source: Any, arrow_type: pa.DataType) -> None:
+        self.source = source
+        self.arrow_type = arrow_type
+        self.shape = tuple(source.shape)
+        self.dtype = pd.ArrowDtype(arrow_type)
+
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
+        (k,) = key.tuple
+        if isinstance(k, (int, np.integer)):
+            i = int(k) % max(self.shape[0], 1)
+            return _scalar(self._read((slice(i, i + 1),)))
+        if isinstance(k, np.ndarray) and k.ndim > 1:  # a vectorized selection of more than 1-D: numpy
+            return np.asarray(self._read((k.reshape(-1),)), dtype=object).reshape(k.shape)
+        return ArrowValues(self._read((k,)))
+
+    def _read(self, key: tuple[Any, ...]) -> pd.api.extensions.ExtensionArray:
+        arrow = getattr(self.source, "arrow", None)
+        if arrow is not None:
+            got = arrow(indexing.OuterIndexer(key) if _outer(key) else indexing.BasicIndexer(key))
+        else:
+            got = pa.chunked_array([_numpy_to_arrow(self.source.data[key], self.arrow_type)], type=self.arrow_type)
+        if got.type != self.arrow_type:
+            got = got.cast(self.arrow_type)
+        return pd.arrays.ArrowExtensionArray(got)
+
+    def index(self, name: Hashable) -> pd.Index:
+        """All values as a pandas Index (a dimension coordinate: xarray builds its index from it)."""
+        return pd.Index(self._read((slice(None),)), name=name, copy=False)
+
+
+class ArrowValues(PandasExtensionArray):
+    """xarray's wrapper of a loaded extension array, but one value selected (``ds.isel(x=0)`` of a
+    loaded variable) comes back as a 0-d numpy array: xarray's own wrapper gives a length-1 Arrow
+    array there (Arrow has no 0-d value, pandas#61433), which xarray then refuses for a 0-d variable."""
+
+    def __getitem__(self, key: Any) -> Any:
+        parts = [p for p in key if p is not Ellipsis] if isinstance(key, tuple) else [key]
+        k = parts[0] if len(parts) == 1 else key  # (xarray asks for (i, ...) to get a 0-d result)
+        if isinstance(k, (int, np.integer)):
+            return _scalar(self.array[int(k) : int(k) + 1 or None])
+        got = super().__getitem__(key)
+        return ArrowValues(got.array) if type(got) is PandasExtensionArray else got
+
+    def __copy__(self) -> ArrowValues:
+        return ArrowValues(copy.copy(self.array))
+
+    def __deepcopy__(self, memo: dict[int, Any] | None = None) -> ArrowValues:
+        return ArrowValues(copy.deepcopy(self.array, memo=memo))
+
+
+def _scalar(one: pd.api.extensions.ExtensionArray) -> np.ndarray:
+    """One value as a 0-d object array, as ``.values`` gives the whole variable (missing: pd.NA)."""
+    return np.asarray(one, dtype=object).reshape(())
+
+
+def _numpy_to_arrow(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
+    """A numpy read as Arrow: ``|Sn`` bytes keep NULs inside a value (pyarrow's own conversion cuts
+    them), StringDType/object through pyarrow (StringDType's NA object -> null)."""
+    if values.dtype.kind == "S" and values.dtype.itemsize:
+        from .text.arrow import fixed_to_arrow
+
+        u8 = np.ascontiguousarray(values).reshape(-1).view(np.uint8).reshape(values.size, values.dtype.itemsize)
+        return fixed_to_arrow(u8, trailing=True, kind="bytes").cast(arrow_type)
+    return pa.array(np.ravel(values), type=arrow_type)
+
+
+def _outer(key: tuple[Any, ...]) -> bool:
+    return any(isinstance(k, np.ndarray) for k in key)
+
+
+def with_arrow_strings(ds: xr.Dataset, contents: Any, backend_array: type, group: str = "/") -> tuple[xr.Dataset, list[str]]:
+    """``ds`` (as xarray decoded it) with its 1-D text/bytes variables Arrow-backed; also the names
+    of the string variables that stay numpy StringDType (0-d, N-D) for the caller's warning."""
+    data_vars: dict[Hashable, xr.Variable] = {}
+    coords: dict[Hashable, xr.Variable] = {}
+    kept: list[str] = []
+    for name, spec in contents.variables.items():
+        atype = arrow_type_of(spec.data)
+        source = _backend_array(ds.variables[name], backend_array) if atype and name in ds.variables else None
+        if atype is None or source is None:
+            continue  # not text, dropped, or changed by xarray's CF decoding (a masked bytes fill): as decoded
+        var = ds.variables[name]
+        if var.ndim != 1:
+            kept.append(f"{group.rstrip('/')}/{name} ({var.ndim}-D)")
+            continue
+        arr = ArrowBackendArray(source, atype)
+        if var.dims == (name,):  # a dimension coordinate: xarray reads its index at open anyway
+            data: Any = indexing.PandasIndexingAdapter(arr.index(name))
+        else:
+            data = indexing.LazilyIndexedArray(arr)
+        new = xr.Variable(var.dims, data, var.attrs, var.encoding, fastpath=True)
+        (coords if name in ds.coords else data_vars)[name] = new
+    if coords:  # (no index yet: xarray's open_dataset makes the default ones after the backend)
+        ds = ds.assign_coords(xr.Coordinates(coords, indexes={}))
+    return (ds.assign(data_vars) if data_vars else ds), kept
+
+
+def _backend_array(var: xr.Variable, backend_array: type) -> Any:
+    """The variable's ``backend_array`` if xarray's decoding left it as is (whole, unwrapped)."""
+    data = var._data
+    if not isinstance(data, indexing.LazilyIndexedArray) or not isinstance(data.array, backend_array):
+        return None
+    if any(not (isinstance(k, slice) and k == slice(None)) for k in data.key.tuple):
+        return None
+    return data.array
+
+
+def warn_kept(kept: list[str]) -> None:
+    """One warning per open naming the string variables left numpy StringDType, and why."""
+    if kept:
+        shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
+        warnings.warn(
+            f"string_dtype='arrow': {shown} are read as numpy StringDType (as string_dtype='T'): xarray "
+            "holds pandas Arrow arrays in 1-D variables only. Use ds.zstrings.to_arrow() for these as "
+            "Arrow (flattened), or select a 1-D slice.",
+            UserWarning, stacklevel=user_stacklevel(),
+        )
+
+
+def numpy_strings(obj: Any) -> Any:
+    """A copy of a Dataset or DataTree whose pandas Arrow string/bytes variables are numpy again,
+    as ``string_dtype="T"`` reads them: text StringDType (missing values NaN), bytes an object array
+    (missing None). xarray's ``to_netcdf``/``to_zarr`` cannot encode an extension dtype (they raise
+    TypeError; ``to_zarr(mode="w")`` after emptying the target), so call this before them. Text is
+    converted from the Arrow buffers in one pass (``arrow_to_stringdtype``), with no Python str."""
+    if isinstance(obj, xr.DataTree):
+        return obj.map_over_datasets(numpy_strings)
+    changed = {name: _numpy_variable(var) for name, var in obj.variables.items() if isinstance(var.dtype, pd.ArrowDtype)}
+    if not changed:
+        return obj
+    coords = {n: v for n, v in changed.items() if n in obj.coords}
+    out = obj.assign({n: v for n, v in changed.items() if n not in coords})
+    return out.assign_coords(coords) if coords else out
+
+
+def _numpy_variable(var: xr.Variable) -> xr.Variable:
+    from .text.arrow import arrow_to_stringdtype
+    from .text.dtypes import NA_T
+
+    got = pa.array(var.data) if not hasattr(var.data, "__arrow_array__") else var.data.__arrow_array__()
+    values = got if isinstance(got, pa.ChunkedArray) else pa.chunked_array([got])
+    if pa.types.is_large_string(values.type) or pa.types.is_string(values.type):
+        data = arrow_to_stringdtype(values, dtype=NA_T if values.null_count else None)
+    else:
+        data = values.to_numpy(zero_copy_only=False)
+    return xr.Variable(var.dims, data, var.attrs, var.encoding)
