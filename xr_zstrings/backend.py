@@ -56,6 +56,21 @@ class ZStringsBackendArray(BackendArray):
         )
         return out
 
+    def arrow(self, key: indexing.ExplicitIndexer | tuple[Any, ...]) -> Any:
+        """The selection (xarray's BasicIndexer/OuterIndexer, or its ``.tuple``) flattened in C
+        order as a ``pyarrow.ChunkedArray``, read from the chunk buffers (``LazyArray.arrow``)."""
+        if isinstance(key, indexing.VectorizedIndexer):
+            raise TypeError(
+                "ZStringsBackendArray.arrow takes outer selections (BasicIndexer, OuterIndexer), not a "
+                "VectorizedIndexer; select with .isel on each dimension separately first."
+            )
+        k = key.tuple if isinstance(key, indexing.ExplicitIndexer) else tuple(key)
+        if isinstance(self.data, LazyArray):
+            return self.data.arrow(k)
+        from .read.arrow import values_to_arrow  # an array read through zarr-python
+
+        return values_to_arrow(self.data[k + (slice(None),) * (len(self.shape) - len(k))], self.data.decode)
+
     async def async_getitem(self, key: indexing.ExplicitIndexer) -> np.ndarray:
         """``ds.load_async()``: the same read in a worker thread (the store calls block; the chunk
         fetches inside one read are already concurrent), so the event loop keeps running."""

@@ -144,8 +144,25 @@ class VlenCodec(CodecStep):
     def to_vlen(self, u8: np.ndarray, n: int, ctx: str) -> VlenChunk:
         return decode_vlen_utf8_chunk(u8, n, what=ctx)
 
+    def to_arrow(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str, policy: str) -> Any:
+        """A chunk's values as a large_string/large_binary array (the frames compacted once)."""
+        from ..text.arrow import vlen_frames_to_arrow
+
+        return vlen_frames_to_arrow(u8, math.prod(shape), kind=self.kind, policy=policy, what=ctx)
+
     def encode(self, arr: np.ndarray, ctx: str) -> np.ndarray:
         return as_u8(encode_vlen_utf8_chunk(arr, kind=self.kind, what=ctx))
+
+
+def offsets_arrow(chunk: VlenChunk, kind: Kind, ctx: str, policy: str) -> Any:
+    """Offsets + data (Arrow's layout, zarrs' index) as a large_string/large_binary array, the
+    data not copied, UTF-8 validated once under ``policy``."""
+    from ..text.arrow import offsets_to_arrow
+
+    off = chunk.offsets
+    if not off.flags.aligned:  # (a view into the chunk's bytes at an odd place: zarrs' index)
+        off = np.array(off, dtype=off.dtype.newbyteorder("="), order="C")
+    return offsets_to_arrow(off, chunk.data, kind=kind, policy=policy, what=ctx)
 
 
 class ArrowLayout(CodecStep):
@@ -164,6 +181,10 @@ class ArrowLayout(CodecStep):
 
     def to_vlen(self, u8: np.ndarray, n: int, ctx: str) -> VlenChunk:
         return decode_arrow_chunk(u8, n, large=self.large, what=ctx)
+
+    def to_arrow(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str, policy: str) -> Any:
+        """A chunk's values as a large_string/large_binary array around its data (zero-copy)."""
+        return offsets_arrow(self.to_vlen(u8, math.prod(shape), ctx), self.kind, ctx, policy)
 
     def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> np.ndarray:
         chunk = self.to_vlen(u8, math.prod(shape), ctx)

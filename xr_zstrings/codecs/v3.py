@@ -302,19 +302,26 @@ class V3Pipeline:
                 f"({type(e).__name__}: {e}); the chunk is corrupt or belongs to another array"
             ) from e
 
-    def decode_arrow(self, raw: Any, chunk_shape: tuple[int, ...] | None = None, *, key: Any = None):
+    def decode_arrow(self, raw: Any, chunk_shape: tuple[int, ...] | None = None, *, key: Any = None,
+                     policy: str | None = None, context: str | None = None):
         """Variable-length chunk -> flat (C-order) ``pyarrow`` (large_)string/binary array.
 
         Zero-copy for the Arrow layout (and for zarrs.vlen when the data chain hands back its
-        buffer); needs a layout without transpose or sharding.
+        buffer); needs a layout without transpose or sharding. ``policy`` (utf8_errors): invalid
+        UTF-8 handled as the numpy decode does, the result large_string/large_binary, zarrs.optional
+        nulls included (text.arrow's builders); None: strict, the stored offsets' width kept.
+        ``context``: what errors call the chunk, in place of the array and ``key``.
         """
-        ctx = self.context(key)
+        ctx = context or self.context(key)
         if self.kind is None or self.aa or self.sharded:
             raise UnsupportedError(
                 f"{label(self.where)}: decode_arrow needs a variable-length string/bytes chain without "
                 f"transpose or sharding; this one is {self.layout!r} ({self.codec_names}); use decode()"
             )
         shape = self.chunk_shape if chunk_shape is None else tuple(chunk_shape)
+        if policy is not None:
+            with self.decode_errors(ctx):
+                return self.ab.to_arrow(self.bytes_decode(raw, ctx), shape, ctx, policy)
         try:
             u8 = self.bytes_decode(raw, ctx)
             chunk = self.ab.to_vlen(u8, math.prod(shape), ctx)

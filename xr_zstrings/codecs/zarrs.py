@@ -92,6 +92,12 @@ class ZarrsVlenCodec(CodecStep):
         offsets = decode_offsets_index(offsets, n, self.index_data_type, data_len=int(data.size), what=ctx)
         return VlenChunk(offsets, data)
 
+    def to_arrow(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str, policy: str) -> Any:
+        """A chunk's values as a large_string/large_binary array around the decoded data."""
+        from .array_bytes import offsets_arrow
+
+        return offsets_arrow(self.to_vlen(u8, math.prod(shape), ctx), self.kind, ctx, policy)
+
     def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> np.ndarray:
         chunk = self.to_vlen(u8, math.prod(shape), ctx)
         out = vlen_to_numpy(chunk, kind=self.kind, string_dtype=self.sd, utf8_errors=self.utf8_errors, what=ctx, shape=shape)
@@ -213,7 +219,8 @@ class ZarrsOptionalCodec(CodecStep):
             where=f"{label(where)} zarrs.optional data_codecs", utf8_errors=utf8_errors)
         self.utf8_errors = utf8_errors
 
-    def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> np.ndarray:
+    def _split(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> tuple[np.ndarray, np.ndarray, int]:
+        """(the validity mask, the data bytes, the number of values present) of one chunk."""
         if u8.size < 16:
             raise ChunkError(f"{ctx}: a zarrs.optional chunk starts with two u64 lengths; got {u8.size} bytes")
         mask_len, data_len = (int(x) for x in u8[:16].view("<u8"))
@@ -224,14 +231,42 @@ class ZarrsOptionalCodec(CodecStep):
             )
         mask = self.mask.decode(u8[16 : 16 + mask_len], shape, context=f"{ctx} (zarrs.optional mask)", writeable=False)
         mask = np.asarray(mask, dtype=bool)
-        out = np.full(shape, None, dtype=object)
         n_valid = int(mask.sum())
-        if n_valid:
-            values = self.data.decode(u8[16 + mask_len :], (n_valid,), context=f"{ctx} (zarrs.optional data)", writeable=False)
-            out[mask] = values.reshape(-1)
-        elif data_len:
+        if not n_valid and data_len:
             raise ChunkError(f"{ctx}: zarrs.optional mask has no present value but {data_len} data bytes follow")
+        return mask, u8[16 + mask_len :], n_valid
+
+    def decode(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str) -> np.ndarray:
+        mask, data, n_valid = self._split(u8, shape, ctx)
+        out = np.full(shape, None, dtype=object)
+        if n_valid:
+            values = self.data.decode(data, (n_valid,), context=f"{ctx} (zarrs.optional data)", writeable=False)
+            out[mask] = values.reshape(-1)
         return out
+
+    def to_arrow(self, u8: np.ndarray, shape: tuple[int, ...], ctx: str, policy: str) -> Any:
+        """A chunk's values as a large_string/large_binary array, the missing ones null (the
+        present values' data not copied)."""
+        import pyarrow as pa
+
+        from ..text.arrow import offsets_to_arrow
+
+        mask, data, n_valid = self._split(u8, shape, ctx)
+        valid = mask.reshape(-1)
+        if not n_valid:
+            return pa.nulls(valid.size, pa.large_binary() if self.kind == "bytes" else pa.large_string())
+        values = self.data.decode_arrow(data, (n_valid,), policy=policy, context=f"{ctx} (zarrs.optional data)")
+        off = np.frombuffer(values.buffers()[1], np.int64)[values.offset : values.offset + n_valid + 1]
+        lengths = np.zeros(valid.size, np.int64)
+        lengths[valid] = np.diff(off)
+        full = np.empty(valid.size + 1, np.int64)
+        full[0] = off[0]
+        np.cumsum(lengths, out=full[1:])
+        full[1:] += off[0]
+        # (already validated under the policy: strict cannot fail nor report again)
+        buf = values.buffers()[2]
+        return offsets_to_arrow(full, np.zeros(0, np.uint8) if buf is None else np.frombuffer(buf, np.uint8), kind=self.kind,
+                                valid=valid, policy="strict", what=ctx)
 
     def encode(self, arr: np.ndarray, ctx: str) -> np.ndarray:
         a = np.asarray(arr, dtype=object)

@@ -1,53 +1,172 @@
-"""``read_arrow``: a 1-D Zarr v3 string or bytes variable as a pyarrow ``ChunkedArray``, for users who
-want Arrow, not numpy (Arrow-layout chunks are wrapped zero-copy)."""
+"""Variables as pyarrow arrays, built from the chunk buffers (no Python ``str``, no StringDType).
+
+``read_arrow`` is the public way in: any variable this package reads (every Zarr version, string
+layout and number of dimensions) as a ``pyarrow.ChunkedArray``, flattened in C order, missing
+values as nulls. The chunk readers (``ChunkedArray.read_arrow``) and ``LazyArray.arrow`` use the
+helpers here to cut a chunk's box out of its Arrow array and to put the boxes in order.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
+
 from ..errors import UnsupportedError
-from ..formats.zarr3 import ArrayMetaV3
 from ..io.store import open_store
-from .chunked_v3 import ChunkedArrayV3
-from .paths import join_path
+from .decode import Decode
+from .lazy import LazyArray
+from .options import ReadOptions
 from .tree import open_tree
 
-__all__ = ["read_arrow"]
+__all__ = ["arrow_type", "assemble", "box_of", "fill_run", "read_arrow", "values_to_arrow"]
 
 
-def read_arrow(target: Any, variable: str, *, group: str = "/", storage_options: dict[str, Any] | None = None) -> Any:
-    """A 1-D Zarr v3 string/bytes variable as a ``pyarrow.ChunkedArray``, one Arrow array per chunk.
+def arrow_type(decode: Decode) -> Any:
+    """The Arrow type of a variable decoded by ``decode``: large_binary for bytes, else large_string."""
+    import pyarrow as pa
 
-    Arrow-layout chunks are wrapped zero-copy (zarrs.vlen and vlen-utf8 chunks are converted);
-    missing chunks become runs of the fill value. For users who want Arrow, not numpy.
+    return pa.large_binary() if decode.as_bytes else pa.large_string()
+
+
+def fill_run(n: int, fill: Any, typ: Any) -> Any:
+    """``n`` elements of the fill value (None: nulls) as an Arrow array of ``typ``."""
+    import pyarrow as pa
+
+    if fill is None:
+        return pa.nulls(n, typ)
+    return pa.repeat(pa.scalar(fill, typ), n)
+
+
+def box_of(arr: Any, src: tuple[slice, ...], chunk_shape: tuple[int, ...], order: str) -> Any:
+    """The ``src`` box (C order) of a chunk's values ``arr`` (flat, in the chunk's storage
+    ``order``): the array itself, a zero-copy slice when the box is one run covering at least half
+    of the chunk, else a compact copy (``take``: a small box does not keep the whole chunk alive)."""
+    from .chunked import ChunkedArray
+
+    sel = ChunkedArray.sel(src, chunk_shape, order)
+    if sel is None:
+        return arr
+    if sel.size and 2 * sel.size >= len(arr) and int(sel[-1]) - int(sel[0]) + 1 == sel.size \
+            and bool((np.diff(sel) == 1).all()):
+        return arr.slice(int(sel[0]), int(sel.size))
+    return arr.take(sel)
+
+
+def values_to_arrow(values: np.ndarray, decode: Decode) -> Any:
+    """Values already read (``LazyArray[key]``) flattened in C order as a one-chunk
+    ``pyarrow.ChunkedArray``: text as large_string, bytes as large_binary (missing values -> nulls),
+    numbers as their own Arrow type. The fallback of the layouts with no Arrow path."""
+    import pyarrow as pa
+
+    flat = np.ravel(values)
+    if not (decode.text or decode.as_bytes):
+        return pa.chunked_array([pa.array(flat)])
+    typ = arrow_type(decode)
+    if flat.dtype.kind == "S":  # (pyarrow would end a numpy |S value at its first NUL; numpy keeps them)
+        return pa.chunked_array([pa.array(flat.tolist(), typ)], type=typ)
+    if flat.dtype.kind == "O":
+        return pa.chunked_array([pa.array(flat, typ, from_pandas=True)], type=typ)
+    return pa.chunked_array([pa.array(flat).cast(typ)], type=typ)
+
+
+def _flat_span(dst: tuple[slice, ...], out_shape: tuple[int, ...]) -> tuple[int, int] | None:
+    """(first flat position, length) of box ``dst`` in a C-order array of ``out_shape`` when the box
+    is one contiguous run there (every axis after its first longer one is whole), else None."""
+    longer = False
+    for d, size in zip(dst, out_shape, strict=True):
+        n = d.stop - d.start
+        if longer and n != size:
+            return None
+        longer = longer or n > 1
+    start = int(np.ravel_multi_index(tuple(d.start for d in dst), out_shape)) if out_shape else 0
+    return start, math.prod(d.stop - d.start for d in dst)
+
+
+def _flat_indices(box: tuple[Any, ...], out_shape: tuple[int, ...]) -> np.ndarray:
+    """Flat C-order positions in ``out_shape`` of an outer box (per axis: a slice or an index array)."""
+    idx = np.zeros((), np.int64)
+    stride = 1
+    strides = []
+    for n in reversed(out_shape):
+        strides.append(stride)
+        stride *= n
+    for b, st, n in zip(box, reversed(strides), out_shape, strict=True):
+        ax = np.arange(n, dtype=np.int64)[b] if isinstance(b, slice) else np.asarray(b, np.int64)
+        idx = np.add.outer(idx, ax * st)
+    return idx.reshape(-1)
+
+
+def assemble(pieces: list[tuple[tuple[Any, ...], Any]], out_shape: tuple[int, ...], fill: Any, typ: Any) -> Any:
+    """Boxes of a C-order result of ``out_shape`` (per piece: its box, per axis a slice or an index
+    array, and its values in C order, or None for the fill) as one ``pyarrow.ChunkedArray``;
+    places no piece covers are the fill (None: nulls).
+
+    When every box is one run of the result, the pieces stay Arrow chunks of their own, in order
+    (nothing copied); else they are concatenated and put in place with one ``take``.
     """
     import pyarrow as pa
 
+    total = math.prod(out_shape)
+    spans = [_flat_span(b, out_shape) if all(isinstance(s, slice) for s in b) else None for b, _ in pieces]
+    runs = [(s, arr) for s, (_, arr) in zip(spans, pieces, strict=True) if s is not None]
+    if len(runs) == len(pieces):
+        chunks, pos = [], 0
+        for (start, n), arr in sorted(runs, key=lambda t: t[0][0]):
+            if start > pos:
+                chunks.append(fill_run(start - pos, fill, typ))
+            chunks.append(fill_run(n, fill, typ) if arr is None else arr)
+            pos = start + n
+        if pos < total:
+            chunks.append(fill_run(total - pos, fill, typ))
+        return pa.chunked_array(chunks, type=typ)
+    parts = [arr for _, arr in pieces if arr is not None]
+    base = sum(len(a) for a in parts)
+    perm = np.full(total, base, np.int64)  # the fill element, appended last
+    pos = 0
+    for box, arr in pieces:
+        if arr is not None:
+            perm[_flat_indices(box, out_shape)] = np.arange(pos, pos + len(arr), dtype=np.int64)
+            pos += len(arr)
+    flat = pa.concat_arrays([*(a.combine_chunks() if isinstance(a, pa.ChunkedArray) else a for a in parts),
+                             fill_run(1, fill, typ)])
+    return pa.chunked_array([flat.take(pa.array(perm))], type=typ)
+
+
+def read_arrow(target: Any, variable: str, *, group: str = "/", storage_options: dict[str, Any] | None = None,
+               **options: Any) -> Any:
+    """A variable's values as a ``pyarrow.ChunkedArray``, flattened in C order, missing values as
+    nulls: the values ``xr.open_dataset(target, engine="zstrings", group=group)[variable]`` holds.
+
+    Every Zarr version, string layout and number of dimensions; text is ``large_string``, bytes
+    ``large_binary``, built from the chunk buffers (Arrow-layout chunks wrapped zero-copy);
+    ``options``: ``open_dataset``'s read keywords (``string_dtype``, ``utf8_errors``,
+    ``concat_characters``, ``decode_threads``, ``mask_and_scale``, ``use_zarr_fill_value_as_mask``).
+    """
+    from .variables import group_contents
+
+    opts = ReadOptions(**{"utf8_errors": "drop", **options})
     tree = open_tree(open_store(target, storage_options=storage_options))
     tree.store.pin_version(tree.version)
-    path = join_path("/" + group.strip("/") if group.strip("/") else "/", variable)
-    meta = tree.arrays.get(path)
-    if not isinstance(meta, ArrayMetaV3) or meta.string_kind not in ("vlen", "vlen-bytes"):
+    path = "/" + group.strip("/") if group.strip("/") else "/"
+    arrays = tree.children.get(path, ([], []))[0]
+    if variable not in arrays:
         raise UnsupportedError(
-            f"read_arrow needs a Zarr v3 string or bytes array; {path!r} in {tree.store.display} is "
-            f"{'missing' if meta is None else meta.generation + ' ' + str(meta.dtype)}. Use xr.open_dataset."
+            f"read_arrow: no array {variable!r} in group {path!r} of {tree.store.display} (it holds "
+            f"{sorted(arrays)}); name one of them, and its group with group=."
         )
-    if len(meta.shape) != 1:
-        raise UnsupportedError(f"read_arrow reads 1-D arrays; {path!r} has shape {list(meta.shape)}.")
-    arr = ChunkedArrayV3(tree.store, meta, meta.shape)
-    n, c = meta.shape[0], meta.chunks[0]
-    keys = [arr.chunk_key((i,)) for i in range(math.ceil(n / c))]
-    pieces = []
-    for i, (key, raw) in enumerate(zip(keys, tree.store.get_many(keys), strict=True)):
-        length = min(c, n - i * c)
-        if raw is None:
-            fill = meta.fill_value if meta.fill_value is not None else ""
-            pieces.append(pa.array([fill] * length))
-        else:
-            pieces.append(arr.decode_arrow(raw, key).slice(0, length))
-    types = {p.type for p in pieces}
-    if len(types) > 1:
-        pieces = [p.cast(pa.large_string() if meta.string_kind == "vlen" else pa.large_binary()) for p in pieces]
+    contents = group_contents(tree, path, options=opts, drop_variables=set(arrays) - {variable})
+    spec = contents.variables.get(variable)
+    if spec is None:
+        raise UnsupportedError(
+            f"read_arrow cannot read {variable!r} in group {path!r} of {tree.store.display}: neither this "
+            "package nor zarr-python decodes it (see the warning); read it with engine='zarr'."
+        )
+    data: Any = spec.data
+    if isinstance(data, LazyArray):
+        out = data.arrow(())
+    else:  # read through zarr-python
+        out = values_to_arrow(data[(slice(None),) * data.ndim], data.decode)
     tree.store.check_version()
-    return pa.chunked_array(pieces)
+    return out

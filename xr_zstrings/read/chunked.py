@@ -20,8 +20,9 @@ from ..formats.array import ArrayMeta
 from ..io.zstore import ZStore
 from ..text.fixed import decode_fixed_utf8
 from ..text.kernels import kernels
-from ..text.nc_char import decode_char_array
+from ..text.nc_char import decode_char_array, norm_encoding
 from ..text.policy import in_chunk, position_label
+from ..text.vlen import Kind
 from ..threads import decode_threads, run_all
 from .decode import Decode
 from .paths import node_key
@@ -151,18 +152,19 @@ class ChunkedArray:
         step = self._group_size()
         return [plan[b0 : b0 + step] for b0 in range(0, len(plan), step)]
 
-    def _fetch(self, group: Any) -> Iterator[tuple[str, Any, tuple, tuple]]:
+    def _fetch(self, group: Any, scratch: bool = True) -> Iterator[tuple[str, Any, tuple, tuple]]:
         """(key, bytes or None, src, dst) per unit of a group, each fetched before it is yielded and
-        to be consumed before the next (local chunks may be read into the thread's reused buffer:
-        ZStore.get_many's scratch)."""
-        raws = self.store.get_many([self.chunk_key(ix) for ix, _, _ in group], scratch=True)
+        to be consumed before the next (``scratch``: local chunks may be read into the thread's
+        reused buffer: ZStore.get_many's scratch)."""
+        raws = self.store.get_many([self.chunk_key(ix) for ix, _, _ in group], scratch=scratch)
         for (ix, src, dst), i in zip(group, range(len(raws)), strict=True):
             raw, raws[i] = raws[i], None  # drop each chunk's bytes once decoded
             yield self.chunk_key(ix), raw, src, dst
 
-    def _run(self, plan: Plan, fn: Any, parallel: bool) -> None:
+    def _run(self, plan: Plan, fn: Any, parallel: bool, *, scratch: bool = True) -> None:
         """fn(key, raw_or_None, src, dst) for every planned chunk; fn must not keep ``raw`` (it may
-        be a view of a buffer the thread reuses).
+        be a view of a buffer the thread reuses), unless ``scratch`` is False (fresh buffers: an
+        Arrow result may keep them).
 
         Each task fetches its own group of chunks and decodes them, on the thread pool: one
         thread's fetch overlaps another's decoding (the kernels release the GIL), and at most
@@ -170,7 +172,7 @@ class ChunkedArray:
         """
         def task(group: Any) -> None:
             # fn consumes each chunk's bytes before this thread fetches again (see _fetch)
-            for k, raw, src, dst in self._fetch(group):
+            for k, raw, src, dst in (self._fetch(group) if scratch else self._fetch(group, False)):
                 fn(k, raw, src, dst)
                 del raw
 
@@ -260,15 +262,7 @@ class ChunkedArray:
         unwritten: list[tuple] = []  # (null_chunks) boxes set to NA after the threads are done
 
         def index_of(dst: tuple) -> Any:
-            starts = [d.start for d in dst]
-            shape = tuple(d.stop - d.start for d in dst)
-
-            def index(k: int) -> str:
-                loc = np.unravel_index(k, shape) if shape else ()
-                flat = int(np.ravel_multi_index(tuple(a + b for a, b in zip(loc, starts, strict=True)), out_shape)) if out_shape else 0
-                return position_label(flat, out_shape)
-
-            return index
+            return _labels(dst, out_shape)
 
         def place(key: str, raw: bytes | None, src: tuple, dst: tuple) -> None:
             view = out[dst + (Ellipsis,)]  # a view even when dst is () (0-d result)
@@ -286,6 +280,90 @@ class ChunkedArray:
             out[dst + (Ellipsis,)] = cast(np.dtypes.StringDType, T).na_object
         return out
 
+    # ------------------------------------------------------------------ straight into Arrow
+
+    def can_read_arrow(self, decode: Decode, text_encoding: str) -> bool:
+        """Whether ``read_arrow`` builds this array's values straight from its chunk buffers: |Sn
+        (UTF-8 or as bytes), NC_CHAR rows whose chunks hold whole rows, UTF-32, and the
+        variable-length layouts the subclass reads (``_can_read_arrow``)."""
+        meta, utf8 = self.meta, norm_encoding(text_encoding) == "utf-8"
+        if decode in (Decode.FIXED, Decode.TEXT_S, Decode.BYTES, Decode.BYTES_OBJ):
+            return meta.dtype.kind == "S" and meta.dtype.itemsize > 0 and (utf8 or decode.as_bytes)
+        if decode.joins_chars:
+            return ((utf8 or decode.as_bytes) and meta.dtype.itemsize == 1 and meta.dtype.kind in "Su"
+                    and len(self.shape) >= 1
+                    and self.unit_shape[-1] == self.chunk_shape[-1] == self.stored_shape[-1] == self.shape[-1] > 0)
+        if decode is Decode.UNICODE:
+            return meta.dtype.kind == "U"
+        return self._can_read_arrow(decode)
+
+    def _can_read_arrow(self, decode: Decode) -> bool:
+        return False
+
+    def read_arrow(self, region: tuple[slice, ...], decode: Decode, policy: str, what: str, *,
+                   null_chunks: bool = False) -> Any:
+        """``region``'s values flattened in C order as a ``pyarrow.ChunkedArray`` (large_string,
+        or large_binary for bytes), built from each chunk's buffers on the pool (``can_read_arrow``).
+
+        ``decode.joins_chars`` drops the last axis. Elements no chunk holds are the fill value, or
+        nulls when the stored fill is missing (``null_chunks``: as ``read_into``). Boxes that are
+        contiguous in the result (1-D, chunks spanning whole trailing axes) stay one Arrow chunk
+        each; other boxes are put in place with one ``take``.
+        """
+        from . import arrow as ra  # (read.arrow imports the chunk readers)
+
+        char = decode.joins_chars
+        out_shape = tuple(s.stop - s.start for s in (region[:-1] if char else region))
+        typ = ra.arrow_type(decode)
+        fill = self._fill_arrow(decode, policy, what)
+        if math.prod(out_shape) == 0:
+            return ra.assemble([], out_shape, fill, typ)
+        plan, _ = self._plan(region)
+        pieces: list[tuple[tuple, Any]] = []  # (box in the result, its values or None: never written)
+
+        def place(key: str, raw: bytes | None, src: tuple, dst: tuple) -> None:
+            dst = dst[:-1] if char else dst
+            arr = None if raw is None else self._arrow_box(raw, key, src, decode, policy, what, _labels(dst, out_shape))
+            pieces.append((dst, arr if arr is None or arr.type == typ else arr.cast(typ)))
+
+        if plan:
+            # fresh buffers (no scratch): an Arrow chunk may wrap the bytes it was read into
+            self._run(plan, place, True, scratch=False)
+        return ra.assemble(pieces, out_shape, fill, typ)
+
+    def _arrow_box(self, raw: Any, key: str, src: tuple[slice, ...], decode: Decode, policy: str, what: str,
+                   index: Any) -> Any:
+        """One unit's ``src`` box, C order, as an Arrow array: here the fixed-width layouts, from the
+        stored bytes ``decode_chunk`` gives (no strings made; F-order chunks put in C order); the
+        subclasses read their variable-length chunks."""
+        from ..text import arrow as ta
+
+        box = np.ascontiguousarray(self.decode_chunk(raw, key, self.unit_shape, region=src)[src])
+        if decode is Decode.UNICODE:
+            return ta.utf32_to_arrow(box.reshape(-1))
+        width = box.shape[-1] if decode.joins_chars else box.dtype.itemsize
+        u8 = box.view(np.uint8).reshape(-1, width)
+        kind: Kind = "bytes" if decode.as_bytes else "str"
+        # a value ends at its first NUL (NC_STRING), else loses its trailing NULs only (numpy's |S)
+        return ta.fixed_to_arrow(u8, trailing=decode.trailing_nuls_only or decode.as_bytes, kind=kind,
+                                 policy=policy, what=what, index=index)
+
+    def _fill_arrow(self, decode: Decode, policy: str, what: str) -> Any:
+        """The value of an element no chunk holds, as the result has it (None: a null)."""
+        fv = self.stored_fill()
+        if fv is None:
+            return None
+        if decode is Decode.UNICODE:
+            return str(np.array(fv, dtype=self.meta.dtype)[()])
+        if decode.text:
+            return str(self._fill_T(decode, policy, what))
+        if decode.joins_chars:  # the fill character repeated, as the joined |Sn keeps it
+            b = fv if isinstance(fv, bytes) else np.asarray(fv).astype("S1").tobytes()
+            return (b[:1] * self.shape[-1]).rstrip(b"\0")
+        if isinstance(fv, str):
+            return fv.encode("utf-8")
+        return bytes(np.array(fv, dtype=self.meta.dtype)[()]) if self.meta.dtype.kind == "S" else bytes(fv)
+
     def _fill_T(self, decode: Decode, policy: str, what: str) -> Any:
         fv = self.stored_fill()
         if decode.variable_length:
@@ -296,6 +374,19 @@ class ChunkedArray:
             return decode_char_array(row, utf8_errors=cast(Any, policy), what=what)[0]
         return decode_fixed_utf8(np.array(fv, dtype=self.meta.dtype), utf8_errors=cast(Any, policy),
                                          what=what)[()]
+
+
+def _labels(dst: tuple, out_shape: tuple[int, ...]) -> Any:
+    """``index(k)``: the label (in the read's result) of the k-th value of box ``dst``, for errors."""
+    starts = [d.start for d in dst]
+    shape = tuple(d.stop - d.start for d in dst)
+
+    def index(k: int) -> str:
+        loc = np.unravel_index(k, shape) if shape else ()
+        flat = int(np.ravel_multi_index(tuple(a + b for a, b in zip(loc, starts, strict=True)), out_shape)) if out_shape else 0
+        return position_label(flat, out_shape)
+
+    return index
 
 
 def open_chunked(zstore: ZStore, meta: ArrayMeta, logical_shape: tuple[int, ...], **options: Any) -> ChunkedArray:

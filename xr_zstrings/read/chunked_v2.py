@@ -128,6 +128,36 @@ class ChunkedArrayV2(ChunkedArray):
         # NC_CHAR keeps embedded NULs (only trailing ones end it); NC_STRING ends at the first
         decode_fixed_into(buf, width, view, sel, policy, what, index, trailing=decode.trailing_nuls_only)
 
+    # ------------------------------------------------------------------ straight into Arrow
+
+    def _can_read_arrow(self, decode: Decode) -> bool:
+        """|O chunks framed by numcodecs' vlen-utf8 / vlen-bytes alone (after the compressor)."""
+        p = self.pipeline
+        return (decode in (Decode.VLEN, Decode.VLEN_BYTES) and self.meta.dtype.kind == "O" and len(p.filters) == 1
+                and isinstance(p.filters[0], SafeVLen))
+
+    def _arrow_box(self, raw: Any, key: str, src: tuple[slice, ...], decode: Decode, policy: str, what: str,
+                   index: Any) -> Any:
+        if self.meta.dtype.kind != "O":
+            return super()._arrow_box(raw, key, src, decode, policy, what, index)
+        from ..text import arrow as ta
+
+        p = self.pipeline
+        f = p.filters[0]
+        with in_chunk(self.store.where(key)):
+            try:
+                # (the frames are compacted into new buffers: the decompressed bytes may be scratch)
+                buf = raw if p.compressor is None else bounded_decode(
+                    p.compressor, raw, limit=p.limit, expected=p.expected, scratch=True)
+                arr = ta.vlen_frames_to_arrow(buf, math.prod(self.chunk_shape),
+                                              kind="bytes" if decode.as_bytes else "str",
+                                              policy=f.utf8_errors, what="")
+            except Exception as e:  # noqa: BLE001 - the same ChunkError as decode_chunk's
+                raise self._decode_error(key, e) from None
+        from .arrow import box_of
+
+        return box_of(arr, src, self.chunk_shape, self.meta.order)
+
     def _chunk_bytes(self, raw: bytes, key: str) -> Any:
         """A fixed-width chunk's decompressed bytes, size checked (as ``decode_chunk``)."""
         try:

@@ -257,6 +257,37 @@ class ChunkedArrayV3(ChunkedArray):
         (the layout's read kernel)."""
         of_chunks(p.layout).read_into(p.ab, u8, view, sel, n, ctx)
 
+    # ------------------------------------------------------------------ straight into Arrow
+
+    def _can_read_arrow(self, decode: Decode) -> bool:
+        """Variable-length chunks (each inner chunk of a shard read by parts) in every layout,
+        zarrs.optional included; not chains with array->array codecs or compressed whole shards."""
+        p: Any = self.unit
+        if decode not in (Decode.TEXT, Decode.VLEN_BYTES) or p.sharded or p.aa or (p.kind == "bytes") != decode.as_bytes:
+            return False
+        if p.layout == "zarrs.optional":
+            p = p.ab.data
+            return not p.sharded and not p.aa and p.layout in VARIABLE_LENGTH
+        return p.layout in VARIABLE_LENGTH
+
+    def _arrow_box(self, raw: Any, key: str, src: tuple[slice, ...], decode: Decode, policy: str, what: str,
+                   index: Any) -> Any:
+        if decode not in (Decode.TEXT, Decode.VLEN_BYTES):
+            return super()._arrow_box(raw, key, src, decode, policy, what, index)
+        from .arrow import box_of
+
+        p = self.unit
+        ctx = p.context(None) if self.shard is None else self.pipeline.context(None)
+        inner = getattr(key, "inner", None)
+        if inner is not None:
+            ctx = f"{ctx}, inner chunk {inner}"
+        with in_chunk(self.store.where(key)):
+            try:
+                arr = p.decode_arrow(raw, self.unit_shape, policy=policy, context=ctx)
+            except ZStringsError as e:
+                raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
+        return box_of(arr, src, self.unit_shape, "C")
+
     # ------------------------------------------------------------------ shards read by parts
 
     def _groups(self, plan: Plan) -> list[Any]:
@@ -318,19 +349,19 @@ class ChunkedArrayV3(ChunkedArray):
                     self._indexes.put(k, index)
         return out
 
-    def _fetch(self, group: Any) -> Iterator[tuple[str, Any, tuple, tuple]]:
+    def _fetch(self, group: Any, scratch: bool = True) -> Iterator[tuple[str, Any, tuple, tuple]]:
         if self.shard is None:
-            yield from super()._fetch(group)
+            yield from super()._fetch(group, scratch)
         elif group[0] == "whole":
-            yield from self._fetch_whole(group[1])
+            yield from self._fetch_whole(group[1], scratch)
         else:
-            yield from self._fetch_parts(*group[1:])
+            yield from self._fetch_parts(*group[1:], scratch=scratch)
 
-    def _fetch_whole(self, plan: Plan) -> Iterator[tuple[str, Any, tuple, tuple]]:
+    def _fetch_whole(self, plan: Plan, scratch: bool = True) -> Iterator[tuple[str, Any, tuple, tuple]]:
         """Shards fetched whole, handed on inner chunk by inner chunk."""
         shard = self.shard
         assert shard is not None
-        raws = self.store.get_many([self.chunk_key(ix) for ix, _, _ in plan], scratch=True)
+        raws = self.store.get_many([self.chunk_key(ix) for ix, _, _ in plan], scratch=scratch)
         for (ix, src, dst), i in zip(plan, range(len(raws)), strict=True):
             key, raw, raws[i] = self.chunk_key(ix), raws[i], None
             idx, u8 = None, None
@@ -346,7 +377,8 @@ class ChunkedArrayV3(ChunkedArray):
                 yield InnerKey(key, shard.coords(j)), data, part, _offset(where, dst)
             del raw
 
-    def _fetch_parts(self, read: _ShardRead, parts: list[_Part]) -> Iterator[tuple[str, Any, tuple, tuple]]:
+    def _fetch_parts(self, read: _ShardRead, parts: list[_Part], *,
+                     scratch: bool = True) -> Iterator[tuple[str, Any, tuple, tuple]]:
         """Inner chunks of one shard by byte ranges (merged where close), through its index.
 
         A shard replaced since its index was read (kept from an earlier selection) is refused by
@@ -355,7 +387,7 @@ class ChunkedArrayV3(ChunkedArray):
         shard = self.shard
         assert shard is not None
         key = read.key
-        fetched = self._fetch_ranges(read, parts)
+        fetched = self._fetch_ranges(read, parts, scratch)
         if fetched is None:  # no shard: every part is the fill value
             for q in parts:
                 yield InnerKey(key, shard.coords(q.j)), None, q.src, q.dst
@@ -364,7 +396,7 @@ class ChunkedArrayV3(ChunkedArray):
         for q in parts:
             yield InnerKey(key, shard.coords(q.j)), data.get(q.j), q.src, q.dst
 
-    def _fetch_ranges(self, read: _ShardRead, parts: list[_Part]) -> tuple[dict[int, tuple[int, int]], list[int],
+    def _fetch_ranges(self, read: _ShardRead, parts: list[_Part], scratch: bool = True) -> tuple[dict[int, tuple[int, int]], list[int],
                                                                            list[Any], list[Any]] | None:
         """The byte ranges of a shard's wanted inner chunks, fetched: (spans by inner chunk, the inner
         chunks in order, the merged ranges, what each returned); None when there is no shard. Read
@@ -379,7 +411,7 @@ class ChunkedArrayV3(ChunkedArray):
                      if not (entries[q.j, 0] == MISSING and entries[q.j, 1] == MISSING)}
             js = list(spans)
             merged = coalesce([spans[j] for j in js], _COALESCE_GAP, _COALESCE_MAX)
-            got = self._get_ranges_of(read, index, merged)
+            got = self._get_ranges_of(read, index, merged, scratch)
             if got is not None:
                 self._use(read, index.version if index.version is not None else _UNVERSIONED)
                 return spans, js, merged, got
@@ -389,13 +421,14 @@ class ChunkedArrayV3(ChunkedArray):
             "again when the writer is done."
         )
 
-    def _get_ranges_of(self, read: _ShardRead, index: _Index, merged: list[Any]) -> list[Any] | None:
+    def _get_ranges_of(self, read: _ShardRead, index: _Index, merged: list[Any],
+                       scratch: bool = True) -> list[Any] | None:
         """The merged byte ranges of one version of a shard; None (its index read again) when that
         version is gone, ChunkError when this selection already read parts of it."""
         key = read.key
         try:
             got = self.store.get_ranges([(key, a, b) for a, b, _ in merged],
-                                        versions=[index.version] * len(merged), scratch=True)
+                                        versions=[index.version] * len(merged), scratch=scratch)
             if index.version is not None and any(r is None for r in got):
                 raise ObjectChanged(key)  # deleted since its index was read
         except ObjectChanged:

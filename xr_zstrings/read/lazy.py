@@ -132,6 +132,92 @@ class LazyArray:
             return _squeezed(pieces[0][1], squeeze)  # one contiguous read: no copy (copying StringDType allocates)
         return _squeezed(self._assemble(pieces, out_shape), squeeze)
 
+    def arrow(self, key: tuple[Any, ...]) -> Any:
+        """``self[key]`` (the same outer indexing) flattened in C order, as a ``pyarrow.ChunkedArray``:
+        large_string for text, large_binary for bytes; missing values (the masked fill string,
+        never-written chunks of a null fill, zarrs' optional nulls) are nulls.
+
+        Built from the chunk buffers (``ChunkedArray.read_arrow``: only the chunks the selection
+        touches, no Python ``str``, no StringDType) wherever the chunk reader can; the rest comes
+        from ``self[key]`` (same values, slower): scalars, ``|Sn``/NC_CHAR with a non-UTF-8
+        ``_Encoding``, NC_CHAR read one character per value or not decoded, UTF-32 as bytes, ``<U1``
+        NC_CHAR, v2 ``|O`` with other filters, v3 chains with array->array codecs or compressed
+        whole shards; numbers keep their own Arrow type.
+        """
+        from .arrow import values_to_arrow
+
+        with policy_scope(self.what):  # one utf8_errors warning per call, as __getitem__
+            if not self._arrow_direct():
+                return values_to_arrow(self._getitem(key), self.decode)
+            return self._arrow(key if isinstance(key, tuple) else (key,))
+
+    def _arrow_direct(self) -> bool:
+        """Whether ``arrow`` builds the values from the chunk buffers."""
+        return ((self.decode.text or self.decode.as_bytes) and not self.raw.meta.scalar
+                and self.raw.can_read_arrow(self.decode, self.text_encoding))
+
+    def _arrow(self, key: tuple[Any, ...]) -> Any:
+        from .arrow import arrow_type, assemble
+
+        key = key + (slice(None),) * (self.ndim - len(key))
+        chunks = self.raw.unit_shape
+        axes: list[list[tuple[slice, Any, Any]]] = []
+        out_shape: list[int] = []
+        for ax, (k, n) in enumerate(zip(key, self.shape, strict=True)):
+            runs, size, _ = self._axis_runs(ax, k, n, chunks[ax] if ax < len(chunks) else 1)
+            axes.append(runs)
+            out_shape.append(size)
+        shape = tuple(out_shape)
+        pieces = [self._arrow_piece(combo, shape) for combo in itertools.product(*axes)]
+        if len(pieces) == 1 and all(isinstance(s, slice) or bool((s == np.arange(n)).all())
+                                    for s, n in zip(pieces[0][0], shape, strict=True)):
+            out = pieces[0][1]  # one run per axis, in order: the chunk reader's Arrow chunks as they are
+        else:
+            out = assemble(pieces, shape, None, arrow_type(self.decode))
+        return self._arrow_mask(out)
+
+    def _arrow_piece(self, combo: tuple[tuple[slice, Any, Any], ...], out_shape: tuple[int, ...]) -> tuple[
+            tuple[Any, ...], Any]:
+        """One run per axis read as Arrow and taken: (its box in the result, its values in C order)."""
+        region = [c[0] for c in combo]
+        if self.decode.joins_chars:
+            region.append(slice(0, self.raw.shape[-1]))
+        data = self.raw.read_arrow(tuple(region), self.decode, self.options.utf8_errors, self.what,
+                                   null_chunks=self.null_chunks)
+        takes = tuple(c[1] for c in combo)
+        if any(not isinstance(t, slice) for t in takes):
+            from .arrow import _flat_indices
+
+            data = data.take(_flat_indices(takes, tuple(c[0].stop - c[0].start for c in combo)))
+        box = tuple(slice(0, n) if isinstance(c[2], slice) else c[2] for c, n in zip(combo, out_shape, strict=True))
+        return box, data
+
+    def _arrow_mask(self, out: Any) -> Any:
+        """The masked fill string's elements as nulls (the buffers are not copied); warns as
+        ``_mask`` of a value equal to the marker."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        marker: Any = self.marker
+        if isinstance(marker, str) and pa.types.is_large_binary(out.type):
+            marker = marker.encode("utf-8")
+        if marker is not None and not self._marker_warned and len(out) and \
+                isinstance(marker, bytes) == pa.types.is_large_binary(out.type) and \
+                pc.any(pc.equal(out, pa.scalar(marker, out.type))).as_py():
+            self._warn_marker()
+        if self.missing is None or not len(out):
+            return out
+        from ..text.arrow import with_nulls
+
+        missing: Any = self.missing
+        if pa.types.is_large_binary(out.type) and isinstance(missing, str):
+            missing = missing.encode("utf-8")
+        chunks = []
+        for c in out.chunks:
+            hit = pc.fill_null(pc.equal(c, pa.scalar(missing, out.type)), False).to_numpy(zero_copy_only=False)
+            chunks.append(with_nulls(c, hit) if hit.any() else c)
+        return pa.chunked_array(chunks, type=out.type)
+
     def _axis_runs(self, ax: int, k: Any, n: int, chunk: int) -> tuple[list[tuple[slice, Any, Any]], int, bool]:
         """One axis of an outer-indexing key: its runs (``_runs``), the output length and whether
         the key is a single integer (the axis is squeezed out)."""
@@ -210,15 +296,7 @@ class LazyArray:
         (and ``nulls``) become NA (StringDType, compared there: fast) or NaN (object results)."""
         if self.marker is not None and not self._marker_warned and arr.dtype.kind in "OT" and \
                 bool(np.equal(arr, self.marker).any()):
-            self._marker_warned = True
-            import warnings
-
-            warnings.warn(
-                f"{self.what} holds the value {self.marker!r}, the encoding['_FillValue'] engine='zstrings' "
-                "gives its missing values for xarray's writers: written by them, it would read back "
-                "missing. Set encoding['_FillValue'] to a value the data does not hold first.",
-                UserWarning, stacklevel=user_stacklevel(),
-            )
+            self._warn_marker()
         if not self._masked:
             return arr
         T = self._na_T()
@@ -232,6 +310,18 @@ class LazyArray:
                 arr = arr.copy()
             arr[hit] = getattr(arr.dtype, "na_object", np.nan)
         return arr if arr.dtype == self.dtype else arr.astype(self.dtype)
+
+    def _warn_marker(self) -> None:
+        """Warn (once) that the data hold the missing-value marker (``marker``)."""
+        self._marker_warned = True
+        import warnings
+
+        warnings.warn(
+            f"{self.what} holds the value {self.marker!r}, the encoding['_FillValue'] engine='zstrings' "
+            "gives its missing values for xarray's writers: written by them, it would read back "
+            "missing. Set encoding['_FillValue'] to a value the data does not hold first.",
+            UserWarning, stacklevel=user_stacklevel(),
+        )
 
     def _na_T(self) -> np.dtype:
         """The StringDType (with an NA object) a masked variable is decoded into."""
