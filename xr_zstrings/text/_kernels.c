@@ -585,6 +585,42 @@ finish:
  * offsets + data: offsets_to_T(data, offsets, out, sel, policy) -> bad positions
  * ---------------------------------------------------------------------------------------- */
 
+/* offsets: a 1-D aligned C-contiguous native int32/int64/uint32/uint64 array of n+1 >= 1; its
+ * type number in *t */
+static int
+check_offsets(PyObject *obj, PyArrayObject **off, int *t)
+{
+    if (!PyArray_Check(obj) || PyArray_NDIM((PyArrayObject *)obj) != 1 ||
+        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)obj) || !PyArray_ISALIGNED((PyArrayObject *)obj) ||
+        PyArray_DIM((PyArrayObject *)obj, 0) < 1) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be a 1-D aligned contiguous integer array of n+1");
+        return -1;
+    }
+    *off = (PyArrayObject *)obj;
+    *t = PyArray_TYPE(*off);
+    if (!PyArray_ISNBO(PyArray_DESCR(*off)->byteorder) ||
+        !(*t == NPY_INT32 || *t == NPY_INT64 || *t == NPY_UINT32 || *t == NPY_UINT64)) {
+        PyErr_SetString(PyExc_TypeError, "offsets must be native int32/int64/uint32/uint64");
+        return -1;
+    }
+    return 0;
+}
+
+/* offset i of a check_offsets array as int64 (-1 for a uint64 above INT64_MAX: out of bounds) */
+static inline int64_t
+read_offset(const char *od, int t, npy_intp i)
+{
+    switch (t) {
+    case NPY_INT32: return (int64_t)((const int32_t *)od)[i];
+    case NPY_INT64: return ((const int64_t *)od)[i];
+    case NPY_UINT32: return (int64_t)((const uint32_t *)od)[i];
+    default: {
+        uint64_t v = ((const uint64_t *)od)[i];
+        return v > (uint64_t)INT64_MAX ? -1 : (int64_t)v;
+    }
+    }
+}
+
 static PyObject *
 offsets_to_T(PyObject *self, PyObject *args)
 {
@@ -599,19 +635,8 @@ offsets_to_T(PyObject *self, PyObject *args)
     PyArrayObject *out, *off;
     const int64_t *sel;
     if (check_out(out_obj, &out) < 0 || check_stats(stats_obj) < 0) goto finish;
-    if (!PyArray_Check(off_obj) || PyArray_NDIM((PyArrayObject *)off_obj) != 1 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || !PyArray_ISALIGNED((PyArrayObject *)off_obj) ||
-        PyArray_DIM((PyArrayObject *)off_obj, 0) < 1) {
-        PyErr_SetString(PyExc_TypeError, "offsets must be a 1-D aligned contiguous integer array of n+1");
-        goto finish;
-    }
-    off = (PyArrayObject *)off_obj;
-    int t = PyArray_TYPE(off);
-    if (!PyArray_ISNBO(PyArray_DESCR(off)->byteorder) ||
-        !(t == NPY_INT32 || t == NPY_INT64 || t == NPY_UINT32 || t == NPY_UINT64)) {
-        PyErr_SetString(PyExc_TypeError, "offsets must be native int32/int64/uint32/uint64");
-        goto finish;
-    }
+    int t;
+    if (check_offsets(off_obj, &off, &t) < 0) goto finish;
     npy_intp n_src = PyArray_DIM(off, 0) - 1;
     npy_intp size = PyArray_SIZE(out);
     if (get_sel(sel_obj, size, n_src, &sel) < 0) goto finish;
@@ -627,11 +652,7 @@ offsets_to_T(PyObject *self, PyObject *args)
     int err = 0; /* 1 = offsets out of bounds/decreasing, 2 = value too long, 3 = memory, 4 = sel changed */
     const uint8_t *data = (const uint8_t *)view.buf;
     Py_BEGIN_ALLOW_THREADS
-#define OFF(i) (t == NPY_INT32 ? (int64_t)((const int32_t *)od)[i]                       \
-                : t == NPY_INT64 ? ((const int64_t *)od)[i]                              \
-                : t == NPY_UINT32 ? (int64_t)((const uint32_t *)od)[i]                   \
-                : (((const uint64_t *)od)[i] > (uint64_t)INT64_MAX ? -1                   \
-                   : (int64_t)((const uint64_t *)od)[i]))
+#define OFF(i) read_offset(od, t, i)
     int64_t first = OFF(0);
     int64_t prev = first;
     if (prev < 0 || prev > dlen) err = 1;
@@ -1582,6 +1603,17 @@ arrow_result(PyArrayObject *off, PyArrayObject *data, int64_t total, int valid)
     return res;
 }
 
+/* the two result arrays: n + 1 int64 offsets and data_len bytes of data (uninitialised); -1 with
+ * a Python error (the caller releases what was allocated) */
+static int
+arrow_alloc(npy_intp n, npy_intp data_len, PyArrayObject **off, PyArrayObject **dat)
+{
+    npy_intp dims_off[1] = {n + 1}, dims_dat[1] = {data_len};
+    *off = (PyArrayObject *)PyArray_SimpleNew(1, dims_off, NPY_INT64);
+    *dat = *off ? (PyArrayObject *)PyArray_SimpleNew(1, dims_dat, NPY_UINT8) : NULL;
+    return *dat ? 0 : -1;
+}
+
 /* vlen_to_offsets(buf, n_expected, allow_trailing, validate) -> (int64 offsets, uint8 data, valid)
  * or None when the framing is wrong (the caller's Python walk raises the detailed ChunkError):
  * the checks of vlen_utf8_to_T. The data is allocated once at its final size, len(buf) - 4 - 4n
@@ -1600,10 +1632,7 @@ vlen_to_offsets(PyObject *self, PyObject *args)
     if (B < 4) goto malformed;
     int64_t n = rd_u32le(a);
     if ((n_expected >= 0 && n != n_expected) || n > (B - 4) / 4) goto malformed;
-    npy_intp dims_off[1] = {(npy_intp)(n + 1)}, dims_dat[1] = {(npy_intp)(B - 4 - 4 * n)};
-    off = (PyArrayObject *)PyArray_SimpleNew(1, dims_off, NPY_INT64);
-    dat = (PyArrayObject *)PyArray_SimpleNew(1, dims_dat, NPY_UINT8);
-    if (off == NULL || dat == NULL) goto finish;
+    if (arrow_alloc((npy_intp)n, (npy_intp)(B - 4 - 4 * n), &off, &dat) < 0) goto finish;
     int64_t *o = (int64_t *)PyArray_DATA(off);
     uint8_t *d = (uint8_t *)PyArray_DATA(dat);
     int err = 0, valid = 1;
@@ -1668,10 +1697,7 @@ fixed_to_offsets(PyObject *self, PyObject *args)
         goto finish;
     }
     npy_intp n = (npy_intp)(view.len / width);
-    npy_intp dims_off[1] = {n + 1}, dims_dat[1] = {(npy_intp)view.len};
-    off = (PyArrayObject *)PyArray_SimpleNew(1, dims_off, NPY_INT64);
-    dat = (PyArrayObject *)PyArray_SimpleNew(1, dims_dat, NPY_UINT8);
-    if (off == NULL || dat == NULL) goto finish;
+    if (arrow_alloc(n, (npy_intp)view.len, &off, &dat) < 0) goto finish;
     int64_t *o = (int64_t *)PyArray_DATA(off);
     uint8_t *d = (uint8_t *)PyArray_DATA(dat);
     const uint8_t *src = (const uint8_t *)view.buf;
@@ -1711,30 +1737,16 @@ offsets_check(PyObject *self, PyObject *args)
     int validate;
     if (!PyArg_ParseTuple(args, "y*Op", &view, &off_obj, &validate)) return NULL;
     PyObject *result = NULL;
-    if (!PyArray_Check(off_obj) || PyArray_NDIM((PyArrayObject *)off_obj) != 1 ||
-        !PyArray_IS_C_CONTIGUOUS((PyArrayObject *)off_obj) || !PyArray_ISALIGNED((PyArrayObject *)off_obj) ||
-        PyArray_DIM((PyArrayObject *)off_obj, 0) < 1) {
-        PyErr_SetString(PyExc_TypeError, "offsets must be a 1-D aligned contiguous integer array of n+1");
-        goto finish;
-    }
-    PyArrayObject *off = (PyArrayObject *)off_obj;
-    int t = PyArray_TYPE(off);
-    if (!PyArray_ISNBO(PyArray_DESCR(off)->byteorder) ||
-        !(t == NPY_INT32 || t == NPY_INT64 || t == NPY_UINT32 || t == NPY_UINT64)) {
-        PyErr_SetString(PyExc_TypeError, "offsets must be native int32/int64/uint32/uint64");
-        goto finish;
-    }
+    PyArrayObject *off;
+    int t;
+    if (check_offsets(off_obj, &off, &t) < 0) goto finish;
     npy_intp n = PyArray_DIM(off, 0) - 1;
     const char *od = PyArray_BYTES(off);
     const uint8_t *data = (const uint8_t *)view.buf;
     int64_t dlen = (int64_t)view.len;
     int status = 0;
     Py_BEGIN_ALLOW_THREADS
-#define OFF(i) (t == NPY_INT32 ? (int64_t)((const int32_t *)od)[i]                       \
-                : t == NPY_INT64 ? ((const int64_t *)od)[i]                              \
-                : t == NPY_UINT32 ? (int64_t)((const uint32_t *)od)[i]                   \
-                : (((const uint64_t *)od)[i] > (uint64_t)INT64_MAX ? -1                   \
-                   : (int64_t)((const uint64_t *)od)[i]))
+#define OFF(i) read_offset(od, t, i)
     int64_t first = OFF(0), prev = first;
     int boundary_bad = 0;
     if (prev < 0 || prev > dlen) status = 1;
