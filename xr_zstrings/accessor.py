@@ -1,5 +1,7 @@
 """``ds.zstrings`` / ``tree.zstrings``: this package's writers (in ``xr_zstrings.write``) and its
-encodings for xarray's own ``to_zarr`` as an accessor, e.g. ``ds.zstrings.to_nczarr(...)``.
+encodings for xarray's own ``to_zarr`` as an accessor, e.g. ``ds.zstrings.to_nczarr(...)``; and
+``ds.zstrings`` / ``da.zstrings`` as Arrow and pandas (``to_arrow``, ``to_dataframe``, the Arrow C
+stream; ``xr_zstrings.frames``).
 
 Registered when the xarray backend is imported (opening anything with ``engine="zstrings"``) or a
 public function is taken from the package (``xr_zstrings.to_nczarr``, ...) once xarray is loaded;
@@ -9,17 +11,23 @@ the writers never import it.
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import xarray as xr
 
 from .write import WriteMode  # (typing only: importing it loads no writer)
 
-__all__ = ["ZStringsAccessor"]
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+__all__ = ["ZStringsAccessor", "ZStringsArrayAccessor"]
 
 
 class ZStringsAccessor:
-    """String-aware NCZarr output for a Dataset or DataTree (same arguments as ``to_nczarr``)."""
+    """String-aware NCZarr output for a Dataset or DataTree (same arguments as ``to_nczarr``); a
+    Dataset as Arrow and pandas (``to_arrow``, ``to_dataframe``, ``__arrow_c_stream__``)."""
 
     def __init__(self, obj: xr.Dataset | xr.DataTree) -> None:
         self._obj = obj
@@ -81,6 +89,60 @@ class ZStringsAccessor:
         fmt = default_zarr_format() if fmt is None else fmt
         _refuse_format(store, fmt)
         return with_zarr_encoding(self._obj, fmt).to_zarr(store, zarr_format=fmt, **kwargs)
+
+
+    def to_arrow(self, *, dim_order: Sequence[Hashable] | None = None) -> pa.Table:
+        """The columns ``ds.to_dataframe().reset_index()`` has, as a ``pyarrow.Table`` whose text
+        columns are read from the store straight into Arrow; see ``frames.to_arrow``."""
+        from .frames import to_arrow
+
+        return to_arrow(self._dataset("to_arrow"), dim_order=dim_order)
+
+    def to_dataframe(self, *, dim_order: Sequence[Hashable] | None = None) -> pd.DataFrame:
+        """``ds.to_dataframe()`` with pandas ``str`` (Arrow-backed) text columns, no Python ``str``
+        in between; see ``frames.to_dataframe``."""
+        from .frames import to_dataframe
+
+        return to_dataframe(self._dataset("to_dataframe"), dim_order=dim_order)
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The Arrow C stream of ``to_arrow()``: ``pa.table(ds.zstrings)``, ``pl.DataFrame(ds.zstrings)``
+        and DuckDB read it."""
+        from .frames import arrow_stream
+
+        return arrow_stream(self._dataset("__arrow_c_stream__"), requested_schema)
+
+    def _dataset(self, what: str) -> xr.Dataset:
+        if not isinstance(self._obj, xr.Dataset):
+            raise TypeError(f"ds.zstrings.{what} works on a Dataset; for a DataTree use it on one group "
+                            f"(tree['/path'].to_dataset().zstrings.{what}).")
+        return self._obj
+
+
+class ZStringsArrayAccessor:
+    """``da.zstrings``: a DataArray as Arrow (``to_arrow``, the Arrow C stream) and as a pandas
+    DataFrame with Arrow-backed text, as ``da.to_dataframe()`` lays it out."""
+
+    def __init__(self, obj: xr.DataArray) -> None:
+        self._obj = obj
+
+    def to_arrow(self, *, dim_order: Sequence[Hashable] | None = None) -> pa.Table:
+        """The columns ``da.to_dataframe().reset_index()`` has, as a ``pyarrow.Table``; see ``frames.to_arrow``."""
+        from .frames import to_arrow
+
+        return to_arrow(self._obj, dim_order=dim_order)
+
+    def to_dataframe(self, *, dim_order: Sequence[Hashable] | None = None) -> pd.DataFrame:
+        """``da.to_dataframe()`` with pandas ``str`` (Arrow-backed) text columns; see ``frames.to_dataframe``."""
+        from .frames import to_dataframe
+
+        return to_dataframe(self._obj, dim_order=dim_order)
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        """The Arrow C stream of ``to_arrow()`` (an unnamed DataArray's column is ``"values"``)."""
+        from .frames import arrow_stream
+
+        return arrow_stream(self._obj, requested_schema)
 
 
 def _deprecated(old: str, new: str) -> None:
@@ -161,6 +223,7 @@ def _register() -> None:
         warnings.simplefilter("ignore")  # re-registering on reload is harmless
         xr.register_dataset_accessor("zstrings")(ZStringsAccessor)
         xr.register_datatree_accessor("zstrings")(ZStringsAccessor)
+        xr.register_dataarray_accessor("zstrings")(ZStringsArrayAccessor)
 
 
 _register()

@@ -1,0 +1,255 @@
+"""Datasets and DataArrays as Arrow tables and pandas DataFrames (``ds.zstrings.to_arrow()``,
+``.to_dataframe()``, the Arrow C stream): the rows ``to_dataframe()`` gives, with string columns
+built as Arrow arrays (straight from the store's chunks where the data is still lazy), so no Python
+``str`` stands between the chunk and pandas, polars, DuckDB or pyarrow.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import xarray as xr
+from xarray.core import indexing
+
+from .backend import ZStringsBackendArray
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
+
+__all__ = ["lazy_source", "to_arrow", "to_dataframe"]
+
+# DataArray.to_dataframe's trick: a name no coordinate can hold, renamed back at the end
+_UNIQUE = "__xr_zstrings_dataarray_values_4f1c__"
+
+
+def to_arrow(obj: xr.Dataset | xr.DataArray, *, dim_order: Sequence[Hashable] | None = None) -> pa.Table:
+    """The columns ``obj.to_dataframe(dim_order).reset_index()`` has (same names, as ``str``, same
+    order and rows: values flattened in C order over the dimensions, broadcast as ``to_dataframe``
+    broadcasts them) as a ``pyarrow.Table``. Text is ``large_string``, bytes ``large_binary``,
+    missing values nulls; lazily opened text variables are read from the store into Arrow directly."""
+    import pyarrow as pa
+
+    frame = _Frame.of(obj, dim_order)
+    names, arrays = frame.index_columns()
+    for name in frame.columns:
+        names.append(frame.label(name))
+        arrays.append(frame.arrow_column(name))
+    return pa.Table.from_arrays(arrays, names=[str(n) for n in names])
+
+
+def to_dataframe(obj: xr.Dataset | xr.DataArray, *, dim_order: Sequence[Hashable] | None = None) -> pd.DataFrame:
+    """What ``obj.to_dataframe(dim_order)`` gives (same index, columns and values), but text
+    columns are pandas' ``str`` dtype backed by the Arrow arrays (bytes: ``ArrowDtype(large_binary)``),
+    built without a Python object per value; missing text stays missing (NaN, as ``str`` shows it)."""
+    import pandas as pd
+
+    frame = _Frame.of(obj, dim_order)
+    index = frame.ds.coords.to_index(list(frame.dims))
+    data = {frame.label(name): frame.pandas_column(name) for name in frame.columns}
+    return pd.DataFrame(data, index=index, copy=False)
+
+
+def arrow_stream(obj: xr.Dataset | xr.DataArray, requested_schema: Any = None) -> Any:
+    """The Arrow C stream (PyCapsule) of ``to_arrow(obj)``; an unnamed DataArray's column is
+    ``"values"``, as in xarray's own ``DataArray.__arrow_c_stream__``."""
+    if isinstance(obj, xr.DataArray) and obj.name is None:
+        obj = obj.rename("values")
+    return to_arrow(obj).__arrow_c_stream__(requested_schema)
+
+
+def lazy_source(variable: xr.Variable) -> tuple[ZStringsBackendArray, indexing.ExplicitIndexer] | None:
+    """The backend array under an engine="zstrings" Variable and the selection xarray holds for it
+    (``LazilyIndexedArray.key``), or None when the data is loaded, dask, another engine's, or under
+    a wrapper we do not know (vectorized or transposed selections, CF decoding functions).
+
+    xarray has no public way to reach a backend array: this walks its lazy wrappers
+    (MemoryCachedArray, CopyOnWriteArray, LazilyIndexedArray) and is the one place that knows them.
+    Should xarray change them, None sends every caller to the loaded values: slower, still right.
+    """
+    data: Any = getattr(variable, "_data", None)
+    key: indexing.ExplicitIndexer | None = None
+    for _ in range(8):  # (a few wrappers deep at most)
+        if isinstance(data, ZStringsBackendArray):
+            return (data, key) if key is not None else (data, indexing.BasicIndexer((slice(None),) * data.ndim))
+        if isinstance(data, (indexing.MemoryCachedArray, indexing.CopyOnWriteArray)):
+            data = data.array
+        elif type(data) is indexing.LazilyIndexedArray and key is None:
+            key, data = data.key, data.array
+        else:
+            return None
+    return None
+
+
+def _is_text(dtype: Any) -> bool:
+    return isinstance(dtype, np.dtype) and dtype.kind in "TUSO"
+
+
+def _via_arrow(variable: xr.Variable) -> bool:
+    """Text (or object) values and pandas extension arrays go through Arrow; numbers and times
+    are taken as xarray's (CF-decoded) numpy values."""
+    return _is_text(variable.dtype) or not isinstance(variable.dtype, np.dtype)
+
+
+def _is_text_type(t: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    return bool(pa.types.is_large_string(t) or pa.types.is_string(t) or pa.types.is_string_view(t))
+
+
+def _text_type(values: np.ndarray) -> pa.DataType:
+    import pyarrow as pa
+
+    return pa.large_binary() if values.dtype.kind == "S" else pa.large_string()
+
+
+def _numpy_text_to_arrow(values: np.ndarray, what: Hashable) -> pa.Array:
+    """In-memory text (StringDType, ``<U``, ``|S``, object) as one Arrow array: pyarrow builds it
+    from StringDType without Python objects; an object array's NaN/None become nulls, and objects
+    other than str/bytes keep the type pyarrow infers for them."""
+    import pyarrow as pa
+
+    flat = np.ravel(values)
+    if flat.dtype.kind != "O":
+        return pa.array(flat, type=_text_type(flat), from_pandas=True)
+    try:
+        arr = pa.array(flat, from_pandas=True)
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        kinds = sorted({type(v).__name__ for v in flat[:100]})
+        raise TypeError(f"Cannot convert variable {what!r} to Arrow: its object values ({', '.join(kinds)}) "
+                        f"have no Arrow type ({e}). Convert or drop it first (e.g. ds.drop_vars({what!r})).") from e
+    if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
+        return arr.cast(pa.large_binary())
+    if pa.types.is_null(arr.type) or pa.types.is_string(arr.type):
+        return arr.cast(pa.large_string())
+    return arr
+
+
+def _variable_arrow(variable: xr.Variable, what: Hashable) -> pa.ChunkedArray:
+    """A text or extension-array Variable's values flattened in C order over its own dims: read
+    from the store straight into Arrow when still lazy, else converted from the values."""
+    import pyarrow as pa
+
+    found = lazy_source(variable) if _is_text(variable.dtype) else None
+    read = getattr(found[0], "arrow", None) if found is not None else None  # (READ's, issue 39)
+    if found is not None and read is not None:
+        out = read(found[1])
+    elif _is_text(variable.dtype):
+        out = _numpy_text_to_arrow(variable.values, what)
+    else:  # a pandas extension array (1-D; xarray keeps it as it is)
+        out = pa.array(getattr(variable.data, "array", variable.data))
+    out = out if isinstance(out, pa.ChunkedArray) else pa.chunked_array([out])
+    if len(out) != math.prod(variable.shape):
+        raise AssertionError(f"Arrow column {what!r} has {len(out)} values for a variable of shape {variable.shape}")
+    return out
+
+
+def _broadcast_positions(dims: tuple[Hashable, ...], shape: tuple[int, ...], sizes: dict[Hashable, int]) -> np.ndarray:
+    """For each row of the frame (C order over ``sizes``), the flat (C order) position of its value
+    in a variable of ``dims``/``shape``: what ``set_dims(...).values.reshape(-1)`` picks."""
+    strides = [math.prod(shape[j + 1:]) for j in range(len(shape))]
+    pos = np.zeros([1] * len(sizes), dtype=np.int64)
+    for axis, dim in enumerate(sizes):
+        if dim in dims:
+            j = dims.index(dim)
+            along = [1] * len(sizes)
+            along[axis] = sizes[dim]
+            pos = pos + (np.arange(sizes[dim], dtype=np.int64) * strides[j]).reshape(along)
+    return np.broadcast_to(pos, tuple(sizes.values())).reshape(-1)
+
+
+@dataclass
+class _Frame:
+    """A Dataset (a DataArray as its one-variable Dataset) with the dims in frame order and the
+    variables that become columns, as ``Dataset._to_dataframe`` chooses them."""
+
+    ds: xr.Dataset
+    sizes: dict[Hashable, int]
+    columns: list[Hashable]
+    rename: dict[Hashable, Hashable]
+
+    @property
+    def dims(self) -> tuple[Hashable, ...]:
+        return tuple(self.sizes)
+
+    @classmethod
+    def of(cls, obj: xr.Dataset | xr.DataArray, dim_order: Sequence[Hashable] | None) -> _Frame:
+        rename: dict[Hashable, Hashable] = {}
+        if isinstance(obj, xr.DataArray):
+            if obj.name is None:
+                raise ValueError("cannot convert an unnamed DataArray to a DataFrame: give it a name "
+                                 "(da.rename('name')), as DataArray.to_dataframe asks")
+            if obj.ndim == 0:
+                raise ValueError("cannot convert a scalar to a DataFrame")
+            ds = obj.to_dataset(name=_UNIQUE)
+            rename = {_UNIQUE: obj.name}
+            default: Iterable[Hashable] = obj.dims
+        elif isinstance(obj, xr.Dataset):
+            ds, default = obj, obj.dims
+        else:
+            raise TypeError(f"to_arrow/to_dataframe take an xarray Dataset or DataArray, not {type(obj).__name__}")
+        order = list(default) if dim_order is None else list(dim_order)
+        if set(order) != set(ds.dims) or len(order) != len(ds.dims):
+            raise ValueError(f"dim_order {list(order)} does not match the set of dimensions of this "
+                             f"{type(obj).__name__}: {list(ds.dims)}")
+        columns = [k for k in ds.variables if k not in ds.xindexes]
+        return cls(ds, {d: ds.sizes[d] for d in order}, columns, rename)
+
+    def label(self, name: Hashable) -> Hashable:
+        return self.rename.get(name, name)
+
+    def index_columns(self) -> tuple[list[Hashable], list[pa.Array]]:
+        """The columns ``reset_index()`` makes of the index ``to_dataframe`` builds (pandas' own
+        arrays as Arrow: a ``str`` index level is handed over without a copy)."""
+        import pandas as pd
+        import pyarrow as pa
+
+        index = self.ds.coords.to_index(list(self.dims))
+        levels = ([index.get_level_values(i) for i in range(index.nlevels)]
+                  if isinstance(index, pd.MultiIndex) else [index])
+        names: list[Hashable] = [lv.name for lv in levels]
+        return names, [pa.Array.from_pandas(lv) for lv in levels]
+
+    def arrow_column(self, name: Hashable) -> pa.Array | pa.ChunkedArray:
+        """One variable as the frame's column: text via Arrow (reordered/broadcast with ``take``
+        where its dims are not the frame's), numbers from xarray's (CF-decoded) values."""
+        import pyarrow as pa
+
+        var = self.ds.variables[name]
+        if _via_arrow(var):
+            out = _variable_arrow(var, self.label(name))
+            if var.dims != self.dims:
+                out = out.take(pa.array(_broadcast_positions(var.dims, var.shape, self.sizes)))
+            return out
+        values = np.ravel(var.set_dims(self.sizes).values)
+        return pa.array(values, from_pandas=False)
+
+    def pandas_column(self, name: Hashable) -> Any:
+        """One variable as ``to_dataframe`` makes it, text as a pandas Arrow-backed array."""
+        import pyarrow as pa
+
+        var = self.ds.variables[name]
+        if not _via_arrow(var):
+            return var.set_dims(self.sizes).values.reshape(-1)
+        col = self.arrow_column(name)
+        if not isinstance(var.dtype, np.dtype) and hasattr(var.dtype, "__from_arrow__"):
+            return var.dtype.__from_arrow__(col)
+        if not (_is_text_type(col.type) or pa.types.is_large_binary(col.type)):
+            return var.set_dims(self.sizes).values.reshape(-1)  # (objects that are not text: as xarray)
+        return _pandas_text(col)
+
+
+def _pandas_text(col: pa.Array | pa.ChunkedArray) -> Any:
+    """An Arrow text column as pandas' ``str`` (``StringDtype("pyarrow", na_value=nan)``, pandas 3's
+    default) holding the same buffers; bytes as ``ArrowDtype(large_binary)``."""
+    import pandas as pd
+    import pyarrow as pa
+
+    chunked = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
+    if _is_text_type(chunked.type):
+        return pd.arrays.ArrowStringArray(chunked, dtype=pd.StringDtype("pyarrow", na_value=np.nan))
+    return pd.arrays.ArrowExtensionArray(chunked)
