@@ -76,8 +76,10 @@ class ArrowBackendArray(BackendArray):
         return pd.arrays.ArrowExtensionArray(got)
 
     def index(self, name: Hashable) -> pd.Index:
-        """All values as a pandas Index (a dimension coordinate: xarray builds its index from it)."""
-        return pd.Index(self._read((slice(None),)), name=name, copy=False)
+        """All values as a pandas ``str`` Index over the same Arrow buffers (no copy): a dimension
+        coordinate, whose index xarray takes as it is. Its Variable keeps the numpy dtype of a "T"
+        read: xarray 2026.9 cannot align indexes whose coordinate has an extension dtype."""
+        return pd.Index(self._read((slice(None),)), name=name, copy=False).astype(_pandas_str(), copy=False)
 
 
 class ArrowValues(PandasExtensionArray):
@@ -103,6 +105,15 @@ class ArrowValues(PandasExtensionArray):
 def _scalar(one: pd.api.extensions.ExtensionArray) -> np.ndarray:
     """One value as a 0-d object array, as ``.values`` gives the whole variable (missing: pd.NA)."""
     return np.asarray(one, dtype=object).reshape(())
+
+
+def _pandas_str() -> Any:
+    """pandas 3's default ``str`` dtype (Arrow-backed, missing values NaN); pandas < 2.3 has no such
+    dtype: the Arrow dtype itself there."""
+    try:
+        return pd.StringDtype("pyarrow", na_value=np.nan)
+    except TypeError:
+        return pd.ArrowDtype(pa.large_string())
 
 
 def _numpy_to_arrow(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
@@ -137,7 +148,9 @@ def with_arrow_strings(ds: xr.Dataset, contents: Any, backend_array: type, group
             continue
         arr = ArrowBackendArray(source, atype)
         if var.dims == (name,):  # a dimension coordinate: xarray reads its index at open anyway
-            data: Any = indexing.PandasIndexingAdapter(arr.index(name))
+            if atype != pa.large_string():
+                continue  # (bytes labels: as decoded)
+            data: Any = indexing.PandasIndexingAdapter(arr.index(name), dtype=var.dtype)
         else:
             data = indexing.LazilyIndexedArray(arr)
         new = xr.Variable(var.dims, data, var.attrs, var.encoding, fastpath=True)
