@@ -46,8 +46,8 @@ def arrow_type_of(data: Any) -> pa.DataType | None:
 class ArrowBackendArray(BackendArray):
     """A 1-D variable's values as a pandas ``ArrowDtype`` array, read lazily through ``source``.
 
-    ``source`` is the variable's ``ZStringsBackendArray``: its ``arrow`` method (the chunks' Arrow
-    arrays) when it has one, else its numpy read converted by pyarrow (no Python objects either way).
+    ``source`` is the variable's ``ZStringsBackendArray``: its ``arrow`` method reads the selection
+    from the chunk buffers straight into Arrow (no Python ``str``, no StringDType in between).
     """
 
     def __init__(self, source: Any, arrow_type: pa.DataType) -> None:
@@ -66,11 +66,7 @@ class ArrowBackendArray(BackendArray):
         return ArrowValues(self._read((k,)))
 
     def _read(self, key: tuple[Any, ...]) -> pd.api.extensions.ExtensionArray:
-        arrow = getattr(self.source, "arrow", None)
-        if arrow is not None:
-            got = arrow(indexing.OuterIndexer(key) if _outer(key) else indexing.BasicIndexer(key))
-        else:
-            got = pa.chunked_array([_numpy_to_arrow(self.source.data[key], self.arrow_type)], type=self.arrow_type)
+        got = self.source.arrow(indexing.OuterIndexer(key) if _outer(key) else indexing.BasicIndexer(key))
         if got.type != self.arrow_type:
             got = got.cast(self.arrow_type)
         return pd.arrays.ArrowExtensionArray(got)
@@ -114,17 +110,6 @@ def _pandas_str() -> Any:
         return pd.StringDtype("pyarrow", na_value=np.nan)
     except TypeError:
         return pd.ArrowDtype(pa.large_string())
-
-
-def _numpy_to_arrow(values: np.ndarray, arrow_type: pa.DataType) -> pa.Array:
-    """A numpy read as Arrow: ``|Sn`` bytes keep NULs inside a value (pyarrow's own conversion cuts
-    them), StringDType/object through pyarrow (StringDType's NA object -> null)."""
-    if values.dtype.kind == "S" and values.dtype.itemsize:
-        from .text.arrow import fixed_to_arrow
-
-        u8 = np.ascontiguousarray(values).reshape(-1).view(np.uint8).reshape(values.size, values.dtype.itemsize)
-        return fixed_to_arrow(u8, trailing=True, kind="bytes").cast(arrow_type)
-    return pa.array(np.ravel(values), type=arrow_type)
 
 
 def _outer(key: tuple[Any, ...]) -> bool:

@@ -24,6 +24,7 @@ from peers import nc_url
 
 import xr_zstrings
 from xr_zstrings import ZStringsError
+from xr_zstrings.read.lazy import LazyArray
 from xr_zstrings.text.dtypes import resolve_string_dtype
 from xr_zstrings.xarray_arrow import numpy_strings
 
@@ -165,6 +166,21 @@ def test_1d_variables_stay_lazy_until_read(tmp_path: Path) -> None:
     assert not part.variable._in_memory
     assert _plain(part.values) == ["a", "é"]
     assert isinstance(part.load().variable.data, pd.arrays.ArrowExtensionArray)
+
+
+def test_values_are_read_into_arrow_not_through_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Arrow variables are built by the Arrow read of the chunks (LazyArray.arrow), never by the
+    numpy read (StringDType) converted afterwards."""
+    store = _netcdf_c(tmp_path / "s.zarr")
+    a = _open(store, string_dtype="arrow").drop_vars("m")
+
+    def numpy_read(self: LazyArray, key: Any) -> Any:
+        raise AssertionError(f"numpy read of {self.what} {key}")
+
+    monkeypatch.setattr(LazyArray, "__getitem__", numpy_read)
+    assert _plain(a["s"].isel(x=[3, 0]).values) == ["bb", "a"]
+    assert _plain(a["c"].values) == ["ab", "c", "dé", "", "x", "yz"]
+    assert a[["s", "c"]].to_dataframe()["c"].dtype == STR
 
 
 def test_to_dataframe_gives_arrow_columns(store: Path) -> None:
