@@ -252,6 +252,30 @@ def test_results_do_not_depend_on_the_lazy_source(store, monkeypatch):
     _assert_same_table(frames.to_arrow(_open(store).isel(x=slice(1, 4))), direct)
 
 
+def test_the_store_route_reads_text_as_arrow(forty, monkeypatch):
+    """A lazy text variable is read by the backend's Arrow read; not through its numpy values."""
+    ds = xr.open_dataset(forty, engine="zstrings")
+    backend, _ = frames.lazy_source(ds.s.variable)  # type: ignore[misc]
+    calls: list[Any] = []
+    read = type(backend).arrow
+
+    def spy(self, key):  # type: ignore[no-untyped-def]
+        calls.append(key)
+        return read(self, key)
+
+    monkeypatch.setattr(type(backend), "arrow", spy)
+    numpy_read = type(backend).__getitem__
+
+    def no_text_as_numpy(self, key):  # type: ignore[no-untyped-def]
+        assert self.dtype.kind != "T", "text read as numpy"
+        return numpy_read(self, key)
+
+    monkeypatch.setattr(type(backend), "__getitem__", no_text_as_numpy)
+    table = ds.isel(x=slice(3, 30)).zstrings.to_arrow()
+    assert [k.tuple for k in calls] == [(slice(3, 30, 1),)]
+    assert table["s"].to_pylist() == _forty()[3:30].tolist()
+
+
 def _data_buffers(col: pa.ChunkedArray | pa.Array) -> list[int]:
     """The addresses of a string column's data buffers (one per chunk; a view array's variadic ones)."""
     chunks = col.chunks if isinstance(col, pa.ChunkedArray) else [col]

@@ -30,6 +30,7 @@ _LAZY = {
     "migrate": "xr_zstrings.write.migrate",
     "with_zarr_encoding": "xr_zstrings.write.encoding",
     "read_arrow": "xr_zstrings.read.arrow",
+    "arrow_to_stringdtype": "xr_zstrings.text.arrow",
     "show_versions": "xr_zstrings.versions",
 }
 #: the old names, still importable (calling one warns FutureWarning naming the new one); not in __all__

@@ -135,9 +135,9 @@ def _variable_arrow(variable: xr.Variable, what: Hashable) -> pa.ChunkedArray:
     import pyarrow as pa
 
     found = lazy_source(variable) if _is_text(variable.dtype) else None
-    read = getattr(found[0], "arrow", None) if found is not None else None  # (READ's, issue 39)
-    if found is not None and read is not None:
-        out = read(found[1])
+    if found is not None:
+        backend, key = found
+        out = backend.arrow(key)
     elif _is_text(variable.dtype):
         out = _numpy_text_to_arrow(variable.values, what)
     else:  # a pandas extension array (1-D; xarray keeps it as it is)
