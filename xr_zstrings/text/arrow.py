@@ -194,7 +194,7 @@ def vlen_frames_to_arrow(
 
 
 def _fixed_matrix(u8: Any, what: str) -> np.ndarray:
-    """(n, width) C-contiguous uint8 from a uint8 matrix or a 1-D |Sn array."""
+    """(n, width) C-contiguous uint8 from a uint8 matrix or a 1-D ``|Sn`` array."""
     m = np.asarray(u8)
     if m.dtype.kind == "S" and m.ndim == 1:
         return np.ascontiguousarray(m).view(np.uint8).reshape(m.shape[0], m.dtype.itemsize)
@@ -258,10 +258,10 @@ def fixed_to_arrow(
     what: str = "",
     index: Index | None = None,
 ) -> pa.Array:
-    """Fixed-width values, uint8 (n, width) (|Sn values, or NC_CHAR rows joined) -> Arrow.
+    """Fixed-width values, uint8 (n, width) (``|Sn`` values, or NC_CHAR rows joined) -> Arrow.
 
     A value ends at its first NUL (netcdf-c's NC_STRING rule) or, with ``trailing``, loses its
-    trailing NULs only (NC_CHAR, |Sn with _Encoding): the values of
+    trailing NULs only (NC_CHAR, ``|Sn`` with ``_Encoding``): the values of
     :func:`text.fixed.decode_fixed_utf8` / :func:`text.nc_char.decode_char_array` (UTF-8).
     ``index(k)`` names value k in errors (default: its position).
     """
