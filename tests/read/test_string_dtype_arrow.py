@@ -306,3 +306,24 @@ def test_dask_chunks_are_refused_by_xarray(tmp_path: Path) -> None:
     store = _netcdf_c(tmp_path / "s.zarr")
     with pytest.raises(TypeError, match="large_string"):
         _open(store, string_dtype="arrow", chunks={})
+
+
+def test_lazy_arrow_variables_need_load_before_concat(tmp_path: Path) -> None:
+    """A fact of xarray 2026.9 the docs state: it cannot combine lazy extension arrays."""
+    store = _netcdf_c(tmp_path / "s.zarr")
+    a = _open(store, string_dtype="arrow").drop_vars("m")
+    with pytest.raises(ValueError, match="to a NumPy dtype"):
+        xr.concat([a, a], "x")
+    assert _plain(xr.concat([a.load(), a.load()], "x")["c"].values) == ["ab", "c", "dé", "", "x", "yz"] * 2
+
+
+def test_xarray_refuses_pandas_str_arrays_so_arrow_dtype_it_is() -> None:
+    """Why ArrowDtype and not pandas 3's ``str`` (docs/guide.md): a Variable of ``str`` cannot be
+    selected from in xarray 2026.9; one of ArrowDtype can."""
+    values = pa.chunked_array([pa.array(["a", None, "c"], pa.large_string())])
+    as_str = xr.Variable("x", pd.array(pd.arrays.ArrowExtensionArray(values)).astype(
+        pd.StringDtype("pyarrow", na_value=np.nan)))
+    with pytest.raises(TypeError, match="Invalid array type"):
+        as_str.isel(x=[0, 2])
+    as_arrow = xr.Variable("x", pd.arrays.ArrowExtensionArray(values))
+    assert as_arrow.isel(x=[0, 2]).dtype == STR
