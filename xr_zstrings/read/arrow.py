@@ -20,7 +20,7 @@ from .lazy import LazyArray
 from .options import ReadOptions
 from .tree import open_tree
 
-__all__ = ["arrow_type", "assemble", "box_of", "fill_run", "read_arrow", "values_to_arrow"]
+__all__ = ["arrow_type", "assemble", "box_of", "fill_run", "mask_equal", "read_arrow", "values_to_arrow"]
 
 
 def arrow_type(decode: Decode) -> Any:
@@ -69,6 +69,25 @@ def values_to_arrow(values: np.ndarray, decode: Decode) -> Any:
     if flat.dtype.kind == "O":
         return pa.chunked_array([pa.array(flat, typ, from_pandas=True)], type=typ)
     return pa.chunked_array([pa.array(flat).cast(typ)], type=typ)
+
+
+def mask_equal(out: Any, value: Any) -> Any:
+    """``out`` (a ``pyarrow.ChunkedArray``) with the elements equal to ``value`` (str, or bytes:
+    encoded to compare with text) null; the buffers are not copied."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..text.arrow import with_nulls
+
+    if pa.types.is_large_binary(out.type) and isinstance(value, str):
+        value = value.encode("utf-8")
+    if pa.types.is_large_string(out.type) and isinstance(value, bytes):
+        value = value.decode("utf-8", "surrogateescape")
+    chunks = []
+    for c in out.chunks:
+        hit = pc.fill_null(pc.equal(c, pa.scalar(value, out.type)), False).to_numpy(zero_copy_only=False)
+        chunks.append(with_nulls(c, hit) if hit.any() else c)
+    return pa.chunked_array(chunks, type=out.type)
 
 
 def _flat_span(dst: tuple[slice, ...], out_shape: tuple[int, ...]) -> tuple[int, int] | None:
@@ -168,5 +187,8 @@ def read_arrow(target: Any, variable: str, *, group: str = "/", storage_options:
         out = data.arrow(())
     else:  # read through zarr-python
         out = values_to_arrow(data[(slice(None),) * data.ndim], data.decode)
+    fill = spec.attrs.get("_FillValue")
+    if Decode(data.decode).as_bytes and opts.mask_and_scale and isinstance(fill, (str, bytes)):
+        out = mask_equal(out, fill)  # (a bytes result's fill: what xarray's CF decoding masks)
     tree.store.check_version()
     return out

@@ -207,16 +207,9 @@ class LazyArray:
             self._warn_marker()
         if self.missing is None or not len(out):
             return out
-        from ..text.arrow import with_nulls
+        from .arrow import mask_equal
 
-        missing: Any = self.missing
-        if pa.types.is_large_binary(out.type) and isinstance(missing, str):
-            missing = missing.encode("utf-8")
-        chunks = []
-        for c in out.chunks:
-            hit = pc.fill_null(pc.equal(c, pa.scalar(missing, out.type)), False).to_numpy(zero_copy_only=False)
-            chunks.append(with_nulls(c, hit) if hit.any() else c)
-        return pa.chunked_array(chunks, type=out.type)
+        return mask_equal(out, self.missing)
 
     def _axis_runs(self, ax: int, k: Any, n: int, chunk: int) -> tuple[list[tuple[slice, Any, Any]], int, bool]:
         """One axis of an outer-indexing key: its runs (``_runs``), the output length and whether
