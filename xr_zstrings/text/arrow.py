@@ -79,14 +79,14 @@ def _utf8_ok(arr: pa.Array) -> bool:
 
 
 def _bad_values(arr: pa.Array) -> np.ndarray:
-    """Positions of the values that are not valid UTF-8 (error path: blocks Arrow rejects are
-    decoded one by one)."""
+    """Positions of the values of a (large_)string array that are not valid UTF-8 (error path:
+    the blocks Arrow rejects are decoded one by one)."""
     bad = []
     for b0 in range(0, len(arr), _BLOCK):
         blk = arr.slice(b0, _BLOCK)
         if _utf8_ok(blk):
             continue
-        for j, b in enumerate(blk.view(_BIN).to_pylist()):
+        for j, b in enumerate(blk.view(_BIN if pa.types.is_large_string(arr.type) else pa.binary()).to_pylist()):
             try:
                 (b or b"").decode("utf-8")
             except UnicodeDecodeError:

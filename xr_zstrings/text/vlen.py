@@ -745,17 +745,6 @@ def _spans_to_T(
     return out
 
 
-def _arrow_first_bad(arr: pa.Array) -> int:
-    """Index of the first element whose bytes are not valid UTF-8 (error path only)."""
-    bin_arr = arr.view(pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary())
-    for i, b in enumerate(bin_arr.to_pylist()):
-        try:
-            (b or b"").decode("utf-8")
-        except UnicodeDecodeError:
-            return i
-    return -1
-
-
 def vlen_to_arrow(chunk: VlenChunk, *, kind: Kind = "str", large: bool = False, what: str = "") -> pa.Array:
     """VlenChunk -> pa.(large_)string/binary array; zero-copy when offsets already match, UTF-8 validated."""
     _check_kind(kind)
@@ -781,8 +770,11 @@ def vlen_to_arrow(chunk: VlenChunk, *, kind: Kind = "str", large: bool = False, 
         arr.validate(full=True)
     except (pa.ArrowInvalid, pa.ArrowException) as e:
         if kind == "str":
-            i = _arrow_first_bad(arr)
-            if i >= 0:
+            from .arrow import _bad_values  # (text.arrow builds on this module)
+
+            bad = _bad_values(arr)
+            if bad.size:
+                i = int(bad[0])
                 a = chunk.data
                 s, ln = int(chunk.offsets[i]), int(chunk.offsets[i + 1]) - int(chunk.offsets[i])
                 _decode_one(a, s, ln, "strict", what, i)  # raises StringDecodeError with details
