@@ -91,6 +91,10 @@ class ArrowValues(PandasExtensionArray):
         got = super().__getitem__(key)
         return ArrowValues(got.array) if type(got) is PandasExtensionArray else got
 
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        out = super().__array_function__(func, types, args, kwargs)  # (concatenate, where, ...)
+        return ArrowValues(out.array) if type(out) is PandasExtensionArray else out
+
     def __copy__(self) -> ArrowValues:
         return ArrowValues(copy.copy(self.array))
 

@@ -146,7 +146,9 @@ def test_loaded_arrow_variables_align_and_reindex(tmp_path: Path) -> None:
     assert got.dtype == STR
     assert _plain(got.values) == ["bb", None, "a"]  # (as written by netcdf-c above; "T" cannot reindex here:
     # xarray 2026.9 fills with NaN, which a StringDType without an NA object refuses)
-    assert xr.concat([a, a], "x")["s"].dtype == STR
+    both = xr.concat([a, a], "x")
+    assert both["s"].dtype == STR
+    assert _plain([both["s"].isel(x=7).values]) == ["é"]  # one value of the combined Arrow array
 
 
 def test_missing_values_stay_missing(tmp_path: Path, kernels: str) -> None:
