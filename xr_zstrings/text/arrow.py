@@ -28,11 +28,11 @@ from .vlen import (
     _as_u8,
     _check_kind,
     _decode_one,
+    _spans_to_T,
     _where,
     decode_vlen_utf8_chunk,
     validate_offsets,
     vlen_into,
-    vlen_to_numpy,
 )
 
 __all__ = [
@@ -366,9 +366,9 @@ def _fill_chunk(arr: pa.Array, out: np.ndarray) -> None:
     bufs = arr.buffers()
     off = np.frombuffer(bufs[1], dtype=np.int64 if isz == 8 else np.int32, count=n + 1, offset=arr.offset * isz)
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
-    chunk = VlenChunk(off, data)
-    if not vlen_into(chunk, out, None, utf8_errors="strict"):
-        out[...] = vlen_to_numpy(chunk, kind="str", utf8_errors="strict")
+    if not vlen_into(VlenChunk(off, data), out, None, utf8_errors="strict"):  # the fallback: numpy's S->T cast
+        off64 = off.astype(np.int64)
+        _spans_to_T(data, off64[:-1], np.diff(off64), "strict", "", out=out)
 
 
 def _fill_any(arr: pa.Array, out: np.ndarray) -> None:

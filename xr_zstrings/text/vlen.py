@@ -676,16 +676,19 @@ def _decode_one(a: np.ndarray, s: int, ln: int, policy: str, what: str, i: int, 
 
 
 def _spans_to_T(
-    a: np.ndarray, starts: np.ndarray, lens: np.ndarray, policy: str, what: str, index: np.ndarray | None = None
+    a: np.ndarray, starts: np.ndarray, lens: np.ndarray, policy: str, what: str, index: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Strings a[starts[i] : starts[i] + lens[i]] -> StringDType, with no Python objects.
+    """Strings a[starts[i] : starts[i] + lens[i]] -> StringDType (into ``out`` when given: any 1-D
+    StringDType array of their number), with no Python objects.
 
     Short strings are gathered into a NUL-padded |S matrix (strided window view + row gather +
     tail mask), UTF-8 validated by Arrow, then cast by numpy's S->T cast; long ones go one by one.
     ``index`` maps rows back to chunk element numbers for error messages.
     """
     n = int(lens.shape[0])
-    out = np.empty(n, _T)
+    if out is None:
+        out = np.empty(n, _T)
     if n == 0:
         return out
     maxlen = int(lens.max())
