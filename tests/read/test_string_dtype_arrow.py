@@ -84,7 +84,23 @@ def _zarr_v2_bytes(path: Path) -> Path:
     return path
 
 
-STORES = {"nczarr": _netcdf_c, "zarr3": _zarr_v3, "zarr2-bytes": _zarr_v2_bytes}
+def _unicode(zarr_format: int) -> Any:
+    """Fixed-width UTF-32 strings xarray's engine="zarr" wrote from ``<U`` (Zarr v2 ``<U``, Zarr v3
+    ``fixed_length_utf32``)."""
+
+    def write(path: Path) -> Path:
+        ds = xr.Dataset({"s": ("x", np.array(["a", "é", "", "bb", "東京", "d"], dtype="U2"))},
+                        coords={"x": np.array(LABELS, dtype="U2")})
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # (zarr-python: fixed_length_utf32 is not in the v3 spec)
+            ds.to_zarr(path, zarr_format=zarr_format, mode="w", encoding={"s": {"chunks": (4,)}})
+        return path
+
+    return write
+
+
+STORES = {"nczarr": _netcdf_c, "zarr3": _zarr_v3, "zarr2-bytes": _zarr_v2_bytes, "zarr2-unicode": _unicode(2),
+          "zarr3-utf32": _unicode(3)}
 
 
 @pytest.fixture(params=sorted(STORES))
