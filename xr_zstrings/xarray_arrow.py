@@ -88,6 +88,8 @@ class ArrowValues(PandasExtensionArray):
         k = parts[0] if len(parts) == 1 else key  # (xarray asks for (i, ...) to get a 0-d result)
         if isinstance(k, (int, np.integer)):
             return _scalar(self.array[int(k) : int(k) + 1 or None])
+        if isinstance(k, np.ndarray) and k.ndim > 1:  # a vectorized selection of more than 1-D: numpy
+            return np.asarray(self.array.take(k.reshape(-1)), dtype=object).reshape(k.shape)
         got = super().__getitem__(key)
         return ArrowValues(got.array) if type(got) is PandasExtensionArray else got
 

@@ -227,7 +227,9 @@ def test_isel_and_sel_on_the_string_index(tmp_path: Path, loaded: bool) -> None:
         got, want = a.sel(sel), t.sel(sel)
         for name in ("s", "c", "x"):
             assert _plain(got[name].values) == _plain(want[name].values), (sel, name)
-    for isel in ({"x": 3}, {"x": -1}, {"x": [5, 0, 2]}, {"x": slice(None, None, 2)}):
+    vectorized = xr.DataArray([[5, 0], [2, 2]], dims=("a", "b"))  # (2-D: numpy object, as .values)
+    for isel in ({"x": 3}, {"x": -1}, {"x": [5, 0, 2]}, {"x": slice(None, None, -2)}, {"x": slice(2, 2)},
+                 {"x": vectorized}):
         got, want = a.isel(isel), t.isel(isel)
         for name in ("s", "c", "x"):
             assert got[name].shape == want[name].shape, (isel, name)
