@@ -125,21 +125,34 @@ def assemble(pieces: list[tuple[tuple[Any, ...], Any]], out_shape: tuple[int, ..
     When every box is one run of the result, the pieces stay Arrow chunks of their own, in order
     (nothing copied); else they are concatenated and put in place with one ``take``.
     """
-    import pyarrow as pa
-
-    total = math.prod(out_shape)
     spans = [_flat_span(b, out_shape) if all(isinstance(s, slice) for s in b) else None for b, _ in pieces]
     runs = [(s, arr) for s, (_, arr) in zip(spans, pieces, strict=True) if s is not None]
     if len(runs) == len(pieces):
-        chunks, pos = [], 0
-        for (start, n), arr in sorted(runs, key=lambda t: t[0][0]):
-            if start > pos:
-                chunks.append(fill_run(start - pos, fill, typ))
-            chunks.append(fill_run(n, fill, typ) if arr is None else arr)
-            pos = start + n
-        if pos < total:
-            chunks.append(fill_run(total - pos, fill, typ))
-        return pa.chunked_array(chunks, type=typ)
+        return _in_order(runs, math.prod(out_shape), fill, typ)
+    return _taken(pieces, out_shape, fill, typ)
+
+
+def _in_order(runs: list[tuple[tuple[int, int], Any]], total: int, fill: Any, typ: Any) -> Any:
+    """Runs of the result ((first position, length), values or None) as its Arrow chunks, in order,
+    the gaps between them the fill."""
+    import pyarrow as pa
+
+    chunks, pos = [], 0
+    for (start, n), arr in sorted(runs, key=lambda t: t[0][0]):
+        if start > pos:
+            chunks.append(fill_run(start - pos, fill, typ))
+        chunks.append(fill_run(n, fill, typ) if arr is None else arr)
+        pos = start + n
+    if pos < total:
+        chunks.append(fill_run(total - pos, fill, typ))
+    return pa.chunked_array(chunks, type=typ)
+
+
+def _taken(pieces: list[tuple[tuple[Any, ...], Any]], out_shape: tuple[int, ...], fill: Any, typ: Any) -> Any:
+    """Boxes of the result concatenated and put in C order with one ``take`` (the rest: the fill)."""
+    import pyarrow as pa
+
+    total = math.prod(out_shape)
     parts = [arr for _, arr in pieces if arr is not None]
     base = sum(len(a) for a in parts)
     perm = np.full(total, base, np.int64)  # the fill element, appended last
