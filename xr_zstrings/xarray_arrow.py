@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import xarray as xr
 from xarray.backends import BackendArray
 from xarray.core import indexing
@@ -50,9 +51,11 @@ class ArrowBackendArray(BackendArray):
     from the chunk buffers straight into Arrow (no Python ``str``, no StringDType in between).
     """
 
-    def __init__(self, source: Any, arrow_type: pa.DataType) -> None:
+    def __init__(self, source: Any, arrow_type: pa.DataType, missing: list[bytes] | None = None) -> None:
+        """``missing``: stored values xarray's CF decoding masks (a bytes ``_FillValue``): nulls here."""
         self.source = source
         self.arrow_type = arrow_type
+        self.missing = pa.array(missing, arrow_type) if missing else None
         self.shape = tuple(source.shape)
         self.dtype = pd.ArrowDtype(arrow_type)
 
@@ -69,6 +72,8 @@ class ArrowBackendArray(BackendArray):
         got = self.source.arrow(indexing.OuterIndexer(key) if _outer(key) else indexing.BasicIndexer(key))
         if got.type != self.arrow_type:
             got = got.cast(self.arrow_type)
+        if self.missing is not None:
+            got = pc.if_else(pc.is_in(got, value_set=self.missing), pa.scalar(None, self.arrow_type), got)
         return pd.arrays.ArrowExtensionArray(got)
 
     def index(self, name: Hashable) -> pd.Index:
@@ -130,14 +135,14 @@ def with_arrow_strings(ds: xr.Dataset, contents: Any, backend_array: type, group
     kept: list[str] = []
     for name, spec in contents.variables.items():
         atype = arrow_type_of(spec.data)
-        source = _backend_array(ds.variables[name], backend_array) if atype and name in ds.variables else None
-        if atype is None or source is None:
-            continue  # not text, dropped, or changed by xarray's CF decoding (a masked bytes fill): as decoded
+        found = _backend_array(ds.variables[name], backend_array, atype) if atype and name in ds.variables else None
+        if atype is None or found is None:
+            continue  # not text, dropped, or otherwise changed by xarray's CF decoding: as decoded
         var = ds.variables[name]
         if var.ndim != 1:
             kept.append(f"{group.rstrip('/')}/{name} ({var.ndim}-D)")
             continue
-        arr = ArrowBackendArray(source, atype)
+        arr = ArrowBackendArray(found[0], atype, found[1])
         if var.dims == (name,):  # a dimension coordinate: xarray reads its index at open anyway
             if atype != pa.large_string():
                 continue  # (bytes labels: as decoded)
@@ -151,14 +156,22 @@ def with_arrow_strings(ds: xr.Dataset, contents: Any, backend_array: type, group
     return (ds.assign(data_vars) if data_vars else ds), kept
 
 
-def _backend_array(var: xr.Variable, backend_array: type) -> Any:
-    """The variable's ``backend_array`` if xarray's decoding left it as is (whole, unwrapped)."""
+def _backend_array(var: xr.Variable, backend_array: type, atype: pa.DataType) -> tuple[Any, list[bytes]] | None:
+    """The variable's ``backend_array`` if xarray's decoding left it as is (whole, unwrapped), or
+    only masked a bytes fill (then also the stored values it masks); else None."""
     data = var._data
+    missing: list[bytes] = []
+    if type(data).__name__ == "_ElementwiseFunctionArray" and atype == pa.large_binary():
+        # xarray's CFMaskCoder on stored bytes: values equal to _FillValue / missing_value -> NaN
+        # (numpy's |S equality ignores trailing NULs; the Arrow values have none)
+        fills = [np.ravel(var.encoding[k]).tolist() for k in ("_FillValue", "missing_value") if k in var.encoding]
+        missing = [bytes(f).rstrip(b"\0") for fs in fills for f in fs if isinstance(f, bytes)]
+        data = getattr(data, "array", None) if missing else None
     if not isinstance(data, indexing.LazilyIndexedArray) or not isinstance(data.array, backend_array):
         return None
     if any(not (isinstance(k, slice) and k == slice(None)) for k in data.key.tuple):
         return None
-    return data.array
+    return data.array, missing
 
 
 def warn_kept(kept: list[str]) -> None:
@@ -166,7 +179,7 @@ def warn_kept(kept: list[str]) -> None:
     if kept:
         shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
         warnings.warn(
-            f"string_dtype='arrow': {shown} are read as numpy StringDType (as string_dtype='T'): xarray "
+            f"string_dtype='arrow': {shown} are read as numpy arrays (as with string_dtype='T'): xarray "
             "holds pandas Arrow arrays in 1-D variables only. Use ds.zstrings.to_arrow() for these as "
             "Arrow (flattened), or select a 1-D slice.",
             UserWarning, stacklevel=user_stacklevel(),

@@ -73,11 +73,16 @@ def _zarr_v3(path: Path) -> Path:
 
 
 def _zarr_v2_bytes(path: Path) -> Path:
-    """A pure Zarr v2 store zarr-python wrote: ``|S3`` bytes ``b`` (returned as stored) beside text."""
+    """A pure Zarr v2 store zarr-python wrote: ``|S3`` bytes (returned as stored) beside text; ``b``
+    without a fill value, ``f`` with ``b"x"``, which xarray's CF decoding masks (as a value written
+    equal to it and a chunk never written)."""
     g = zarr.open_group(path, mode="w", zarr_format=2)
     b = g.create_array("b", shape=(6,), chunks=(4,), dtype="S3", fill_value=None)
     b[:] = np.array([b"ab", b"", b"\xff\x00z", b"q", b"rs", b"t"], dtype="S3")
     b.attrs["_ARRAY_DIMENSIONS"] = ["x"]
+    f = g.create_array("f", shape=(6,), chunks=(4,), dtype="S3", fill_value=b"x")
+    f[:4] = np.array([b"ab", b"x", b"", b"\x00q"], dtype="S3")
+    f.attrs["_ARRAY_DIMENSIONS"] = ["x"]
     x = g.create_array("x", shape=(6,), chunks=(6,), dtype=str)
     x[:] = np.array(LABELS, dtype=object)
     x.attrs["_ARRAY_DIMENSIONS"] = ["x"]
@@ -167,6 +172,17 @@ def test_loaded_arrow_variables_align_and_reindex(tmp_path: Path) -> None:
     assert _plain([both["s"].isel(x=7).values]) == ["é"]  # one value of the combined Arrow array
 
 
+def test_masked_bytes_are_arrow_nulls(tmp_path: Path, kernels: str) -> None:
+    """Bytes whose fill xarray's CF decoding masks: the same values missing as in the "T" read."""
+    store = _zarr_v2_bytes(tmp_path / "b.zarr")
+    got = _open(store, string_dtype="arrow")["f"]
+    assert got.dtype == BIN
+    assert _plain(got.values) == _plain(_open(store)["f"].values) == [b"ab", None, b"", b"\x00q", None, None]
+    assert _plain(got.isel(x=[3, 1]).values) == [b"\x00q", None]
+    unmasked = _open(store, string_dtype="arrow", mask_and_scale=False)["f"]
+    assert _plain(unmasked.values) == [b"ab", b"x", b"", b"\x00q", b"x", b"x"]
+
+
 def test_missing_values_stay_missing(tmp_path: Path, kernels: str) -> None:
     store = _netcdf_c(tmp_path / "s.zarr")
     a = _open(store, string_dtype="arrow")
@@ -239,7 +255,7 @@ def test_isel_and_sel_on_the_string_index(tmp_path: Path, loaded: bool) -> None:
 
 def test_nd_strings_stay_stringdtype_with_one_warning(tmp_path: Path) -> None:
     store = _netcdf_c(tmp_path / "s.zarr")
-    with pytest.warns(UserWarning, match=r"string_dtype='arrow': /m \(2-D\) are read as numpy StringDType") as rec:
+    with pytest.warns(UserWarning, match=r"string_dtype='arrow': /m \(2-D\) are read as numpy arrays") as rec:
         a = xr.open_dataset(store, engine="zstrings", string_dtype="arrow")
     assert len([w for w in rec if "string_dtype='arrow'" in str(w.message)]) == 1
     assert a["m"].dtype == np.dtypes.StringDType()
