@@ -159,7 +159,7 @@ def with_arrow_strings(ds: xr.Dataset, contents: Any, backend_array: type, group
 def _backend_array(var: xr.Variable, backend_array: type, atype: pa.DataType) -> tuple[Any, list[bytes]] | None:
     """The variable's ``backend_array`` if xarray's decoding left it as is (whole, unwrapped), or
     only masked a bytes fill (then also the stored values it masks); else None."""
-    data = var._data
+    data: Any = var._data
     missing: list[bytes] = []
     if type(data).__name__ == "_ElementwiseFunctionArray" and atype == pa.large_binary():
         # xarray's CFMaskCoder on stored bytes: values equal to _FillValue / missing_value -> NaN
