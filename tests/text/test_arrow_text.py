@@ -292,6 +292,13 @@ def test_arrow_to_stringdtype_chunked(path):
     assert A.arrow_to_stringdtype(pa.chunked_array([], pa.string())).shape == (0,)
 
 
+def test_arrow_to_stringdtype_null_in_a_dictionary(path):
+    """A null in the dictionary (not in the indices) is a null too."""
+    arr = pa.DictionaryArray.from_arrays(pa.array([0, 1, 1], pa.int8()), pa.array(["é", None]))
+    got = A.arrow_to_stringdtype(arr)
+    assert got.dtype == D.NA_T and got[0] == "é" and all(np.isnan(x) for x in got[1:].tolist())
+
+
 def test_arrow_to_stringdtype_nulls_need_an_na_object(path):
     with pytest.raises(ValueError, match="na_object.*dtype=None.*fill_null"):
         A.arrow_to_stringdtype(pa.array(["a", None]), dtype=np.dtypes.StringDType())

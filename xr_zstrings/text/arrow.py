@@ -344,7 +344,10 @@ def _out_dtype(dtype: Any, nulls: int) -> np.dtype:
 
 
 def _as_plain(arr: pa.Array) -> pa.Array:
-    """string/large_string as they are; string_view cast to large_string; else TypeError."""
+    """string/large_string as they are; string_view cast to large_string and a dictionary decoded
+    (Arrow's own copies: a null in a dictionary stays a null); anything else refused."""
+    if pa.types.is_dictionary(arr.type):
+        arr = arr.dictionary_decode()
     t = arr.type
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return arr
@@ -357,8 +360,8 @@ def _as_plain(arr: pa.Array) -> pa.Array:
 
 
 def _fill_chunk(arr: pa.Array, out: np.ndarray) -> None:
-    """One string/large_string/string_view array's values into StringDType ``out`` (its length)."""
-    arr = _as_plain(arr)
+    """One string/large_string array's values into StringDType ``out`` (its length); null
+    positions are left for the caller."""
     n = len(arr)
     if n == 0:
         return
@@ -371,17 +374,6 @@ def _fill_chunk(arr: pa.Array, out: np.ndarray) -> None:
         _spans_to_T(data, off64[:-1], np.diff(off64), "strict", "", out=out)
 
 
-def _fill_any(arr: pa.Array, out: np.ndarray) -> None:
-    """``arr`` (a dictionary too) into ``out``; null positions are left for the caller."""
-    if pa.types.is_dictionary(arr.type):
-        d = np.empty(len(arr.dictionary), out.dtype)
-        _fill_chunk(arr.dictionary, d)
-        if d.size:
-            out[...] = d[arr.indices.fill_null(0).to_numpy(zero_copy_only=False)]
-    else:
-        _fill_chunk(arr, out)
-
-
 def arrow_to_stringdtype(arr: pa.Array | pa.ChunkedArray, *, dtype: np.dtype | None = None) -> np.ndarray:
     """Arrow string/large_string/string_view values (or a dictionary of them; an Array or a
     ChunkedArray) -> a 1-D numpy StringDType array in one pass, with no Python strings.
@@ -389,14 +381,14 @@ def arrow_to_stringdtype(arr: pa.Array | pa.ChunkedArray, *, dtype: np.dtype | N
     Nulls become the dtype's ``na_object``; ``dtype=None`` gives ``StringDType()`` without nulls
     and ``StringDType(na_object=np.nan)`` with them (as engine="zstrings" reads missing strings).
     """
-    chunks = arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr]
+    chunks = [_as_plain(c) for c in (arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr])]
     nulls = sum(c.null_count for c in chunks)
     dt = _out_dtype(dtype, nulls)
     out = np.empty(sum(len(c) for c in chunks), dt)
     pos = 0
     for c in chunks:
         part = out[pos : pos + len(c)]
-        _fill_any(c, part)
+        _fill_chunk(c, part)
         if c.null_count:
             part[c.is_null().to_numpy(zero_copy_only=False)] = dt.na_object  # type: ignore[attr-defined]
         pos += len(c)
