@@ -378,3 +378,33 @@ def test_what_frames_refuse():
     cf = xr.Dataset({"t": ("x", np.array([object(), object()]))})
     with pytest.raises(TypeError, match="'t'.*object"):
         frames.to_arrow(cf)
+
+
+def _open_arrow(path: Path) -> xr.Dataset:
+    with pytest.warns(UserWarning, match="2-D.*read as numpy arrays"):  # (name, flip: xarray holds 1-D ones only)
+        return xr.open_dataset(path, engine="zstrings", string_dtype="arrow")
+
+
+def test_arrow_backed_variables_as_xarray(store):
+    """``string_dtype="arrow"`` (1-D text as pandas Arrow arrays in xarray): those columns keep their
+    ArrowDtype, as in xarray's frame; the N-D text left StringDType becomes ``str``."""
+    ref = _open_arrow(store).to_dataframe()
+    got = frames.to_dataframe(_open_arrow(store))
+    assert got["label"].dtype == ref["label"].dtype == pd.ArrowDtype(pa.large_string())
+    assert got["name"].dtype == STR
+    assert list(got.columns) == list(ref.columns)
+    pd.testing.assert_index_equal(got.index, ref.index)
+    for c in ref.columns:
+        assert _plain(got[c]) == _plain(ref[c]), c
+    table = _open_arrow(store).zstrings.to_arrow()
+    assert table["label"].type == pa.large_string()
+    assert table["label"].to_pylist() == _plain(ref.reset_index()["label"])
+
+
+def test_a_stacked_dimension_as_xarray():
+    """A MultiIndex (``stack``): its levels are index columns, as ``reset_index`` makes them."""
+    ds = xr.Dataset({"s": (("a", "b"), np.array([["p", "q"], ["r", np.nan]], dtype=NA_T)),
+                     "n": (("a", "b"), np.arange(4).reshape(2, 2))},
+                    coords={"a": ["x", "y"], "b": [1, 2]}).stack(z=("a", "b"))
+    _assert_frame_as_xarray(frames.to_dataframe(ds), ds.to_dataframe())
+    _assert_table_as_xarray(frames.to_arrow(ds), ds.to_dataframe())
