@@ -383,3 +383,20 @@ def test_a_selection_over_s3(tmp_path, s3, kernels, monkeypatch):
         assert arr.arrow(key).to_pylist() == plain(ds["s"].isel(_isel(key)).values) == plain(written[:2][:, [6, 1]])
         assert spy.chunks() == {"0.0", "0.2"}
     assert xr_zstrings.read_arrow(url, "s", storage_options=opts).to_pylist() == plain(written)
+
+
+def test_beyond_the_stored_shape_of_an_unlimited_dimension(tmp_path, kernels):
+    """netCDF4 grows an unlimited dimension with another variable: the places past a string
+    variable's stored length (and its never-written chunks) read as its fill, masked: nulls."""
+    path = tmp_path / "s.zarr"
+    with netCDF4.Dataset(nc_url(path), "w") as nc:
+        nc.createDimension("t", None)
+        nc.createVariable("s", str, ("t",), chunksizes=(2,), fill_value=FILL)[0:3] = np.array(["a", "", "中"], dtype=object)
+        nc.createVariable("n", "i4", ("t",), chunksizes=(2,))[0:7] = np.arange(7)
+    with xr.open_dataset(path, engine="zstrings") as ds:
+        arr = backend_array(ds, "s")
+        want = plain(ds["s"].values)
+        assert want == ["a", "", "中", None, None, None, None]
+        assert arr.arrow(()).to_pylist() == want
+        assert arr.arrow((np.array([6, 2, 4]),)).to_pylist() == [None, "中", None]
+    assert xr_zstrings.read_arrow(path, "s").to_pylist() == want
