@@ -31,6 +31,7 @@ _LAZY = {
     "with_zarr_encoding": "xr_zstrings.write.encoding",
     "read_arrow": "xr_zstrings.read.arrow",
     "arrow_to_stringdtype": "xr_zstrings.text.arrow",
+    "numpy_strings": "xr_zstrings.xarray_arrow",
     "show_versions": "xr_zstrings.versions",
 }
 #: the old names, still importable (calling one warns FutureWarning naming the new one); not in __all__

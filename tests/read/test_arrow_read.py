@@ -159,6 +159,20 @@ def _zarr_python_v3(shards: bool) -> Callable[[Path], np.ndarray]:
     return write
 
 
+def _zarr_python_v3_compressed_shards(path: Path) -> np.ndarray:
+    """zarr-python's sharded vlen-utf8 array with zstd around each whole shard (so shards are read
+    and decompressed whole, not by parts)."""
+    from zarr.codecs import ShardingCodec, VLenUTF8Codec, ZstdCodec
+
+    values = grid(missing=False)
+    values[:2, :3] = ""
+    with _quiet():
+        zarr.open_group(path, mode="w", zarr_format=3).create_array(
+            "s", shape=(NY, NX), chunks=(4, 6), dtype=str, dimension_names=["y", "x"], fill_value="",
+            serializer=ShardingCodec(chunk_shape=CHUNKS, codecs=[VLenUTF8Codec()]), compressors=[ZstdCodec()])[:] = values
+    return values
+
+
 def _to_zarr_v3(layout: str) -> Callable[[Path], np.ndarray]:
     def write(path: Path) -> np.ndarray:
         values = grid()
@@ -180,6 +194,7 @@ WRITERS: dict[str, Callable[[Path], np.ndarray]] = {
     "xarray-v2-O-fill": _xarray_v2,
     "zarr3-vlen-utf8": _zarr_python_v3(False),
     "zarr3-sharded": _zarr_python_v3(True),
+    "zarr3-shards-compressed-whole": _zarr_python_v3_compressed_shards,
     "to_zarr_v3-arrow-optional": _to_zarr_v3("arrow"),
     "to_zarr_v3-zarrs.vlen-optional": _to_zarr_v3("zarrs.vlen"),
 }

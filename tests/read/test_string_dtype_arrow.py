@@ -23,10 +23,9 @@ import zarr
 from peers import nc_url
 
 import xr_zstrings
-from xr_zstrings import ZStringsError
+from xr_zstrings import ZStringsError, numpy_strings
 from xr_zstrings.read.lazy import LazyArray
 from xr_zstrings.text.dtypes import resolve_string_dtype
-from xr_zstrings.xarray_arrow import numpy_strings
 
 STR = pd.ArrowDtype(pa.large_string())
 BIN = pd.ArrowDtype(pa.large_binary())

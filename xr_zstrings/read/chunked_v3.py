@@ -263,8 +263,12 @@ class ChunkedArrayV3(ChunkedArray):
         """Variable-length chunks (each inner chunk of a shard read by parts) in every layout,
         zarrs.optional included; not chains with array->array codecs or compressed whole shards."""
         p: Any = self.unit
-        if decode not in (Decode.TEXT, Decode.VLEN_BYTES) or p.sharded or p.aa or (p.kind == "bytes") != decode.as_bytes:
+        if decode not in (Decode.TEXT, Decode.VLEN_BYTES) or p.aa or (p.kind == "bytes") != decode.as_bytes:
             return False
+        if p.sharded:  # a shard decoded whole (compressed as a whole): its inner chunks, one level
+            p = p.ab.inner
+            if p.sharded or p.aa:
+                return False
         if p.layout == "zarrs.optional":
             p = p.ab.data
             return not p.sharded and not p.aa and p.layout in VARIABLE_LENGTH
@@ -283,10 +287,33 @@ class ChunkedArrayV3(ChunkedArray):
             ctx = f"{ctx}, inner chunk {inner}"
         with in_chunk(self.store.where(key)):
             try:
+                if p.sharded:
+                    return self._shard_arrow(p, raw, src, decode, policy, ctx)
                 arr = p.decode_arrow(raw, self.unit_shape, policy=policy, context=ctx)
             except ZStringsError as e:
                 raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
         return box_of(arr, src, self.unit_shape, "C")
+
+    def _shard_arrow(self, p: V3Pipeline, raw: Any, src: tuple[slice, ...], decode: Decode, policy: str,
+                     ctx: str) -> Any:
+        """The ``src`` box of a shard decoded whole (its compression undone first): each inner chunk
+        it touches as Arrow, put in the box's C order (never-written inner chunks: the fill)."""
+        from .arrow import arrow_type, assemble, box_of
+
+        shard: Any = p.ab
+        with p.decode_errors(ctx):
+            u8 = p.bytes_decode(raw, ctx)
+            idx = shard.read_index(u8, ctx)
+        pieces = []
+        for j, part, where, data in shard.inner_chunks(u8, idx, src):
+            arr = None
+            if data is not None:
+                ictx = f"{ctx}, inner chunk {shard.coords(j)}"
+                arr = box_of(shard.inner.decode_arrow(data, shard.inner_shape, policy=policy, context=ictx),
+                             part, shard.inner_shape, "C")
+            pieces.append((where, arr))
+        box = tuple(s.stop - s.start for s in src)
+        return assemble(pieces, box, self._fill_arrow(decode, policy, ctx), arrow_type(decode)).combine_chunks()
 
     # ------------------------------------------------------------------ shards read by parts
 
