@@ -331,11 +331,15 @@ def test_pandas_holds_the_arrow_buffers(forty, monkeypatch):
     assert _data_buffers(held) == _data_buffers(text)
     assert np.shares_memory(df["f"].to_numpy(), ds.f.values)
     assert not np.shares_memory(ds.to_dataframe()["f"].to_numpy(), ds.f.values)
+    assert frames.to_arrow(ds)["f"].chunks[0].buffers()[1].address == ds.f.values.ctypes.data
 
 
 def test_pyarrow_and_duckdb_read_the_stream(store):
     ds = _open(store)
     _assert_same_table(pa.table(ds.zstrings), _open(store).zstrings.to_arrow())
+    asked = pa.schema([f.with_type(pa.string()) if f.type == pa.large_string() else f for f in pa.table(ds.zstrings).schema])
+    cast = pa.RecordBatchReader.from_stream(_open(store).zstrings, schema=asked).read_all()
+    assert cast.schema == asked and cast["label"].to_pylist() == pa.table(ds.zstrings)["label"].to_pylist()
     z = _open(store).zstrings  # noqa: F841 - DuckDB finds it by its name
     rows = duckdb.sql("SELECT x, count(*) AS n, count(label) AS labels FROM z GROUP BY x ORDER BY x").fetchall()
     ref = _open(store).to_dataframe().reset_index()

@@ -8,7 +8,8 @@ The layout (one concept a folder, imports flow down): ``errors``; ``formats/`` (
 ``text/`` (pure string layouts and the C kernels); ``codecs/`` (chunk pipelines); ``io/`` (stores,
 URLs, commits); ``read/`` (xarray-free reading); ``write/`` (the writers); ``backend`` (the xarray
 entry point) and ``accessor`` (``ds.zstrings``: registered by the backend and by the first public name
-used here once xarray is loaded; the writers never import it); ``cli``.
+used here once xarray is loaded; the writers never import it) with ``frames`` (``ds.zstrings.to_arrow()``,
+``to_dataframe()``, the Arrow C stream); ``cli``.
 """
 
 from __future__ import annotations
