@@ -507,10 +507,20 @@ row_rstrip_nul(const uint8_t *p, Py_ssize_t n, int *non_ascii)
     while (L >= 8) { /* the padding a word at a time */
         uint64_t w;
         memcpy(&w, p + L - 8, 8);
-        if (w) break;
+        if (w) {
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            L -= __builtin_clzll(w) >> 3; /* the NUL bytes above the last non-NUL one */
+            goto found;
+#else
+            break;
+#endif
+        }
         L -= 8;
     }
     while (L > 0 && p[L - 1] == 0) L--;
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+found:
+#endif
     *non_ascii = span_non_ascii(p, L, p + n);
     return L;
 }
@@ -1710,7 +1720,9 @@ fixed_to_offsets(PyObject *self, PyObject *args)
         const uint8_t *p = src + (int64_t)i * width;
         int non_ascii;
         Py_ssize_t L = trailing ? row_rstrip_nul(p, width, &non_ascii) : row_first_nul(p, width, &non_ascii);
-        memcpy(d + q, p, (size_t)L);
+        /* short rows: copy the whole row (the next value overwrites the rest; q <= i * width, so it
+         * stays inside the n * width bytes): one copy size, no mispredicted length */
+        memcpy(d + q, p, (size_t)(width <= 64 ? width : L));
         if (validate && valid && non_ascii) valid = utf8_check(p, L, &tail_unused) == 0;
         q += L;
         o[i + 1] = q;
