@@ -379,9 +379,16 @@ def test_what_frames_refuse():
         tree.zstrings.to_arrow()
     with pytest.raises(ValueError, match="scalar"):
         xr.DataArray("a", name="s").zstrings.to_arrow()
-    cf = xr.Dataset({"t": ("x", np.array([object(), object()]))})
+    odd = np.array([object(), object()])
     with pytest.raises(TypeError, match="'t'.*object"):
+        frames.to_arrow(xr.Dataset({"t": ("x", odd)}))
+    dates = xr.date_range("2000-01-01", periods=3, calendar="noleap", use_cftime=True)
+    cf = xr.Dataset({"v": ("time", [1, 2, 3])}, coords={"time": dates, "c": ("time", np.asarray(dates))})
+    with pytest.raises(TypeError, match="index 'time'.*DatetimeNoLeap.*convert_calendar"):
         frames.to_arrow(cf)
+    with pytest.raises(TypeError, match="variable 'time'.*DatetimeNoLeap"):
+        frames.to_arrow(cf.drop_indexes("time"))
+    pd.testing.assert_frame_equal(frames.to_dataframe(cf), cf.to_dataframe())  # (objects Arrow has no type for: as xarray)
 
 
 def _open_arrow(path: Path) -> xr.Dataset:

@@ -206,13 +206,12 @@ class _Frame:
         """The columns ``reset_index()`` makes of the index ``to_dataframe`` builds (pandas' own
         arrays as Arrow: a ``str`` index level is handed over without a copy)."""
         import pandas as pd
-        import pyarrow as pa
 
         index = self.ds.coords.to_index(list(self.dims))
         levels = ([index.get_level_values(i) for i in range(index.nlevels)]
                   if isinstance(index, pd.MultiIndex) else [index])
         names: list[Hashable] = [lv.name for lv in levels]
-        return names, [pa.Array.from_pandas(lv) for lv in levels]
+        return names, [_index_to_arrow(lv) for lv in levels]
 
     def arrow_column(self, name: Hashable) -> pa.Array | pa.ChunkedArray:
         """One variable as the frame's column: text via Arrow (reordered/broadcast with ``take``
@@ -235,12 +234,28 @@ class _Frame:
         var = self.ds.variables[name]
         if not _via_arrow(var):
             return var.set_dims(self.sizes).values.reshape(-1)
-        col = self.arrow_column(name)
+        try:
+            col = self.arrow_column(name)
+        except TypeError:  # objects Arrow has no type for (cftime dates, ...): as xarray
+            return var.set_dims(self.sizes).values.reshape(-1)
         if not isinstance(var.dtype, np.dtype) and hasattr(var.dtype, "__from_arrow__"):
             return var.dtype.__from_arrow__(col)
         if not (_is_text_type(col.type) or pa.types.is_large_binary(col.type)):
             return var.set_dims(self.sizes).values.reshape(-1)  # (objects that are not text: as xarray)
         return _pandas_text(col)
+
+
+def _index_to_arrow(level: pd.Index) -> pa.Array:
+    """One index level as Arrow (a ``str`` level's own Arrow arrays, numbers and times zero-copy)."""
+    import pyarrow as pa
+
+    try:
+        return pa.Array.from_pandas(level)
+    except (pa.ArrowException, TypeError) as e:
+        kinds = sorted({type(v).__name__ for v in level[:100]})
+        raise TypeError(f"Cannot convert the index {level.name!r} to Arrow: its values ({', '.join(kinds)}) have no "
+                        "Arrow type. Convert it first (cftime dates: ds.convert_calendar('standard', "
+                        "use_cftime=False)), or use ds.zstrings.to_dataframe().") from e
 
 
 def _pandas_text(col: pa.Array | pa.ChunkedArray) -> Any:
