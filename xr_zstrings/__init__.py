@@ -34,6 +34,7 @@ _LAZY = {
     "arrow_to_stringdtype": "xr_zstrings.text.arrow",
     "numpy_strings": "xr_zstrings.xarray_arrow",
     "show_versions": "xr_zstrings.versions",
+    "virtualize": "xr_zstrings.virtual",
 }
 #: the old names, still importable (calling one warns FutureWarning naming the new one); not in __all__
 _DEPRECATED = {

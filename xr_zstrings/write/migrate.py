@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     from ..io.commit import Transaction
 
 __all__ = ["ArrayPlan", "MigrationReport", "keep_v3_in_step", "migrate", "overlaps", "plan_migration",
-           "v3_out_of_step"]
+           "rewritten_chunks", "stored_chunks", "v3_out_of_step"]
 
 #: a JSON object of metadata (a zarr.json, a codec)
 JSONObject = dict[str, Any]
@@ -525,19 +525,42 @@ def _copy_through(src: ZStore, dst: ZStore, pairs: list[tuple[str, str]]) -> int
     return done
 
 
+def stored_chunks(plan: ArrayPlan) -> list[tuple[tuple[int, ...], str]]:
+    """(chunk index in the v3 array, the source key relative to the store) of every chunk the
+    source may hold (a scalar's one chunk has the index ``()``); never-written ones are absent
+    there and read as the fill value, in the source and in the v3 array alike."""
+    base = plan.path.strip("/")
+    rel = (lambda k: f"{base}/{k}") if base else (lambda k: k)
+    return [(() if plan.meta.scalar else idx, rel(plan.meta.chunk_key(idx))) for idx in _grid(plan.meta)]
+
+
 def _rewrite(src: ZStore, dst: ZStore, plan: ArrayPlan) -> int:
+    """Write the rewritten chunks of a non-reusable array (:func:`rewritten_chunks`)."""
+    done = 0
+    for batch in rewritten_chunks(src, plan):
+        dst.set_many([(_rel_v3_key(plan, idx), data) for idx, data in batch])
+        done += len(batch)
+    return done
+
+
+def _rel_v3_key(plan: ArrayPlan, idx: tuple[int, ...]) -> str:
+    base = plan.path.strip("/")
+    return f"{base}/{_v3_key(plan, idx)}" if base else _v3_key(plan, idx)
+
+
+def rewritten_chunks(src: ZStore, plan: ArrayPlan) -> Iterator[list[tuple[tuple[int, ...], bytes]]]:
     """Decode every written chunk of a non-reusable array (read once) and encode it with its v3
-    codecs: v2 and v3 chunks are both stored at full size, so each maps to one v3 chunk."""
+    codecs, in batches of (chunk index, v3 chunk bytes): v2 and v3 chunks are both stored at full
+    size, so each maps to one v3 chunk. ``migrate`` writes them; the VirtualiZarr parser inlines them."""
     meta, js = plan.meta, plan.zarr_json
     arr = open_chunked(src, meta, meta.shape, threads=1)
     optional = isinstance(js["data_type"], dict) and js["data_type"]["name"] == "zarrs.optional"
     pipe = V3Pipeline.from_metadata(js["codecs"], data_type=js["data_type"]["configuration"]["name"] if optional
                                     else js["data_type"], dtype=np.dtype(object) if optional else meta.dtype,
                                     chunk_shape=tuple(js["chunk_grid"]["configuration"]["chunk_shape"]),
-                                    where=f"{dst.display} {plan.path}")
+                                    where=f"{src.display} {plan.path}")
     base = plan.path.strip("/")
     rel = (lambda k: f"{base}/{k}") if base else (lambda k: k)
-    done = 0
     grid = list(_grid(meta))
     for i in range(0, len(grid), 64):
         batch = grid[i:i + 64]
@@ -549,10 +572,8 @@ def _rewrite(src: ZStore, dst: ZStore, plan: ArrayPlan) -> int:
             chunk = arr.decode_chunk(bytes(raw), rel(key), meta.chunks)
             if optional:
                 chunk = _nullable(chunk, plan.fill)
-            out.append((rel(_v3_key(plan, idx)), pipe.encode(chunk.reshape(()) if meta.scalar else chunk)))
-        dst.set_many(out)
-        done += len(out)
-    return done
+            out.append((() if meta.scalar else idx, pipe.encode(chunk.reshape(()) if meta.scalar else chunk)))
+        yield out
 
 
 def _decoded_text(plan: ArrayPlan) -> bool:
