@@ -227,6 +227,31 @@ def test_two_dimensional_variables_flatten_as_to_dataframe(tmp_path, writer, ker
     assert plain(part.zstrings.to_dataframe()["grid"]) == want["grid"]
 
 
+@pytest.mark.parametrize("how", ["dask", "loaded", "dataarray", "dim_order"])
+def test_every_route_gives_xarrays_table(store, how, kernels):
+    """The Table is ``to_dataframe().reset_index()``'s also when the data is dask (``chunks={}``),
+    loaded into memory, a DataArray (``da.zstrings``), or laid out with ``dim_order``; the C stream
+    (polars) and ``to_dataframe()`` give the same."""
+    ds = xr.open_dataset(store, engine="zstrings", chunks={} if how == "dask" else None)
+    obj: Any = _grid_ds(ds).load() if how == "loaded" else _grid_ds(ds)
+    kw: dict[str, Any] = {}
+    if how == "dataarray":
+        obj = ds["s"]
+    elif how == "dim_order" and "grid" in ds:
+        obj, kw = ds[["grid"]], {"dim_order": ["c", "y"]}
+    ref = obj.to_dataframe(**kw)
+    want = _reference_columns(obj) if not kw else {str(c): plain(ref.reset_index()[c].to_numpy(dtype=object))
+                                                   for c in ref.reset_index().columns}
+    table = obj.zstrings.to_arrow(**kw)
+    assert table.column_names == list(want)
+    assert {c: table.column(c).to_pylist() for c in table.column_names} == want
+    if not kw:
+        assert {c: pl.DataFrame(obj.zstrings)[c].to_list() for c in want} == want
+    frame = obj.zstrings.to_dataframe(**kw)
+    pd.testing.assert_index_equal(frame.index, ref.index, exact=False)
+    assert {str(c): plain(frame[c]) for c in frame.columns} == {str(c): plain(ref[c]) for c in ref.columns}
+
+
 # ------------------------------------------------------------------------------------- pandas 3
 
 

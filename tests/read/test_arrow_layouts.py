@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import netCDF4
+import numcodecs
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -242,13 +243,14 @@ class Layout:
     missing: bool = False  # any value may be missing
     nul: bool = False  # a value may hold NUL (not at its end: fixed width drops trailing NULs)
     peer: Callable[[Path], list[Any]] | None = None
-    #: "fixed": a |Sn chunk (NUL-padded to the width), "vlen": lengths/offsets + data; for bad UTF-8
+    #: how bad UTF-8 is planted in its chunks: "fixed" (|Sn, NUL-padded) and "vlen" (lengths/offsets +
+    #: data) as stored, "zstd" inside a zstd frame; None: not planted (sharded: checksummed index)
     raw: str | None = None
 
 
 LAYOUTS = [
     Layout("nczarr-NC_STRING", _netcdf_string(None), missing=True, peer=_netcdf4_peer, raw="fixed"),
-    Layout("nczarr-NC_STRING-zstd", _netcdf_string("zstd"), missing=True, peer=_netcdf4_peer),
+    Layout("nczarr-NC_STRING-zstd", _netcdf_string("zstd"), missing=True, peer=_netcdf4_peer, raw="zstd"),
     Layout("nczarr-NC_CHAR", _netcdf_char, peer=_netcdf4_peer, raw="fixed"),
     Layout("nczarr-Sn-to_nczarr", _to_nczarr, missing=True, peer=_netcdf4_peer, raw="fixed"),
     Layout("v2-S-xarray", _xarray_v2("S"), kind="bytes", nul=True, peer=_zarr_peer),
@@ -263,16 +265,16 @@ LAYOUTS = [
     Layout("v3-vlen-bytes", _zarr_python_v3(zarr.dtype.VariableLengthBytes()), kind="bytes", nul=True,
            peer=_zarr_python_peer),
     Layout("v3-zarrs.vlen", _to_zarr_v3("zarrs.vlen"), missing=True, nul=True, raw="vlen"),
-    Layout("v3-zarrs.vlen-zstd", _to_zarr_v3("zarrs.vlen", zstd=True), missing=True, nul=True),
+    Layout("v3-zarrs.vlen-zstd", _to_zarr_v3("zarrs.vlen", zstd=True), missing=True, nul=True, raw="zstd"),
     Layout("v3-zarrs.vlen-sharded", _sharded([{"name": "zarrs.vlen", "configuration": {
         "index_data_type": "uint32", "index_location": "start", "index_codecs": [LE],
         "data_codecs": [{"name": "bytes"}, ZSTD]}}]), nul=True),
     Layout("v3-arrow", _to_zarr_v3("arrow"), missing=True, nul=True, raw="vlen"),
-    Layout("v3-arrow-large-zstd", _to_zarr_v3("arrow-large", zstd=True), missing=True, nul=True),
+    Layout("v3-arrow-large-zstd", _to_zarr_v3("arrow-large", zstd=True), missing=True, nul=True, raw="zstd"),
     Layout("v3-arrow-sharded", _sharded([{"name": "bytes"}], {"name": "string"}), nul=True),
     Layout("v3-zarrs.optional-arrow", _to_zarr_v3("arrow", fill=False), missing=True, nul=True, raw="vlen"),
     Layout("v3-zarrs.optional-vlen-utf8-zstd", _to_zarr_v3("vlen-utf8", fill=False, zstd=True),
-           missing=True, nul=True),
+           missing=True, nul=True, raw="zstd"),
     Layout("v3-zarrs.optional-bytes", _to_zarr_v3("zarrs.vlen", fill=False, zstd=True), kind="bytes",
            missing=True, nul=True),
 ]
@@ -382,14 +384,18 @@ RAW_LAYOUTS = [lay.name for lay in LAYOUTS if lay.raw]
 POLICIES = ["drop", "replace", "strict"]
 
 
-def _plant(path: Path, bad: bytes) -> int:
-    """Every MARK in the store's (uncompressed) chunk files replaced by ``bad``; how many."""
+def _plant(path: Path, bad: bytes, zstd: bool) -> int:
+    """Every MARK in the store's chunk files (zstd frames: decompressed, planted, compressed
+    again) replaced by ``bad``; how many."""
     n = 0
     for f in (path / "s").rglob("*"):
         if f.is_file() and not f.name.startswith((".", "zarr.json")):
             raw = f.read_bytes()
+            if zstd:
+                raw = bytes(numcodecs.Zstd().decode(raw))
             n += raw.count(MARK)
-            f.write_bytes(raw.replace(MARK, bad))
+            raw = raw.replace(MARK, bad)
+            f.write_bytes(numcodecs.Zstd(level=1).encode(raw) if zstd else raw)
     return n
 
 
@@ -431,7 +437,7 @@ def test_bad_utf8_follows_utf8_errors_as_the_xarray_path(tmp_path_factory, name,
             values.insert(min(i, len(values)), before + MARK.decode() + after)
         path = tmp_path_factory.mktemp("bad") / "s.zarr"
         lay.write(path, values, min(chunk, len(values)))
-        assert _plant(path, bad) == len(where)
+        assert _plant(path, bad, zstd=lay.raw == "zstd") == len(where)
         for policy in POLICIES:
             want = _outcome(lambda p=policy: xarray_values(path, utf8_errors=p))
 
