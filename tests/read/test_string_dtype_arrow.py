@@ -346,6 +346,9 @@ def test_open_datatree_and_open_groups(tmp_path: Path) -> None:
     assert _plain(tree["obs"]["name"].values) == ["first", None]
     assert tree.ds.indexes["x"].dtype == pd.StringDtype("pyarrow", na_value=np.nan)
     assert tree.ds.indexes["x"].tolist() == ["a", "b", "c"]
+    back = numpy_strings(tree)  # (a DataTree too: each group's Arrow variables)
+    assert back["obs"]["name"].dtype == np.dtypes.StringDType(na_object=np.nan)
+    assert _plain(back["obs"]["name"].values) == ["first", None]
     groups = xr.open_groups(store, engine="zstrings", string_dtype="arrow")
     assert groups["/obs"]["name"].dtype == STR
     assert _plain(groups["/obs"]["name"].values) == _plain(
