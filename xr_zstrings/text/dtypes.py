@@ -66,6 +66,29 @@ def is_arrow_string_dtype(kind: Any) -> bool:
     return isinstance(kind, str) and kind.strip().lower() == "arrow"
 
 
+# the spellings of each string output kind: names, Python/numpy types, unsized numpy dtypes' kinds
+_BY_NAME: dict[str, np.dtype] = {"T": _T, "StringDType": _T, "O": _OBJ, "object": _OBJ, "|O": _OBJ,
+                                 "U": _U, "<U": _U, "str": _U, "unicode": _U, "bytes": _S, "S": _S, "|S": _S}
+_BY_TYPE: dict[Any, np.dtype] = {np.dtypes.StringDType: _T, bytes: _S, np.bytes_: _S, object: _OBJ, str: _U,
+                                 np.str_: _U}
+_BY_DTYPE_KIND: dict[str, np.dtype] = {"O": _OBJ, "U": _U, "S": _S}
+
+
+def _known_string_dtype(kind: Any) -> np.dtype | None:
+    """The numpy dtype a ``string_dtype`` spelling names, or None for anything else."""
+    if kind is None:
+        return _T
+    if isinstance(kind, np.dtypes.StringDType):
+        return kind
+    if isinstance(kind, str):
+        return _BY_NAME.get(kind.strip())
+    if isinstance(kind, type):
+        return _BY_TYPE.get(kind)
+    if isinstance(kind, np.dtype) and (kind.kind == "O" or (kind.kind in "US" and kind.itemsize == 0)):
+        return _BY_DTYPE_KIND[kind.kind]
+    return None
+
+
 def resolve_string_dtype(kind: Any = "T") -> np.dtype:
     """Map a user's ``string_dtype`` choice ("T"/"O"/"U"/"bytes" or an equivalent dtype) to a numpy dtype.
 
@@ -73,35 +96,9 @@ def resolve_string_dtype(kind: Any = "T") -> np.dtype:
     unsized ``dtype('<U')`` (the width is computed from the data) or, for "bytes" (also "S",
     ``bytes``), the unsized ``dtype('S')``: the stored bytes, never decoded.  ``None`` means "T".
     """
-    if kind is None:
-        return _T
-    if isinstance(kind, np.dtypes.StringDType):
-        return kind
-    if kind is np.dtypes.StringDType:
-        return _T
-    if isinstance(kind, str):
-        key = kind.strip()
-        if key in ("T", "StringDType"):
-            return _T
-        if key in ("O", "object", "|O"):
-            return _OBJ
-        if key in ("U", "<U", "str", "unicode"):
-            return _U
-        if key in ("bytes", "S", "|S"):
-            return _S
-    elif kind is bytes or kind is np.bytes_:
-        return _S
-    elif kind is object:
-        return _OBJ
-    elif kind is str or kind is np.str_:
-        return _U
-    elif isinstance(kind, np.dtype):
-        if kind.kind == "O":
-            return _OBJ
-        if kind.kind == "U" and kind.itemsize == 0:
-            return _U
-        if kind.kind == "S" and kind.itemsize == 0:
-            return _S
+    found = _known_string_dtype(kind)
+    if found is not None:
+        return found
     if is_arrow_string_dtype(kind):
         raise ZStringsError(
             "string_dtype='arrow' is an option of xr.open_dataset / open_datatree / open_groups with "
