@@ -31,6 +31,7 @@ __all__ = [
     "TargetExistsError",
     "UnknownCodecError",
     "UnsupportedError",
+    "VirtualizationWarning",
     "ZStringsError",
 ]
 
@@ -164,6 +165,11 @@ class ConditionalWriteWarning(UserWarning):
 class NetcdfCompatibilityWarning(UserWarning):
     """The store was written for an older netcdf-c (``to_nczarr(..., netcdf_c=...)``) and something
     changed so that version can read it: strings as NC_CHAR, an unlimited dimension made fixed, ..."""
+
+
+class VirtualizationWarning(UserWarning):
+    """A virtual store (``xr_zstrings.virtual``) differs from its source: a variable left out, or read
+    differently than engine="netcdf4" reads the file; the message names the variable and why."""
 
 
 #: the packages (and standard modules) whose frames a warning passes on its way to the user's line
