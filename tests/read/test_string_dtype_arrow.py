@@ -24,6 +24,7 @@ from peers import nc_url
 
 import xr_zstrings
 from xr_zstrings import ZStringsError, numpy_strings
+from xr_zstrings.read.chunked import ChunkedArray
 from xr_zstrings.read.lazy import LazyArray
 from xr_zstrings.text.dtypes import resolve_string_dtype
 
@@ -214,6 +215,21 @@ def test_values_are_read_into_arrow_not_through_numpy(tmp_path: Path, monkeypatc
     assert _plain(a["s"].isel(x=[3, 0]).values) == ["bb", "a"]
     assert _plain(a["c"].values) == ["ab", "c", "dé", "", "x", "yz"]
     assert a[["s", "c"]].to_dataframe()["c"].dtype == STR
+
+
+def test_a_selection_reads_only_its_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _netcdf_c(tmp_path / "s.zarr")  # s: chunks of 2
+    a = _open(store, string_dtype="arrow").drop_vars("m")
+    regions: list[tuple[slice, ...]] = []
+    read_arrow = ChunkedArray.read_arrow
+
+    def recorded(self: ChunkedArray, region: tuple[slice, ...], *args: Any, **kwargs: Any) -> Any:
+        regions.append(region)
+        return read_arrow(self, region, *args, **kwargs)
+
+    monkeypatch.setattr(ChunkedArray, "read_arrow", recorded)
+    assert _plain(a["s"].isel(x=slice(2, 4)).values) == [None, "bb"]
+    assert regions == [(slice(2, 4),)]
 
 
 def test_to_dataframe_gives_arrow_columns(store: Path) -> None:
