@@ -360,6 +360,11 @@ def _layout_property(lay: Layout) -> Callable[..., None]:
         with xr.open_dataset(path, engine="zstrings") as fresh:  # (lazy: nothing loaded yet)
             table = fresh.isel(x=sel).zstrings.to_arrow()
             check_arrow(table.column("s"), plain(fresh["s"].values[sel]), lay, f"isel(x={sel!r}).zstrings.to_arrow()")
+        with xr.open_dataset(path, engine="zstrings", string_dtype="arrow") as held:  # Arrow inside xarray
+            whole, part = held["s"].load().data, held.isel(x=sel)["s"].load().data
+            check_arrow(pa.chunked_array(whole.__arrow_array__()), got, lay, 'string_dtype="arrow"')
+            check_arrow(pa.chunked_array(part.__arrow_array__()), plain(np.asarray(got, dtype=object)[sel]), lay,
+                        f'string_dtype="arrow", isel(x={sel!r})')
         if lay.peer is not None:  # the peer agrees on every value we do not call missing
             theirs = lay.peer(path)
             assert len(theirs) == len(got)
@@ -372,8 +377,9 @@ def _layout_property(lay: Layout) -> Callable[..., None]:
 def test_arrow_equals_the_xarray_path_for_every_layout(tmp_path_factory, name, kernels):
     """A random 1-D variable in this layout: ``read_arrow`` and ``ds.zstrings.to_arrow()`` (whole,
     and a lazy selection: steps, negative steps, int arrays) give engine="zstrings"'s values with
-    missing as null, as large_string / large_binary; the table is to_dataframe().reset_index(); the
-    peer reads the same valid values."""
+    missing as null, as large_string / large_binary; the table is to_dataframe().reset_index();
+    ``string_dtype="arrow"`` holds the same Arrow values in xarray (whole and selected); the peer
+    reads the same valid values."""
     _layout_property(BY_NAME[name])(tmp_path_factory)
 
 
