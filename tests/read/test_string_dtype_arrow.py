@@ -232,6 +232,31 @@ def test_a_selection_reads_only_its_chunks(tmp_path: Path, monkeypatch: pytest.M
     assert regions == [(slice(2, 4),)]
 
 
+def _read_with(store: Path, **kwargs: Any) -> tuple[Any, list[str]]:
+    """(values or the error's text, the warnings' texts) of one read."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        try:
+            got: Any = _plain(xr.open_dataset(store, engine="zstrings", **kwargs)["b"].values)
+        except ZStringsError as e:
+            got = f"{type(e).__name__}: {e}"
+    return got, [str(w.message) for w in seen if issubclass(w.category, UserWarning) and "/b" in str(w.message)]
+
+
+@pytest.mark.parametrize("policy", ["drop", "replace", "strict"])
+def test_bad_utf8_follows_utf8_errors_as_the_T_read(tmp_path: Path, kernels: str, policy: str) -> None:
+    g = zarr.open_group(tmp_path / "bad.zarr", mode="w", zarr_format=2)  # |S with _Encoding: text
+    b = g.create_array("b", shape=(3,), chunks=(3,), dtype="S3", fill_value=None)
+    b[:] = np.array([b"a\xff", b"ok", b"\xc3"], dtype="S3")
+    b.attrs.update({"_ARRAY_DIMENSIONS": ["x"], "_Encoding": "utf-8"})
+    got = _read_with(tmp_path / "bad.zarr", string_dtype="arrow", utf8_errors=policy)
+    assert got == _read_with(tmp_path / "bad.zarr", string_dtype="T", utf8_errors=policy)
+    if policy == "replace":
+        assert got[0] == ["a\ufffd", "ok", "\ufffd"] and len(got[1]) == 1
+    else:
+        assert str(got[0]).startswith("StringDecodeError: variable '/b'")
+
+
 def test_to_dataframe_gives_arrow_columns(store: Path) -> None:
     t = _open(store)
     a = _open(store, string_dtype="arrow")
