@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-__all__ = ["lazy_source", "to_arrow", "to_dataframe"]
+__all__ = ["arrow_stream", "lazy_source", "to_arrow", "to_dataframe"]
 
 # DataArray.to_dataframe's trick: a name no coordinate can hold, renamed back at the end
 _UNIQUE = "__xr_zstrings_dataarray_values_4f1c__"
@@ -101,28 +101,21 @@ def _is_text_type(t: pa.DataType) -> bool:
     return bool(pa.types.is_large_string(t) or pa.types.is_string(t) or pa.types.is_string_view(t))
 
 
-def _text_type(values: np.ndarray) -> pa.DataType:
-    import pyarrow as pa
-
-    return pa.large_binary() if values.dtype.kind == "S" else pa.large_string()
-
-
 def _numpy_text_to_arrow(values: np.ndarray, what: Hashable) -> pa.Array:
     """In-memory text (StringDType, ``<U``, ``|S``, object) as one Arrow array: pyarrow builds it
-    from StringDType without Python objects; an object array's NaN/None become nulls, and objects
-    other than str/bytes keep the type pyarrow infers for them."""
+    from StringDType without Python objects (asked for ``large_string`` directly, it takes a
+    slower per-value path: the cast comes after); an object array's NaN/None become nulls, and
+    objects other than str/bytes keep the type pyarrow infers for them."""
     import pyarrow as pa
 
     flat = np.ravel(values)
-    if flat.dtype.kind != "O":
-        return pa.array(flat, type=_text_type(flat), from_pandas=True)
     try:
         arr = pa.array(flat, from_pandas=True)
     except (pa.ArrowException, TypeError, ValueError) as e:
         kinds = sorted({type(v).__name__ for v in flat[:100]})
         raise TypeError(f"Cannot convert variable {what!r} to Arrow: its object values ({', '.join(kinds)}) "
                         f"have no Arrow type ({e}). Convert or drop it first (e.g. ds.drop_vars({what!r})).") from e
-    if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type):
+    if pa.types.is_binary(arr.type) or (flat.dtype.kind == "S" and pa.types.is_null(arr.type)):
         return arr.cast(pa.large_binary())
     if pa.types.is_null(arr.type) or pa.types.is_string(arr.type):
         return arr.cast(pa.large_string())
