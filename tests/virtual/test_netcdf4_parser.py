@@ -345,3 +345,17 @@ def test_the_parser_reads_a_file_it_does_not_hold_open(tmp_path: Path, corpus: P
     assert root["names"][:].tolist() == NAMES
     with pytest.raises(Exception, match="corpus.nc"):
         root["temp"][:]
+
+
+def test_virtualize_a_netcdf4_file_in_three_lines(tmp_path: Path, corpus: Path) -> None:
+    # xr_zstrings.virtualize dispatches a .nc file to NetCDF4Parser; the commit is the caller's
+    import xr_zstrings
+    from xr_zstrings.virtual import access
+
+    storage = icechunk.local_filesystem_storage(str(tmp_path / "repo"))
+    session = xr_zstrings.virtualize(corpus, icechunk.Repository.create(storage))
+    session.commit("netCDF-4 file, virtual")
+    reader = icechunk.Repository.open(storage, authorize_virtual_chunk_access=access(corpus))
+    for group in GROUPS:
+        for engine in ["zstrings", "zarr"]:
+            _assert_same(_expected(corpus, group), _open(engine, reader.readonly_session("main").store, group))

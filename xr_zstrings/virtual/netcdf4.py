@@ -58,9 +58,13 @@ class NetCDF4Parser:
         self.inline_chunk_bytes = inline_chunk_bytes
         self.unsupported = unsupported
 
-    def __call__(self, url: str, registry: ObjectStoreRegistry) -> ManifestStore:
+    def __call__(self, url: str, registry: ObjectStoreRegistry[Any]) -> ManifestStore:
         """Parse the file at ``url`` (read through ``registry``) into a ManifestStore."""
-        import h5py
+        try:
+            import h5py
+        except ImportError as e:  # VirtualiZarr's HDFParser reads HDF5 with h5py too
+            raise UnsupportedError(f"Cannot virtualize the netCDF-4 file {url}: h5py is not installed. "
+                                   'Fix: pip install h5py (or "virtualizarr[hdf]")') from e
         from virtualizarr.manifests import ManifestStore
 
         factory = self.reader_factory or _default_reader_factory()
@@ -73,7 +77,7 @@ class NetCDF4Parser:
             tree = self._group(url, registry, root, self.drop_variables)
         return ManifestStore(group=tree, registry=registry)
 
-    def _group(self, url: str, registry: ObjectStoreRegistry, g: Any, drop: frozenset[str]) -> ManifestGroup:
+    def _group(self, url: str, registry: ObjectStoreRegistry[Any], g: Any, drop: frozenset[str]) -> ManifestGroup:
         """One group: HDFParser's arrays, ours for the strings, each subgroup the same way."""
         from virtualizarr.manifests import ManifestGroup
         from virtualizarr.parsers import HDFParser
@@ -190,7 +194,7 @@ def _string_fill(attrs: dict[str, Any]) -> str:
 def _chunk_rows(dataset: Any, target: int) -> int:
     """Rows of the first dimension per inline chunk: about ``target`` encoded bytes, sized from samples
     at the start, middle and end of the variable (the longest of the three per row)."""
-    rows = dataset.shape[0]
+    rows: int = dataset.shape[0]
     inner = math.prod(dataset.shape[1:])
     if rows == 0 or inner == 0:
         return 1
