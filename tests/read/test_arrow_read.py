@@ -415,3 +415,31 @@ def test_beyond_the_stored_shape_of_an_unlimited_dimension(tmp_path, kernels):
         assert arr.arrow(()).to_pylist() == want
         assert arr.arrow((np.array([6, 2, 4]),)).to_pylist() == [None, "中", None]
     assert xr_zstrings.read_arrow(path, "s").to_pylist() == want
+
+
+def test_nc_char_split_across_chunks_and_kept_as_characters(tmp_path, kernels, monkeypatch):
+    """NC_CHAR whose chunks split the rows (netCDF4 chunksizes (3, 2) of 3 characters) reads into
+    Arrow from the stored characters (no str, no StringDType); with concat_characters=False each
+    character is a large_binary value, as engine="zstrings" returns them."""
+    path = tmp_path / "s.zarr"
+    values = ["ab", "é", "", "xyz", "q"]
+    with netCDF4.Dataset(nc_url(path), "w") as nc:
+        nc.createDimension("x", 5)
+        nc.createDimension("nchar", 3)
+        c = nc.createVariable("s", "S1", ("x", "nchar"), chunksizes=(3, 2))
+        c._Encoding = "utf-8"
+        c.set_auto_chartostring(False)
+        c[:] = np.array([v.encode() for v in values], dtype="S3").view("S1").reshape(5, 3)
+    for key in [(), (np.array([3, 0]),), (slice(None, None, -2),)]:
+        with xr.open_dataset(path, engine="zstrings") as ds:
+            arr = backend_array(ds, "s")
+            want = ds["s"].isel(x=key[0] if key else slice(None)).values.tolist()
+            assert want == list(np.array(values, dtype=object)[key[0] if key else slice(None)])
+            with monkeypatch.context() as m:
+                m.setattr(LazyArray, "_getitem", lambda *a: pytest.fail("the numpy read path was taken"))
+                assert arr.arrow(key).to_pylist() == want
+    with xr.open_dataset(path, engine="zstrings", concat_characters=False) as ds:
+        arr = backend_array(ds, "s")
+        got = arr.arrow((slice(0, 2), slice(None)))
+        assert got.type == pa.large_binary()
+        assert got.to_pylist() == ds["s"].values[:2].ravel().tolist() == [b"a", b"b", b"", b"\xc3", b"\xa9", b""]

@@ -284,15 +284,16 @@ class ChunkedArray:
 
     def can_read_arrow(self, decode: Decode, text_encoding: str) -> bool:
         """Whether ``read_arrow`` builds this array's values straight from its chunk buffers: |Sn
-        (UTF-8 or as bytes), NC_CHAR rows whose chunks hold whole rows, UTF-32, and the
-        variable-length layouts the subclass reads (``_can_read_arrow``)."""
+        (UTF-8 or as bytes), NC_CHAR (rows whose chunks hold whole rows, or characters), UTF-32,
+        and the variable-length layouts the subclass reads (``_can_read_arrow``)."""
         meta, utf8 = self.meta, norm_encoding(text_encoding) == "utf-8"
         if decode in (Decode.FIXED, Decode.TEXT_S, Decode.BYTES, Decode.BYTES_OBJ):
             return meta.dtype.kind == "S" and meta.dtype.itemsize > 0 and (utf8 or decode.as_bytes)
         if decode.joins_chars:
             return ((utf8 or decode.as_bytes) and meta.dtype.itemsize == 1 and meta.dtype.kind in "Su"
-                    and len(self.shape) >= 1
-                    and self.unit_shape[-1] == self.chunk_shape[-1] == self.stored_shape[-1] == self.shape[-1] > 0)
+                    and len(self.shape) >= 1 and self.shape[-1] > 0)
+        if decode in (Decode.CHAR_SEP, Decode.CHAR_RAW):  # NC_CHAR, one value per character
+            return (utf8 or decode.as_bytes) and meta.dtype.itemsize == 1 and meta.dtype.kind in "Su"
         if decode is Decode.UNICODE:
             return meta.dtype.kind == "U"
         return self._can_read_arrow(decode)
@@ -318,6 +319,8 @@ class ChunkedArray:
         fill = self._fill_arrow(decode, policy, what)
         if math.prod(out_shape) == 0:
             return ra.assemble([], out_shape, fill, typ)
+        if char and self.unit_shape[-1] != self.shape[-1]:  # chunks split the rows: join their bytes first
+            return self._rows_arrow(region, decode, policy, what, out_shape)
         plan, _ = self._plan(region)
         pieces: list[tuple[tuple, Any]] = []  # (box in the result, its values or None: never written)
 
@@ -330,6 +333,21 @@ class ChunkedArray:
             # fresh buffers (no scratch): an Arrow chunk may wrap the bytes it was read into
             self._run(plan, place, True, scratch=False)
         return ra.assemble(pieces, out_shape, fill, typ)
+
+    def _rows_arrow(self, region: tuple[slice, ...], decode: Decode, policy: str, what: str,
+                    out_shape: tuple[int, ...]) -> Any:
+        """NC_CHAR rows split across chunks: the region's stored characters (``read``: bytes, no
+        strings) joined into rows, then one Arrow array."""
+        import pyarrow as pa
+
+        from ..text import arrow as ta
+
+        raw = np.ascontiguousarray(self.read(region))
+        kind: Kind = "bytes" if decode.as_bytes else "str"
+        arr = ta.fixed_to_arrow(raw.view(np.uint8).reshape(-1, raw.shape[-1]), trailing=True, kind=kind,
+                                policy=policy, what=what,
+                                index=_labels(tuple(slice(0, n) for n in out_shape), out_shape))
+        return pa.chunked_array([arr], type=arr.type)
 
     def _arrow_box(self, raw: Any, key: str, src: tuple[slice, ...], decode: Decode, policy: str, what: str,
                    index: Any) -> Any:

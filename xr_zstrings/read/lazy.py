@@ -140,9 +140,8 @@ class LazyArray:
         Built from the chunk buffers (``ChunkedArray.read_arrow``: only the chunks the selection
         touches, no Python ``str``, no StringDType) wherever the chunk reader can; the rest comes
         from ``self[key]`` (same values, slower): scalars, ``|Sn``/NC_CHAR with a non-UTF-8
-        ``_Encoding``, NC_CHAR read one character per value or not decoded, UTF-32 as bytes, ``<U1``
-        NC_CHAR, v2 ``|O`` with other filters, v3 chains with array->array codecs or nested
-        shards; numbers keep their own Arrow type.
+        ``_Encoding``, UTF-32 as bytes, ``<U1`` NC_CHAR, v2 ``|O`` with other filters, v3 chains
+        with array->array codecs or nested shards; numbers keep their own Arrow type.
         """
         from .arrow import values_to_arrow
 
