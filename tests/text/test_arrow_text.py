@@ -232,9 +232,11 @@ def test_utf32_as_numpy(path, values, big):
     assert arr.type == pa.large_string() and arr.to_pylist() == u.tolist()  # numpy's own values
 
 
-def test_utf32_bad_code_point_as_decode_utf32(path):
-    u = np.array(["ab", "cd"], "<U2")
-    u.view(np.uint32)[3] = 0xD800
+@pytest.mark.parametrize("code", [0xD800, 0xDFFF, 0x110000, 0xFFFFFFFF])
+@pytest.mark.parametrize("order", ["<", ">"])
+def test_utf32_bad_code_point_as_decode_utf32(path, code, order):
+    u = np.array(["ab", "cd"], f"{order}U2")
+    u.view(f"{order}u4")[3] = code
     with pytest.raises(StringDecodeError) as ours:
         A.utf32_to_arrow(u, what="v")
     with pytest.raises(StringDecodeError) as numpy_path:

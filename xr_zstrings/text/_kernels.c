@@ -10,8 +10,8 @@
  * |Sn rows (fill_fixed_bounded), packed offsets + data (utf8_pack, for every v3 layout) and
  * numcodecs vlen-utf8 chunks (vlen_utf8_from_offsets); T_to_objects is astype(object).
  * Arrow: vlen-utf8 chunks and fixed-width rows become (int64 offsets, compacted data) in one pass
- * (vlen_to_offsets, fixed_to_offsets), UTF-8 validated on the way; offsets_check checks given
- * offsets and their UTF-8 in one pass.
+ * (vlen_to_offsets, fixed_to_offsets), UTF-8 validated on the way, UTF-32 rows become UTF-8
+ * (utf32_to_offsets); offsets_check checks given offsets and their UTF-8 in one pass.
  *
  * Policies: 0 "strict", 1 "drop" (an incomplete-but-valid-so-far UTF-8 sequence at the very end
  * of a value is dropped, anything else invalid is bad), 2 "replace".  Under "drop" the decoders
@@ -1736,6 +1736,83 @@ finish:
     return result;
 }
 
+/* utf32_to_offsets(buf, nchar, swap) -> (int64 offsets, uint8 data, True), or None when a code
+ * point is not a Unicode scalar value (a surrogate or above U+10FFFF: the caller's numpy decode
+ * names it): rows of `nchar` UTF-32 code points (numpy <U / >U, byte-swapped with swap) as UTF-8,
+ * each without its trailing NUL code points (numpy's rule). The data array has the input's size
+ * (4 bytes a code point at most) of which only the values are written. */
+static PyObject *
+utf32_to_offsets(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    Py_ssize_t nchar;
+    int swap;
+    if (!PyArg_ParseTuple(args, "y*np", &view, &nchar, &swap)) return NULL;
+    PyObject *result = NULL;
+    PyArrayObject *off = NULL, *dat = NULL;
+    if (nchar <= 0 || view.len % (4 * nchar) != 0) {
+        PyErr_SetString(PyExc_ValueError, "buffer size is not a multiple of 4 * a positive nchar");
+        goto finish;
+    }
+    npy_intp n = (npy_intp)(view.len / (4 * nchar));
+    if (arrow_alloc(n, (npy_intp)view.len, &off, &dat) < 0) goto finish;
+    int64_t *o = (int64_t *)PyArray_DATA(off);
+    uint8_t *d = (uint8_t *)PyArray_DATA(dat);
+    const uint8_t *src = (const uint8_t *)view.buf;
+    int bad = 0;
+    int64_t q = 0;
+    Py_BEGIN_ALLOW_THREADS
+    o[0] = 0;
+    for (npy_intp i = 0; i < n && !bad; i++) {
+        const uint8_t *row = src + (int64_t)i * 4 * nchar;
+        Py_ssize_t L = nchar;
+        uint32_t c;
+        while (L > 0) {
+            memcpy(&c, row + 4 * (L - 1), 4);
+            if (c) break;
+            L--;
+        }
+        for (Py_ssize_t j = 0; j < L; j++) {
+            memcpy(&c, row + 4 * j, 4);
+            if (swap) c = (c >> 24) | ((c >> 8) & 0xFF00) | ((c << 8) & 0xFF0000) | (c << 24);
+            if (c < 0x80) {
+                d[q++] = (uint8_t)c;
+            }
+            else if (c < 0x800) {
+                d[q++] = (uint8_t)(0xC0 | (c >> 6));
+                d[q++] = (uint8_t)(0x80 | (c & 0x3F));
+            }
+            else if (c < 0x10000) {
+                if (c >= 0xD800 && c <= 0xDFFF) {
+                    bad = 1;
+                    break;
+                }
+                d[q++] = (uint8_t)(0xE0 | (c >> 12));
+                d[q++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+                d[q++] = (uint8_t)(0x80 | (c & 0x3F));
+            }
+            else if (c <= 0x10FFFF) {
+                d[q++] = (uint8_t)(0xF0 | (c >> 18));
+                d[q++] = (uint8_t)(0x80 | ((c >> 12) & 0x3F));
+                d[q++] = (uint8_t)(0x80 | ((c >> 6) & 0x3F));
+                d[q++] = (uint8_t)(0x80 | (c & 0x3F));
+            }
+            else {
+                bad = 1;
+                break;
+            }
+        }
+        o[i + 1] = q;
+    }
+    Py_END_ALLOW_THREADS
+    result = bad ? Py_NewRef(Py_None) : arrow_result(off, dat, q, 1);
+finish:
+    Py_XDECREF(off);
+    Py_XDECREF(dat);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 /* offsets_check(data, offsets, validate) -> 0 (offsets inside data and monotone; with validate,
  * every value valid UTF-8), 1 (offsets out of bounds or decreasing: the caller's Python check
  * names the first bad one) or 2 (some value is not valid UTF-8).  Native int32/int64/uint32/uint64
@@ -1807,6 +1884,8 @@ static PyMethodDef methods[] = {
      "vlen_to_offsets(buf, n_expected, allow_trailing, validate) -> (int64 offsets, uint8 data, valid) or None"},
     {"fixed_to_offsets", fixed_to_offsets, METH_VARARGS,
      "fixed_to_offsets(buf, width, trailing, validate) -> (int64 offsets, uint8 data, valid)"},
+    {"utf32_to_offsets", utf32_to_offsets, METH_VARARGS,
+     "utf32_to_offsets(buf, nchar, swap) -> (int64 offsets, uint8 data, True) or None (not text)"},
     {"offsets_check", offsets_check, METH_VARARGS,
      "offsets_check(data, offsets, validate) -> 0 ok, 1 offsets out of bounds or decreasing, 2 invalid UTF-8"},
     {NULL, NULL, 0, NULL},

@@ -289,17 +289,15 @@ def utf32_to_arrow(values: np.ndarray, *, what: str = "") -> pa.Array:
     raw = np.asarray(values)
     if raw.dtype.kind != "U":
         raise ZStringsError(f"{what_prefix(what)}expected a <Un or >Un array, got dtype {raw.dtype}")
-    flat = raw.reshape(-1)
-    if not flat.dtype.isnative:
-        flat = flat.astype(flat.dtype.newbyteorder("="))
+    flat = np.ascontiguousarray(raw).reshape(-1)
     if flat.size == 0 or flat.dtype.itemsize == 0:
         return _build("str", np.zeros(flat.size + 1, np.int64), np.zeros(0, np.uint8))
-    try:
-        enc = np.strings.encode(flat, "utf-8")
-    except (UnicodeError, ValueError, TypeError):
-        decode_utf32(flat, what=what)  # raises the error naming the value
-        raise  # pragma: no cover - numpy's decoder and encoder agree
-    return fixed_to_arrow(enc.view(np.uint8).reshape(flat.size, enc.dtype.itemsize), trailing=True, what=what)
+    K = kernels()
+    res = K.utf32_to_offsets(flat, flat.dtype.itemsize // 4, not flat.dtype.isnative) if K is not None else None
+    if res is not None:
+        return _build("str", res[0], res[1])
+    # the fallback: numpy's cast (its values and errors) and pyarrow's conversion of StringDType
+    return pa.array(decode_utf32(flat, what=what), _STR)
 
 
 def with_nulls(arr: pa.Array, missing: np.ndarray | None) -> pa.Array:
