@@ -541,3 +541,32 @@ def test_a_store_on_s3_reads_into_arrow_as_the_xarray_path(tmp_path, s3, kernels
             check_arrow(ds.zstrings.to_arrow().column("s"), got, lay, f"{name}: to_arrow over S3")
         check_arrow(xr_zstrings.read_arrow(url, "s", storage_options=opts), got, lay, f"{name}: read_arrow over S3")
 
+
+
+@pytest.mark.parametrize("concat_characters", [True, False])
+def test_every_group_of_a_netcdf_c_store_reads_into_arrow_as_the_xarray_path(tmp_path, concat_characters, kernels):
+    """netcdf-c's sample store (tests/peers.write_netcdf_strings: NC_STRING, NC_CHAR utf-8 and
+    latin-1, scalars, numbers with fills, groups): ``read_arrow`` of every text variable in every
+    group (joined NC_CHAR text, or with concat_characters=False its raw characters as large_binary)
+    and every group's ``to_arrow()`` (broadcast over all its dimensions, as to_dataframe does) give
+    the xarray path's values."""
+    from peers import write_netcdf_strings
+
+    path = tmp_path / "n.zarr"
+    write_netcdf_strings(path)
+    groups = xr.open_groups(path, engine="zstrings", concat_characters=concat_characters)
+    seen = 0
+    for group, ds in groups.items():
+        table = ds.zstrings.to_arrow()
+        want = _dataframe_columns(ds)
+        assert table.column_names == list(want), group
+        assert {c: plain(table.column(c).to_pylist()) for c in table.column_names} == want, group
+        for name, var in ds.variables.items():
+            if var.dtype.kind not in "TOS":
+                continue
+            arr = xr_zstrings.read_arrow(path, str(name), group=group, concat_characters=concat_characters)
+            kind = "bytes" if var.dtype.kind == "S" else "str"
+            assert arr.type == (pa.large_binary() if kind == "bytes" else pa.large_string()), (group, name)
+            assert arr.to_pylist() == plain(var.values), (group, name)
+            seen += 1
+    assert seen == 5  # names, chars, chars_latin1, scalar_str, sub/labels
