@@ -179,7 +179,7 @@ def warn_kept(kept: list[str]) -> None:
     if kept:
         shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
         warnings.warn(
-            f"string_dtype='arrow' read {shown} as numpy (as string_dtype='T' does): xarray holds pandas "
+            f"string_dtype='arrow': {shown} read as numpy arrays (as with string_dtype='T'): xarray holds pandas "
             "Arrow arrays in 1-D variables only (ds.zstrings.to_arrow() gives these as Arrow, flattened).",
             UserWarning, stacklevel=user_stacklevel(),
         )

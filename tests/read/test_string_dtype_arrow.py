@@ -297,7 +297,7 @@ def test_isel_and_sel_on_the_string_index(tmp_path: Path, loaded: bool) -> None:
 
 def test_nd_strings_stay_stringdtype_with_one_warning(tmp_path: Path) -> None:
     store = _netcdf_c(tmp_path / "s.zarr")
-    with pytest.warns(UserWarning, match=r"string_dtype='arrow' read /m \(2-D\), /title \(0-D\) as numpy") as rec:
+    with pytest.warns(UserWarning, match=r"string_dtype='arrow': /m \(2-D\), /title \(0-D\) read as numpy arrays") as rec:
         a = xr.open_dataset(store, engine="zstrings", string_dtype="arrow")
     assert len([w for w in rec if "string_dtype='arrow'" in str(w.message)]) == 1
     assert a["m"].dtype == a["title"].dtype == np.dtypes.StringDType()
