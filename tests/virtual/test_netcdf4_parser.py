@@ -59,6 +59,8 @@ def _write_corpus(path: Path) -> Path:
         partial[1] = "only"
         grid = nc.createVariable("grid", str, ("time", "x"))
         grid[:] = np.array([[f"{t}·{x}" * (x + 1) for x in range(4)] for t in range(5)], dtype=object)
+        nc.createDimension("station", 3)  # a string dimension coordinate (an HDF5 dimension scale itself)
+        nc.createVariable("station", str, ("station",))[:] = np.array(["Zürich", "東京", "Oslo"], dtype=object)
         nc.createVariable("scalar", str, ())[0] = "😀 scalar"  # netCDF4 assigns a scalar NC_STRING at [0]
         code = nc.createVariable("code", "S1", ("x", "nchar"))
         code._Encoding = "utf-8"
