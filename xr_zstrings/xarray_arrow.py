@@ -28,7 +28,7 @@ from xarray.core.extension_array import PandasExtensionArray
 
 from .errors import user_stacklevel
 
-__all__ = ["ArrowBackendArray", "ArrowValues", "arrow_type_of", "numpy_strings", "with_arrow_strings"]
+__all__ = ["ArrowBackendArray", "ArrowValues", "arrow_type_of", "numpy_strings", "warn_kept", "with_arrow_strings"]
 
 
 def arrow_type_of(data: Any) -> pa.DataType | None:
@@ -129,7 +129,7 @@ def _outer(key: tuple[Any, ...]) -> bool:
 
 def with_arrow_strings(ds: xr.Dataset, contents: Any, backend_array: type, group: str = "/") -> tuple[xr.Dataset, list[str]]:
     """``ds`` (as xarray decoded it) with its 1-D text/bytes variables Arrow-backed; also the names
-    of the string variables that stay numpy StringDType (0-d, N-D) for the caller's warning."""
+    of the string variables that stay numpy (0-d, N-D: as with "T") for the caller's warning."""
     data_vars: dict[Hashable, xr.Variable] = {}
     coords: dict[Hashable, xr.Variable] = {}
     kept: list[str] = []
@@ -175,7 +175,7 @@ def _backend_array(var: xr.Variable, backend_array: type, atype: pa.DataType) ->
 
 
 def warn_kept(kept: list[str]) -> None:
-    """One warning per open naming the string variables left numpy StringDType, and why."""
+    """One warning per open naming the string variables left numpy, and why."""
     if kept:
         shown = ", ".join(kept[:5]) + (f" and {len(kept) - 5} more" if len(kept) > 5 else "")
         warnings.warn(
