@@ -353,7 +353,8 @@ def test_in_memory_and_dask_data_fall_back(how):
     values = np.array(["a", np.nan, "東京", ""], dtype=NA_T)
     data = {"StringDType NA": values, "object": values.astype(object), "<U": np.array(["a", "b", "東京", ""]),
             "dask": values}[how]
-    ds = xr.Dataset({"s": (("x",), data), "n": (("x", "y"), np.arange(8.0).reshape(4, 2))},
+    ds = xr.Dataset({"s": (("x",), data), "n": (("x", "y"), np.arange(8.0).reshape(4, 2)),
+                     "one": ((), np.array("const", dtype=NA_T))},  # (a scalar: broadcast to every row)
                     coords={"x": [10, 20, 30, 40], "c": ("y", np.array(["p", "q"], dtype=object))})
     if how == "dask":
         ds = ds.chunk(x=2)
