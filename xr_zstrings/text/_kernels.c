@@ -1645,6 +1645,7 @@ vlen_to_offsets(PyObject *self, PyObject *args)
     if (arrow_alloc((npy_intp)n, (npy_intp)(B - 4 - 4 * n), &off, &dat) < 0) goto finish;
     int64_t *o = (int64_t *)PyArray_DATA(off);
     uint8_t *d = (uint8_t *)PyArray_DATA(dat);
+    const int64_t dlen = B - 4 - 4 * n;
     int err = 0, valid = 1;
     int64_t q = 0;
     Py_BEGIN_ALLOW_THREADS
@@ -1662,7 +1663,14 @@ vlen_to_offsets(PyObject *self, PyObject *args)
             err = 1;
             break;
         }
-        memcpy(d + q, a + p, (size_t)ln);
+        if (ln <= 16 && q + 16 <= dlen && p + 16 <= B) {
+            /* short values: a fixed 16-byte copy (the next value overwrites the rest), no
+             * mispredicted copy length */
+            memcpy(d + q, a + p, 16);
+        }
+        else {
+            memcpy(d + q, a + p, (size_t)ln);
+        }
         if (validate && valid && ln && (a[p] & 0xC0) == 0x80) valid = 0;
         p += ln;
         q += ln;
