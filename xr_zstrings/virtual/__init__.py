@@ -21,8 +21,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..errors import UnsupportedError
+from .source import VirtualSource
 
-__all__ = ["PARSERS", "parser_for", "virtualize"]
+__all__ = ["PARSERS", "VirtualSource", "access", "parser_for", "source_kind", "virtualize"]
 
 #: which parser reads which source: kind -> (module, class); imported when used
 PARSERS: dict[str, tuple[str, str]] = {
@@ -66,7 +67,6 @@ def virtualize(source: str | os.PathLike[str], session: Any, *, group: str | Non
     ``mode``: "w-" refuses a non-empty target, "w" replaces it; ``missing``: as ``migrate``'s.
     """
     from .icechunk_write import write_virtual
-    from .source import VirtualSource
 
     src = VirtualSource.of(source, storage_options)
     options = {"missing": missing} if source_kind(source) == "nczarr" else {}
@@ -74,3 +74,9 @@ def virtualize(source: str | os.PathLike[str], session: Any, *, group: str | Non
     writable = src.writable_session(session, branch=branch)
     write_virtual(manifest_store, writable.store, group=group, mode=mode)
     return writable
+
+
+def access(source: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``authorize_virtual_chunk_access`` for ``icechunk.Repository.open`` to read what
+    :func:`virtualize` wrote from ``source`` (its container's URL prefix -> credentials)."""
+    return VirtualSource.of(source, storage_options).access()

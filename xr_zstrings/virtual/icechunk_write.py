@@ -12,6 +12,8 @@ replaces the fill value; docs/virtual.md. The target is opened by the write sess
 from __future__ import annotations
 
 import json
+import math
+import warnings
 from typing import Any
 
 from ..errors import ZStringsError
@@ -26,15 +28,47 @@ def write_virtual(manifest_store: Any, store: Any, *, group: str | None = None, 
     root = manifest_store._group  # (VirtualiZarr has no public accessor; its own xarray.py reads this)
     prefix = group.strip("/") if group else ""
     with write_session(store, mode, fmt="v3", group=prefix or None) as s:
+        _parents(s.zstore, prefix)
         _write_group(s.zstore, store, root, prefix)
         s.finish()
 
 
-def _json(metadata: Any) -> bytes:
-    """A node's zarr.json, as zarr-python writes it (NaN fill values and all)."""
+def _parents(zs: Any, prefix: str) -> None:
+    """The groups above ``prefix`` that are not there yet, as empty groups (else no reader finds it)."""
+    parts = prefix.split("/") if prefix else []
+    for i in range(len(parts)):
+        key = _join("/".join(parts[:i]), "zarr.json")
+        if zs.get_bytes(key) is None:
+            zs.set_many([(key, json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}).encode())])
+
+
+def _json(metadata: Any, path: str = "") -> bytes:
+    """A node's zarr.json, as zarr-python writes it, except that a NaN or infinite number in its
+    attributes becomes the string "NaN" / "Infinity" / "-Infinity" (Zarr v3's spelling of such fill
+    values), with a warning naming it: icechunk refuses JSON's NaN literal (icechunk#1238)."""
     from zarr.core.buffer import default_buffer_prototype
 
-    return bytes(metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes())
+    obj = json.loads(metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"].to_bytes())
+    changed: list[str] = []
+    obj["attributes"] = _finite(obj.get("attributes") or {}, changed, "")
+    if changed:
+        warnings.warn(f"/{path}: attribute(s) {', '.join(dict.fromkeys(changed))} hold NaN or infinite numbers, which icechunk "
+                      "cannot store (icechunk#1238): written as the strings 'NaN', 'Infinity', '-Infinity' in the "
+                      "icechunk repository (the source keeps the numbers).", UserWarning, stacklevel=2)
+    return json.dumps(obj, indent=2, ensure_ascii=False, allow_nan=False).encode("utf-8")
+
+
+def _finite(value: Any, changed: list[str], where: str) -> Any:
+    """``value`` with each non-finite float replaced by its Zarr v3 string (``changed``: where)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        changed.append(where.split("/")[0] or where)
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    if isinstance(value, list):
+        return [_finite(v, changed, where) for v in value]
+    if isinstance(value, dict):
+        out = {k: _finite(v, changed, f"{where}/{k}" if where else k) for k, v in value.items()}
+        return out
+    return value
 
 
 def _join(prefix: str, name: str) -> str:
@@ -44,7 +78,7 @@ def _join(prefix: str, name: str) -> str:
 def _write_group(zs: Any, store: Any, node: Any, path: str) -> None:
     """A group's zarr.json, its arrays (metadata before chunks: icechunk refuses chunks of an array
     it does not know yet), then its subgroups."""
-    zs.set_many([(_join(path, "zarr.json"), _json(node.metadata))])
+    zs.set_many([(_join(path, "zarr.json"), _json(node.metadata, path))])
     for name, array in node.arrays.items():
         _write_array(zs, store, array, _join(path, name))
     for name, sub in node.groups.items():
@@ -56,7 +90,7 @@ def _write_array(zs: Any, store: Any, array: Any, path: str) -> None:
     from icechunk import VirtualChunkSpec
 
     meta = array.metadata
-    zs.set_many([(_join(path, "zarr.json"), _json(meta))])
+    zs.set_many([(_join(path, "zarr.json"), _json(meta, path))])
     refs, native = [], []
     for key, entry in array.manifest.dict().items():
         idx = _index(key, len(meta.shape))

@@ -79,7 +79,9 @@ class VirtualSource:
 
     def access(self) -> dict[str, Any]:
         """``authorize_virtual_chunk_access`` for an icechunk repository reading these references."""
-        return {self.prefix: self.credentials}
+        from icechunk import containers_credentials
+
+        return dict(containers_credentials({self.prefix: self.credentials}))
 
     def container(self) -> Any:
         """The icechunk ``VirtualChunkContainer`` for the source's location."""
