@@ -132,6 +132,7 @@ def with_arrow_strings(ds: xr.Dataset, contents: Any, backend_array: type, group
     of the string variables that stay numpy (0-d, N-D: as with "T") for the caller's warning."""
     data_vars: dict[Hashable, xr.Variable] = {}
     coords: dict[Hashable, xr.Variable] = {}
+    indexes: dict[Hashable, Any] = {}
     kept: list[str] = []
     for name, spec in contents.variables.items():
         atype = arrow_type_of(spec.data)
@@ -143,16 +144,16 @@ def with_arrow_strings(ds: xr.Dataset, contents: Any, backend_array: type, group
             kept.append(f"{group.rstrip('/')}/{name} ({var.ndim}-D)")
             continue
         arr = ArrowBackendArray(found[0], atype, found[1])
-        if var.dims == (name,):  # a dimension coordinate: xarray reads its index at open anyway
-            if atype != pa.large_string():
-                continue  # (bytes labels: as decoded)
-            data: Any = indexing.PandasIndexingAdapter(arr.index(name), dtype=var.dtype)
-        else:
-            data = indexing.LazilyIndexedArray(arr)
-        new = xr.Variable(var.dims, data, var.attrs, var.encoding, fastpath=True)
-        (coords if name in ds.coords else data_vars)[name] = new
-    if coords:  # (no index yet: xarray's open_dataset makes the default ones after the backend)
-        ds = ds.assign_coords(xr.Coordinates(coords, indexes={}))
+        if var.dims == (name,) and atype == pa.large_string():
+            # a dimension coordinate: its index made here, over the Arrow read (xarray would read it
+            # at open anyway, and build its index through Python objects); bytes labels: as decoded
+            indexes[name] = xr.indexes.PandasIndex(arr.index(name), name, coord_dtype=var.dtype)
+            coords.update(indexes[name].create_variables({name: var}))
+        elif var.dims != (name,):
+            new = xr.Variable(var.dims, indexing.LazilyIndexedArray(arr), var.attrs, var.encoding, fastpath=True)
+            (coords if name in ds.coords else data_vars)[name] = new
+    if coords:
+        ds = ds.assign_coords(xr.Coordinates(coords, indexes=indexes))
     return (ds.assign(data_vars) if data_vars else ds), kept
 
 

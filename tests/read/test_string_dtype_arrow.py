@@ -160,6 +160,21 @@ def test_the_index_of_a_string_dimension_is_pandas_str_over_the_arrow_read(store
     assert a["x"].values.tolist() == LABELS
 
 
+def test_the_index_is_built_without_a_numpy_conversion(tmp_path: Path) -> None:
+    """The index of a string dimension is made from the Arrow read as it is: xarray's own index
+    creation would turn it into numpy objects and back (seconds for millions of labels)."""
+    store = _netcdf_c(tmp_path / "s.zarr")
+    with pytest.MonkeyPatch.context() as mp:
+        def to_numpy(self: Any, *args: Any, **kwargs: Any) -> Any:
+            raise AssertionError("an Arrow array converted to numpy while opening")
+
+        mp.setattr(pd.arrays.ArrowExtensionArray, "__array__", to_numpy)
+        mp.setattr(pd.arrays.ArrowExtensionArray, "to_numpy", to_numpy)
+        a = _open(store, string_dtype="arrow")
+    assert a.indexes["x"].tolist() == LABELS
+    assert a.sel(x="ré")["s"].values.item() is pd.NA  # (written equal to the fill)
+
+
 def test_loaded_arrow_variables_align_and_reindex(tmp_path: Path) -> None:
     store = _netcdf_c(tmp_path / "s.zarr")
     a = _open(store, string_dtype="arrow").drop_vars("m").load()
