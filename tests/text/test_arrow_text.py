@@ -159,6 +159,14 @@ def test_offsets_int64_are_zero_copy(path):
     assert A.offsets_to_arrow(off.astype(np.int32), data).buffers()[2].address == data.ctypes.data
 
 
+def test_offsets_from_a_byte_buffer_at_any_alignment(path):
+    """Offsets viewed from a chunk's bytes need not be aligned (the kernels read aligned integers)."""
+    raw = b"\x00" + np.array([0, 1, 3], "<i8").tobytes() + "aé".encode()
+    off = np.frombuffer(raw, "<i8", count=3, offset=1)
+    assert not off.flags.aligned
+    assert A.offsets_to_arrow(off, np.frombuffer(raw, np.uint8, offset=25)).to_pylist() == ["a", "é"]
+
+
 @pytest.mark.parametrize(("off", "found"), [
     ([0, 3, 2], "offsets[2] = 2 < offsets[1] = 3"),
     ([0, 3, 9], "last offset is 9 but the data holds 6 bytes"),

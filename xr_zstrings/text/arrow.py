@@ -153,6 +153,8 @@ def offsets_to_arrow(
     status = -1  # unchecked
     if K is not None and off.ndim == 1 and off.size and off.dtype.kind in "iu" and off.dtype.itemsize in (4, 8):
         off = np.ascontiguousarray(off, dtype=off.dtype.newbyteorder("="))
+        if not off.flags.aligned:  # (a view into a byte buffer; the kernel reads aligned integers)
+            off = off.copy()
         status = K.offsets_check(u8, off, kind == "str")
     if status in (-1, 1):  # the numpy check (names the first bad offset)
         validate_offsets(off, int(u8.size), what=what, layout="Arrow offsets")
