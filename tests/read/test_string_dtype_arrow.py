@@ -173,6 +173,8 @@ def test_the_index_is_built_without_a_numpy_conversion(tmp_path: Path) -> None:
         a = _open(store, string_dtype="arrow")
     assert a.indexes["x"].tolist() == LABELS
     assert a.sel(x="ré")["s"].values.item() is pd.NA  # (written equal to the fill)
+    # made by the backend, so also where xarray is asked to make none (docs/guide.md says so)
+    assert list(_open(store, string_dtype="arrow", create_default_indexes=False).indexes) == ["x"]
 
 
 def test_loaded_arrow_variables_align_and_reindex(tmp_path: Path) -> None:
