@@ -158,6 +158,7 @@ def offsets_to_arrow(
         status = K.offsets_check(u8, off, kind == "str")
     if status in (-1, 1):  # the numpy check (names the first bad offset)
         validate_offsets(off, int(u8.size), what=what, layout="Arrow offsets")
+        status = -1  # (UTF-8 then checked by Arrow)
     off64 = _int64(off)
     arr = _build(kind, off64, u8)
     if kind == "str":
