@@ -34,6 +34,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -100,13 +101,24 @@ def payload_bytes(arr: pa.Array) -> int:
 # ------------------------------------------------------------------------------------------
 
 
+_OBJECTS: dict[int, np.ndarray] = {}
+
+
+def _objects(values: pa.Array) -> np.ndarray:
+    """``values`` as an object array (made once: the writers of every layout take it)."""
+    if id(values) not in _OBJECTS:
+        _OBJECTS.clear()
+        _OBJECTS[id(values)] = values.to_numpy(zero_copy_only=False)
+    return _OBJECTS[id(values)]
+
+
 def write_layout(layout: str, path: Path, values: pa.Array, chunk: int, width: int) -> str | None:
     """Write ``values`` as variable "s" along "x" in ``layout`` at ``path``; None when not made here."""
     import numcodecs
     import xarray as xr
 
     name, _, comp = layout.partition("+")
-    strs = values.to_numpy(zero_copy_only=False)  # object: what xarray's to_zarr writes as vlen-utf8
+    strs = _objects(values)  # object: what xarray's to_zarr writes as vlen-utf8
     ds = xr.Dataset({"s": ("x", strs)})
     if name == "nczarr":
         from xr_zstrings import to_nczarr
@@ -290,18 +302,21 @@ def measure_peak(route_name: str, store: str) -> tuple[int, int] | None:
     return d["peak"], d["nbytes"]
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> tuple[list[float], Any]:
+def timed(fn: Callable[[], Any], repeat: int, cpu: list[float] | None = None) -> tuple[list[float], Any]:
     """Seconds of each of ``repeat`` runs (the cyclic collector off while timing, as timeit) and the
-    last result (the previous result dropped before each run)."""
+    last result (the previous result dropped before each run); each run's process CPU seconds (all
+    threads) appended to ``cpu``: steadier than wall time on a shared machine."""
     times, out = [], None
     for _ in range(repeat):
         out = None
         gc.collect()
         gc.disable()
         try:
-            t0 = time.perf_counter()
+            c0, t0 = time.process_time(), time.perf_counter()
             out = fn()
             times.append(time.perf_counter() - t0)
+            if cpu is not None:
+                cpu.append(time.process_time() - c0)
         finally:
             gc.enable()
     return times, out
@@ -319,6 +334,12 @@ class Row:
     peak: tuple[int, int] | None = None
     ratios: dict[str, float] = field(default_factory=dict)
     payload: int = 0  # UTF-8 bytes of the values
+    cpu: list[float] = field(default_factory=list)  # process CPU seconds of each run
+
+    @property
+    def cpu_rate(self) -> float:
+        """Strings per CPU second of the fastest run by CPU (M/s)."""
+        return self.n / min(self.cpu) / 1e6 if self.cpu else float("nan")
 
     @property
     def t(self) -> float:
@@ -347,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data", nargs="+", choices=["labels", "long"], default=["labels", "long"])
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory child processes")
     p.add_argument("--no-xarray", action="store_true", help="skip xarray's to_dataframe rows")
+    p.add_argument("--xarray-from", default=None, metavar="JSON",
+                   help="with --no-xarray: take xarray's rows (same sizes) from an earlier run's --json file")
     p.add_argument("--dir", default=None, help="where the stores are written (default: a temporary dir)")
     p.add_argument("--quick", action="store_true", help="a smoke run: 20,000 + 2,000 strings, one run each")
     p.add_argument("--json", default=None, help="also write the rows to this JSON file")
@@ -360,11 +383,18 @@ def main(argv: list[str] | None = None) -> int:
 
     rows: list[Row] = []
     tmp = Path(tempfile.mkdtemp(prefix="zstrings-arrow-", dir=args.dir))
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))  # (the stores are removed when stopped)
     try:
         for data in args.data:
             rows += run_data(data, args, tmp)
+            if args.json:  # (kept as it goes: a long run stopped keeps what it measured)
+                Path(args.json).write_text(json.dumps([r.__dict__ | {"rate": r.rate} for r in rows], indent=1))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    if args.xarray_from:
+        old = [Row(**{k: v for k, v in d.items() if k != "rate"}) for d in json.loads(Path(args.xarray_from).read_text())]
+        sizes = {r.data: r.n for r in rows}
+        rows += [r for r in old if "xarray" in r.reader and sizes.get(r.data) == r.n]
     report(rows, args)
     if args.json:
         Path(args.json).write_text(json.dumps([r.__dict__ | {"rate": r.rate} for r in rows], indent=1))
@@ -382,7 +412,7 @@ def run_row(data: str, layout: str, target: str, reader: str, store: str, n: int
     r = Row(data, layout, target, reader, n)
     out = None
     try:
-        r.times, out = timed(route(reader, store), repeat)
+        r.times, out = timed(route(reader, store), repeat, r.cpu)
     except (NotAvailable, AttributeError, ImportError) as e:
         r.status = f"n/a (not available: {str(e)[:60]})"
     except Exception as e:  # noqa: BLE001 - an API mid-development must not stop the other rows
@@ -447,8 +477,10 @@ def run_data(data: str, args: Any, tmp: Path) -> list[Row]:
                     import polars as pl
 
                     r = Row(data, lay, "polars", f"{reader} + pl.from_pandas", n)
-                    t_conv, _ = timed(lambda df=df: pl.from_pandas(df.reset_index()), 1)  # type: ignore[misc]
+                    c_conv: list[float] = []
+                    t_conv, _ = timed(lambda df=df: pl.from_pandas(df.reset_index()), 1, c_conv)  # type: ignore[misc]
                     r.times = [rows[-1].t + t_conv[0]]
+                    r.cpu = [min(rows[-1].cpu) + c_conv[0]]
                     rows.append(r)
                     _log(r)
                 del df
@@ -473,6 +505,11 @@ def stringdtype_rows(data: str, values: pa.Array, args: Any) -> list[Row]:
     import xr_zstrings
 
     to_t: Any = getattr(xr_zstrings, "arrow_to_stringdtype", None) if "arrow_to_stringdtype" in dir(xr_zstrings) else None
+    if to_t is None:  # not exported yet: the module's own
+        try:
+            from xr_zstrings.text.arrow import arrow_to_stringdtype as to_t
+        except ImportError:
+            to_t = None
     cases: list[tuple[str, Callable[[], Any] | None, int]] = [
         ("arrow_to_stringdtype(arr)", None if to_t is None else (lambda: to_t(chunked)), args.repeat),
         ("np.array(arr.to_pylist(), dtype=StringDType())",
@@ -484,7 +521,7 @@ def stringdtype_rows(data: str, values: pa.Array, args: Any) -> list[Row]:
         if fn is None:
             r.status = "n/a (not available)"
         else:
-            r.times, out = timed(fn, repeat)
+            r.times, out = timed(fn, repeat, r.cpu)
             if reader.startswith("arrow_to") and (out.dtype != T or out.tolist()[:1000] != values.slice(0, 1000).to_pylist()
                                                   or out.size != n):
                 r.status = "WRONG VALUES"
@@ -507,15 +544,16 @@ def _find(rows: list[Row], data: str, layout: str | None, reader: str) -> Row | 
 
 
 def compute_ratios(rows: list[Row]) -> None:
-    """Per row: vs xarray's route (the faster engine, same layout and target; the Arrow layouts,
-    which zarr-python cannot read, against the vlen-utf8 store of the same compression), vs Parquet
+    """Per row: vs xarray's route (the faster engine giving the same text, same layout and target), vs Parquet
     at the same compression and target, and the raw layouts' time vs the payload's memcpy."""
     for r in rows:
         if r.status or r.layout in ("(limit)", "Arrow -> numpy") or "xarray" in r.reader or r.layout.startswith("Parquet"):
             continue
         comp = "zstd" if "(zstd)" in r.layout else "raw"
         suffix = " + pl.from_pandas" if r.target == "polars" else ""
-        found = [_find(rows, r.data, r.layout, f"xarray engine={e} .to_dataframe(){suffix}") for e in ("zarr", "zstrings")]
+        # (engine="zarr" reads NCZarr text as |Sn bytes, NC_CHAR as single characters: not the same frame)
+        engines = ("zstrings",) if r.layout.startswith("NCZarr") else ("zarr", "zstrings")
+        found = [_find(rows, r.data, r.layout, f"xarray engine={e} .to_dataframe(){suffix}") for e in engines]
         peers = [x for x in found if x is not None]
         if r.target != "arrow" and peers:
             r.ratios["xarray"] = min(x.t for x in peers) / r.t
@@ -544,7 +582,7 @@ def report(rows: list[Row], args: Any) -> None:
           f"{os.cpu_count()} CPUs, load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; "
           f"median of {args.repeat} runs (xarray's rows: {args.peer_repeat})\n")
     print(f"{'data':6} {'layout':30} {'into':6} {'reader':46} {'M str/s':>8} {'(range)':>13} "
-          f"{'GB/s':>6} {'vs xarray':>9} {'vs Parquet':>10} {'/ memcpy':>8} {'peak/result':>11}  notes")
+          f"{'GB/s':>6} {'M/CPU-s':>8} {'vs xarray':>9} {'vs Parquet':>10} {'/ memcpy':>8} {'peak/result':>11}  notes")
     for r in rows:
         if r.status:
             print(f"{r.data:6} {r.layout:30} {r.target:6} {r.reader:46} {r.status}")
@@ -554,7 +592,7 @@ def report(rows: list[Row], args: Any) -> None:
         peak = f"{r.peak[0] / r.peak[1]:.2f}x" if r.peak and r.peak[1] else ""
         notes = ", ".join(f"{k} {v:.2f}x" for k, v in rt.items() if k.startswith("vs "))
         print(f"{r.data:6} {r.layout:30} {r.target:6} {r.reader:46} {r.rate:8.2f} {r.spread():>13} "
-              f"{pay:6.2f} "
+              f"{pay:6.2f} {r.cpu_rate:8.2f} "
               f"{_fmt(rt.get('xarray')):>9} {_fmt(rt.get('parquet')):>10} {_fmt(rt.get('memcpy')):>8} {peak:>11}  {notes}")
 
 
