@@ -380,6 +380,16 @@ def test_our_other_writers_take_arrow_variables(tmp_path: Path, writer: str) -> 
     assert got["s"] == ["a", "é", "N/A", "bb", "N/A", "N/A"] * 2  # missing as the fill, as netcdf-c wrote it
 
 
+def test_a_region_write_takes_arrow_variables(tmp_path: Path) -> None:
+    store = _netcdf_c(tmp_path / "s.zarr")  # s: chunks of 2
+    xr_zstrings.to_nczarr(_open(store).drop_vars("m"), tmp_path / "out.zarr")
+    part = _open(store, string_dtype="arrow")[["s"]].drop_vars("x").isel(x=[3, 2])  # ["bb", missing]
+    xr_zstrings.to_nczarr(part, tmp_path / "out.zarr", mode="r+", region={"x": slice(0, 2)})
+    with netCDF4.Dataset(nc_url(tmp_path / "out.zarr")) as nc:
+        nc.set_auto_mask(False)
+        assert _plain(nc["s"][:]) == ["bb", "N/A", "N/A", "bb", "N/A", "N/A"]
+
+
 def test_numpy_strings_gives_the_T_dtypes(store: Path) -> None:
     t = _open(store)
     back = numpy_strings(_open(store, string_dtype="arrow"))
