@@ -347,6 +347,17 @@ def test_pyarrow_and_duckdb_read_the_stream(store):
     assert rows == expect
 
 
+def test_duckdb_reads_the_store_once_a_query(forty):
+    """DuckDB asks for the C stream three times a query (binding, then scanning) and pulls one: the
+    stream carries its schema and reads on the first pull, so each chunk is read once."""
+    rec = _Recording(LocalStore(forty, read_only=True))
+    ds = xr.open_dataset(rec, engine="zstrings")
+    rec.keys.clear()
+    z = ds.zstrings  # noqa: F841 - DuckDB finds it by its name
+    assert duckdb.sql("SELECT count(*), min(s) FROM z").fetchall() == [(40, _forty()[0])]
+    assert sorted(k for k in rec.keys if k.startswith("s/")) == [f"s/c/{i}" for i in range(4)]
+
+
 @pytest.mark.parametrize("how", ["StringDType NA", "object", "<U", "dask"])
 def test_in_memory_and_dask_data_fall_back(how):
     """Values already in memory (or dask) go through pyarrow's conversion: same frame as xarray's."""
@@ -361,6 +372,7 @@ def test_in_memory_and_dask_data_fall_back(how):
         assert frames.lazy_source(ds.s.variable) is None
     _assert_frame_as_xarray(frames.to_dataframe(ds), ds.to_dataframe())
     _assert_table_as_xarray(frames.to_arrow(ds), ds.to_dataframe())
+    _assert_same_table(pa.table(ds.zstrings), frames.to_arrow(ds))  # (object values: no schema before reading)
 
 
 def test_bytes_are_large_binary():

@@ -7,7 +7,7 @@ built as Arrow arrays (straight from the store's chunks where the data is still 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -56,10 +56,26 @@ def to_dataframe(obj: xr.Dataset | xr.DataArray, *, dim_order: Sequence[Hashable
 
 def arrow_stream(obj: xr.Dataset | xr.DataArray, requested_schema: Any = None) -> Any:
     """The Arrow C stream (PyCapsule) of ``to_arrow(obj)``; an unnamed DataArray's column is
-    ``"values"``, as in xarray's own ``DataArray.__arrow_c_stream__``."""
+    ``"values"``, as in xarray's own ``DataArray.__arrow_c_stream__``.
+
+    Where every column's Arrow type follows from the dtypes, the stream carries the schema and
+    reads when its first batch is pulled: DuckDB asks for a stream several times a query (to bind
+    it, then to scan it) and pulls one, so the store is read once."""
+    import pyarrow as pa
+
     if isinstance(obj, xr.DataArray) and obj.name is None:
         obj = obj.rename("values")
-    return to_arrow(obj).__arrow_c_stream__(requested_schema)
+    schema = _Frame.of(obj, None).schema()
+    if schema is None:
+        return to_arrow(obj).__arrow_c_stream__(requested_schema)
+    reader = pa.RecordBatchReader.from_batches(schema, _batches(obj, schema))
+    return reader.__arrow_c_stream__(requested_schema)
+
+
+def _batches(obj: xr.Dataset | xr.DataArray, schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """``to_arrow(obj)``'s record batches (its columns' chunks, no copy), read on the first pull."""
+    table = to_arrow(obj)
+    yield from (table if table.schema.equals(schema) else table.cast(schema)).to_batches()
 
 
 def lazy_source(variable: xr.Variable) -> tuple[ZStringsBackendArray, indexing.ExplicitIndexer] | None:
@@ -206,6 +222,21 @@ class _Frame:
         names: list[Hashable] = [lv.name for lv in levels]
         return names, [_index_to_arrow(lv) for lv in levels]
 
+    def schema(self) -> pa.Schema | None:
+        """``to_arrow``'s schema from the dtypes alone (nothing read), or None where a column's
+        Arrow type depends on its values (object arrays, other pandas types)."""
+        import pandas as pd
+        import pyarrow as pa
+
+        index = self.ds.coords.to_index(list(self.dims))
+        levels = list(index.levels) if isinstance(index, pd.MultiIndex) else [index]
+        pairs = [*zip(index.names, [lv.dtype for lv in levels], strict=True),
+                 *[(self.label(n), self.ds.variables[n].dtype) for n in self.columns]]
+        types = [_arrow_type_of(dtype) for _, dtype in pairs]
+        if any(t is None for t in types):
+            return None
+        return pa.schema([pa.field(str(name), t) for (name, _), t in zip(pairs, types, strict=True)])
+
     def arrow_column(self, name: Hashable) -> pa.Array | pa.ChunkedArray:
         """One variable as the frame's column: text via Arrow (reordered/broadcast with ``take``
         where its dims are not the frame's), numbers from xarray's (CF-decoded) values."""
@@ -236,6 +267,27 @@ class _Frame:
         if not (_is_text_type(col.type) or pa.types.is_large_binary(col.type)):
             return var.set_dims(self.sizes).values.reshape(-1)  # (objects that are not text: as xarray)
         return _pandas_text(col)
+
+
+def _arrow_type_of(dtype: Any) -> pa.DataType | None:
+    """The Arrow type ``to_arrow`` gives a column of this dtype, when the dtype alone says it."""
+    import pandas as pd
+    import pyarrow as pa
+
+    if isinstance(dtype, pd.ArrowDtype):
+        return dtype.pyarrow_dtype
+    if isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow":
+        return pa.large_string()
+    if not isinstance(dtype, np.dtype) or dtype.kind == "O":
+        return None
+    if dtype.kind in "TU":
+        return pa.large_string()
+    if dtype.kind == "S":
+        return pa.large_binary()
+    try:
+        return pa.from_numpy_dtype(dtype)
+    except (pa.ArrowException, TypeError, ValueError):
+        return None
 
 
 def _index_to_arrow(level: pd.Index) -> pa.Array:
