@@ -570,3 +570,34 @@ def test_every_group_of_a_netcdf_c_store_reads_into_arrow_as_the_xarray_path(tmp
             assert arr.to_pylist() == plain(var.values), (group, name)
             seen += 1
     assert seen == 5  # names, chars, chars_latin1, scalar_str, sub/labels
+
+
+@pytest.mark.parametrize("opts", [{}, {"mask_and_scale": False}], ids=["T", "unmasked"])
+@pytest.mark.parametrize("name", list(BY_NAME))
+def test_to_arrow_reads_text_into_arrow_not_through_numpy(tmp_path, monkeypatch, name, opts):
+    """``ds.zstrings.to_arrow()`` of a lazily opened store reads its text and bytes straight into
+    Arrow (``ZStringsBackendArray.arrow``), never through the numpy read (Python objects or
+    StringDType in between), for every layout, masked or not; the values are the numpy read's."""
+    check_not_through_numpy(tmp_path, monkeypatch, name, opts)
+
+
+def check_not_through_numpy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str, opts: dict[str, Any]) -> None:
+    from xr_zstrings.backend import ZStringsBackendArray
+
+    lay = BY_NAME[name]
+    values = ["a", None, "héllo", "", "中文字", None, "😀x", "z" * 30] if lay.missing else ["a", "héllo", "", "z"]
+    if lay.kind == "bytes":
+        values = [None if v is None else v.encode() for v in values]
+    path = tmp_path / "s.zarr"
+    lay.write(path, values, 3)
+    want = xarray_values(path, **opts)
+    numpy_read = ZStringsBackendArray.__getitem__
+
+    def no_text_as_numpy(self: Any, key: Any) -> Any:
+        assert self.dtype.kind not in "TOSU", f"{name}: text read as numpy ({self.dtype})"
+        return numpy_read(self, key)
+
+    with xr.open_dataset(path, engine="zstrings", **opts) as ds:
+        # (after opening: xarray's CF decoding reads one element of an object array to look for dates)
+        monkeypatch.setattr(ZStringsBackendArray, "__getitem__", no_text_as_numpy)
+        assert ds.zstrings.to_arrow().column("s").to_pylist() == want
