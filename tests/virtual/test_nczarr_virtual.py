@@ -12,6 +12,7 @@ a UTF-8 character) makes xarray's strict decoding raise UnicodeDecodeError.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 import warnings
 from pathlib import Path
@@ -443,3 +444,10 @@ def test_non_finite_attributes_become_strings_in_icechunk_with_a_warning(tmp_pat
     assert zarr.open_array(session.store, path="v", mode="r").attrs["f8_list"] == [0.5, "NaN"]
     names = _names(src)
     _compare(src, _views(session.store, names, "zstrings"), _views(src, names, "zstrings"), "attrs")
+
+
+def test_a_path_that_needs_percent_encoding_is_refused_naming_why(tmp_path):
+    src = tmp_path / "with space" / "stations.zarr"
+    shutil.copytree(SAMPLE, src)
+    with pytest.raises(ZStringsError, match=r"with%20space/stations.zarr: its URL needs percent-encoding.*Move or link"):
+        xr_zstrings.virtualize(src, _repo(tmp_path))

@@ -13,6 +13,7 @@ the chunks of an array ``migrate`` rewrites (no v3 codec chain decodes its bytes
 from __future__ import annotations
 
 import os
+import urllib.parse
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,12 @@ class NCZarrParser:
 
         _register_plugin()
         uri = validate_and_normalize_path_to_uri(os.fspath(url), fs_root=Path.cwd().as_uri())
+        where = uri.rstrip("/")  # (the store's root: its chunks' URLs are below it)
+        if urllib.parse.unquote(where) != where:
+            raise ZStringsError(
+                f"Cannot virtualize {os.fspath(url)}: its URL needs percent-encoding ({where!r}), and VirtualiZarr's "
+                "ManifestStore reads a chunk URL's path verbatim (it finds no '%20' folder) while icechunk refuses "
+                "one that is not encoded. Move or link the store to a path of letters, digits and -_./ only.")
         obs, rel = registry.resolve(uri)
         rel = str(rel).strip("/")
         zs = ZStore(ObjectStore(obs, read_only=True), prefix=rel, display=uri,
@@ -68,7 +75,6 @@ class NCZarrParser:
         arrays, groups = plan_migration(tree, in_place=False, missing=self.missing or "values")
         self._refuse_lost(uri, arrays)
         sizes = _object_sizes(obs, rel)
-        where = uri.rstrip("/")  # (the store's root: its chunks' URLs are below it)
         root = "/" + self.group if self.group else "/"
         if root not in groups:
             raise ZStringsError(f"{uri}: no group {self.group!r} (groups: {sorted(groups)}). Pass one of those, "
