@@ -330,9 +330,15 @@ class ChunkedArray:
             pieces.append((dst, arr if arr is None or arr.type == typ else arr.cast(typ)))
 
         if plan:
-            # fresh buffers (no scratch): an Arrow chunk may wrap the bytes it was read into
-            self._run(plan, place, True, scratch=False)
+            # an Arrow chunk that wraps the bytes it was read from needs them fresh (no scratch)
+            self._run(plan, place, True, scratch=not self._arrow_wraps(decode))
         return ra.assemble(pieces, out_shape, fill, typ)
+
+    def _arrow_wraps(self, decode: Decode) -> bool:
+        """Whether ``_arrow_box`` may return arrays around a chunk's stored bytes (zero-copy), so
+        the chunk must not be read into the thread's reused buffer. The fixed-width rows and
+        numcodecs' vlen frames are always compacted into new buffers."""
+        return False
 
     def _rows_arrow(self, region: tuple[slice, ...], decode: Decode, policy: str, what: str,
                     out_shape: tuple[int, ...]) -> Any:

@@ -274,6 +274,17 @@ class ChunkedArrayV3(ChunkedArray):
             return not p.sharded and not p.aa and p.layout in VARIABLE_LENGTH
         return p.layout in VARIABLE_LENGTH
 
+    def _arrow_wraps(self, decode: Decode) -> bool:
+        """The Arrow layout and zarrs.vlen are wrapped as stored (any chunk of theirs may be)."""
+        p: Any = self.unit
+        if decode not in (Decode.TEXT, Decode.VLEN_BYTES):
+            return False
+        if p.sharded:
+            p = p.ab.inner
+        if p.layout == "zarrs.optional":
+            p = p.ab.data
+        return p.layout not in ("vlen-utf8", "vlen-bytes")
+
     def _arrow_box(self, raw: Any, key: str, src: tuple[slice, ...], decode: Decode, policy: str, what: str,
                    index: Any) -> Any:
         if decode not in (Decode.TEXT, Decode.VLEN_BYTES):
