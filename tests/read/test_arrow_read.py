@@ -443,3 +443,17 @@ def test_nc_char_split_across_chunks_and_kept_as_characters(tmp_path, kernels, m
         got = arr.arrow((slice(0, 2), slice(None)))
         assert got.type == pa.large_binary()
         assert got.to_pylist() == ds["s"].values[:2].ravel().tolist() == [b"a", b"b", b"", b"\xc3", b"\xa9", b""]
+
+
+def test_what_cannot_be_read_into_arrow_says_why(tmp_path):
+    """A variable the group does not hold names the group, the store and what it holds; a
+    vectorized (pointwise) selection is refused with the fix (outer selections only)."""
+    path = tmp_path / "s.zarr"
+    xr.Dataset({"s": ("x", np.array(["a", "b"], dtype=object))}).to_zarr(path, zarr_format=3, consolidated=False)
+    with pytest.raises(xr_zstrings.ZStringsError, match=r"no array 'nope' in group '/' of .*s\.zarr.*\['s'\]"):
+        xr_zstrings.read_arrow(path, "nope")
+    with xr.open_dataset(path, engine="zstrings") as ds:
+        key = indexing.VectorizedIndexer((np.array([0, 1]),))
+        with pytest.raises(TypeError, match="outer selections"):
+            backend_array(ds, "s").arrow(key)
+        assert backend_array(ds, "s").arrow(indexing.OuterIndexer((np.array([1, 0]),))).to_pylist() == ["b", "a"]
