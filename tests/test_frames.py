@@ -6,6 +6,7 @@ pyarrow checked by the buffers they hold.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 import xarray as xr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from peers import nc_url
 from zarr.storage import LocalStore, WrapperStore
 
@@ -432,3 +435,25 @@ def test_a_stacked_dimension_as_xarray():
                     coords={"a": ["x", "y"], "b": [1, 2]}).stack(z=("a", "b"))
     _assert_frame_as_xarray(frames.to_dataframe(ds), ds.to_dataframe())
     _assert_table_as_xarray(frames.to_arrow(ds), ds.to_dataframe())
+
+
+@settings(max_examples=20, deadline=None)
+@given(data=st.data())
+def test_any_dims_and_order_as_xarray(data):
+    """Random dimensions (sizes 1-3; c: 0-3), text variables over random subsets of them in random order,
+    a random ``dim_order``: the same rows as xarray's ``to_dataframe()`` (in-memory values)."""
+    dims = ["a", "b", "c"][: data.draw(st.integers(2, 3))]
+    sizes = {d: data.draw(st.integers(0 if d == "c" else 1, 3)) for d in dims}
+    text = st.one_of(st.none(), st.text(max_size=4))
+    variables = {}
+    for i in range(data.draw(st.integers(1, 3))):
+        vdims = data.draw(st.permutations(dims).flatmap(lambda p: st.integers(0, len(p)).map(lambda k: p[:k])))
+        n = math.prod(sizes[d] for d in vdims)
+        values = [np.nan if v is None else v for v in data.draw(st.lists(text, min_size=n, max_size=n))]
+        variables[f"v{i}"] = (tuple(vdims), np.array(values, dtype=NA_T).reshape([sizes[d] for d in vdims]))
+    variables["n"] = (tuple(dims), np.arange(math.prod(sizes.values()), dtype="f4").reshape(list(sizes.values())))
+    ds = xr.Dataset(variables, coords={"a": np.arange(sizes["a"]) * 10})
+    order = data.draw(st.permutations(list(ds.dims)))
+    ref = ds.to_dataframe(dim_order=order)
+    _assert_frame_as_xarray(frames.to_dataframe(ds, dim_order=order), ref)
+    _assert_table_as_xarray(frames.to_arrow(ds, dim_order=order), ref)
