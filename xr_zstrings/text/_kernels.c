@@ -137,6 +137,14 @@ row_first_nul(const uint8_t *p, Py_ssize_t n, int *non_ascii)
             zm |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)) << j;
             hm |= (uint64_t)(uint32_t)_mm_movemask_epi8(v) << j;
         }
+        if (j < m && m >= 16) {
+            /* the last (partial) 16 bytes as one load overlapping the previous one: the bytes
+             * seen twice set the same bits */
+            __m128i v = _mm_loadu_si128((const __m128i *)(p + base + m - 16));
+            zm |= (uint64_t)(uint32_t)_mm_movemask_epi8(_mm_cmpeq_epi8(v, zero)) << (m - 16);
+            hm |= (uint64_t)(uint32_t)_mm_movemask_epi8(v) << (m - 16);
+            j = m;
+        }
         for (; j < m; j++) {
             uint8_t c = p[base + j];
             zm |= (uint64_t)(c == 0) << j;
