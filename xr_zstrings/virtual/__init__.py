@@ -1,16 +1,18 @@
 """Virtual references (VirtualiZarr, icechunk) to NCZarr / Zarr v2 stores and netCDF-4 files.
 
-The map of this folder (``pip install "xr_zstrings[virtual]"``; Python >= 3.12):
+The map of this folder (``pip install "xr_zstrings[virtual]"``; Python >= 3.12; docs/virtual.md):
 
-* ``nczarr.NCZarrParser``: a VirtualiZarr parser for NCZarr (every netcdf-c generation) and Zarr v2
-  stores, whose v3 metadata are ``migrate``'s (one translation).
-* ``netcdf4.NetCDF4Parser``: a VirtualiZarr parser for netCDF-4 / HDF5 files whose strings
+* ``nczarr``: ``NCZarrParser``, a VirtualiZarr parser for NCZarr (every netcdf-c generation) and
+  Zarr v2 stores, whose v3 metadata are ``migrate``'s (one translation: ``write.migrate``).
+* ``netcdf4``: ``NetCDF4Parser``, a VirtualiZarr parser for netCDF-4 / HDF5 files whose strings
   VirtualiZarr's HDF parser cannot reference.
-* ``source.VirtualSource``: where a source is (its URL, the obstore registry, icechunk's virtual chunk
-  container and credentials for it).
-* ``icechunk_write``: a parsed source written into an icechunk session's store (the arrays' v3
-  metadata as the parser made them, virtual chunk references, inlined chunks as native ones).
-* :func:`virtualize` (``xr_zstrings.virtualize``): the one call for the common case.
+* ``source``: ``VirtualSource``, where a source is (its URL, the obstore registry, icechunk's
+  virtual chunk container and credentials for it).
+* ``icechunk_write``: a parsed source written into an icechunk session's store through the write
+  session (the arrays' v3 metadata as the parser made them, virtual chunk references, inlined
+  chunks as native ones).
+* :func:`virtualize` (``xr_zstrings.virtualize``): the one call for the common case; :func:`access`:
+  what a reader authorizes.
 """
 
 from __future__ import annotations
