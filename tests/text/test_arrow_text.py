@@ -26,6 +26,7 @@ from xr_zstrings.text import fixed as F
 from xr_zstrings.text import kernels as KL
 from xr_zstrings.text import nc_char as C
 from xr_zstrings.text import vlen as V
+from xr_zstrings.text.policy import policy_scope
 
 POLICIES = ("strict", "drop", "replace")
 SETTINGS = settings(max_examples=60, deadline=None,
@@ -212,6 +213,33 @@ def test_fixed_index_names_the_value(path):
     raw = np.array([b"ok", b"a\xff"], "S2")
     with pytest.raises(StringDecodeError, match=r"^v: value \(7, 3\) is not valid UTF-8"):
         A.fixed_to_arrow(raw, trailing=False, what="v", index=lambda k: str((7, 2 + k)))
+
+
+def test_vlen_index_names_the_value(path):
+    with pytest.raises(StringDecodeError, match=r"^v: element 12 of the chunk \(1 bytes\) is not valid UTF-8"):
+        A.vlen_frames_to_arrow(frames([b"ok", b"\xff"]), 2, what="v", index=lambda k: k + 11)
+
+
+def test_one_warning_for_a_whole_read_as_the_numpy_path(path):
+    """Inside a read's policy scope, the changes of every chunk make one warning, the numpy path's."""
+    chunks = [frames([b"a\xff", b"ok"]), frames([b"\xfe", b"\xe2\x82"])]
+    rows = np.frombuffer(b"x\xffz\x00", np.uint8).reshape(1, 4)
+
+    def read(arrow: bool) -> list[str]:
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            with policy_scope("var"):
+                for c in chunks:
+                    if arrow:
+                        A.vlen_frames_to_arrow(c, 2, policy="replace")
+                        A.fixed_to_arrow(rows, trailing=False, policy="replace")
+                    else:
+                        V.decode_vlen_utf8_to_numpy(c, 2, utf8_errors="replace")
+                        F.decode_fixed_utf8(rows, utf8_errors="replace")
+        return [str(x.message) for x in w]
+
+    assert read(True) == read(False)
+    assert len(read(True)) == 1 and "into 5 value(s)" in read(True)[0]
 
 
 def test_bad_values_found_past_the_first_block(path):
