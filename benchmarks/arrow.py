@@ -280,8 +280,11 @@ def child_peak(route_name: str, store: str) -> None:
     import polars  # noqa: F401
     import pyarrow.parquet  # noqa: F401
     import xarray  # noqa: F401
+    import zarr  # noqa: F401 - (zarr-python and the readers: ~20 MB of modules, not the read's memory)
 
-    import xr_zstrings  # noqa: F401
+    import xr_zstrings.backend
+    import xr_zstrings.frames
+    import xr_zstrings.read.arrow  # noqa: F401
 
     fn = route(route_name, store)
     gc.collect()
