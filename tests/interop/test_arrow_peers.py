@@ -252,6 +252,23 @@ def test_every_route_gives_xarrays_table(store, how, kernels):
     assert {str(c): plain(frame[c]) for c in frame.columns} == {str(c): plain(ref[c]) for c in ref.columns}
 
 
+def test_a_string_dimension_coordinate_is_its_own_column(store, kernels):
+    """A string coordinate made the dimension (its pandas index, as ``to_dataframe`` builds it): the
+    Table's first column is that index as large_string; ``to_dataframe()`` keeps xarray's index."""
+    ds = _grid_ds(_open(store))
+    if "lab" not in ds.coords:
+        ds = ds.assign_coords(lab=("x", [f"L{i}" for i in range(ds.sizes["x"])]))
+    by_label = ds.swap_dims(x="lab")
+    table = by_label.zstrings.to_arrow()
+    want = _reference_columns(by_label)
+    assert table.column_names[0] == "lab" and table.column_names == list(want)
+    assert table.column("lab").type == pa.large_string()
+    assert {c: plain(table.column(c).to_pylist()) for c in table.column_names} == want
+    frame = by_label.zstrings.to_dataframe()
+    pd.testing.assert_index_equal(frame.index, by_label.to_dataframe().index, exact=False)
+    assert frame.index.dtype == "str"
+
+
 # ------------------------------------------------------------------------------------- pandas 3
 
 
