@@ -123,13 +123,27 @@ def assemble(pieces: list[tuple[tuple[Any, ...], Any]], out_shape: tuple[int, ..
     places no piece covers are the fill (None: nulls).
 
     When every box is one run of the result, the pieces stay Arrow chunks of their own, in order
-    (nothing copied); else they are concatenated and put in place with one ``take``.
+    (nothing copied); else boxes of slices are put in place one band of rows at a time (the boxes
+    sharing their first axis' slice: one ``take`` and one Arrow chunk each, so the copy made in
+    between is one band's), and boxes with index arrays all at once.
     """
-    spans = [_flat_span(b, out_shape) if all(isinstance(s, slice) for s in b) else None for b, _ in pieces]
+    slices = all(isinstance(s, slice) for b, _ in pieces for s in b)
+    spans = [_flat_span(b, out_shape) if slices else None for b, _ in pieces]
     runs = [(s, arr) for s, (_, arr) in zip(spans, pieces, strict=True) if s is not None]
     if len(runs) == len(pieces):
         return _in_order(runs, math.prod(out_shape), fill, typ)
-    return _taken(pieces, out_shape, fill, typ)
+    if not slices or len(out_shape) < 2:
+        return _taken(pieces, out_shape, fill, typ)
+    bands: dict[tuple[int, int], list[tuple[tuple[Any, ...], Any]]] = {}
+    for box, arr in pieces:  # (chunk-aligned along the first axis: equal or disjoint)
+        bands.setdefault((box[0].start, box[0].stop), []).append((box, arr))
+    rest = math.prod(out_shape[1:])
+    band_runs = []
+    for (a, b), members in bands.items():
+        shape = (b - a, *out_shape[1:])
+        moved = [((slice(0, b - a), *box[1:]), arr) for box, arr in members]
+        band_runs.append(((a * rest, (b - a) * rest), _taken(moved, shape, fill, typ).chunk(0)))
+    return _in_order(band_runs, math.prod(out_shape), fill, typ)
 
 
 def _in_order(runs: list[tuple[tuple[int, int], Any]], total: int, fill: Any, typ: Any) -> Any:
