@@ -42,12 +42,13 @@ class NetCDF4Parser:
     codecs, dimensions and attributes); NC_STRING variables, in any group, are read at parse time and
     stored as inline ``vlen-utf8`` chunks (about ``inline_chunk_bytes`` each); a variable neither can
     handle raises ``UnsupportedError`` naming it (``unsupported="warn"``: left out with a
-    ``VirtualizationWarning``). ``group`` and ``drop_variables`` (of that group) are HDFParser's.
+    ``VirtualizationWarning``). ``group``, ``drop_variables`` (of that group), ``reader_factory`` and
+    ``links_and_references`` are HDFParser's, passed on.
     """
 
     def __init__(self, group: str | None = None, drop_variables: Iterable[str] | None = None,
                  reader_factory: Any = None, inline_chunk_bytes: int = INLINE_CHUNK_BYTES,
-                 unsupported: Literal["raise", "warn"] = "raise") -> None:
+                 unsupported: Literal["raise", "warn"] = "raise", links_and_references: bool = False) -> None:
         if unsupported not in ("raise", "warn"):
             raise ValueError(f"Invalid unsupported. Got {unsupported!r}, expected 'raise' or 'warn'")
         if inline_chunk_bytes < 1:
@@ -57,6 +58,7 @@ class NetCDF4Parser:
         self.reader_factory = reader_factory
         self.inline_chunk_bytes = inline_chunk_bytes
         self.unsupported = unsupported
+        self.links_and_references = links_and_references
 
     def __call__(self, url: str, registry: ObjectStoreRegistry[Any]) -> ManifestStore:
         """Parse the file at ``url`` (read through ``registry``) into a ManifestStore."""
@@ -80,15 +82,15 @@ class NetCDF4Parser:
     def _group(self, url: str, registry: ObjectStoreRegistry[Any], g: Any, drop: frozenset[str]) -> ManifestGroup:
         """One group: HDFParser's arrays, ours for the strings, each subgroup the same way."""
         from virtualizarr.manifests import ManifestGroup
-        from virtualizarr.parsers import HDFParser
+        from virtualizarr.parsers.hdf import HDFParser
 
-        kinds = {key: _kind(g, key) for key in g if key not in drop}
+        kinds = {key: _kind(g, key, self.links_and_references) for key in g if key not in drop}
         mine = {key for key, kind in kinds.items() if kind != "hdf"}
         for key, kind in kinds.items():
             if kind.startswith("unsupported"):
                 self._refuse(url, g, key, kind.partition(":")[2])
         hdf = HDFParser(group=g.name, drop_variables=drop | mine, reader_factory=self.reader_factory
-                        or _default_reader_factory())(url, registry)
+                        or _default_reader_factory(), links_and_references=self.links_and_references)(url, registry)
         base = _manifest_group(hdf)
         arrays: dict[str, ManifestArray] = {}
         for key in g:
@@ -123,11 +125,13 @@ def _manifest_group(store: ManifestStore) -> ManifestGroup:
     return store._group
 
 
-def _kind(g: Any, key: str) -> str:
+def _kind(g: Any, key: str, references: bool = False) -> str:
     """Who handles member ``key`` of group ``g``: "hdf" (HDFParser), "string" (read here), "group",
     or "unsupported:<reason>"."""
     import h5py
 
+    if references and isinstance(g.get(key, getlink=True), h5py.SoftLink | h5py.ExternalLink):
+        return "hdf"  # HDFParser's links_and_references records the link
     item = g.get(key)
     if isinstance(item, h5py.Group):
         return "group"
@@ -136,6 +140,8 @@ def _kind(g: Any, key: str) -> str:
     dtype = item.dtype
     if h5py.check_vlen_dtype(dtype) in (str, bytes):
         return "string"
+    if references and h5py.check_ref_dtype(dtype) is h5py.Reference:
+        return "hdf"  # HDFParser's links_and_references: the targets' paths
     if dtype.kind == "O" and dtype.names is None:
         what = "HDF5 object references" if h5py.check_ref_dtype(dtype) else "a netCDF-4 VLEN type"
         return f"unsupported:it holds {what} ({dtype!r}), which neither VirtualiZarr's HDFParser nor Zarr v3 represents"
