@@ -428,8 +428,9 @@ _bad_bytes = st.one_of(
 def test_bad_utf8_follows_utf8_errors_as_the_xarray_path(tmp_path_factory, name, kernels):
     """Bytes that are not UTF-8 (a cut multibyte character, a stray continuation byte, a surrogate,
     random bytes, NUL in a fixed-width value) planted in a chunk: under each utf8_errors the Arrow
-    reads give the values the xarray path gives, or raise the same error type with the same
-    message, and warn the same warnings."""
+    reads (read_arrow, to_arrow, to_dataframe) give the values the xarray path gives, or raise the
+    same error type with the same message, and warn the same warnings; through the C stream
+    (pa.table) the consumer's error carries our message."""
     lay = BY_NAME[name]
 
     @_SETTINGS
@@ -458,8 +459,23 @@ def test_bad_utf8_follows_utf8_errors_as_the_xarray_path(tmp_path_factory, name,
                 assert arr.type == pa.large_string()
                 return arr.to_pylist()
 
+            def dataframe_column(p: str = policy) -> list[Any]:
+                with xr.open_dataset(path, engine="zstrings", utf8_errors=p) as ds:
+                    return plain(ds.zstrings.to_dataframe()["s"])
+
+            def stream_column(p: str = policy) -> list[Any]:
+                with xr.open_dataset(path, engine="zstrings", utf8_errors=p) as ds:
+                    return pa.table(ds.zstrings).column("s").to_pylist()
+
             assert _outcome(read_arrow) == want, (policy, bad, "read_arrow")
             assert _outcome(table_column) == want, (policy, bad, "ds.zstrings.to_arrow()")
+            assert _outcome(dataframe_column) == want, (policy, bad, "ds.zstrings.to_dataframe()")
+            streamed, warned = _outcome(stream_column)
+            assert warned == want[1], (policy, bad, "pa.table(ds.zstrings)")
+            if isinstance(want[0], tuple):  # (the consumer raises its own error type with our message)
+                assert isinstance(streamed, tuple) and want[0][1] in streamed[1], (policy, bad, streamed)
+            else:
+                assert streamed == want[0], (policy, bad, "pa.table(ds.zstrings)")
 
     run()
 
