@@ -340,6 +340,7 @@ def test_pandas_holds_the_arrow_buffers(forty, monkeypatch):
 def test_pyarrow_and_duckdb_read_the_stream(store):
     ds = _open(store)
     _assert_same_table(pa.table(ds.zstrings), _open(store).zstrings.to_arrow())
+    assert frames._Frame.of(_open(store), None).schema() == pa.table(ds.zstrings).schema  # (known before reading)
     asked = pa.schema([f.with_type(pa.string()) if f.type == pa.large_string() else f for f in pa.table(ds.zstrings).schema])
     cast = pa.RecordBatchReader.from_stream(_open(store).zstrings, schema=asked).read_all()
     assert cast.schema == asked and cast["label"].to_pylist() == pa.table(ds.zstrings)["label"].to_pylist()
@@ -456,4 +457,6 @@ def test_any_dims_and_order_as_xarray(data):
     order = data.draw(st.permutations(list(ds.dims)))
     ref = ds.to_dataframe(dim_order=order)
     _assert_frame_as_xarray(frames.to_dataframe(ds, dim_order=order), ref)
-    _assert_table_as_xarray(frames.to_arrow(ds, dim_order=order), ref)
+    table = frames.to_arrow(ds, dim_order=order)
+    _assert_table_as_xarray(table, ref)
+    assert frames._Frame.of(ds, order).schema() == table.schema  # (the stream's, known before reading)

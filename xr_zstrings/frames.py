@@ -228,10 +228,14 @@ class _Frame:
         import pandas as pd
         import pyarrow as pa
 
-        index = self.ds.coords.to_index(list(self.dims))
-        levels = list(index.levels) if isinstance(index, pd.MultiIndex) else [index]
-        pairs = [*zip(index.names, [lv.dtype for lv in levels], strict=True),
-                 *[(self.label(n), self.ds.variables[n].dtype) for n in self.columns]]
+        pairs: list[tuple[Hashable, Any]] = []
+        for dim in self.dims:  # (the index's levels, without building it: a product of dims is N rows)
+            index = self.ds.indexes.get(dim)
+            if isinstance(index, pd.MultiIndex):
+                pairs += [(name, lv.dtype) for name, lv in zip(index.names, index.levels, strict=True)]
+            else:
+                pairs.append((dim, np.dtype(np.int64) if index is None else index.dtype))
+        pairs += [(self.label(n), self.ds.variables[n].dtype) for n in self.columns]
         types = [_arrow_type_of(dtype) for _, dtype in pairs]
         if any(t is None for t in types):
             return None
