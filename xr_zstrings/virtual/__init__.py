@@ -68,6 +68,7 @@ def virtualize(source: str | os.PathLike[str], session: Any, *, group: str | Non
     caller's (``session.commit(...)``). ``group``: the icechunk group written (default the root);
     ``mode``: "w-" refuses a non-empty target, "w" replaces it; ``missing``: as ``migrate``'s.
     """
+    _require_extra(source)
     from .icechunk_write import write_virtual
 
     src = VirtualSource.of(source, storage_options)
@@ -76,6 +77,18 @@ def virtualize(source: str | os.PathLike[str], session: Any, *, group: str | Non
     writable = src.writable_session(session, branch=branch)
     write_virtual(manifest_store, writable.store, group=group, mode=mode)
     return writable
+
+
+def _require_extra(source: str | os.PathLike[str]) -> None:
+    """VirtualiZarr and icechunk importable, else an error naming the extra to install."""
+    for name in ("virtualizarr", "icechunk"):
+        try:
+            importlib.import_module(name)
+        except ImportError as e:
+            raise UnsupportedError(
+                f"Cannot virtualize {os.fspath(source)}: {name} is not installed ({e}). Install the extra: "
+                'pip install "xr_zstrings[virtual]" (VirtualiZarr and icechunk publish wheels for Python >= 3.12 '
+                "only).") from e
 
 
 def access(source: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> dict[str, Any]:
