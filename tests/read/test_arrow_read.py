@@ -173,6 +173,18 @@ def _zarr_python_v3_compressed_shards(path: Path) -> np.ndarray:
     return values
 
 
+def _zarr_python_v3_transposed(path: Path) -> np.ndarray:
+    """zarr-python's vlen-utf8 array whose chunks are stored transposed (a ``transpose`` codec)."""
+    from zarr.codecs import TransposeCodec
+
+    values = grid(missing=False)
+    with _quiet():
+        zarr.open_group(path, mode="w", zarr_format=3).create_array(
+            "s", shape=(NY, NX), chunks=CHUNKS, dtype=str, dimension_names=["y", "x"],
+            filters=[TransposeCodec(order=(1, 0))])[:] = values
+    return values
+
+
 def _to_zarr_v3(layout: str) -> Callable[[Path], np.ndarray]:
     def write(path: Path) -> np.ndarray:
         values = grid()
@@ -195,6 +207,7 @@ WRITERS: dict[str, Callable[[Path], np.ndarray]] = {
     "zarr3-vlen-utf8": _zarr_python_v3(False),
     "zarr3-sharded": _zarr_python_v3(True),
     "zarr3-shards-compressed-whole": _zarr_python_v3_compressed_shards,
+    "zarr3-transposed": _zarr_python_v3_transposed,
     "to_zarr_v3-arrow-optional": _to_zarr_v3("arrow"),
     "to_zarr_v3-zarrs.vlen-optional": _to_zarr_v3("zarrs.vlen"),
 }

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple, Self
 
 import numpy as np
 
+from ..codecs.array_array import TransposeCodec
 from ..codecs.encoding import v3_codecs_encoding
 from ..codecs.layouts import VARIABLE_LENGTH, of_chunks
 from ..codecs.sharding import MISSING, ShardingCodec, coalesce
@@ -263,7 +264,9 @@ class ChunkedArrayV3(ChunkedArray):
         """Variable-length chunks (each inner chunk of a shard read by parts) in every layout,
         zarrs.optional included; not chains with array->array codecs or compressed whole shards."""
         p: Any = self.unit
-        if decode not in (Decode.TEXT, Decode.VLEN_BYTES) or p.aa or (p.kind == "bytes") != decode.as_bytes:
+        if decode not in (Decode.TEXT, Decode.VLEN_BYTES) or (p.kind == "bytes") != decode.as_bytes:
+            return False
+        if p.aa and (p.sharded or not all(isinstance(t, TransposeCodec) for t in p.aa)):
             return False
         if p.sharded:  # a shard decoded whole (compressed as a whole): its inner chunks, one level
             p = p.ab.inner
@@ -300,10 +303,30 @@ class ChunkedArrayV3(ChunkedArray):
             try:
                 if p.sharded:
                     return self._shard_arrow(p, raw, src, decode, policy, ctx)
+                if p.aa:
+                    return self._transposed_arrow(p, raw, src, policy, ctx)
                 arr = p.decode_arrow(raw, self.unit_shape, policy=policy, context=ctx)
             except ZStringsError as e:
                 raise type(e)(f"Chunk {self.store.where(key)}: {e}") from None
         return box_of(arr, src, self.unit_shape, "C")
+
+    def _transposed_arrow(self, p: V3Pipeline, raw: Any, src: tuple[slice, ...], policy: str, ctx: str) -> Any:
+        """The ``src`` box (C order) of a chunk stored transposed (``transpose`` codecs): its values
+        as stored, taken in the chunk's own order."""
+        shapes = p._shapes(self.unit_shape)
+        with p.decode_errors(ctx):
+            arr = p.ab.to_arrow(p.bytes_decode(raw, ctx), shapes[-1], ctx, policy)
+        n = len(self.unit_shape)
+        axes = list(range(n))  # stored axis k holds the chunk's axis axes[k]
+        for step in p.aa:
+            axes = [axes[o] for o in step.order]
+        strides, acc = [0] * n, 1
+        for k in reversed(range(n)):
+            strides[axes[k]], acc = acc, acc * shapes[-1][k]
+        idx = np.zeros((), np.int64)
+        for s, st in zip(src, strides, strict=True):
+            idx = np.add.outer(idx, np.arange(s.start, s.stop, dtype=np.int64) * st)
+        return arr.take(idx.reshape(-1))
 
     def _shard_arrow(self, p: V3Pipeline, raw: Any, src: tuple[slice, ...], decode: Decode, policy: str,
                      ctx: str) -> Any:

@@ -141,7 +141,8 @@ class LazyArray:
         touches, no Python ``str``, no StringDType) wherever the chunk reader can; the rest comes
         from ``self[key]`` (same values, slower): scalars, ``|Sn``/NC_CHAR with a non-UTF-8
         ``_Encoding``, UTF-32 as bytes, ``<U1`` NC_CHAR, v2 ``|O`` with other filters, v3 chains
-        with array->array codecs or nested shards; numbers keep their own Arrow type.
+        with array->array codecs other than ``transpose`` or nested shards; numbers keep their own
+        Arrow type.
         """
         from .arrow import values_to_arrow
 
