@@ -31,6 +31,8 @@ INLINE_CHUNK_BYTES = 4 * 2**20
 # attributes HDF5 and netcdf-c keep for themselves (HDFParser hides the same ones)
 _HIDDEN_ATTRS = frozenset({"REFERENCE_LIST", "CLASS", "DIMENSION_LIST", "NAME", "_Netcdf4Dimid",
                            "_Netcdf4Coordinates", "_nc3_strict", "_NCProperties"})
+# the bytes-to-bytes codec of the inline string chunks (zstd level 1: fast, and every Zarr v3 reader has it)
+_ZSTD: dict[str, Any] = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
 # rows read from up to three places of a string variable to size its inline chunks
 _SAMPLE_ELEMENTS = 4096
 
@@ -40,7 +42,8 @@ class NetCDF4Parser:
 
     Everything VirtualiZarr's ``HDFParser`` references stays its work (numbers, NC_CHAR arrays, their
     codecs, dimensions and attributes); NC_STRING variables, in any group, are read at parse time and
-    stored as inline ``vlen-utf8`` chunks (about ``inline_chunk_bytes`` each); a variable neither can
+    stored as inline ``vlen-utf8`` chunks (about ``inline_chunk_bytes`` each before ``zstd``, which
+    ``compress=False`` leaves out); a variable neither can
     handle raises ``UnsupportedError`` naming it (``unsupported="warn"``: left out with a
     ``VirtualizationWarning``). ``group``, ``drop_variables`` (of that group), ``reader_factory`` and
     ``links_and_references`` are HDFParser's, passed on.
@@ -48,7 +51,8 @@ class NetCDF4Parser:
 
     def __init__(self, group: str | None = None, drop_variables: Iterable[str] | None = None,
                  reader_factory: Any = None, inline_chunk_bytes: int = INLINE_CHUNK_BYTES,
-                 unsupported: Literal["raise", "warn"] = "raise", links_and_references: bool = False) -> None:
+                 unsupported: Literal["raise", "warn"] = "raise", links_and_references: bool = False,
+                 compress: bool = True) -> None:
         if unsupported not in ("raise", "warn"):
             raise ValueError(f"Invalid unsupported. Got {unsupported!r}, expected 'raise' or 'warn'")
         if inline_chunk_bytes < 1:
@@ -59,6 +63,7 @@ class NetCDF4Parser:
         self.inline_chunk_bytes = inline_chunk_bytes
         self.unsupported = unsupported
         self.links_and_references = links_and_references
+        self.compress = compress
 
     def __call__(self, url: str, registry: ObjectStoreRegistry[Any]) -> ManifestStore:
         """Parse the file at ``url`` (read through ``registry``) into a ManifestStore."""
@@ -97,7 +102,7 @@ class NetCDF4Parser:
             if key in base.arrays:
                 arrays[key] = _char_array(url, g[key], base.arrays[key])
             elif kinds.get(key) == "string":
-                arrays[key] = _string_array(g[key], self.inline_chunk_bytes)
+                arrays[key] = _string_array(g[key], self.inline_chunk_bytes, self.compress)
         groups = {key: self._group(url, registry, g[key], frozenset())
                   for key, kind in kinds.items() if kind == "group"}
         return ManifestGroup(arrays=arrays, groups=groups, attributes=dict(base.metadata.attributes))
@@ -231,8 +236,10 @@ def _encode(values: np.ndarray, chunk: tuple[int, ...], fill: bytes, name: str) 
     return bytes(VLenBytes().encode(np.array(flat, dtype=object)))
 
 
-def _string_array(dataset: Any, target: int) -> ManifestArray:
-    """An NC_STRING dataset as a ManifestArray of inline vlen-utf8 chunks (a Zarr v3 ``string`` array)."""
+def _string_array(dataset: Any, target: int, compress: bool) -> ManifestArray:
+    """An NC_STRING dataset as a ManifestArray of inline vlen-utf8 chunks (a Zarr v3 ``string`` array),
+    zstd-compressed unless ``compress`` is False (they are stored in the repository, not referenced)."""
+    from numcodecs import Zstd
     from virtualizarr.manifests import ChunkManifest, ManifestArray
     from virtualizarr.manifests.utils import create_v3_array_metadata
 
@@ -241,7 +248,8 @@ def _string_array(dataset: Any, target: int) -> ManifestArray:
     shape = dataset.shape
     chunks = (_chunk_rows(dataset, target), *(max(1, s) for s in shape[1:])) if shape else ()
     metadata = create_v3_array_metadata(
-        shape=shape, data_type=np.dtypes.StringDType(), chunk_shape=chunks, fill_value=fill, codecs=[],
+        shape=shape, data_type=np.dtypes.StringDType(), chunk_shape=chunks, fill_value=fill,
+        codecs=[_ZSTD] if compress else [],
         dimension_names=_dimension_names(dataset), attributes=attrs)
     entries: dict[str, dict[str, Any]] = {}
     if dataset.size and dataset.id.get_storage_size():
@@ -250,6 +258,7 @@ def _string_array(dataset: Any, target: int) -> ManifestArray:
             region = tuple(slice(i * c, min((i + 1) * c, s)) for i, c, s in zip(index, chunks, shape, strict=True))
             values = np.asarray(dataset[region] if region else dataset[()], dtype=object)
             data = _encode(values, chunks, fill.encode("utf-8"), dataset.name)
+            data = bytes(Zstd(level=_ZSTD["configuration"]["level"]).encode(data)) if compress else data
             key = ".".join(map(str, index)) if index else "0"
             entries[key] = {"path": "", "offset": 0, "length": len(data), "data": data}
     manifest = ChunkManifest(entries=entries, shape=tuple(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True)))
