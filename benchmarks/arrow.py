@@ -405,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _log(r: Row) -> None:
-    what = r.status or f"{r.rate:8.2f} M/s {r.spread():>13}"
+    what = r.status or f"{r.rate:8.2f} M/s {r.spread():>13} ({r.cpu_rate:.2f} M/CPU-s)"
     print(f"  {r.data:6} {r.layout:30} {r.target:6} {r.reader:40} {what}", file=sys.stderr, flush=True)
 
 
