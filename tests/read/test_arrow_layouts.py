@@ -373,6 +373,33 @@ def _layout_property(lay: Layout) -> Callable[..., None]:
     return run
 
 
+def options_property(lay: Layout, opts: dict[str, Any]) -> Callable[..., None]:
+    """The Arrow reads under these read options give the xarray path's values (its type: bytes
+    under string_dtype="bytes", else the layout's)."""
+
+    @_SETTINGS
+    @given(values=values_for(lay), chunk=st.integers(1, 4))
+    def run(tmp_path_factory: Any, values: list[Any], chunk: int) -> None:
+        path = tmp_path_factory.mktemp(lay.name) / "s.zarr"
+        lay.write(path, values, min(chunk, len(values)))
+        want = xarray_values(path, **opts)
+        typ = pa.large_binary() if opts.get("string_dtype") == "bytes" else arrow_type(lay)
+        arr = xr_zstrings.read_arrow(path, "s", **opts)
+        assert (arr.type, arr.to_pylist()) == (typ, want), ("read_arrow", opts)
+        with xr.open_dataset(path, engine="zstrings", **opts) as ds:
+            col = ds.zstrings.to_arrow().column("s")
+            assert (col.type, col.to_pylist()) == (typ, want), ("ds.zstrings.to_arrow()", opts)
+
+    return run
+
+
+@pytest.mark.parametrize("name", [lay.name for lay in LAYOUTS if lay.missing])
+def test_mask_and_scale_false_gives_the_stored_fill_in_arrow(tmp_path_factory, name, kernels):
+    """mask_and_scale=False (a string fill is a value, as the xarray path then reads it): the Arrow
+    reads give the xarray path's values."""
+    options_property(BY_NAME[name], {"mask_and_scale": False})(tmp_path_factory)
+
+
 @pytest.mark.parametrize("name", list(BY_NAME))
 def test_arrow_equals_the_xarray_path_for_every_layout(tmp_path_factory, name, kernels):
     """A random 1-D variable in this layout: ``read_arrow`` and ``ds.zstrings.to_arrow()`` (whole,
