@@ -137,6 +137,16 @@ def _xarray_v2(dtype: str, fill: str | None = None, compressor: bool = True) -> 
     return write
 
 
+def _xarray_v2_encoded_text(path: Path, values: list[Any], chunk: int) -> list[Any]:
+    """xarray's fixed-width text in Zarr v2 (encoding dtype "S1"): |Sn holding UTF-8, with
+    ``_Encoding: utf-8``."""
+    ds = xr.Dataset({"s": ("x", np.array(values, dtype=object))})
+    ds["s"].encoding.update({"dtype": "S1", "chunks": (chunk,), "compressors": None})
+    with _quiet():
+        ds.to_zarr(path, zarr_format=2, consolidated=False)
+    return list(values)
+
+
 def _zarr_python_v2_null_fill(path: Path, values: list[Any], chunk: int) -> list[Any]:
     """zarr-python's ``fill_value: null`` object array: only never-written chunks are missing (a
     chunk holding any value is written whole, its missing values as "")."""
@@ -246,6 +256,8 @@ class Layout:
     #: how bad UTF-8 is planted in its chunks: "fixed" (|Sn, NUL-padded) and "vlen" (lengths/offsets +
     #: data) as stored, "zstd" inside a zstd frame; None: not planted (sharded: checksummed index)
     raw: str | None = None
+    #: a value at least two bytes long (a |S1 array is characters to join: xarray and we read it 0-D)
+    wide: bool = False
 
 
 LAYOUTS = [
@@ -255,6 +267,7 @@ LAYOUTS = [
     Layout("nczarr-Sn-to_nczarr", _to_nczarr, missing=True, peer=_netcdf4_peer, raw="fixed"),
     Layout("v2-S-xarray", _xarray_v2("S"), kind="bytes", nul=True, peer=_zarr_peer),
     Layout("v2-U-xarray", _xarray_v2("U"), nul=True, peer=_zarr_peer),
+    Layout("v2-Sn-_Encoding-xarray", _xarray_v2_encoded_text, nul=True, peer=_zarr_peer, raw="fixed", wide=True),
     Layout("v2-O-null-fill", _zarr_python_v2_null_fill, missing=True, nul=True, peer=_zarr_python_peer,
            raw="vlen"),
     Layout("v2-O-string-fill", _xarray_v2("O", FILL, compressor=False), missing=True, nul=True,
@@ -296,6 +309,8 @@ def values_for(lay: Layout) -> st.SearchStrategy[list[Any]]:
     if lay.kind == "bytes":
         one = one.map(lambda s: s.encode("utf-8"))
     values = st.lists(one, min_size=1, max_size=9)
+    if lay.wide:
+        values = values.filter(lambda vs: max(len(v.encode()) for v in vs) >= 2)
     if lay.missing:  # missing values here and there, and often a run of them (whole chunks missing)
         values = st.tuples(st.lists(st.one_of(one, st.none()), min_size=1, max_size=9), st.integers(0, 8),
                            st.integers(0, 5)).map(lambda t: [None if t[1] <= i < t[1] + t[2] else v
