@@ -304,10 +304,10 @@ def _as_expected(values: list[Any], na: Any) -> list[Any]:
 
 
 @SETTINGS
-@given(maybe_text, st.sampled_from(["string", "large_string", "string_view", "dictionary"]), st.integers(0, 3))
-def test_arrow_to_stringdtype_round_trips(path, values, typ, slice_at):
-    arr = pa.array(values, pa.string_view() if typ == "string_view" else getattr(pa, typ.replace("dictionary", "string"))())
-    if typ == "dictionary":
+@given(maybe_text, st.sampled_from(["string", "large_string", "string_view"]), st.booleans(), st.integers(0, 3))
+def test_arrow_to_stringdtype_round_trips(path, values, typ, dictionary, slice_at):
+    arr = pa.array(values, getattr(pa, typ)())
+    if dictionary:
         arr = arr.dictionary_encode()
     arr = arr.slice(min(slice_at, len(arr)))
     got = A.arrow_to_stringdtype(arr)

@@ -345,13 +345,11 @@ def _out_dtype(dtype: Any, nulls: int) -> np.dtype:
 
 
 def _as_plain(arr: pa.Array) -> pa.Array:
-    """string/large_string as they are; string_view cast to large_string and a dictionary decoded
-    (Arrow's own copies: a null in a dictionary stays a null); anything else refused."""
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    t = arr.type
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
-        return arr
+    """string/large_string as they are, string_view cast to large_string (Arrow's copy), a
+    dictionary of them as it is; anything else refused."""
+    t = arr.dictionary.type if pa.types.is_dictionary(arr.type) else arr.type
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(arr.type):
+        return arr if not pa.types.is_string_view(t) else arr.cast(pa.dictionary(arr.type.index_type, _STR))
     if pa.types.is_string_view(t):
         return arr.cast(_STR)
     raise ZStringsError(
@@ -360,19 +358,38 @@ def _as_plain(arr: pa.Array) -> pa.Array:
     )
 
 
-def _fill_chunk(arr: pa.Array, out: np.ndarray) -> None:
-    """One string/large_string array's values into StringDType ``out`` (its length); null
-    positions are left for the caller."""
+def _vlen_chunk(arr: pa.Array) -> VlenChunk:
+    """A string/large_string array's offsets and data, not copied."""
     n = len(arr)
-    if n == 0:
-        return
     isz = 8 if pa.types.is_large_string(arr.type) else 4
     bufs = arr.buffers()
     off = np.frombuffer(bufs[1], dtype=np.int64 if isz == 8 else np.int32, count=n + 1, offset=arr.offset * isz)
     data = np.frombuffer(bufs[2], np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(1, np.uint8)
-    if not vlen_into(VlenChunk(off, data), out, None, utf8_errors="strict"):  # the fallback: numpy's S->T cast
-        off64 = off.astype(np.int64)
-        _spans_to_T(data, off64[:-1], np.diff(off64), "strict", "", out=out)
+    return VlenChunk(off, data)
+
+
+def _fill_chunk(arr: pa.Array, out: np.ndarray) -> None:
+    """One string/large_string array's values (a dictionary's: its values picked by the indices
+    in the same pass) into StringDType ``out`` (its length); null positions are left for the caller."""
+    if len(arr) == 0:
+        return
+    if pa.types.is_dictionary(arr.type):
+        if len(arr.dictionary) and kernels() is not None:
+            sel = np.ascontiguousarray(arr.indices.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            vlen_into(_vlen_chunk(arr.dictionary), out, sel, utf8_errors="strict")
+            return
+        arr = arr.dictionary_decode()
+    chunk = _vlen_chunk(arr)
+    if not vlen_into(chunk, out, None, utf8_errors="strict"):  # the fallback: numpy's S->T cast
+        off64 = chunk.offsets.astype(np.int64)
+        _spans_to_T(chunk.data, off64[:-1], np.diff(off64), "strict", "", out=out)
+
+
+def _nulls(arr: pa.Array) -> np.ndarray | None:
+    """Where ``arr`` is null (a dictionary's null values too: Arrow's null_count leaves them out), or None."""
+    if arr.null_count or (pa.types.is_dictionary(arr.type) and arr.dictionary.null_count):
+        return arr.is_null().to_numpy(zero_copy_only=False)
+    return None
 
 
 def arrow_to_stringdtype(arr: pa.Array | pa.ChunkedArray, *, dtype: np.dtype | None = None) -> np.ndarray:
@@ -383,14 +400,14 @@ def arrow_to_stringdtype(arr: pa.Array | pa.ChunkedArray, *, dtype: np.dtype | N
     and ``StringDType(na_object=np.nan)`` with them (as engine="zstrings" reads missing strings).
     """
     chunks = [_as_plain(c) for c in (arr.chunks if isinstance(arr, pa.ChunkedArray) else [arr])]
-    nulls = sum(c.null_count for c in chunks)
-    dt = _out_dtype(dtype, nulls)
+    masks = [_nulls(c) for c in chunks]
+    dt = _out_dtype(dtype, sum(int(m.sum()) for m in masks if m is not None))
     out = np.empty(sum(len(c) for c in chunks), dt)
     pos = 0
-    for c in chunks:
+    for c, m in zip(chunks, masks, strict=True):
         part = out[pos : pos + len(c)]
         _fill_chunk(c, part)
-        if c.null_count:
-            part[c.is_null().to_numpy(zero_copy_only=False)] = dt.na_object  # type: ignore[attr-defined]
+        if m is not None:
+            part[m] = dt.na_object  # type: ignore[attr-defined]
         pos += len(c)
     return out
