@@ -364,6 +364,7 @@ def _layout_property(lay: Layout) -> Callable[..., None]:
         got = xarray_values(path)
         assert got == held  # (the store holds what the writer was given: the harness is right)
         check_arrow(xr_zstrings.read_arrow(path, "s"), got, lay, "read_arrow")
+        check_arrow(xr_zstrings.read_arrow(path, "s", decode_threads=1), got, lay, "read_arrow, no pool")
         ds = xr.open_dataset(path, engine="zstrings")
         table = ds.zstrings.to_arrow()
         assert isinstance(table, pa.Table)
