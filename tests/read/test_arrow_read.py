@@ -12,6 +12,7 @@ zarr-python cannot write. Every read runs with the compiled kernels and without 
 from __future__ import annotations
 
 import contextlib
+import json
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -174,14 +175,29 @@ def _zarr_python_v3_compressed_shards(path: Path) -> np.ndarray:
 
 
 def _zarr_python_v3_transposed(path: Path) -> np.ndarray:
-    """zarr-python's vlen-utf8 array whose chunks are stored transposed (a ``transpose`` codec)."""
+    """zarr-python's vlen-utf8 array whose chunks are stored transposed (a ``transpose`` codec).
+    zarr-python 3.1.x stores such string chunks untransposed (and reads them back so: values come
+    back moved); there the chunks are framed again by our own v3 encoder, as the spec has them."""
     from zarr.codecs import TransposeCodec
 
     values = grid(missing=False)
     with _quiet():
-        zarr.open_group(path, mode="w", zarr_format=3).create_array(
+        a = zarr.open_group(path, mode="w", zarr_format=3).create_array(
             "s", shape=(NY, NX), chunks=CHUNKS, dtype=str, dimension_names=["y", "x"],
-            filters=[TransposeCodec(order=(1, 0))])[:] = values
+            filters=[TransposeCodec(order=(1, 0))], compressors=None)
+        a[:] = values
+    if tuple(int(x) for x in zarr.__version__.split(".")[:2]) < (3, 4):
+        from xr_zstrings.codecs.v3 import V3Pipeline
+
+        meta = json.loads((path / "s" / "zarr.json").read_text())
+        pipe = V3Pipeline.from_metadata(meta["codecs"], data_type="string", dtype=np.dtypes.StringDType(),
+                                        chunk_shape=CHUNKS)
+        for i in range(-(-NY // CHUNKS[0])):
+            for j in range(-(-NX // CHUNKS[1])):
+                block = np.full(CHUNKS, "", dtype=np.dtypes.StringDType())
+                part = values[i * CHUNKS[0]:(i + 1) * CHUNKS[0], j * CHUNKS[1]:(j + 1) * CHUNKS[1]]
+                block[:part.shape[0], :part.shape[1]] = part
+                (path / "s" / "c" / str(i) / str(j)).write_bytes(pipe.encode(block))
     return values
 
 
