@@ -40,6 +40,7 @@ __all__ = [
     "check_sizes",
     "decode_attributes",
     "name_problem",
+    "nc_char_v2_fill",
     "netcdf_c_name_problem",
     "parse_array",
     "parse_group",
@@ -946,7 +947,30 @@ def _parse_fill(
         ) from None
 
 
+def nc_char_v2_fill(value: Any) -> bytes:
+    """The byte of a Zarr v2 ``>S1`` (NC_CHAR) fill value, as each writer writes it.
+
+    netcdf-c: the character as plain text (its first UTF-8 byte; ``""`` is NUL); the Zarr v2 spec
+    (zarr-python, other writers): base64, four characters for one byte (``"eA=="`` is ``b"x"``),
+    which one character of netcdf-c's can never be; ``0`` (zarr-python 2's default): NUL.
+    """
+    if value == 0 and not isinstance(value, bool | str):
+        return b""
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    if len(value) == 4:
+        try:
+            raw = base64.b64decode(value, validate=True)
+        except binascii.Error:
+            raw = b"--"
+        if len(raw) == 1:
+            return raw
+    return value.encode("utf-8")[:1]
+
+
 def _bytes_fill(value: Any, dtype: np.dtype, string_kind: str | None, plain_text: bool) -> Any:
+    if string_kind == "char" and dtype.itemsize == 1:
+        return np.array(nc_char_v2_fill(value), dtype=dtype)[()]
     if not isinstance(value, str):
         raise TypeError
     if plain_text or string_kind == "char" or value == "":

@@ -30,8 +30,10 @@ from typing import Any, ClassVar, cast
 
 import numpy as np
 import zarr.errors
+from zarr.core.dtype.common import HasObjectCodec
 from zarr.dtype import ZDType
 
+from ..formats.nczarr import nc_char_v2_fill
 from ..formats.zarr3 import NC_CHAR_DATA_TYPE, OPTIONAL_DATA_TYPES
 
 __all__ = ["MISSING", "DataTypeValidationError", "NCChar", "ZarrsOptional", "is_missing"]
@@ -43,7 +45,7 @@ DataTypeValidationError: type[Exception] = cast(
 _NC_CHAR_V2 = ">S1"
 
 #: a missing element of zarrs' optional type in zarr-python (pandas and xarray read NaN as missing)
-MISSING = float("nan")
+MISSING = np.nan
 
 
 def is_missing(v: Any) -> bool:
@@ -63,6 +65,12 @@ def _v3_name(data: Any) -> tuple[Any, dict]:
         cfg = data.get("configuration") or {}
         return data.get("name"), cfg if isinstance(cfg, dict) else {"invalid": cfg}
     return None, {}
+
+
+def _cast_error(data: object, zdtype: ZDType, expected: str) -> str:
+    """zarr-python's wording for a scalar a data type cannot hold (its BaseTestZDType matches it)."""
+    return (f"Cannot convert object {data!r} with type {type(data)} to a scalar compatible with the "
+            f"data type {zdtype}. Expected {expected}.")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,17 +119,21 @@ class NCChar(ZDType[np.dtypes.BytesDType, np.bytes_]):
 
     def cast_scalar(self, data: object) -> np.bytes_:
         if not self._check_scalar(data):
-            raise TypeError(f"Invalid NC_CHAR scalar {data!r}: expected one byte (or b'' for NUL)")
+            raise TypeError(_cast_error(data, self, "one byte (or b'' for NUL)"))
         return np.bytes_(self._as_bytes(data))
 
     def default_scalar(self) -> np.bytes_:
         return np.bytes_(b"")
 
     def from_json_scalar(self, data: Any, *, zarr_format: int) -> np.bytes_:
-        """Zarr v2: netcdf-c's plain-text fill, its first UTF-8 byte (``""``: NUL), as engine="zstrings"
-        reads it; Zarr v3: at most one character, the byte's code point (``formats.zarr3``)."""
-        if isinstance(data, str) and zarr_format == 2:
-            return np.bytes_(data.encode("utf-8")[:1])
+        """Zarr v2: netcdf-c's plain text or the v2 spec's base64 (``formats.nczarr.nc_char_v2_fill``, as
+        engine="zstrings" reads it); Zarr v3: at most one character, the byte's code point (``formats.zarr3``)."""
+        if zarr_format == 2:
+            try:
+                return np.bytes_(nc_char_v2_fill(data))
+            except TypeError:
+                raise TypeError(f"Invalid NC_CHAR fill value {data!r}: expected one character (netcdf-c), "
+                                "base64 of one byte (the Zarr v2 spec) or 0") from None
         if isinstance(data, str) and len(data) <= 1 and (not data or ord(data) <= 0xFF):
             return np.bytes_(data.encode("latin-1"))
         raise TypeError(f"Invalid NC_CHAR fill value {data!r}: expected a string of one character")
@@ -140,14 +152,17 @@ _INNER = {"string": "str", "large_string": "str", "bytes": "bytes", "variable_le
 
 
 @dataclass(frozen=True, kw_only=True)
-class ZarrsOptional(ZDType[np.dtypes.ObjectDType, Any]):
+class ZarrsOptional(ZDType[np.dtypes.ObjectDType, Any], HasObjectCodec):
     """zarrs' nullable ``optional`` type over ``string``/``bytes``: objects, ``None`` when missing.
 
     ``name`` is the spelling read (``optional`` or ``zarrs.optional``), written back unchanged;
-    ``inner`` the inner data type's name.
+    ``inner`` the inner data type's name. An object codec (zarr-python's ``HasObjectCodec``) so that
+    ``create_array`` without ``serializer=ZarrsOptionalCodec...`` refuses before writing metadata
+    (zarr-python's default ``bytes`` codec cannot encode objects).
     """
 
     dtype_cls = np.dtypes.ObjectDType
+    object_codec_id: ClassVar[str] = OPTIONAL_DATA_TYPES[1]
     _zarr_v3_name: ClassVar[str] = OPTIONAL_DATA_TYPES[1]
     name: str = OPTIONAL_DATA_TYPES[1]
     inner: str = "string"
@@ -181,14 +196,18 @@ class ZarrsOptional(ZDType[np.dtypes.ObjectDType, Any]):
             inner, inner_cfg = _v3_name(cfg)
             if inner in _INNER and not inner_cfg:
                 return cls(name=name, inner=inner)
-            raise ValueError(f"zarrs' optional data type {data!r}: xr_zstrings reads it over string or bytes "
-                             f"({sorted(_INNER)}); open other inner types with zarrs")
+            # not ours: zarr-python's registry tries the next data type only after this error
+            raise DataTypeValidationError(
+                f"Invalid JSON representation of {cls.__name__}. Got {data!r}: xr_zstrings reads zarrs' "
+                f"optional over {sorted(_INNER)} without configuration; open other inner types with zarrs")
         raise DataTypeValidationError(f"Invalid JSON representation of {cls.__name__}. Got {data!r}, "
                                       f"expected one of {OPTIONAL_DATA_TYPES}")
 
     def to_json(self, zarr_format: int) -> Any:
         if zarr_format == 2:
-            raise ValueError("zarrs' optional data type exists in Zarr v3 only")
+            raise DataTypeValidationError(
+                f"{self} has no Zarr v2 form: zarrs' optional data type exists in Zarr v3 only; "
+                "create the array with zarr_format=3")
         return {"name": self.name, "configuration": {"name": self.inner, "configuration": {}}}
 
     def _check_scalar(self, data: object) -> bool:
@@ -198,7 +217,7 @@ class ZarrsOptional(ZDType[np.dtypes.ObjectDType, Any]):
         if isinstance(data, np.generic):
             data = data.item()
         if not self._check_scalar(data):
-            raise TypeError(f"Invalid {self.name} scalar {data!r}: expected None, NaN or a {self.kind}")
+            raise TypeError(_cast_error(data, self, f"None, NaN or a {self.kind}"))
         return MISSING if is_missing(data) else data
 
     def default_scalar(self) -> Any:
