@@ -361,3 +361,17 @@ def test_virtualize_a_netcdf4_file_in_three_lines(tmp_path: Path, corpus: Path) 
     for group in GROUPS:
         for engine in ["zstrings", "zarr"]:
             _assert_same(_expected(corpus, group), _open(engine, reader.readonly_session("main").store, group))
+
+
+def test_nc_string_text_that_is_not_utf8_is_warned_about(tmp_path: Path) -> None:
+    import h5py
+
+    path = tmp_path / "bad.h5"
+    with h5py.File(path, "w") as f:  # netCDF4 encodes every str; h5py writes the bytes as given
+        d = f.create_dataset("s", shape=(3,), dtype=h5py.string_dtype("utf-8"))
+        d[0], d[1], d[2] = b"ok", b"caf\xc3", "é".encode()
+    with pytest.raises(UnicodeDecodeError):  # the peer
+        xr.open_dataset(path, engine="netcdf4")["s"].values
+    with pytest.warns(VirtualizationWarning, match=r"'/s': 1 value\(s\).*b'caf\\xc3'.*U\+FFFD"):
+        store = NetCDF4Parser()(_url(path), _local_registry())
+    assert xr.open_dataset(store, engine="zarr", consolidated=False)["s"].values.tolist() == ["ok", "caf\ufffd", "é"]

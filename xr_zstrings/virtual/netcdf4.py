@@ -228,12 +228,21 @@ def _encode(values: np.ndarray, chunk: tuple[int, ...], fill: bytes, name: str) 
     try:
         b"\0".join(flat).decode("utf-8")  # the NUL between values makes a character split between two invalid
     except UnicodeDecodeError:
-        warnings.warn(f"NC_STRING variable {name!r} holds text that is not UTF-8: the invalid bytes are "
-                      f"stored as U+FFFD (engine='netcdf4' raises or replaces them too)", VirtualizationWarning,
-                      stacklevel=5)
+        bad = [b for b in flat if not _is_utf8(b)]
+        warnings.warn(f"NC_STRING variable {name!r}: {len(bad)} value(s) of a chunk are not UTF-8 (the first: "
+                      f"{bad[0]!r}); stored with U+FFFD for the invalid bytes (engine='netcdf4' raises "
+                      f"UnicodeDecodeError on this variable)", VirtualizationWarning, stacklevel=5)
         text = np.array([b.decode("utf-8", "replace") for b in flat], dtype=object).reshape(chunk)
         return bytes(VLenUTF8().encode(text))
     return bytes(VLenBytes().encode(np.array(flat, dtype=object)))
+
+
+def _is_utf8(value: bytes) -> bool:
+    try:
+        value.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _string_array(dataset: Any, target: int, compress: bool) -> ManifestArray:
