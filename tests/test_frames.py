@@ -460,3 +460,31 @@ def test_any_dims_and_order_as_xarray(data):
     table = frames.to_arrow(ds, dim_order=order)
     _assert_table_as_xarray(table, ref)
     assert frames._Frame.of(ds, order).schema() == table.schema  # (the stream's, known before reading)
+
+
+class _Pandas22StringDtype(pd.StringDtype):
+    """pandas 2.1-2.2's ``StringDtype``: no ``na_value``; its ``str`` is spelled ``"pyarrow_numpy"``."""
+
+    def __init__(self, storage: Any = None, **kwargs: Any) -> None:
+        if kwargs:
+            raise TypeError(f"StringDtype.__init__() got an unexpected keyword argument {next(iter(kwargs))!r}")
+        if storage == "pyarrow_numpy":
+            super().__init__("pyarrow", na_value=np.nan)
+        else:
+            super().__init__(storage)
+
+
+def test_to_dataframe_on_pandas_before_2_3(store, monkeypatch):
+    """pyproject does not pin pandas and xarray allows 2.2: there ``to_dataframe`` spells ``str``
+    ``StringDtype("pyarrow_numpy")`` (``StringDtype(na_value=...)`` raised TypeError), same values
+    and buffers. (Checked against the real pandas 2.2.3 and 2.3.3 wheels when written.)"""
+    ref = _open(store)[["label"]].to_dataframe()
+    monkeypatch.setattr(pd, "StringDtype", _Pandas22StringDtype)
+    made: list[Any] = []
+    column = frames._Frame.arrow_column
+    monkeypatch.setattr(frames._Frame, "arrow_column", lambda self, name: made.append(column(self, name)) or made[-1])
+    df = frames.to_dataframe(_open(store)[["label"]])
+    assert type(df["label"].dtype) is _Pandas22StringDtype and np.isnan(df["label"].dtype.na_value)
+    assert _plain(df["label"]) == _plain(ref["label"])
+    (text,) = made
+    assert _data_buffers(pa.array(df["label"].array)) == _data_buffers(text)

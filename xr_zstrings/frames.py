@@ -309,11 +309,13 @@ def _index_to_arrow(level: pd.Index) -> pa.Array:
 
 def _pandas_text(col: pa.Array | pa.ChunkedArray) -> Any:
     """An Arrow text column as pandas' ``str`` (``StringDtype("pyarrow", na_value=nan)``, pandas 3's
-    default) holding the same buffers; bytes as ``ArrowDtype(large_binary)``."""
+    default; its pandas 2.x spelling there) holding the same buffers; bytes as ``ArrowDtype(large_binary)``."""
     import pandas as pd
     import pyarrow as pa
 
+    from .xarray_arrow import pandas_str
+
     chunked = col if isinstance(col, pa.ChunkedArray) else pa.chunked_array([col])
     if _is_text_type(chunked.type):
-        return pd.arrays.ArrowStringArray(chunked, dtype=pd.StringDtype("pyarrow", na_value=np.nan))
+        return pandas_str().__from_arrow__(chunked)  # (the public way in on pandas 2.1 to 3)
     return pd.arrays.ArrowExtensionArray(chunked)

@@ -28,7 +28,7 @@ from xarray.core.extension_array import PandasExtensionArray
 
 from .errors import user_stacklevel
 
-__all__ = ["ArrowBackendArray", "ArrowValues", "arrow_type_of", "numpy_strings", "warn_kept", "with_arrow_strings"]
+__all__ = ["ArrowBackendArray", "ArrowValues", "arrow_type_of", "numpy_strings", "pandas_str", "warn_kept", "with_arrow_strings"]
 
 
 def arrow_type_of(data: Any) -> pa.DataType | None:
@@ -80,7 +80,7 @@ class ArrowBackendArray(BackendArray):
         """All values as a pandas ``str`` Index over the same Arrow buffers (no copy): a dimension
         coordinate, whose index xarray takes as it is. Its Variable keeps the numpy dtype of a "T"
         read: xarray 2026.9 cannot align indexes whose coordinate has an extension dtype."""
-        return pd.Index(self._read((slice(None),)), name=name, copy=False).astype(_pandas_str(), copy=False)
+        return pd.Index(self._read((slice(None),)), name=name, copy=False).astype(pandas_str(), copy=False)
 
 
 class ArrowValues(PandasExtensionArray):
@@ -114,12 +114,16 @@ def _scalar(one: pd.api.extensions.ExtensionArray) -> np.ndarray:
     return np.asarray(one, dtype=object).reshape(())
 
 
-def _pandas_str() -> Any:
-    """pandas 3's default ``str`` dtype (Arrow-backed, missing values NaN); pandas < 2.3 has no such
-    dtype: the Arrow dtype itself there."""
+def pandas_str() -> Any:
+    """pandas 3's default ``str`` dtype (Arrow-backed, missing values NaN); pandas 2.1-2.2 spell it
+    ``StringDtype("pyarrow_numpy")``; without either, the Arrow dtype itself."""
     try:
         return pd.StringDtype("pyarrow", na_value=np.nan)
-    except TypeError:
+    except TypeError:  # (pandas < 2.3: no na_value)
+        pass
+    try:
+        return pd.StringDtype("pyarrow_numpy")
+    except (TypeError, ValueError):
         return pd.ArrowDtype(pa.large_string())
 
 
