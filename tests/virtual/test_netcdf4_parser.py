@@ -295,6 +295,9 @@ def _write_vlen(path: Path) -> Path:
         for i in range(3):
             ragged[i] = np.arange(i + 1, dtype=np.int32)
         nc.createVariable("names", str, ("x",))[:] = np.array(["p", "q", "r"], dtype=object)
+        deep = nc.createGroup("deep")
+        deep.createVariable("ragged2", vl, ("x",))[0] = np.arange(2, dtype=np.int32)
+        deep.createVariable("kept", "i4", ("x",))[:] = [7, 8, 9]
     return path
 
 
@@ -306,14 +309,19 @@ def test_a_variable_no_parser_can_reference_is_named(tmp_path: Path) -> None:
     assert "ragged" not in str(info.value)
     with pytest.raises(UnsupportedError, match=r"'/ragged'.*VLEN.*drop_variables=\['ragged'\]"):
         NetCDF4Parser()(_url(path), _local_registry())
-    with pytest.warns(VirtualizationWarning, match=r"'/ragged' left out.*VLEN"):
+    with pytest.raises(UnsupportedError, match=r"'/deep/ragged2'.*drop_variables=\['deep/ragged2'\]"):
+        NetCDF4Parser(drop_variables=["ragged"])(_url(path), _local_registry())
+    with pytest.warns(VirtualizationWarning, match=r"'/ragged' left out.*VLEN") as record:
         store = NetCDF4Parser(unsupported="warn")(_url(path), _local_registry())
+    assert any("'/deep/ragged2' left out" in str(w.message) for w in record)
     ds = xr.open_dataset(store, engine="zarr", consolidated=False).load()
     assert list(ds.data_vars) == ["names"] and ds["names"].values.tolist() == ["p", "q", "r"]
-    # dropped by the caller: nothing to say
+    assert xr.open_dataset(store, engine="zarr", consolidated=False, group="deep")["kept"].values.tolist() == [7, 8, 9]
+    # dropped by the caller (a subgroup's variable by its path): nothing to say
     with warnings.catch_warnings():
         warnings.simplefilter("error", VirtualizationWarning)
-        NetCDF4Parser(drop_variables=["ragged"])(_url(path), _local_registry())
+        store = NetCDF4Parser(drop_variables=["ragged", "deep/ragged2"])(_url(path), _local_registry())
+    assert list(xr.open_dataset(store, engine="zarr", consolidated=False, group="deep").data_vars) == ["kept"]
 
 
 def test_nc_char_fill_value(tmp_path: Path) -> None:

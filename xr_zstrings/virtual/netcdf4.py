@@ -45,8 +45,8 @@ class NetCDF4Parser:
     stored as inline ``vlen-utf8`` chunks (about ``inline_chunk_bytes`` each before ``zstd``, which
     ``compress=False`` leaves out); a variable neither can
     handle raises ``UnsupportedError`` naming it (``unsupported="warn"``: left out with a
-    ``VirtualizationWarning``). ``group``, ``drop_variables`` (of that group), ``reader_factory`` and
-    ``links_and_references`` are HDFParser's, passed on.
+    ``VirtualizationWarning``). ``group``, ``drop_variables`` (names in that group, and "sub/name"
+    paths into its subgroups), ``reader_factory`` and ``links_and_references`` are HDFParser's, passed on.
     """
 
     def __init__(self, group: str | None = None, drop_variables: Iterable[str] | None = None,
@@ -84,8 +84,10 @@ class NetCDF4Parser:
             tree = self._group(url, registry, root, self.drop_variables)
         return ManifestStore(group=tree, registry=registry)
 
-    def _group(self, url: str, registry: ObjectStoreRegistry[Any], g: Any, drop: frozenset[str]) -> ManifestGroup:
-        """One group: HDFParser's arrays, ours for the strings, each subgroup the same way."""
+    def _group(self, url: str, registry: ObjectStoreRegistry[Any], g: Any, drop: frozenset[str],
+               prefix: str = "") -> ManifestGroup:
+        """One group: HDFParser's arrays, ours for the strings, each subgroup the same way (``drop``: the
+        names left out here; "sub/name" entries reach into subgroup "sub"; ``prefix``: g's path)."""
         from virtualizarr.manifests import ManifestGroup
         from virtualizarr.parsers.hdf import HDFParser
 
@@ -93,7 +95,7 @@ class NetCDF4Parser:
         mine = {key for key, kind in kinds.items() if kind != "hdf"}
         for key, kind in kinds.items():
             if kind.startswith("unsupported"):
-                self._refuse(url, g, key, kind.partition(":")[2])
+                self._refuse(url, g, prefix + key, kind.partition(":")[2])
         hdf = HDFParser(group=g.name, drop_variables=drop | mine, reader_factory=self.reader_factory
                         or _default_reader_factory(), links_and_references=self.links_and_references)(url, registry)
         base = _manifest_group(hdf)
@@ -103,17 +105,18 @@ class NetCDF4Parser:
                 arrays[key] = _char_array(url, g[key], base.arrays[key])
             elif kinds.get(key) == "string":
                 arrays[key] = _string_array(g[key], self.inline_chunk_bytes, self.compress)
-        groups = {key: self._group(url, registry, g[key], frozenset())
+        groups = {key: self._group(url, registry, g[key], frozenset(d[len(key) + 1:] for d in drop
+                                                                    if d.startswith(key + "/")), f"{prefix}{key}/")
                   for key, kind in kinds.items() if kind == "group"}
         return ManifestGroup(arrays=arrays, groups=groups, attributes=dict(base.metadata.attributes))
 
-    def _refuse(self, url: str, g: Any, key: str, reason: str) -> None:
-        path = f"{g.name.rstrip('/')}/{key}"
+    def _refuse(self, url: str, g: Any, name: str, reason: str) -> None:
+        path = f"{g.name.rstrip('/')}/{name.rpartition('/')[2]}"
         if self.unsupported == "raise":
             raise UnsupportedError(
                 f"{url}: variable {path!r} cannot be virtualized: {reason}. Fix: leave it out with "
-                f"NetCDF4Parser(drop_variables=[{key!r}]{', group=' + repr(g.name) if g.name != '/' else ''}) "
-                f"or unsupported='warn', or copy it with xr_zstrings.to_zarr_v3")
+                f"NetCDF4Parser(drop_variables=[{name!r}]) or unsupported='warn', or copy it with "
+                f"xr_zstrings.to_zarr_v3")
         warnings.warn(f"{url}: variable {path!r} left out of the virtual store: {reason}",
                       VirtualizationWarning, stacklevel=4)
 
