@@ -174,7 +174,7 @@ class VirtualizationWarning(UserWarning):
 
 #: the packages (and standard modules) whose frames a warning passes on its way to the user's line
 _LIBRARIES = ("xr_zstrings", "xarray", "zarr", "numcodecs", "dask", "numpy", "pandas", "contextlib",
-              "functools", "threading", "concurrent")
+              "functools", "threading", "concurrent", "virtualizarr")
 
 
 def user_stacklevel() -> int:

@@ -383,3 +383,18 @@ def test_nc_string_text_that_is_not_utf8_is_warned_about(tmp_path: Path) -> None
     with pytest.warns(VirtualizationWarning, match=r"'/s': 1 value\(s\).*b'caf\\xc3'.*U\+FFFD"):
         store = NetCDF4Parser()(_url(path), _local_registry())
     assert xr.open_dataset(store, engine="zarr", consolidated=False)["s"].values.tolist() == ["ok", "caf\ufffd", "é"]
+
+
+def test_warnings_point_at_the_callers_line(tmp_path: Path) -> None:
+    # directly, and through VirtualiZarr's open_virtual_dataset (its frames skipped too), from a subgroup
+    path = _write_vlen(tmp_path / "vlen.nc")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        line = sys._getframe().f_lineno + 1
+        NetCDF4Parser(unsupported="warn")(_url(path), _local_registry())
+        open_virtual_dataset(_url(path), registry=_local_registry(), parser=NetCDF4Parser(unsupported="warn"),
+                             loadable_variables=[])
+    ours = [w for w in record if issubclass(w.category, VirtualizationWarning)]
+    assert len(ours) == 4  # /ragged and /deep/ragged2, twice
+    assert {(Path(w.filename).name, w.lineno) for w in ours} == {(Path(__file__).name, line),
+                                                                 (Path(__file__).name, line + 1)}

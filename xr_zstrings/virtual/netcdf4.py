@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
-from xr_zstrings.errors import UnsupportedError, VirtualizationWarning
+from xr_zstrings.errors import UnsupportedError, VirtualizationWarning, user_stacklevel
 
 if TYPE_CHECKING:
     from obspec_utils.registry import ObjectStoreRegistry
@@ -118,7 +118,7 @@ class NetCDF4Parser:
                 f"NetCDF4Parser(drop_variables=[{name!r}]) or unsupported='warn', or copy it with "
                 f"xr_zstrings.to_zarr_v3")
         warnings.warn(f"{url}: variable {path!r} left out of the virtual store: {reason}",
-                      VirtualizationWarning, stacklevel=4)
+                      VirtualizationWarning, stacklevel=user_stacklevel())
 
 
 def _default_reader_factory() -> Any:
@@ -234,7 +234,7 @@ def _encode(values: np.ndarray, chunk: tuple[int, ...], fill: bytes, name: str) 
         bad = [b for b in flat if not _is_utf8(b)]
         warnings.warn(f"NC_STRING variable {name!r}: {len(bad)} value(s) of a chunk are not UTF-8 (the first: "
                       f"{bad[0]!r}); stored with U+FFFD for the invalid bytes (engine='netcdf4' raises "
-                      f"UnicodeDecodeError on this variable)", VirtualizationWarning, stacklevel=5)
+                      f"UnicodeDecodeError on this variable)", VirtualizationWarning, stacklevel=user_stacklevel())
         text = np.array([b.decode("utf-8", "replace") for b in flat], dtype=object).reshape(chunk)
         return bytes(VLenUTF8().encode(text))
     return bytes(VLenBytes().encode(np.array(flat, dtype=object)))
@@ -291,7 +291,7 @@ def _char_array(url: str, dataset: Any, array: ManifestArray) -> ManifestArray:
         warnings.warn(f"{url}: NC_CHAR variable {dataset.name!r} has _FillValue {fill!r} and no _Encoding: "
                       f"engine='netcdf4' reads a value equal to it (its characters joined) as missing, the "
                       f"virtual store as that value (Zarr v3 metadata cannot mark bytes missing for xarray)", VirtualizationWarning,
-                      stacklevel=5)
+                      stacklevel=user_stacklevel())
     meta = array.metadata
     fill_bytes = fill.encode("latin-1", "replace") if isinstance(fill, str) else bytes(fill)
     metadata = replace(meta.update_attributes(attrs), fill_value=meta.data_type.cast_scalar(fill_bytes[:1]))
