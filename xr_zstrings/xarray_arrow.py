@@ -22,11 +22,19 @@ import xarray as xr
 from xarray.backends import BackendArray
 from xarray.core import indexing
 
-# xarray's wrapper for pandas extension arrays: a BackendArray must return one (a bare ExtensionArray
-# fails xarray's as_indexable); xarray has no public name for it
-from xarray.core.extension_array import PandasExtensionArray
+from .errors import UnsupportedError, user_stacklevel
 
-from .errors import user_stacklevel
+# xarray's wrapper for pandas extension arrays: a BackendArray must return one (a bare ExtensionArray
+# fails xarray's as_indexable); xarray has no public name for it. Should a release move it, only
+# string_dtype="arrow" is refused (with_arrow_strings), every other read stays as it is.
+try:
+    from xarray.core.extension_array import PandasExtensionArray
+except ImportError:  # pragma: no cover - exercised by a test that hides it
+
+    class PandasExtensionArray:  # type: ignore[no-redef]
+        """Stand-in: this xarray has no ``xarray.core.extension_array.PandasExtensionArray``."""
+
+        missing = True
 
 __all__ = ["ArrowBackendArray", "ArrowValues", "arrow_type_of", "numpy_strings", "pandas_str", "warn_kept", "with_arrow_strings"]
 
@@ -134,6 +142,12 @@ def _outer(key: tuple[Any, ...]) -> bool:
 def with_arrow_strings(ds: xr.Dataset, contents: Any, backend_array: type, group: str = "/") -> tuple[xr.Dataset, list[str]]:
     """``ds`` (as xarray decoded it) with its 1-D text/bytes variables Arrow-backed; also the names
     of the string variables that stay numpy (0-d, N-D: as with "T") for the caller's warning."""
+    if getattr(PandasExtensionArray, "missing", False):
+        raise UnsupportedError(
+            f"string_dtype='arrow' needs xarray's PandasExtensionArray (xarray.core.extension_array), which "
+            f"xarray {xr.__version__} does not have; open with string_dtype='T' (the default) and take Arrow "
+            "or pandas from ds.zstrings.to_arrow() / ds.zstrings.to_dataframe()"
+        )
     data_vars: dict[Hashable, xr.Variable] = {}
     coords: dict[Hashable, xr.Variable] = {}
     indexes: dict[Hashable, Any] = {}

@@ -460,3 +460,28 @@ def test_xarray_refuses_pandas_str_arrays_so_arrow_dtype_it_is() -> None:
         as_str.isel(x=[0, 2])
     as_arrow = xr.Variable("x", pd.arrays.ArrowExtensionArray(values))
     assert as_arrow.isel(x=[0, 2]).dtype == STR
+
+
+def test_an_xarray_without_its_extension_array_wrapper_refuses_arrow_only(tmp_path: Path) -> None:
+    """xarray has no public name for the wrapper string_dtype='arrow' hands it: should a release
+    move it, engine='zstrings' still opens (the backend imports this module) and only 'arrow' is
+    refused, naming the fix. Before, the backend's import failed: every open did."""
+    import subprocess
+    import sys
+
+    store = _netcdf_c(tmp_path / "nc.zarr")
+    code = f"""
+import xarray.core.extension_array as m
+del m.PandasExtensionArray
+import xarray as xr
+from xr_zstrings import UnsupportedError
+assert xr.open_dataset({str(store)!r}, engine="zstrings").x.values.tolist() == {LABELS!r}
+try:
+    xr.open_dataset({str(store)!r}, engine="zstrings", string_dtype="arrow")
+except UnsupportedError as e:
+    print(e)
+"""
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert got.returncode == 0, got.stderr
+    assert "string_dtype='arrow' needs xarray's PandasExtensionArray" in got.stdout
+    assert "ds.zstrings.to_arrow()" in got.stdout
