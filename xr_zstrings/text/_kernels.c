@@ -1610,15 +1610,20 @@ done:
  * boundary) */
 #define ARROW_VALIDATE_BLOCK 65536
 
-/* (offsets, data[:total], valid) as a new tuple; steals nothing (the arrays stay owned by the caller) */
+/* (offsets, data, valid) as a new tuple, data shrunk to its first `total` bytes in place (realloc:
+ * a view would keep the whole allocation, n * width or 4 bytes a code point, alive as long as the
+ * Arrow array); steals nothing (the arrays stay owned by the caller) */
 static PyObject *
 arrow_result(PyArrayObject *off, PyArrayObject *data, int64_t total, int valid)
 {
-    PyObject *slice = PySequence_GetSlice((PyObject *)data, 0, (Py_ssize_t)total);
-    if (slice == NULL) return NULL;
-    PyObject *res = Py_BuildValue("(OOO)", (PyObject *)off, slice, valid ? Py_True : Py_False);
-    Py_DECREF(slice);
-    return res;
+    if ((npy_intp)total < PyArray_DIM(data, 0)) {
+        npy_intp dims[1] = {(npy_intp)total};
+        PyArray_Dims shape = {dims, 1};
+        PyObject *none = PyArray_Resize(data, &shape, 0, NPY_CORDER);
+        if (none == NULL) return NULL;
+        Py_DECREF(none);
+    }
+    return Py_BuildValue("(OOO)", (PyObject *)off, (PyObject *)data, valid ? Py_True : Py_False);
 }
 
 /* the two result arrays: n + 1 int64 offsets and data_len bytes of data (uninitialised); -1 with
@@ -1706,9 +1711,8 @@ finish:
 
 /* fixed_to_offsets(buf, width, trailing, validate) -> (int64 offsets, uint8 data, valid): rows of
  * `width` bytes; a value ends at its first NUL (trailing=False: NC_STRING, netcdf-c) or loses its
- * trailing NULs only (trailing=True: NC_CHAR). The data array is n * width bytes of address space
- * of which only the compacted values are written (the pages after them are never touched, so
- * never resident); the result is its first `total` bytes. */
+ * trailing NULs only (trailing=True: NC_CHAR). The data array is n * width bytes of which only the
+ * compacted values are written; arrow_result shrinks it to them. */
 static PyObject *
 fixed_to_offsets(PyObject *self, PyObject *args)
 {
