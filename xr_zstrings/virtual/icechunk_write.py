@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import warnings
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..errors import ZStringsError
@@ -22,15 +23,34 @@ from ..write.session import write_session
 __all__ = ["write_virtual"]
 
 
-def write_virtual(manifest_store: Any, store: Any, *, group: str | None = None, mode: str = "w-") -> None:
+def write_virtual(manifest_store: Any, store: Any, *, group: str | None = None, mode: str = "w-",
+                  last_updated_at: datetime | None = None) -> None:
     """Write every group and array of ``manifest_store`` into the icechunk ``store`` (at ``group``);
-    ``mode`` "w-" refuses a non-empty target, "w" replaces it. Nothing is committed."""
-    root = manifest_store._group  # (VirtualiZarr has no public accessor; its own xarray.py reads this)
+    ``mode`` "w-" refuses a non-empty target, "w" replaces it. Nothing is committed. Each reference
+    carries ``last_updated_at`` (default: now + 1 s, as VirtualiZarr's ``to_icechunk``; icechunk keeps
+    whole seconds): icechunk refuses to read a chunk whose object changed after it."""
+    root = manifest_group(manifest_store)
     prefix = group.strip("/") if group else ""
+    checked = last_updated_at or datetime.now(UTC) + timedelta(seconds=1)
     with write_session(store, mode, fmt="v3", group=prefix or None) as s:
         _parents(s.zstore, prefix)
-        _write_group(s.zstore, store, root, prefix)
+        _write_group(s.zstore, store, root, prefix, checked)
         s.finish()
+
+
+def manifest_group(manifest_store: Any) -> Any:
+    """The root ``ManifestGroup`` of a VirtualiZarr ``ManifestStore``: its constructor's ``group``,
+    which VirtualiZarr 2.8 keeps only as the private ``_group`` (its own xarray.py reads it the same
+    way; no public getter). The one place this package reads it; a VirtualiZarr without it is named."""
+    root = getattr(manifest_store, "_group", None)
+    if root is None:
+        import virtualizarr
+
+        raise ZStringsError(
+            f"VirtualiZarr {virtualizarr.__version__}'s ManifestStore has no '_group' (its root ManifestGroup, "
+            "read by xr_zstrings.virtual as VirtualiZarr 2.8's own xarray.py does): this xr_zstrings supports "
+            'VirtualiZarr 2.8; pip install "virtualizarr>=2.8,<3" or a newer xr_zstrings.')
+    return root
 
 
 def _parents(zs: Any, prefix: str) -> None:
@@ -75,17 +95,17 @@ def _join(prefix: str, name: str) -> str:
     return f"{prefix}/{name}" if prefix else name
 
 
-def _write_group(zs: Any, store: Any, node: Any, path: str) -> None:
+def _write_group(zs: Any, store: Any, node: Any, path: str, checked: datetime) -> None:
     """A group's zarr.json, its arrays (metadata before chunks: icechunk refuses chunks of an array
     it does not know yet), then its subgroups."""
     zs.set_many([(_join(path, "zarr.json"), _json(node.metadata, path))])
     for name, array in node.arrays.items():
-        _write_array(zs, store, array, _join(path, name))
+        _write_array(zs, store, array, _join(path, name), checked)
     for name, sub in node.groups.items():
-        _write_group(zs, store, sub, _join(path, name))
+        _write_group(zs, store, sub, _join(path, name), checked)
 
 
-def _write_array(zs: Any, store: Any, array: Any, path: str) -> None:
+def _write_array(zs: Any, store: Any, array: Any, path: str, checked: datetime) -> None:
     """One array: its metadata, its virtual references, its inlined chunks as native chunks."""
     from icechunk import VirtualChunkSpec
 
@@ -98,7 +118,7 @@ def _write_array(zs: Any, store: Any, array: Any, path: str) -> None:
             native.append((_join(path, meta.encode_chunk_key(idx)), bytes(entry["data"])))
         else:
             refs.append(VirtualChunkSpec(index=list(idx), location=str(entry["path"]), offset=int(entry["offset"]),
-                                         length=int(entry["length"])))
+                                         length=int(entry["length"]), last_updated_at_checksum=checked))
     if refs:
         failed = store.set_virtual_refs(zs.full_key(path), refs, validate_containers=True)
         if failed:

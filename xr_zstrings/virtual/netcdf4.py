@@ -128,9 +128,12 @@ def _default_reader_factory() -> Any:
 
 
 def _manifest_group(store: ManifestStore) -> ManifestGroup:
-    """The root ManifestGroup of a ManifestStore (its constructor argument; VirtualiZarr 2.8 has no
-    public getter for it)."""
-    return store._group
+    """The root ManifestGroup of a ManifestStore (VirtualiZarr 2.8 has no public getter for it: read in
+    one place, ``icechunk_write.manifest_group``)."""
+    from .icechunk_write import manifest_group
+
+    group: ManifestGroup = manifest_group(store)
+    return group
 
 
 def _kind(g: Any, key: str, references: bool = False) -> str:
