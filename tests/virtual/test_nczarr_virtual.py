@@ -539,3 +539,14 @@ def test_virtualizarr_root_group_read_in_one_place_and_pinned(tmp_path):
     readers = sorted(str(p.relative_to(package)) for p in package.rglob("*.py")
                      if re.search(r"store\._group\b|[\"']_group[\"']", p.read_text(encoding="utf-8")))
     assert readers == ["virtual/icechunk_write.py"], readers
+
+
+@pytest.mark.parametrize("form", ["file://{}#mode=nczarr,file", "{}#mode=nczarr,file", "file://{}"])
+def test_netcdf_c_url_forms_are_virtualized_as_the_path(form, tmp_path):
+    """netcdf-c's NCZarr URL (the README opens the sample so) names the same store as its path, for
+    virtualize and for access (it was refused: 'no such file or folder' with the fragment in the path)."""
+    source = form.format(SAMPLE)
+    xr_zstrings.virtualize(source, _repo(tmp_path)).commit("virtualized")
+    assert access(source) == access(SAMPLE)
+    got = xr.open_dataset(_reopened(tmp_path, source), engine="zstrings").load()
+    xr.testing.assert_identical(got, xr.open_dataset(SAMPLE, engine="zstrings").load())

@@ -32,7 +32,8 @@ class VirtualSource:
     def of(cls, source: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None) -> VirtualSource:
         """Classify a path or URL (local, or S3 with ``storage_options`` as ``open_store``'s)."""
         text = os.fspath(source)
-        scheme = parse_nczarr_url(text).scheme
+        parsed = parse_nczarr_url(text)  # netcdf-c's "#mode=nczarr,file" fragment is not part of the path
+        scheme = parsed.scheme
         if scheme in ("s3", "http", "https"):
             return cls._s3(text, dict(storage_options or {}))
         if scheme not in ("", "file"):
@@ -41,7 +42,7 @@ class VirtualSource:
         if storage_options:
             raise ZStringsError(f"Cannot virtualize {text!r} with storage_options: they configure object storage, "
                                 "and this is a local path. Drop storage_options.")
-        return cls._local(text)
+        return cls._local(parsed.path)
 
     @classmethod
     def _local(cls, text: str) -> VirtualSource:
