@@ -158,7 +158,21 @@ def _kind(g: Any, key: str, references: bool = False) -> str:
         return f"unsupported:it holds {what} ({dtype!r}), which neither VirtualiZarr's HDFParser nor Zarr v3 represents"
     if dtype.kind == "V" and dtype.names is None:
         return f"unsupported:it is a netCDF-4 OPAQUE type ({dtype!r}), which Zarr v3 has no data type for"
+    if dtype.names is not None and _padded(dtype):
+        return (f"unsupported:it is a netCDF-4 COMPOUND type stored with padding ({dtype!r}: {dtype.itemsize} bytes "
+                "a value), and Zarr v3's struct data type is packed, so references to the file's bytes would decode "
+                "wrong")
     return "hdf"
+
+
+def _padded(dtype: np.dtype[Any]) -> bool:
+    """A compound dtype whose fields do not follow each other in order without gaps (C alignment, as
+    netcdf-c stores a struct), nested ones too: zarr-python's struct type reads its bytes packed."""
+    fields: dict[str, tuple[Any, ...]] = dict(dtype.fields or {})
+    packed = np.dtype([(name, fields[name][0]) for name in fields])
+    offsets: dict[str, tuple[Any, ...]] = dict(packed.fields or {})
+    return packed.itemsize != dtype.itemsize or any(
+        f[1] != offsets[n][1] or (f[0].names is not None and _padded(f[0])) for n, f in fields.items())
 
 
 def _dimension_names(dataset: Any) -> tuple[str, ...]:
