@@ -70,7 +70,10 @@ class ArrowBackendArray(BackendArray):
     def __getitem__(self, key: indexing.ExplicitIndexer) -> Any:
         (k,) = key.tuple
         if isinstance(k, (int, np.integer)):
-            i = int(k) % max(self.shape[0], 1)
+            n = self.shape[0]
+            if not -n <= int(k) < n:  # (as the "T" read: it wrapped around to another value)
+                raise IndexError(f"index {int(k)} is out of bounds for axis 0 with size {n}")
+            i = int(k) % n
             return _scalar(self._read((slice(i, i + 1),)))
         if isinstance(k, np.ndarray) and k.ndim > 1:  # a vectorized selection of more than 1-D: numpy
             return np.asarray(self._read((k.reshape(-1),)), dtype=object).reshape(k.shape)
