@@ -103,6 +103,9 @@ class ArrowValues(PandasExtensionArray):
         parts = [p for p in key if p is not Ellipsis] if isinstance(key, tuple) else [key]
         k = parts[0] if len(parts) == 1 else key  # (xarray asks for (i, ...) to get a 0-d result)
         if isinstance(k, (int, np.integer)):
+            n = len(self.array)
+            if not -n <= int(k) < n:  # (as numpy: the empty slice gave a reshape ValueError)
+                raise IndexError(f"index {int(k)} is out of bounds for axis 0 with size {n}")
             return _scalar(self.array[int(k) : int(k) + 1 or None])
         if isinstance(k, np.ndarray) and k.ndim > 1:  # a vectorized selection of more than 1-D: numpy
             return np.asarray(self.array.take(k.reshape(-1)), dtype=object).reshape(k.shape)

@@ -487,15 +487,17 @@ except UnsupportedError as e:
     assert "ds.zstrings.to_arrow()" in got.stdout
 
 
+@pytest.mark.parametrize("loaded", [False, True])
 @pytest.mark.parametrize("index", [6, 7])
-def test_an_index_out_of_bounds_is_refused_as_the_T_read(tmp_path: Path, index: int) -> None:
+def test_an_index_out_of_bounds_is_refused_as_the_T_read(tmp_path: Path, index: int, loaded: bool) -> None:
     """One value past the end of a variable without an index on its dimension (xarray hands the int
     to the backend array as it is): IndexError as string_dtype='T' raises, not the value
-    ``index % size`` (it wrapped)."""
+    ``index % size`` (it wrapped); loaded, IndexError too (a reshape ValueError before)."""
     store = _netcdf_c(tmp_path / "nc.zarr")
     errors = []
     for sd in ("T", "arrow"):
         s = _open(store, string_dtype=sd).drop_vars("x").s
+        s = s.load() if loaded else s
         with pytest.raises(IndexError) as e:
             s.isel(x=index).values  # (the read is the test)
         errors.append(str(e.value))
