@@ -221,3 +221,77 @@ def write_netcdf_shadowed(path: str | os.PathLike[str]) -> None:
         s[:] = np.array(["p", "q", "r", "s"], dtype=object)
     finally:
         ds.close()
+
+
+def engine_views(store: Any, names: dict[str, list[str]], engine: str, *, consolidated: bool | None = None,
+                 **kw: Any) -> dict[tuple[str, str], Any]:
+    """Every variable (``names``: group -> variables) as ``engine`` reads it (its values loaded), or
+    the exception it raised; ``engine="open_zarr"`` is ``xr.open_zarr`` (icechunk's xarray path). A
+    group that one Dataset cannot hold (a dimension shadowed with another size) is read a variable at
+    a time. ``consolidated`` goes to engine="zarr" / open_zarr."""
+    import warnings
+
+    out: dict[tuple[str, str], Any] = {}
+    opener = xr.open_zarr if engine == "open_zarr" else xr.open_dataset
+    extra: dict[str, Any] = {"consolidated": consolidated} if engine in ("zarr", "open_zarr") else {}
+    if engine != "open_zarr":
+        extra["engine"] = engine
+    for g, vs in names.items():
+        group = None if g == "/" else g
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ds = opener(store, group=group, **extra, **kw)
+        except Exception:  # read one variable at a time below
+            ds = None
+        for v in vs:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    one = ds if ds is not None else opener(
+                        store, group=group, drop_variables=[o for o in vs if o != v], **extra, **kw)
+                    out[(g, v)] = one[v].variable.load()
+            except Exception as e:  # compared by compare_views
+                out[(g, v)] = e
+    return out
+
+
+def plain_values(values: Any) -> list:
+    """Values as a flat list, NaN and None both None (a missing value, whichever way it reads)."""
+    a = np.asarray(values)
+    if a.dtype.kind == "f":
+        return [None if x != x else x for x in a.reshape(-1).tolist()]
+    return [None if x is None or (isinstance(x, float) and x != x) else x
+            for x in a.astype(object).reshape(-1).tolist()]
+
+
+def only_drop_reads(store: Any, group: str, name: str) -> bool:
+    """engine="zstrings" reads the variable only with utf8_errors="drop" (strict: StringDecodeError)."""
+    from xr_zstrings import StringDecodeError
+
+    try:
+        xr.open_dataset(store, group=None if group == "/" else group, engine="zstrings",
+                        utf8_errors="strict")[name].load()
+    except StringDecodeError:
+        return True
+    except Exception:  # another reason: not this exception
+        return False
+    return False
+
+
+def compare_views(src: Any, got: dict, ref: dict, what: str) -> None:
+    """``got`` (a peer's :func:`engine_views` of a store made from ``src``) reads as ``ref`` (engine=
+    "zstrings" on ``src``): same variables, errors where the source errs, dims and values equal. The
+    one difference allowed: UnicodeDecodeError where engine="zstrings" reads only by dropping bad
+    UTF-8 (netcdf-c cut a value inside a character)."""
+    assert set(got) == set(ref), what
+    for key, r in ref.items():
+        o = got[key]
+        if isinstance(r, Exception):  # the source itself cannot be read so: neither may the result
+            assert isinstance(o, Exception), (what, key, "reads what the source cannot")
+            continue
+        if isinstance(o, UnicodeDecodeError) and only_drop_reads(src, *key):
+            continue  # the allowed difference
+        assert not isinstance(o, Exception), (what, key, o)
+        assert o.dims == r.dims, (what, key, o.dims, r.dims)
+        assert plain_values(o.values) == plain_values(r.values), (what, key)

@@ -20,16 +20,15 @@ from pathlib import Path
 from typing import Any
 
 import netcdf_c_matrix as m
-import numpy as np
 import pytest
-import xarray as xr
 import zarr
 from corpus import LIVE, golden_sources, source
-from peers import missing_peer
+from peers import compare_views as _compare
+from peers import engine_views, missing_peer
+from peers import plain_values as _plain
 
 import xr_zstrings
 import xr_zstrings.zarr_plugin  # registers the plugin (zarr 3.1.x: see its docstring)
-from xr_zstrings import StringDecodeError
 from xr_zstrings.io.store import open_store
 from xr_zstrings.read.tree import open_tree
 
@@ -84,61 +83,7 @@ def _names(store: Path) -> dict[str, list[str]]:
 
 
 def _views(store: Path, names: dict[str, list[str]], engine: str, **kw: Any) -> dict[tuple[str, str], Any]:
-    """Every variable as ``engine`` reads it (its values loaded), or the exception it raised. A group
-    that one Dataset cannot hold (a dimension shadowed with another size) is read a variable at a time."""
-    out: dict[tuple[str, str], Any] = {}
-    extra = {"consolidated": None} if engine == "zarr" else {}
-    for g, vs in names.items():
-        group = None if g == "/" else g
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                ds = xr.open_dataset(store, group=group, engine=engine, **extra, **kw)
-        except Exception:  # read one variable at a time below
-            ds = None
-        for v in vs:
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    one = ds if ds is not None else xr.open_dataset(
-                        store, group=group, engine=engine, drop_variables=[o for o in vs if o != v], **extra, **kw)
-                    out[(g, v)] = one[v].variable.load()
-            except Exception as e:  # compared below
-                out[(g, v)] = e
-    return out
-
-
-def _plain(values: Any) -> list:
-    a = np.asarray(values)
-    if a.dtype.kind == "f":
-        return [None if x != x else x for x in a.reshape(-1).tolist()]
-    return [None if x is None or (isinstance(x, float) and x != x) else x
-            for x in a.astype(object).reshape(-1).tolist()]
-
-
-def _only_drop_reads(store: Path, group: str, name: str) -> bool:
-    """engine="zstrings" reads the variable only with utf8_errors="drop" (strict: StringDecodeError)."""
-    try:
-        xr.open_dataset(store, group=None if group == "/" else group, engine="zstrings",
-                        utf8_errors="strict")[name].load()
-    except StringDecodeError:
-        return True
-    except Exception:  # another reason: not this exception
-        return False
-    return False
-
-
-def _compare(src: Path, got: dict, ref: dict, what: str) -> None:
-    for key, r in ref.items():
-        o = got[key]
-        if isinstance(r, Exception):  # the source itself cannot be read so: neither may the migrated store
-            assert isinstance(o, Exception), (what, key, "reads what the source cannot")
-            continue
-        if isinstance(o, Exception) and isinstance(o, UnicodeDecodeError) and _only_drop_reads(src, *key):
-            continue  # the allowed difference (module docstring)
-        assert not isinstance(o, Exception), (what, key, o)
-        assert o.dims == r.dims, (what, key, o.dims, r.dims)
-        assert _plain(o.values) == _plain(r.values), (what, key)
+    return engine_views(store, names, engine, **kw)
 
 
 @pytest.mark.parametrize(("sid", "where"), [*((s, "new") for s in SOURCES), *((s, "in place") for s in IN_PLACE)])
