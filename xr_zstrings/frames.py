@@ -6,6 +6,7 @@ built as Arrow arrays (straight from the store's chunks where the data is still 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -87,18 +88,60 @@ def lazy_source(variable: xr.Variable) -> tuple[ZStringsBackendArray, indexing.E
     (MemoryCachedArray, CopyOnWriteArray, LazilyIndexedArray) and is the one place that knows them.
     Should xarray change them, None sends every caller to the loaded values: slower, still right.
     """
+    found = _lazy_masked_source(variable)
+    return None if found is None or found[2] is not None else (found[0], found[1])
+
+
+def _lazy_masked_source(
+    variable: xr.Variable,
+) -> tuple[ZStringsBackendArray, indexing.ExplicitIndexer, frozenset[Any] | None] | None:
+    """``lazy_source``, also through xarray's CF mask of a text variable (a string ``_FillValue``
+    of a ``string_dtype="bytes"`` read: CFMaskCoder, not the backend, masks it); then also the
+    stored values xarray's mask turns missing (else None)."""
     data: Any = getattr(variable, "_data", None)
     key: indexing.ExplicitIndexer | None = None
+    fills: frozenset[Any] | None = None
     for _ in range(8):  # (a few wrappers deep at most)
         if isinstance(data, ZStringsBackendArray):
-            return (data, key) if key is not None else (data, indexing.BasicIndexer((slice(None),) * data.ndim))
+            return data, key if key is not None else indexing.BasicIndexer((slice(None),) * data.ndim), fills
         if isinstance(data, (indexing.MemoryCachedArray, indexing.CopyOnWriteArray)):
             data = data.array
         elif type(data) is indexing.LazilyIndexedArray and key is None:
             key, data = data.key, data.array
+        elif fills is None and key is None and (fills := _text_mask_fills(data)) is not None:
+            data = data.array
         else:
             return None
     return None
+
+
+def _text_mask_fills(data: Any) -> frozenset[Any] | None:
+    """The stored values xarray's CF mask wrapper (``_ElementwiseFunctionArray`` of
+    ``_apply_mask``) over text makes missing, or None for any other wrapper or function."""
+    func = getattr(data, "func", None)
+    if type(data).__name__ != "_ElementwiseFunctionArray" or not isinstance(func, functools.partial):
+        return None
+    kw = func.keywords
+    if getattr(func.func, "__name__", "") != "_apply_mask" or np.dtype(kw.get("dtype")) != np.dtype(object):
+        return None
+    fills = kw.get("encoded_fill_values", ())
+    missing = kw.get("decoded_fill_value")
+    if not (isinstance(missing, float) and math.isnan(missing)) or not all(isinstance(f, (str, bytes)) for f in fills):
+        return None
+    return frozenset(fills)
+
+
+def _masked_arrow(out: Any, fills: frozenset[Any]) -> Any:
+    """``out`` with the values ``_apply_mask`` matches as nulls: numpy's ``==`` on the object values
+    (bytes equal bytes only, str equal str only), so only fills of the result's kind mask."""
+    import pyarrow as pa
+
+    from .read.arrow import mask_equal
+
+    kind = bytes if pa.types.is_large_binary(out.type) else str
+    for fill in sorted(f for f in fills if isinstance(f, kind)):
+        out = mask_equal(out, bytes(fill) if isinstance(fill, bytes) else str(fill))
+    return out
 
 
 def _is_text(dtype: Any) -> bool:
@@ -117,7 +160,7 @@ def _is_text_type(t: pa.DataType) -> bool:
     return bool(pa.types.is_large_string(t) or pa.types.is_string(t) or pa.types.is_string_view(t))
 
 
-def _numpy_text_to_arrow(values: np.ndarray, what: Hashable) -> pa.Array:
+def _numpy_text_to_arrow(values: np.ndarray, what: Hashable, encoding: dict[Any, Any]) -> pa.Array:
     """In-memory text (StringDType, ``<U``, ``|S``, object) as one Arrow array: pyarrow builds it
     from StringDType without Python objects (asked for ``large_string`` directly, it takes a
     slower per-value path: the cast comes after); an object array's NaN/None become nulls, and
@@ -131,11 +174,23 @@ def _numpy_text_to_arrow(values: np.ndarray, what: Hashable) -> pa.Array:
         kinds = sorted({type(v).__name__ for v in flat[:100]})
         raise TypeError(f"Cannot convert variable {what!r} to Arrow: its object values ({', '.join(kinds)}) "
                         f"have no Arrow type ({e}). Convert or drop it first (e.g. ds.drop_vars({what!r})).") from e
-    if pa.types.is_binary(arr.type) or (flat.dtype.kind == "S" and pa.types.is_null(arr.type)):
+    if pa.types.is_null(arr.type):  # (no value to tell: the dtype, or the encoding, says bytes or text)
+        return arr.cast(pa.large_binary() if _holds_bytes(values.dtype, encoding) else pa.large_string())
+    if pa.types.is_binary(arr.type):
         return arr.cast(pa.large_binary())
-    if pa.types.is_null(arr.type) or pa.types.is_string(arr.type):
+    if pa.types.is_string(arr.type):
         return arr.cast(pa.large_string())
     return arr
+
+
+def _holds_bytes(dtype: np.dtype, encoding: dict[Any, Any]) -> bool:
+    """Whether an array of this dtype with no values holds bytes: ``|S``, xarray's vlen-bytes object
+    dtype, or an object array read from a Zarr v3 bytes array (its encoding's data type)."""
+    from xarray.coding.strings import check_vlen_dtype
+
+    if dtype.kind == "S" or check_vlen_dtype(dtype) is bytes:
+        return True
+    return dtype.kind == "O" and encoding.get("zarr_data_type") == "bytes"
 
 
 def _variable_arrow(variable: xr.Variable, what: Hashable) -> pa.ChunkedArray:
@@ -143,12 +198,13 @@ def _variable_arrow(variable: xr.Variable, what: Hashable) -> pa.ChunkedArray:
     from the store straight into Arrow when still lazy, else converted from the values."""
     import pyarrow as pa
 
-    found = lazy_source(variable) if _is_text(variable.dtype) else None
+    found = _lazy_masked_source(variable) if _is_text(variable.dtype) else None
     if found is not None:
-        backend, key = found
+        backend, key, fills = found
         out = backend.arrow(key)
+        out = out if fills is None else _masked_arrow(out, fills)
     elif _is_text(variable.dtype):
-        out = _numpy_text_to_arrow(variable.values, what)
+        out = _numpy_text_to_arrow(variable.values, what, variable.encoding)
     else:  # a pandas extension array (1-D; xarray keeps it as it is)
         out = pa.array(getattr(variable.data, "array", variable.data))
     out = out if isinstance(out, pa.ChunkedArray) else pa.chunked_array([out])
@@ -266,11 +322,11 @@ class _Frame:
             col = self.arrow_column(name)
         except TypeError:  # objects Arrow has no type for (cftime dates, ...): as xarray
             return var.set_dims(self.sizes).values.reshape(-1)
+        if _is_text_type(col.type) or pa.types.is_large_binary(col.type):
+            return _pandas_text(col)  # (``str`` whatever the read: "T", "arrow", object)
         if not isinstance(var.dtype, np.dtype) and hasattr(var.dtype, "__from_arrow__"):
             return var.dtype.__from_arrow__(col)
-        if not (_is_text_type(col.type) or pa.types.is_large_binary(col.type)):
-            return var.set_dims(self.sizes).values.reshape(-1)  # (objects that are not text: as xarray)
-        return _pandas_text(col)
+        return var.set_dims(self.sizes).values.reshape(-1)  # (objects that are not text: as xarray)
 
 
 def _arrow_type_of(dtype: Any) -> pa.DataType | None:

@@ -303,6 +303,33 @@ def test_pandas_shares_the_tables_string_buffers(store, kernels):
     assert streamed["s"].dtype == "str" and plain(streamed["s"]) == table.column("s").to_pylist()
 
 
+@pytest.mark.parametrize("writer", ["nczarr-netcdf-c", "v3-arrow-optional"])
+def test_the_c_stream_hands_over_arrow_held_strings_without_a_copy(tmp_path, writer, kernels):
+    """A Dataset read with ``string_dtype="arrow"`` and loaded holds its 1-D strings as Arrow: the
+    accessor's C stream hands those very buffers to pyarrow, polars and pandas (``from_arrow`` and
+    ``ds.zstrings.to_dataframe()``, a ``str`` column as for a "T" read), no copy on the way; the
+    values are the ``"T"`` read's."""
+    WRITERS[writer](tmp_path / "a.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # (the 2-D variable is read as "T", with a warning)
+        ds = xr.open_dataset(tmp_path / "a.zarr", engine="zstrings", string_dtype="arrow")[["s", "n"]].load()
+    held = ds["s"].data.__arrow_array__()
+    ours = _data_buffers(held)
+    want = plain(_open(tmp_path / "a.zarr")["s"].values)
+    assert held.to_pylist() == want
+    table = pa.table(ds.zstrings)
+    assert_shared(_data_buffers(table.column("s")), ours, "pa.table(ds.zstrings)")
+    assert table.column("s").to_pylist() == want
+    df = pl.DataFrame(ds.zstrings)
+    assert_shared(_polars_buffers(df["s"]), ours, "pl.DataFrame(ds.zstrings)")
+    assert df["s"].to_list() == want
+    for how, frame in (("pd.DataFrame.from_arrow(ds.zstrings)", pd.DataFrame.from_arrow(ds.zstrings)),
+                       ("ds.zstrings.to_dataframe()", ds.zstrings.to_dataframe())):
+        assert frame["s"].dtype == "str", how
+        assert_shared(_data_buffers(frame["s"].array.__arrow_array__()), ours, how)
+        assert plain(frame["s"]) == want, how
+
+
 # ------------------------------------------------------------------------- arrow_to_stringdtype
 
 

@@ -415,6 +415,27 @@ def test_mask_and_scale_false_gives_the_stored_fill_in_arrow(tmp_path_factory, n
 
 
 @pytest.mark.parametrize("name", list(BY_NAME))
+def test_read_options_apply_to_the_arrow_reads(tmp_path_factory, name, kernels):
+    """string_dtype="bytes" (every value as its stored bytes: large_binary, missing still null) gives
+    the xarray path's values in Arrow too, from read_arrow and from ds.zstrings.to_arrow() (a string
+    _FillValue is masked by xarray's CF decoding there, all-missing stays large_binary)."""
+    options_property(BY_NAME[name], {"string_dtype": "bytes"})(tmp_path_factory)
+
+
+def test_an_empty_selection_of_loaded_bytes_stays_large_binary(tmp_path, kernels):
+    """Bytes (zarr-python's v3 vlen-bytes) loaded into memory, then an empty selection: the column
+    is still large_binary (the type the lazy read and ``read_arrow`` give), not pyarrow's guess for
+    no values."""
+    lay = BY_NAME["v3-vlen-bytes"]
+    lay.write(tmp_path / "b.zarr", [b"a", b"\xff", b""], 2)
+    ds = xr.open_dataset(tmp_path / "b.zarr", engine="zstrings")
+    assert ds.isel(x=slice(0, 0)).zstrings.to_arrow().column("s").type == pa.large_binary()  # lazy
+    loaded = ds.load()
+    assert loaded.zstrings.to_arrow().column("s").type == pa.large_binary()
+    assert loaded.isel(x=slice(0, 0)).zstrings.to_arrow().column("s").type == pa.large_binary()
+
+
+@pytest.mark.parametrize("name", list(BY_NAME))
 def test_arrow_equals_the_xarray_path_for_every_layout(tmp_path_factory, name, kernels):
     """A random 1-D variable in this layout: ``read_arrow`` and ``ds.zstrings.to_arrow()`` (whole,
     and a lazy selection: steps, negative steps, int arrays) give engine="zstrings"'s values with
@@ -629,7 +650,8 @@ def test_every_group_of_a_netcdf_c_store_reads_into_arrow_as_the_xarray_path(tmp
     assert seen == 5  # names, chars, chars_latin1, scalar_str, sub/labels
 
 
-@pytest.mark.parametrize("opts", [{}, {"mask_and_scale": False}], ids=["T", "unmasked"])
+@pytest.mark.parametrize("opts", [{}, {"mask_and_scale": False}, {"string_dtype": "bytes"}],
+                         ids=["T", "unmasked", "bytes"])
 @pytest.mark.parametrize("name", list(BY_NAME))
 def test_to_arrow_reads_text_into_arrow_not_through_numpy(tmp_path, monkeypatch, name, opts):
     """``ds.zstrings.to_arrow()`` of a lazily opened store reads its text and bytes straight into
