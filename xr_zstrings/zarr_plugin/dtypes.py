@@ -17,7 +17,7 @@ the plugin changes nothing for data zarr-python already reads or writes. Use the
 (``zarr.create_array(..., dtype=NCChar())``) to write them.
 
 The JSON forms are those ``formats.zarr3`` and ``formats.nczarr`` parse; fill values follow the
-same rules as our readers (NC_CHAR: plain text in v2, its first UTF-8 byte; one character, the
+same rules as our readers (NC_CHAR in v2: netcdf-c's plain text or the v2 spec's base64; one character, the
 byte's code point, in v3; ``optional``: ``null`` or a one-element list).
 """
 
