@@ -422,3 +422,17 @@ def test_a_compound_type_stored_with_padding_is_named_not_referenced(tmp_path: P
         got = zarr.open_group(store, mode="r", zarr_format=3)["triples"][:]
     want = xr.open_dataset(path, engine="netcdf4")["triples"].values
     assert got.tolist() == want.tolist()
+
+
+def test_an_enum_variable_is_referenced_and_its_lost_names_said(tmp_path: Path) -> None:
+    """netCDF-4 ENUM: HDFParser references the integers and the type's names (which engine="netcdf4"
+    keeps in the encoding dtype) vanished without a word; now a warning names the variable and them."""
+    path = tmp_path / "enum.nc"
+    with netCDF4.Dataset(path, "w") as nc:
+        nc.createDimension("x", 3)
+        flag = nc.createEnumType("u1", "flag", {"off": 0, "on": 1})
+        nc.createVariable("state", flag, ("x",))[:] = [0, 1, 1]
+    with pytest.warns(VirtualizationWarning, match=r"'/state' has a netCDF-4 ENUM type \(\{'off': 0, 'on': 1\}\)"):
+        store = NetCDF4Parser()(_url(path), _local_registry())
+    got = xr.open_dataset(store, engine="zarr", consolidated=False)["state"].values
+    assert got.tolist() == xr.open_dataset(path, engine="netcdf4")["state"].values.tolist() == [0, 1, 1]

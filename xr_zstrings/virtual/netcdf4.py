@@ -102,6 +102,7 @@ class NetCDF4Parser:
         arrays: dict[str, ManifestArray] = {}
         for key in g:
             if key in base.arrays:
+                _warn_enum(url, g[key])
                 arrays[key] = _char_array(url, g[key], base.arrays[key])
             elif kinds.get(key) == "string":
                 arrays[key] = _string_array(g[key], self.inline_chunk_bytes, self.compress)
@@ -292,6 +293,19 @@ def _string_array(dataset: Any, target: int, compress: bool) -> ManifestArray:
             entries[key] = {"path": "", "offset": 0, "length": len(data), "data": data}
     manifest = ChunkManifest(entries=entries, shape=tuple(math.ceil(s / c) for s, c in zip(shape, chunks, strict=True)))
     return ManifestArray(metadata=metadata, chunkmanifest=manifest)
+
+
+def _warn_enum(url: str, dataset: Any) -> None:
+    """A netCDF-4 ENUM variable: its integers are referenced, its type's names are not kept (Zarr v3
+    has no enum data type; engine="netcdf4" keeps them in the variable's encoding dtype): said."""
+    import h5py
+
+    names = h5py.check_enum_dtype(dataset.dtype) if hasattr(dataset, "dtype") else None
+    if names:
+        warnings.warn(f"{url}: variable {dataset.name!r} has a netCDF-4 ENUM type ({dict(names)!r}): its integer values "
+                      "are referenced, the names of its values are not kept (Zarr v3 has no enum data type); "
+                      "add them as attributes (CF flag_values / flag_meanings) if readers need them",
+                      VirtualizationWarning, stacklevel=user_stacklevel())
 
 
 def _char_array(url: str, dataset: Any, array: ManifestArray) -> ManifestArray:
