@@ -388,3 +388,34 @@ def test_the_result_holds_its_values_not_the_rows_width(path: str, layout: str) 
     assert arr.to_pylist()[:2] == (["abcdefgh"] * 2 if layout == "utf32" else ["a" * 8] * 2)
     values = 8 * n + 8 * (n + 1)  # the data and int64 offsets
     assert held <= 1.3 * values, f"the array holds {held} bytes for {values} bytes of values and offsets"
+
+
+@pytest.mark.parametrize("layout", ["fixed", "vlen", "utf32"])
+def test_the_kernels_write_into_pyarrows_pool(monkeypatch: pytest.MonkeyPatch, layout: str) -> None:
+    """The compiled kernels write a chunk's offsets and data into buffers of pyarrow's memory pool,
+    which reuses freed pages (a fresh numpy array of a chunk's size faults in every page)."""
+    import gc
+
+    monkeypatch.delenv("XR_ZSTRINGS_NO_EXT", raising=False)
+    assert KL.kernels() is not None, KL.kernels_unavailable_reason
+    n = 10_000
+    labels = [f"label-{i:06d}" for i in range(n)]
+    fixed = np.array([s.encode() for s in labels], dtype="S16")
+    frames = len(labels).to_bytes(4, "little") + b"".join(
+        len(s).to_bytes(4, "little") + s.encode() for s in labels)
+
+    def convert() -> pa.Array:
+        if layout == "fixed":
+            return A.fixed_to_arrow(fixed, trailing=False)
+        if layout == "vlen":
+            return A.vlen_frames_to_arrow(frames, n)
+        return A.utf32_to_arrow(np.array(labels))
+
+    convert()
+    gc.collect()
+    pool = pa.total_allocated_bytes()
+    arr = convert()
+    held = pa.total_allocated_bytes() - pool
+    assert arr.to_pylist() == labels
+    values = 12 * n + 8 * (n + 1)  # the data and int64 offsets
+    assert held >= values, f"pyarrow's pool holds {held} bytes of the {values} bytes of values and offsets"

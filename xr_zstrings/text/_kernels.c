@@ -1637,6 +1637,67 @@ arrow_alloc(npy_intp n, npy_intp data_len, PyArrayObject **off, PyArrayObject **
     return *dat ? 0 : -1;
 }
 
+/* The result buffers: numpy arrays (arrow_alloc), or the caller's writable buffers (off_out of at
+ * least n + 1 int64, dat_out of at least data_len bytes: pyarrow's pool reuses freed pages where
+ * fresh numpy arrays of a chunk's size fault in every page) returned as given, unshrunk. */
+typedef struct {
+    PyArrayObject *off, *dat;
+    PyObject *off_out, *dat_out;
+    Py_buffer ob, db;
+    int64_t *o;
+    uint8_t *d;
+} arrow_bufs;
+
+static int
+arrow_bufs_get(arrow_bufs *b, npy_intp n, npy_intp data_len)
+{
+    if (b->off_out == Py_None) b->off_out = NULL;
+    if (b->dat_out == Py_None) b->dat_out = NULL;
+    if ((b->off_out == NULL) != (b->dat_out == NULL)) {
+        PyErr_SetString(PyExc_ValueError, "give both output buffers or neither");
+        return -1;
+    }
+    if (b->off_out == NULL) {
+        if (arrow_alloc(n, data_len, &b->off, &b->dat) < 0) return -1;
+        b->o = (int64_t *)PyArray_DATA(b->off);
+        b->d = (uint8_t *)PyArray_DATA(b->dat);
+        return 0;
+    }
+    if (PyObject_GetBuffer(b->off_out, &b->ob, PyBUF_WRITABLE) < 0) {
+        b->off_out = NULL;
+        b->dat_out = NULL;
+        return -1;
+    }
+    if (PyObject_GetBuffer(b->dat_out, &b->db, PyBUF_WRITABLE) < 0) {
+        b->dat_out = NULL;
+        return -1;
+    }
+    if (b->ob.len < (Py_ssize_t)((n + 1) * 8) || b->db.len < (Py_ssize_t)data_len) {
+        PyErr_Format(PyExc_ValueError, "output buffers too small: need %zd offset and %zd data bytes",
+                     (Py_ssize_t)((n + 1) * 8), (Py_ssize_t)data_len);
+        return -1;
+    }
+    b->o = (int64_t *)b->ob.buf;
+    b->d = (uint8_t *)b->db.buf;
+    return 0;
+}
+
+static PyObject *
+arrow_bufs_result(arrow_bufs *b, int64_t total, int valid)
+{
+    if (b->off_out == NULL) return arrow_result(b->off, b->dat, total, valid);
+    return Py_BuildValue("(OOO)", b->off_out, b->dat_out, valid ? Py_True : Py_False);
+}
+
+static void
+arrow_bufs_release(arrow_bufs *b)
+{
+    Py_XDECREF(b->off);
+    Py_XDECREF(b->dat);
+    if (b->off_out) PyBuffer_Release(&b->ob);
+    if (b->dat_out) PyBuffer_Release(&b->db);
+}
+
 /* vlen_to_offsets(buf, n_expected, allow_trailing, validate) -> (int64 offsets, uint8 data, valid)
  * or None when the framing is wrong (the caller's Python walk raises the detailed ChunkError):
  * the checks of vlen_utf8_to_T. The data is allocated once at its final size, len(buf) - 4 - 4n
@@ -1645,19 +1706,19 @@ static PyObject *
 vlen_to_offsets(PyObject *self, PyObject *args)
 {
     Py_buffer view;
+    arrow_bufs bufs = {0};
     Py_ssize_t n_expected;
     int allow_trailing, validate;
-    if (!PyArg_ParseTuple(args, "y*npp", &view, &n_expected, &allow_trailing, &validate)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*npp|OO", &view, &n_expected, &allow_trailing, &validate, &bufs.off_out, &bufs.dat_out)) return NULL;
     PyObject *result = NULL;
-    PyArrayObject *off = NULL, *dat = NULL;
     const uint8_t *a = (const uint8_t *)view.buf;
     int64_t B = (int64_t)view.len;
     if (B < 4) goto malformed;
     int64_t n = rd_u32le(a);
     if ((n_expected >= 0 && n != n_expected) || n > (B - 4) / 4) goto malformed;
-    if (arrow_alloc((npy_intp)n, (npy_intp)(B - 4 - 4 * n), &off, &dat) < 0) goto finish;
-    int64_t *o = (int64_t *)PyArray_DATA(off);
-    uint8_t *d = (uint8_t *)PyArray_DATA(dat);
+    if (arrow_bufs_get(&bufs, (npy_intp)n, (npy_intp)(B - 4 - 4 * n)) < 0) goto finish;
+    int64_t *o = bufs.o;
+    uint8_t *d = bufs.d;
     const int64_t dlen = B - 4 - 4 * n;
     int err = 0, valid = 1;
     int64_t q = 0;
@@ -1698,13 +1759,12 @@ vlen_to_offsets(PyObject *self, PyObject *args)
         valid = utf8_check(d + block, (Py_ssize_t)(q - block), &tail_unused) == 0;
     Py_END_ALLOW_THREADS
     if (err) goto malformed;
-    result = arrow_result(off, dat, q, valid);
+    result = arrow_bufs_result(&bufs, q, valid);
     goto finish;
 malformed:
     result = Py_NewRef(Py_None);
 finish:
-    Py_XDECREF(off);
-    Py_XDECREF(dat);
+    arrow_bufs_release(&bufs);
     PyBuffer_Release(&view);
     return result;
 }
@@ -1717,19 +1777,19 @@ static PyObject *
 fixed_to_offsets(PyObject *self, PyObject *args)
 {
     Py_buffer view;
+    arrow_bufs bufs = {0};
     Py_ssize_t width;
     int trailing, validate;
-    if (!PyArg_ParseTuple(args, "y*npp", &view, &width, &trailing, &validate)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*npp|OO", &view, &width, &trailing, &validate, &bufs.off_out, &bufs.dat_out)) return NULL;
     PyObject *result = NULL;
-    PyArrayObject *off = NULL, *dat = NULL;
     if (width <= 0 || view.len % width != 0) {
         PyErr_SetString(PyExc_ValueError, "buffer size is not a multiple of a positive width");
         goto finish;
     }
     npy_intp n = (npy_intp)(view.len / width);
-    if (arrow_alloc(n, (npy_intp)view.len, &off, &dat) < 0) goto finish;
-    int64_t *o = (int64_t *)PyArray_DATA(off);
-    uint8_t *d = (uint8_t *)PyArray_DATA(dat);
+    if (arrow_bufs_get(&bufs, n, (npy_intp)view.len) < 0) goto finish;
+    int64_t *o = bufs.o;
+    uint8_t *d = bufs.d;
     const uint8_t *src = (const uint8_t *)view.buf;
     int valid = 1;
     int64_t q = 0;
@@ -1748,10 +1808,9 @@ fixed_to_offsets(PyObject *self, PyObject *args)
         o[i + 1] = q;
     }
     Py_END_ALLOW_THREADS
-    result = arrow_result(off, dat, q, valid);
+    result = arrow_bufs_result(&bufs, q, valid);
 finish:
-    Py_XDECREF(off);
-    Py_XDECREF(dat);
+    arrow_bufs_release(&bufs);
     PyBuffer_Release(&view);
     return result;
 }
@@ -1765,19 +1824,19 @@ static PyObject *
 utf32_to_offsets(PyObject *self, PyObject *args)
 {
     Py_buffer view;
+    arrow_bufs bufs = {0};
     Py_ssize_t nchar;
     int swap;
-    if (!PyArg_ParseTuple(args, "y*np", &view, &nchar, &swap)) return NULL;
+    if (!PyArg_ParseTuple(args, "y*np|OO", &view, &nchar, &swap, &bufs.off_out, &bufs.dat_out)) return NULL;
     PyObject *result = NULL;
-    PyArrayObject *off = NULL, *dat = NULL;
     if (nchar <= 0 || view.len % (4 * nchar) != 0) {
         PyErr_SetString(PyExc_ValueError, "buffer size is not a multiple of 4 * a positive nchar");
         goto finish;
     }
     npy_intp n = (npy_intp)(view.len / (4 * nchar));
-    if (arrow_alloc(n, (npy_intp)view.len, &off, &dat) < 0) goto finish;
-    int64_t *o = (int64_t *)PyArray_DATA(off);
-    uint8_t *d = (uint8_t *)PyArray_DATA(dat);
+    if (arrow_bufs_get(&bufs, n, (npy_intp)view.len) < 0) goto finish;
+    int64_t *o = bufs.o;
+    uint8_t *d = bufs.d;
     const uint8_t *src = (const uint8_t *)view.buf;
     int bad = 0;
     int64_t q = 0;
@@ -1825,10 +1884,9 @@ utf32_to_offsets(PyObject *self, PyObject *args)
         o[i + 1] = q;
     }
     Py_END_ALLOW_THREADS
-    result = bad ? Py_NewRef(Py_None) : arrow_result(off, dat, q, 1);
+    result = bad ? Py_NewRef(Py_None) : arrow_bufs_result(&bufs, q, 1);
 finish:
-    Py_XDECREF(off);
-    Py_XDECREF(dat);
+    arrow_bufs_release(&bufs);
     PyBuffer_Release(&view);
     return result;
 }
@@ -1901,11 +1959,11 @@ static PyMethodDef methods[] = {
     {"vlen_utf8_from_offsets", vlen_utf8_from_offsets, METH_VARARGS,
      "vlen_utf8_from_offsets(data, int64 offsets) -> bytes (numcodecs vlen-utf8 layout)"},
     {"vlen_to_offsets", vlen_to_offsets, METH_VARARGS,
-     "vlen_to_offsets(buf, n_expected, allow_trailing, validate) -> (int64 offsets, uint8 data, valid) or None"},
+     "vlen_to_offsets(buf, n_expected, allow_trailing, validate[, off_out, dat_out]) -> (int64 offsets, uint8 data, valid) or None"},
     {"fixed_to_offsets", fixed_to_offsets, METH_VARARGS,
-     "fixed_to_offsets(buf, width, trailing, validate) -> (int64 offsets, uint8 data, valid)"},
+     "fixed_to_offsets(buf, width, trailing, validate[, off_out, dat_out]) -> (int64 offsets, uint8 data, valid)"},
     {"utf32_to_offsets", utf32_to_offsets, METH_VARARGS,
-     "utf32_to_offsets(buf, nchar, swap) -> (int64 offsets, uint8 data, True) or None (not text)"},
+     "utf32_to_offsets(buf, nchar, swap[, off_out, dat_out]) -> (int64 offsets, uint8 data, True) or None (not text)"},
     {"offsets_check", offsets_check, METH_VARARGS,
      "offsets_check(data, offsets, validate) -> 0 ok, 1 offsets out of bounds or decreasing, 2 invalid UTF-8"},
     {NULL, NULL, 0, NULL},

@@ -62,6 +62,23 @@ def _build(kind: str, off64: np.ndarray, data: np.ndarray) -> pa.Array:
     return pa.Array.from_buffers(_arrow_type(kind), n, [None, pa.py_buffer(off64), pa.py_buffer(data)])
 
 
+def _pool_out(n: int, size: int) -> tuple[pa.Buffer, pa.ResizableBuffer]:
+    """A kernel's output buffers (n + 1 int64 offsets, ``size`` data bytes) from pyarrow's pool,
+    which reuses freed pages: a fresh numpy array of a chunk's size faults in every page."""
+    return pa.allocate_buffer(8 * (n + 1)), pa.allocate_buffer(size, resizable=True)
+
+
+def _pooled(res: tuple[Any, Any, bool]) -> tuple[np.ndarray, np.ndarray, bool]:
+    """A kernel's result in :func:`_pool_out` buffers as (offsets, data, valid), the data shrunk to
+    its values (a slice would keep the whole upper bound alive as long as the Arrow array)."""
+    off_b, dat_b, ok = res
+    off64 = np.frombuffer(off_b, np.int64)
+    total = int(off64[-1])
+    if total < dat_b.size:
+        dat_b.resize(total, shrink_to_fit=True)
+    return off64, np.frombuffer(dat_b, np.uint8), ok
+
+
 def _int64(off: np.ndarray) -> np.ndarray:
     """Checked offsets as native contiguous int64 (no copy when they are already)."""
     if off.dtype == np.int64 and off.flags.c_contiguous and off.flags.aligned:
@@ -185,8 +202,11 @@ def vlen_frames_to_arrow(
     K = kernels()
     res = None
     if K is not None:
-        res = K.vlen_to_offsets(a, -1 if n_expected is None else int(n_expected), bool(allow_trailing),
-                                kind == "str")
+        n = _vlen_count(a)
+        if n is not None:
+            res = K.vlen_to_offsets(a, -1 if n_expected is None else int(n_expected), bool(allow_trailing),
+                                    kind == "str", *_pool_out(n, len(a) - 4 - 4 * n))
+            res = None if res is None else _pooled(res)
     if res is None:  # no kernels, or a malformed chunk: the Python walk names the problem
         chunk = decode_vlen_utf8_chunk(a, n_expected, what=what, allow_trailing=allow_trailing)
         off64, data, ok = chunk.offsets, chunk.data, None
@@ -194,6 +214,16 @@ def vlen_frames_to_arrow(
         off64, data, ok = res
     arr = _build(kind, off64, data)
     return _checked(arr, off64, data, policy, what, index, ok) if kind == "str" else arr
+
+
+def _vlen_count(a: Any) -> int | None:
+    """The value count a vlen chunk's header gives, or None when the chunk cannot hold that many
+    frames (the kernel's and the Python walk's framing checks then name the problem)."""
+    nbytes = len(a)
+    if nbytes < 4:
+        return None
+    n = int.from_bytes(bytes(a[:4]), "little")
+    return n if n <= (nbytes - 4) // 4 else None
 
 
 def _fixed_matrix(u8: Any, what: str) -> np.ndarray:
@@ -275,7 +305,7 @@ def fixed_to_arrow(
     K = kernels()
     ok = None
     if K is not None and n and w:
-        off64, data, ok = K.fixed_to_offsets(mat, w, bool(trailing), kind == "str")
+        off64, data, ok = _pooled(K.fixed_to_offsets(mat, w, bool(trailing), kind == "str", *_pool_out(n, n * w)))
     else:
         off64, data = _fixed_offsets(mat, trailing)
     arr = _build(kind, off64, data)
@@ -296,7 +326,11 @@ def utf32_to_arrow(values: np.ndarray, *, what: str = "") -> pa.Array:
     if flat.size == 0 or flat.dtype.itemsize == 0:
         return _build("str", np.zeros(flat.size + 1, np.int64), np.zeros(0, np.uint8))
     K = kernels()
-    res = K.utf32_to_offsets(flat, flat.dtype.itemsize // 4, not flat.dtype.isnative) if K is not None else None
+    res = None
+    if K is not None:
+        res = K.utf32_to_offsets(flat, flat.dtype.itemsize // 4, not flat.dtype.isnative,
+                                 *_pool_out(flat.size, flat.nbytes))
+        res = None if res is None else _pooled(res)
     if res is not None:
         return _build("str", res[0], res[1])
     # the fallback: numpy's cast (its values and errors) and pyarrow's conversion of StringDType
