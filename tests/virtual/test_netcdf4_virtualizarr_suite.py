@@ -58,6 +58,15 @@ def _missing_extras() -> list[str]:
     return [m for m in ("hdf5plugin", "imagecodecs") if importlib.util.find_spec(m) is None]
 
 
+def _child_environment(pythonpath: str) -> dict[str, str]:
+    """This process's environment for the child pytest, less what importing netCDF4 here set:
+    HDF5_PLUGIN_PATH pointing at the wheel's own filter plugins, whose Blosc filter then fails
+    hdf5plugin's Blosc datasets in VirtualiZarr's fixtures ("error during user callback")."""
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    env.pop("HDF5_PLUGIN_PATH", None)
+    return env
+
+
 def test_virtualizarr_hdf_parser_tests_pass_with_netcdf4parser(tmp_path: Path) -> None:
     if missing := _missing_extras():
         pytest.skip(f"VirtualiZarr's HDF tests need {' and '.join(missing)} (virtualizarr[hdf]), not installed here")
@@ -71,9 +80,12 @@ def test_virtualizarr_hdf_parser_tests_pass_with_netcdf4parser(tmp_path: Path) -
         [sys.executable, "-m", "pytest", str(tests / "test_parsers" / "test_hdf"), "-p", "vz_as_netcdf4",
          "--ignore", str(tests / "test_parsers" / "test_hdf" / "test_hdf_integration.py"),
          "-q", "-n", "0", "-p", "no:cacheprovider", "--rootdir", str(tests.parent), "-c", "/dev/null",
+         # its own temporary folder: in pytest's shared default one, a concurrent pytest session's
+         # cleanup (it keeps the newest three) can delete the files these tests are reading
+         "--basetemp", str(tmp_path / "basetemp"),
          "-W", "ignore", "-m", "not network", f"--junitxml={report}"],
         capture_output=True, text=True, timeout=600, cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": env_path})
+        env=_child_environment(env_path))
     assert report.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
     outcomes: dict[str, str] = {}
     for case in ET.parse(report).getroot().iter("testcase"):
