@@ -24,3 +24,14 @@ pytest_plugins = ["xarray_backends_summary"]
 def s3() -> S3Server:
     """The S3 server on 127.0.0.1 (moto; one per test process, shared by every S3 test)."""
     return start_server()
+
+
+@pytest.fixture(params=["C", "python"])
+def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A test run through the compiled kernels ("C") and through the pure numpy/pyarrow fallback
+    ("python": ``XR_ZSTRINGS_NO_EXT=1``). "C" leaves the environment alone: CI's fallback job sets the
+    variable for every test."""
+    if request.param == "python":
+        monkeypatch.setenv("XR_ZSTRINGS_NO_EXT", "1")
+    return str(request.param)
+

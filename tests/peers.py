@@ -295,3 +295,13 @@ def compare_views(src: Any, got: dict, ref: dict, what: str) -> None:
         assert not isinstance(o, Exception), (what, key, o)
         assert o.dims == r.dims, (what, key, o.dims, r.dims)
         assert plain_values(o.values) == plain_values(r.values), (what, key)
+
+
+def plain(values: Any) -> list[Any]:
+    """A flat comparable list of any array's values, every missing value (None, NaN, ``pd.NA``,
+    StringDType's NA) as None: what each reader returns for missing differs, the values must not."""
+    import pandas as pd
+
+    return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v
+            for v in np.asarray(values, dtype=object).reshape(-1).tolist()]
+

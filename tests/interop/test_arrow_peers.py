@@ -26,7 +26,7 @@ import xarray as xr
 import zarr
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from peers import nc_url
+from peers import nc_url, plain
 
 import xr_zstrings
 from xr_zstrings.write.zarr3 import to_zarr_v3
@@ -35,20 +35,6 @@ NA_T = np.dtypes.StringDType(na_object=np.nan)
 LABELS = ["alpha", None, "héllo wörld, long enough for a data buffer", "", "中文字", None, "😀x" * 9, "z" * 40,
           "b"]
 ROWS, COLS = 3, 3  # LABELS as a (y, x) variable too
-
-
-@pytest.fixture(params=["C", "python"])
-def kernels(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every read through the compiled kernels and through the pure numpy/pyarrow fallback."""
-    if request.param == "python":  # ("C" leaves the environment alone: CI's fallback job sets it for all)
-        monkeypatch.setenv("XR_ZSTRINGS_NO_EXT", "1")
-    return request.param
-
-
-def plain(values: Any) -> list[Any]:
-    """A flat comparable list: every missing value (NaN, None, pd.NA, StringDType NA) as None."""
-    return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v
-            for v in np.asarray(values, dtype=object).reshape(-1).tolist()]
 
 
 def _write_netcdf_c(path: Path) -> None:

@@ -24,14 +24,13 @@ from typing import Any
 import netCDF4
 import numcodecs
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pytest
 import xarray as xr
 import zarr
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
-from peers import nc_url
+from peers import nc_url, plain
 
 import xr_zstrings
 from xr_zstrings import to_nczarr
@@ -45,22 +44,6 @@ FILL = "N/A"
 _SETTINGS = settings(max_examples=6, deadline=None, database=None,
                      phases=[Phase.explicit, Phase.reuse, Phase.generate],
                      suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-
-
-@pytest.fixture(params=["C", "python"])
-def kernels(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every read through the compiled kernels and through the pure numpy/pyarrow fallback."""
-    if request.param == "python":  # ("C" leaves the environment alone: CI's fallback job sets it for all)
-        monkeypatch.setenv("XR_ZSTRINGS_NO_EXT", "1")
-    return request.param
-
-
-def plain(values: Any) -> list[Any]:
-    """A flat comparable list: every missing value (NaN, None, StringDType NA) as None."""
-    out = []
-    for v in np.asarray(values, dtype=object).reshape(-1).tolist():
-        out.append(None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v)
-    return out
 
 
 @contextlib.contextmanager

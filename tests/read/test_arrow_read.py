@@ -20,12 +20,11 @@ from typing import Any, Literal
 
 import netCDF4
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 import pytest
 import xarray as xr
 import zarr
-from peers import nc_url
+from peers import nc_url, plain
 from xarray.core import indexing
 
 import xr_zstrings
@@ -41,28 +40,12 @@ CHUNKS = (2, 3)  # chunks that divide neither axis
 TEXT = ["a", "héllo", "", "中文字", "😀x", "z" * 30, "b\u00e9", "q"]
 
 
-@pytest.fixture(params=["C", "python"])
-def kernels(request: Any, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every read through the compiled kernels and through the numpy/pyarrow fallback."""
-    if request.param == "python":
-        monkeypatch.setenv("XR_ZSTRINGS_NO_EXT", "1")
-    else:
-        monkeypatch.delenv("XR_ZSTRINGS_NO_EXT", raising=False)
-    return request.param
-
-
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
     """The writers warn about zarr-python's unstable v3 string types and missing values."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         yield
-
-
-def plain(values: Any) -> list[Any]:
-    """A flat comparable list, every missing value (NaN, None, NA) as None."""
-    return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else v
-            for v in np.asarray(values, dtype=object).reshape(-1).tolist()]
 
 
 def grid(missing: bool = True) -> np.ndarray:

@@ -33,14 +33,6 @@ BIN = pd.ArrowDtype(pa.large_binary())
 LABELS = ["p", "q", "ré", "s", "t", "u"]
 
 
-@pytest.fixture(params=["C", "python"])
-def kernels(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every read through the compiled kernels and through the pure-Python fallback."""
-    if request.param == "python":
-        monkeypatch.setenv("XR_ZSTRINGS_NO_EXT", "1")
-    return str(request.param)
-
-
 def _netcdf_c(path: Path) -> Path:
     """An NCZarr store netcdf-c wrote: a string dimension coordinate ``x``, NC_STRING ``s`` with a
     fill (one chunk never written, one value written as the fill: both missing), NC_CHAR ``c`` (joined
